@@ -1,0 +1,47 @@
+// kvscope-ui: the desktop app.
+#include "app/ui/main_window.h"
+#include "app/ui/ui_options.h"
+#include "app/ui/window_screenshot.h"
+#include "kvscope/build_info.h"
+
+#include <cstdio>
+
+#include <QApplication>
+#include <QIcon>
+#include <QTimer>
+
+int main(int argc, char** argv) {
+    QApplication application(argc, argv);
+    QApplication::setApplicationName("kvscope-ui");
+    QApplication::setOrganizationName("kvscope");
+    QApplication::setApplicationVersion(kvscope::build_info::version);
+    QApplication::setWindowIcon(QIcon(":/kvscope/icons/kvscope.svg"));
+
+    const kvscope::ui::UiOptionsResult parsed =
+        kvscope::ui::parse_ui_options(QApplication::arguments());
+    if (!parsed.options) {
+        std::fprintf(parsed.exit_code == 0 ? stdout : stderr, "%s\n", qPrintable(parsed.message));
+        return parsed.exit_code;
+    }
+    const kvscope::ui::UiOptions& options = *parsed.options;
+
+    kvscope::ui::MainWindow window;
+    window.show();
+    if (options.demo) {
+        window.start_demo();
+    }
+
+    if (!options.screenshot_path.isEmpty()) {
+        const int delay_ms = static_cast<int>(options.screenshot_after_s * 1000.0);
+        QTimer::singleShot(delay_ms, &window, [&window, &options] {
+            const QString error = kvscope::ui::save_widget_png(window, options.screenshot_path);
+            if (!error.isEmpty()) {
+                std::fprintf(stderr, "kvscope-ui: %s\n", qPrintable(error));
+                QApplication::exit(1);
+                return;
+            }
+            QApplication::exit(0);
+        });
+    }
+    return QApplication::exec();
+}

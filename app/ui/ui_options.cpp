@@ -1,0 +1,66 @@
+#include "app/ui/ui_options.h"
+
+#include "kvscope/build_info.h"
+
+#include <QCommandLineParser>
+
+namespace kvscope::ui {
+
+UiOptionsResult parse_ui_options(const QStringList& arguments) {
+    QCommandLineParser parser;
+    parser.setApplicationDescription("kvscope-ui: see how LLM inference uses its KV cache.");
+    const QCommandLineOption help_option = parser.addHelpOption();
+    const QCommandLineOption version_option = parser.addVersionOption();
+    const QCommandLineOption demo_option("demo", "Start the default live demo at once.");
+    const QCommandLineOption screenshot_option(
+        "screenshot", "Render the main window to FILE (PNG) and exit.", "FILE");
+    const QCommandLineOption after_option(
+        "screenshot-after", "Seconds to run before taking the screenshot (default 2).", "SECONDS",
+        "2");
+    parser.addOption(demo_option);
+    parser.addOption(screenshot_option);
+    parser.addOption(after_option);
+
+    UiOptionsResult result;
+    if (!parser.parse(arguments)) {
+        result.message = parser.errorText() + "\nRun 'kvscope-ui --help' for usage.";
+        result.exit_code = 2;
+        return result;
+    }
+    if (parser.isSet(help_option)) {
+        result.message = parser.helpText();
+        return result;
+    }
+    if (parser.isSet(version_option)) {
+        result.message = QString("kvscope-ui %1").arg(build_info::version);
+        return result;
+    }
+    if (!parser.positionalArguments().isEmpty()) {
+        result.message = QString("Unexpected argument: %1\nRun 'kvscope-ui --help' for usage.")
+                             .arg(parser.positionalArguments().first());
+        result.exit_code = 2;
+        return result;
+    }
+
+    UiOptions options;
+    options.demo = parser.isSet(demo_option);
+    options.screenshot_path = parser.value(screenshot_option);
+    bool ok = false;
+    options.screenshot_after_s = parser.value(after_option).toDouble(&ok);
+    if (!ok || options.screenshot_after_s < 0 || options.screenshot_after_s > 3600) {
+        result.message = QString("--screenshot-after needs a number of seconds from 0 to 3600, "
+                                 "not '%1'")
+                             .arg(parser.value(after_option));
+        result.exit_code = 2;
+        return result;
+    }
+    if (parser.isSet(after_option) && options.screenshot_path.isEmpty()) {
+        result.message = "--screenshot-after needs --screenshot FILE";
+        result.exit_code = 2;
+        return result;
+    }
+    result.options = options;
+    return result;
+}
+
+} // namespace kvscope::ui

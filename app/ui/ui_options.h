@@ -1,0 +1,26 @@
+// The kvscope-ui command line, parsed apart from main() so it can be tested.
+#pragma once
+
+#include <optional>
+
+#include <QString>
+#include <QStringList>
+
+namespace kvscope::ui {
+
+struct UiOptions {
+    bool demo = false;       // start the default live demo at once
+    QString screenshot_path; // render the main window to this PNG, then exit
+    double screenshot_after_s = 2.0;
+};
+
+struct UiOptionsResult {
+    std::optional<UiOptions> options; // empty: print `message` and exit with `exit_code`
+    QString message;
+    int exit_code = 0;
+};
+
+// `arguments` includes the program name, as QCoreApplication::arguments() does.
+UiOptionsResult parse_ui_options(const QStringList& arguments);
+
+} // namespace kvscope::ui

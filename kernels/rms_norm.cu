@@ -1,0 +1,61 @@
+#include "kernels/cuda_check.cuh"
+#include "kernels/nvtx_range.cuh"
+#include "kernels/rms_norm.cuh"
+
+namespace kvscope::kernels {
+
+// ---- Kernels ------------------------------------------------------------------
+
+namespace {
+
+constexpr int kBlockThreads = 256;
+
+// One block per row; the sum of squares is reduced in fp32 across the block.
+__global__ void rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ weight,
+                                float* out, int dim, float eps) {
+    const float* row_in = x + static_cast<size_t>(blockIdx.x) * dim;
+    float* row_out = out + static_cast<size_t>(blockIdx.x) * dim;
+
+    float sum_sq = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        sum_sq += row_in[i] * row_in[i];
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+        sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, offset);
+    }
+    __shared__ float warp_sums[kBlockThreads / 32];
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
+    if (lane == 0) {
+        warp_sums[warp] = sum_sq;
+    }
+    __syncthreads();
+    __shared__ float inv_rms;
+    if (threadIdx.x == 0) {
+        float total = 0.0f;
+        for (int w = 0; w < kBlockThreads / 32; ++w) {
+            total += warp_sums[w];
+        }
+        inv_rms = rsqrtf(total / static_cast<float>(dim) + eps);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        row_out[i] = row_in[i] * inv_rms * weight[i];
+    }
+}
+
+} // namespace
+
+// ---- Launcher -----------------------------------------------------------------
+
+void launch_rms_norm(const float* x, const float* weight, float* out, int rows, int dim, float eps,
+                     cudaStream_t stream) {
+    NvtxRange range("rms_norm");
+    if (rows <= 0 || dim <= 0) {
+        return;
+    }
+    rms_norm_kernel<<<rows, kBlockThreads, 0, stream>>>(x, weight, out, dim, eps);
+    KVSCOPE_CHECK_LAUNCH("rms_norm_kernel");
+}
+
+} // namespace kvscope::kernels

@@ -1,0 +1,84 @@
+// kvscope-ui's command line: what it accepts, and the exit status and message
+// for what it does not.
+#include "app/ui/ui_options.h"
+
+#include <QTest>
+
+using kvscope::ui::parse_ui_options;
+
+class TestUiOptions : public QObject {
+    Q_OBJECT
+
+private slots:
+    void accepted_data();
+    void accepted();
+    void refused_data();
+    void refused();
+    void help_and_version_exit_zero();
+};
+
+void TestUiOptions::accepted_data() {
+    QTest::addColumn<QStringList>("arguments");
+    QTest::addColumn<bool>("demo");
+    QTest::addColumn<QString>("screenshot");
+    QTest::addColumn<double>("after");
+
+    QTest::newRow("nothing") << QStringList{} << false << QString() << 2.0;
+    QTest::newRow("demo") << QStringList{"--demo"} << true << QString() << 2.0;
+    QTest::newRow("screenshot") << QStringList{"--screenshot", "a.png"} << false << "a.png" << 2.0;
+    QTest::newRow("screenshot after")
+        << QStringList{"--demo", "--screenshot", "a.png", "--screenshot-after", "0.5"} << true
+        << "a.png" << 0.5;
+}
+
+void TestUiOptions::accepted() {
+    QFETCH(QStringList, arguments);
+    QFETCH(bool, demo);
+    QFETCH(QString, screenshot);
+    QFETCH(double, after);
+
+    const auto result = parse_ui_options(QStringList{"kvscope-ui"} + arguments);
+    QVERIFY2(result.options.has_value(), qPrintable(result.message));
+    QCOMPARE(result.options->demo, demo);
+    QCOMPARE(result.options->screenshot_path, screenshot);
+    QCOMPARE(result.options->screenshot_after_s, after);
+}
+
+void TestUiOptions::refused_data() {
+    QTest::addColumn<QStringList>("arguments");
+    QTest::addColumn<QString>("message_part");
+
+    QTest::newRow("unknown option") << QStringList{"--bogus"} << "bogus";
+    QTest::newRow("missing value") << QStringList{"--screenshot"} << "screenshot";
+    QTest::newRow("not a number") << QStringList{"--screenshot", "a.png", "--screenshot-after",
+                                                 "soon"}
+                                  << "soon";
+    QTest::newRow("negative delay")
+        << QStringList{"--screenshot", "a.png", "--screenshot-after", "-1"} << "0 to 3600";
+    QTest::newRow("delay without file") << QStringList{"--screenshot-after", "1"} << "--screenshot";
+    QTest::newRow("stray argument") << QStringList{"what.txt"} << "what.txt";
+}
+
+void TestUiOptions::refused() {
+    QFETCH(QStringList, arguments);
+    QFETCH(QString, message_part);
+
+    const auto result = parse_ui_options(QStringList{"kvscope-ui"} + arguments);
+    QVERIFY(!result.options.has_value());
+    QCOMPARE(result.exit_code, 2);
+    QVERIFY2(result.message.contains(message_part), qPrintable(result.message));
+}
+
+void TestUiOptions::help_and_version_exit_zero() {
+    const auto help = parse_ui_options({"kvscope-ui", "--help"});
+    QVERIFY(!help.options.has_value());
+    QCOMPARE(help.exit_code, 0);
+    QVERIFY(help.message.contains("--demo"));
+
+    const auto version = parse_ui_options({"kvscope-ui", "--version"});
+    QCOMPARE(version.exit_code, 0);
+    QVERIFY(version.message.startsWith("kvscope-ui 0."));
+}
+
+QTEST_GUILESS_MAIN(TestUiOptions)
+#include "tst_ui_options.moc"
