@@ -1,0 +1,66 @@
+// IEEE half (fp16) and bfloat16 conversions, exact for every input including
+// subnormals, infinities and NaN.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+namespace kvscope {
+
+inline float fp16_to_fp32(std::uint16_t h) {
+    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+    const std::uint32_t exponent = (h >> 10) & 0x1fu;
+    std::uint32_t mantissa = h & 0x3ffu;
+    std::uint32_t bits;
+    if (exponent == 0x1f) { // inf / NaN
+        bits = sign | 0x7f800000u | (mantissa << 13);
+    } else if (exponent != 0) { // normal
+        bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+    } else if (mantissa == 0) { // signed zero
+        bits = sign;
+    } else { // subnormal: normalise
+        std::uint32_t e = 113;
+        while ((mantissa & 0x400u) == 0) {
+            mantissa <<= 1;
+            --e;
+        }
+        bits = sign | (e << 23) | ((mantissa & 0x3ffu) << 13);
+    }
+    return std::bit_cast<float>(bits);
+}
+
+// Round to nearest even, as hardware conversions do.
+inline std::uint16_t fp32_to_fp16(float value) {
+    const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+    const std::uint32_t sign = (bits >> 16) & 0x8000u;
+    const std::uint32_t abs = bits & 0x7fffffffu;
+    if (abs >= 0x7f800000u) { // inf or NaN (keep NaN quiet)
+        return static_cast<std::uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+    }
+    if (abs >= 0x477ff000u) { // rounds to >= 65520: overflow to inf
+        return static_cast<std::uint16_t>(sign | 0x7c00u);
+    }
+    if (abs < 0x38800000u) { // below the smallest normal half: subnormal or zero
+        const float magic = std::bit_cast<float>(0x3f000000u); // 0.5: aligns to 2^-24 ulps
+        const float rounded = std::bit_cast<float>(abs) + magic;
+        return static_cast<std::uint16_t>(
+            sign | (std::bit_cast<std::uint32_t>(rounded) - std::bit_cast<std::uint32_t>(magic)));
+    }
+    const std::uint32_t odd = (abs >> 13) & 1u;
+    const std::uint32_t rounded = abs + 0xc8000fffu + odd; // rebias exponent and round
+    return static_cast<std::uint16_t>(sign | (rounded >> 13));
+}
+
+inline float bf16_to_fp32(std::uint16_t b) {
+    return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+}
+
+inline std::uint16_t fp32_to_bf16(float value) {
+    const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) {
+        return static_cast<std::uint16_t>((bits >> 16) | 0x40u); // quiet NaN
+    }
+    return static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+} // namespace kvscope
