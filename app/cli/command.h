@@ -18,5 +18,6 @@ struct Command {
 };
 
 Command add_info_command(CLI::App& app);
+Command add_generate_command(CLI::App& app);
 
 } // namespace kvscope::cli

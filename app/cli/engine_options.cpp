@@ -1,0 +1,57 @@
+#include "app/cli/engine_options.h"
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/matmul.h"
+#include "engine/model_path.h"
+
+#include <iostream>
+#include <stdexcept>
+
+namespace kvscope::cli {
+
+void EngineOptions::add_to(CLI::App& app) {
+    app.add_option("-m,--model", model_path,
+                   "GGUF model file (default: $KVSCOPE_MODEL, else the model setup.sh fetched)")
+        ->check(CLI::ExistingFile);
+    app.add_option("-t,--threads", threads, "CPU threads (default: all)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--block-size", block_size, "Tokens per KV-cache block")
+        ->check(CLI::Range(1, 1024))
+        ->capture_default_str();
+    app.add_option("--cache-tokens", cache_tokens,
+                   "KV-cache capacity in tokens (default: what the run needs)")
+        ->check(CLI::NonNegativeNumber);
+}
+
+std::shared_ptr<const model::LlamaModel> EngineOptions::load_model() const {
+    ModelPath path = resolve_model_path();
+    if (!model_path.empty()) {
+        path = {model_path, false};
+    }
+    if (const std::string problem = model_path_problem(path); !problem.empty()) {
+        throw std::runtime_error(problem);
+    }
+    auto model = model::LlamaModel::load(path.path);
+    const model::LlamaConfig& c = model->config();
+    std::cerr << "model: " << path.path.string() << " ("
+              << (c.name.empty() ? c.architecture : c.name) << ", " << c.layers << " layers, "
+              << c.hidden << " wide, " << c.heads << "/" << c.kv_heads << " heads)\n";
+    return model;
+}
+
+std::unique_ptr<runner::Backend>
+EngineOptions::make_backend(std::shared_ptr<const model::LlamaModel> model,
+                            int default_cache_tokens) const {
+    const int tokens = cache_tokens > 0 ? cache_tokens : default_cache_tokens;
+    cpu::CpuBackendOptions options;
+    options.block_size = block_size;
+    options.num_blocks = (tokens + block_size - 1) / block_size;
+    options.threads = threads;
+    auto backend = std::make_unique<cpu::CpuBackend>(std::move(model), options);
+    std::cerr << "backend: cpu, " << backend->threads() << " threads, " << cpu::matmul_kernel_name()
+              << " kernels; KV cache " << options.num_blocks << " blocks x " << block_size
+              << " tokens (" << backend->kv_cache_bytes() / (1024 * 1024) << " MiB, f32)\n";
+    return backend;
+}
+
+} // namespace kvscope::cli

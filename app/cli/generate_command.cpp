@@ -1,0 +1,130 @@
+// `kvscope generate`: one prompt through the engine, the text streamed as it
+// is produced, then prefill and decode speed.
+#include "app/cli/command.h"
+#include "app/cli/engine_options.h"
+#include "engine/runner/generate.h"
+#include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/utf8_stream.h"
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+namespace kvscope::cli {
+namespace {
+
+struct GenerateOptions {
+    EngineOptions engine;
+    std::string prompt;
+    bool chat = false;
+    std::string system;
+    int max_tokens = 256;
+    sampling::SamplingParams sampling;
+    std::optional<std::uint64_t> seed;
+};
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+int run_generate(const GenerateOptions& options) {
+    sampling::SamplingParams sampling = options.sampling;
+    sampling.seed = options.seed.value_or(std::random_device{}());
+    if (const std::string problem = sampling.problem(); !problem.empty()) {
+        std::cerr << "kvscope generate: " << problem << "\n";
+        return exit_usage;
+    }
+
+    const auto model = options.engine.load_model();
+    const tokenizer::Tokenizer& tok = model->tokenizer();
+    std::string text = options.prompt;
+    if (options.chat) {
+        std::vector<tokenizer::ChatMessage> messages;
+        if (!options.system.empty()) {
+            messages.push_back({"system", options.system});
+        }
+        messages.push_back({"user", options.prompt});
+        text = tokenizer::render_chatml(messages, true);
+    }
+    // In chat mode the template's markers are special tokens; a plain prompt
+    // is taken literally.
+    const std::vector<std::int32_t> prompt = tok.encode(text, options.chat);
+    if (prompt.empty()) {
+        std::cerr << "kvscope generate: the prompt is empty\n";
+        return exit_usage;
+    }
+    const int needed = static_cast<int>(prompt.size()) + options.max_tokens;
+    auto backend = options.engine.make_backend(model, needed);
+
+    g_interrupted = 0;
+    auto previous = std::signal(SIGINT, [](int) { g_interrupted = 1; });
+    tokenizer::Utf8StreamDecoder decoder;
+    sampling::Sampler sampler(sampling);
+    const runner::GenerationStats stats = runner::generate(
+        *backend, tok, prompt, {options.max_tokens, 512}, sampler, [&](std::int32_t id) {
+            std::cout << decoder.push(tok.token_bytes(id)) << std::flush;
+            return g_interrupted == 0;
+        });
+    std::signal(SIGINT, previous);
+    std::cout << decoder.finish() << "\n" << std::flush;
+
+    std::fprintf(stderr,
+                 "\nprompt: %d tokens, prefill %.1f tokens/s (%.3f s)\n"
+                 "output: %d tokens, decode %.1f tokens/s (%.3f s), stopped by %s\n"
+                 "seed: %llu\n",
+                 stats.prompt_tokens, stats.prefill_tokens_per_second(), stats.prefill_seconds,
+                 stats.generated_tokens, stats.decode_tokens_per_second(), stats.decode_seconds,
+                 stats.stop_reason.c_str(), static_cast<unsigned long long>(sampling.seed));
+    return g_interrupted != 0 ? 130 : exit_ok;
+}
+
+} // namespace
+
+Command add_generate_command(CLI::App& app) {
+    auto options = std::make_shared<GenerateOptions>();
+    CLI::App* parser = app.add_subcommand("generate", "Generate text from a prompt, streamed, "
+                                                      "then print prefill and decode speed");
+    parser->add_option("-p,--prompt", options->prompt, "The prompt text")->required();
+    parser->add_flag("--chat", options->chat,
+                     "Wrap the prompt in the model's chat template (ChatML) as a user turn");
+    parser
+        ->add_option("--system", options->system,
+                     "System prompt for --chat (default: the model's own)")
+        ->needs(parser->get_option("--chat"));
+    parser->add_option("-n,--max-tokens", options->max_tokens, "Most tokens to generate")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    parser
+        ->add_option("--temperature,--temp", options->sampling.temperature,
+                     "Sampling temperature; 0 is greedy")
+        ->check(CLI::Range(0.0, 100.0))
+        ->capture_default_str();
+    parser->add_option("--top-k", options->sampling.top_k, "Keep the k most likely tokens; 0 off")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    parser->add_option("--top-p", options->sampling.top_p, "Nucleus sampling mass; 1 off")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+    parser
+        ->add_option("--min-p", options->sampling.min_p,
+                     "Drop tokens below this fraction of the top one's probability; 0 off")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+    parser
+        ->add_option("--repeat-penalty", options->sampling.repetition_penalty,
+                     "Penalty for recently seen tokens; 1 off")
+        ->check(CLI::Range(0.01, 100.0))
+        ->capture_default_str();
+    parser
+        ->add_option("--repeat-last-n", options->sampling.repetition_window,
+                     "How many recent tokens the penalty considers")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    parser->add_option("-s,--seed", options->seed,
+                       "Random seed (default: random, printed at the end)");
+    options->engine.add_to(*parser);
+    return {parser, [options] {
+                return run_generate(*options);
+            }};
+}
+
+} // namespace kvscope::cli

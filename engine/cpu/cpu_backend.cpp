@@ -1,0 +1,115 @@
+#include "engine/cpu/cpu_backend.h"
+
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/ops.h"
+
+#include <stdexcept>
+
+namespace kvscope::cpu {
+
+CpuBackend::CpuBackend(std::shared_ptr<const model::LlamaModel> model,
+                       const CpuBackendOptions& options)
+    : model_(std::move(model))
+    , options_(options)
+    , pool_(options.threads) {
+    if (options_.block_size <= 0 || options_.num_blocks <= 0) {
+        throw std::invalid_argument("KV cache needs a positive block size and block count");
+    }
+    const model::LlamaConfig& c = model_->config();
+    const std::size_t per_layer = 2ull * static_cast<std::size_t>(options_.num_blocks) *
+                                  static_cast<std::size_t>(c.kv_heads) *
+                                  static_cast<std::size_t>(options_.block_size) *
+                                  static_cast<std::size_t>(c.head_dim);
+    kv_storage_.assign(per_layer * static_cast<std::size_t>(c.layers), 0.0f);
+}
+
+LayerKvView CpuBackend::layer_view(int layer) {
+    const model::LlamaConfig& c = model_->config();
+    LayerKvView view;
+    view.kv_heads = c.kv_heads;
+    view.head_dim = c.head_dim;
+    view.block_size = options_.block_size;
+    const std::size_t half = static_cast<std::size_t>(options_.num_blocks) *
+                             static_cast<std::size_t>(view.block_stride());
+    view.keys = kv_storage_.data() + 2 * half * static_cast<std::size_t>(layer);
+    view.values = view.keys + half;
+    return view;
+}
+
+void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
+    const model::LlamaConfig& c = model_->config();
+    const model::LlamaWeights& w = model_->weights();
+    const std::int64_t tokens = batch.token_count();
+    if (tokens == 0) {
+        return;
+    }
+    for (const std::int32_t slot : batch.slot_mapping) {
+        if (slot < 0 || slot >= options_.num_blocks * options_.block_size) {
+            throw std::invalid_argument("slot " + std::to_string(slot) +
+                                        " is outside the KV cache");
+        }
+    }
+    const std::int64_t hidden = c.hidden;
+    const std::int64_t q_width = static_cast<std::int64_t>(c.heads) * c.head_dim;
+    const std::int64_t kv_width = static_cast<std::int64_t>(c.kv_heads) * c.head_dim;
+
+    // Activations for this step: (tokens, width) each.
+    std::vector<float> x(static_cast<std::size_t>(tokens * hidden));
+    std::vector<float> h(x.size());
+    std::vector<float> q(static_cast<std::size_t>(tokens * q_width));
+    std::vector<float> k(static_cast<std::size_t>(tokens * kv_width));
+    std::vector<float> v(k.size());
+    std::vector<float> attn(q.size());
+    std::vector<float> gate(static_cast<std::size_t>(tokens * c.ffn_hidden));
+    std::vector<float> up(gate.size());
+    std::vector<float> rope_cos(static_cast<std::size_t>(tokens * c.head_dim / 2));
+    std::vector<float> rope_sin(rope_cos.size());
+
+    for (std::int64_t t = 0; t < tokens; ++t) {
+        const std::int32_t id = batch.token_ids[static_cast<std::size_t>(t)];
+        if (id < 0 || id >= c.vocab) {
+            throw std::invalid_argument("token id " + std::to_string(id) +
+                                        " is outside the vocabulary");
+        }
+        dequantize_row(w.token_embedding, id, x.data() + t * hidden);
+    }
+    rope_tables(batch.positions.data(), tokens, c.head_dim, c.rope_theta, rope_cos.data(),
+                rope_sin.data());
+
+    for (int l = 0; l < c.layers; ++l) {
+        const model::LayerWeights& layer = w.layers[static_cast<std::size_t>(l)];
+        const LayerKvView cache = layer_view(l);
+
+        rms_norm(x.data(), layer.attn_norm.data(), h.data(), tokens, hidden, c.rms_eps);
+        matmul(layer.wq, h.data(), tokens, q.data(), pool_);
+        matmul(layer.wk, h.data(), tokens, k.data(), pool_);
+        matmul(layer.wv, h.data(), tokens, v.data(), pool_);
+        rope_adjacent_pairs(q.data(), rope_cos.data(), rope_sin.data(), tokens, c.heads,
+                            c.head_dim);
+        rope_adjacent_pairs(k.data(), rope_cos.data(), rope_sin.data(), tokens, c.kv_heads,
+                            c.head_dim);
+        write_kv(cache, batch, k.data(), v.data());
+        paged_attention(cache, batch, q.data(), c.heads, attn.data(), pool_);
+        matmul(layer.wo, attn.data(), tokens, h.data(), pool_);
+        add_in_place(x.data(), h.data(), tokens * hidden);
+
+        rms_norm(x.data(), layer.ffn_norm.data(), h.data(), tokens, hidden, c.rms_eps);
+        matmul(layer.w_gate, h.data(), tokens, gate.data(), pool_);
+        matmul(layer.w_up, h.data(), tokens, up.data(), pool_);
+        silu_mul(gate.data(), up.data(), tokens * c.ffn_hidden);
+        matmul(layer.w_down, gate.data(), tokens, h.data(), pool_);
+        add_in_place(x.data(), h.data(), tokens * hidden);
+    }
+
+    // Only the rows whose logits are wanted go through the (large) output head.
+    const auto rows = static_cast<std::int64_t>(batch.logit_tokens.size());
+    std::vector<float> selected(static_cast<std::size_t>(rows * hidden));
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int32_t t = batch.logit_tokens[static_cast<std::size_t>(r)];
+        rms_norm(x.data() + t * hidden, w.output_norm.data(), selected.data() + r * hidden, 1,
+                 hidden, c.rms_eps);
+    }
+    matmul(w.output, selected.data(), rows, logits, pool_);
+}
+
+} // namespace kvscope::cpu

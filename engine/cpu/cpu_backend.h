@@ -1,0 +1,47 @@
+// The CPU backend: runs a Llama-family model over a ForwardBatch in fp32, on
+// all cores, with K/V in a paged cache it owns.
+#pragma once
+
+#include "engine/cpu/paged_attention.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/model/llama_model.h"
+#include "engine/runner/backend.h"
+
+#include <memory>
+#include <vector>
+
+namespace kvscope::cpu {
+
+struct CpuBackendOptions {
+    int num_blocks = 1024;
+    int block_size = 16;
+    int threads = 0; // 0: all hardware threads
+};
+
+class CpuBackend final : public runner::Backend {
+public:
+    // Allocates the KV cache; throws std::bad_alloc / std::invalid_argument.
+    CpuBackend(std::shared_ptr<const model::LlamaModel> model, const CpuBackendOptions& options);
+
+    std::string name() const override { return "cpu"; }
+    int vocab_size() const override { return model_->config().vocab; }
+    int block_size() const override { return options_.block_size; }
+    int num_blocks() const override { return options_.num_blocks; }
+    int threads() const { return pool_.size(); }
+    std::int64_t kv_cache_bytes() const {
+        return static_cast<std::int64_t>(kv_storage_.size() * sizeof(float));
+    }
+
+    void forward(const runner::ForwardBatch& batch, float* logits) override;
+
+private:
+    LayerKvView layer_view(int layer);
+
+    std::shared_ptr<const model::LlamaModel> model_;
+    CpuBackendOptions options_;
+    ThreadPool pool_;
+    // (layers, 2 [K, V], num_blocks, kv_heads, block_size, head_dim)
+    std::vector<float> kv_storage_;
+};
+
+} // namespace kvscope::cpu

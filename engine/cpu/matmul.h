@@ -1,0 +1,32 @@
+// y = x · Wᵀ with W stored in any dequantizable GGUF type and x, y in fp32:
+// the linear layers of the CPU backend. Weights stay in their file format
+// (read in place from the memory map) and are expanded a row at a time into
+// a small buffer that stays in L1, then reused for a tile of tokens.
+#pragma once
+
+#include "engine/cpu/thread_pool.h"
+#include "engine/gguf/tensor_type.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kvscope::cpu {
+
+struct WeightMatrix {
+    gguf::TensorType type = gguf::TensorType::F32;
+    std::int64_t rows = 0;     // output features
+    std::int64_t cols = 0;     // input features (contiguous within a row)
+    std::size_t row_bytes = 0; // bytes per row in `type`
+    const std::byte* data = nullptr;
+};
+
+// x: (tokens, cols) row-major; y: (tokens, rows) row-major.
+void matmul(const WeightMatrix& w, const float* x, std::int64_t tokens, float* y, ThreadPool& pool);
+
+// Expands row `row` of `w` to fp32 (used by matmul and by embedding look-ups).
+void dequantize_row(const WeightMatrix& w, std::int64_t row, float* out);
+
+// Which kernel set runs here: "avx2" or "scalar".
+const char* matmul_kernel_name();
+
+} // namespace kvscope::cpu

@@ -1,0 +1,89 @@
+#include "engine/cpu/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace kvscope::cpu {
+
+void rms_norm(const float* x, const float* weight, float* out, std::int64_t tokens,
+              std::int64_t dim, float eps) {
+    for (std::int64_t t = 0; t < tokens; ++t) {
+        const float* row = x + t * dim;
+        float* dst = out + t * dim;
+        float sum_sq = 0.0f;
+        for (std::int64_t i = 0; i < dim; ++i) {
+            sum_sq += row[i] * row[i];
+        }
+        const float scale = 1.0f / std::sqrt(sum_sq / static_cast<float>(dim) + eps);
+        for (std::int64_t i = 0; i < dim; ++i) {
+            dst[i] = row[i] * scale * weight[i];
+        }
+    }
+}
+
+void rope_tables(const std::int32_t* positions, std::int64_t tokens, int head_dim, float theta_base,
+                 float* cos_out, float* sin_out) {
+    const int pairs = head_dim / 2;
+    // In double: at 8k positions the angle reaches ~8e3 radians, where fp32
+    // would lose the low bits that matter.
+    for (std::int64_t t = 0; t < tokens; ++t) {
+        for (int i = 0; i < pairs; ++i) {
+            const double freq =
+                std::pow(static_cast<double>(theta_base), -2.0 * i / static_cast<double>(head_dim));
+            const double angle = static_cast<double>(positions[t]) * freq;
+            cos_out[t * pairs + i] = static_cast<float>(std::cos(angle));
+            sin_out[t * pairs + i] = static_cast<float>(std::sin(angle));
+        }
+    }
+}
+
+void rope_adjacent_pairs(float* x, const float* cos, const float* sin, std::int64_t tokens,
+                         int heads, int head_dim) {
+    const int pairs = head_dim / 2;
+    for (std::int64_t t = 0; t < tokens; ++t) {
+        const float* c = cos + t * pairs;
+        const float* s = sin + t * pairs;
+        for (int h = 0; h < heads; ++h) {
+            float* head = x + (t * heads + h) * head_dim;
+            for (int i = 0; i < pairs; ++i) {
+                const float a = head[2 * i];
+                const float b = head[2 * i + 1];
+                head[2 * i] = a * c[i] - b * s[i];
+                head[2 * i + 1] = a * s[i] + b * c[i];
+            }
+        }
+    }
+}
+
+void silu_mul(float* gate, const float* up, std::int64_t count) {
+    for (std::int64_t i = 0; i < count; ++i) {
+        const float g = gate[i];
+        gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+}
+
+void add_in_place(float* x, const float* y, std::int64_t count) {
+    for (std::int64_t i = 0; i < count; ++i) {
+        x[i] += y[i];
+    }
+}
+
+float softmax_in_place(float* x, std::int64_t count) {
+    float max_value = -std::numeric_limits<float>::infinity();
+    for (std::int64_t i = 0; i < count; ++i) {
+        max_value = std::max(max_value, x[i]);
+    }
+    double sum = 0.0;
+    for (std::int64_t i = 0; i < count; ++i) {
+        x[i] = std::exp(x[i] - max_value);
+        sum += x[i];
+    }
+    const auto inv = static_cast<float>(1.0 / sum);
+    for (std::int64_t i = 0; i < count; ++i) {
+        x[i] *= inv;
+    }
+    return max_value + static_cast<float>(std::log(sum));
+}
+
+} // namespace kvscope::cpu

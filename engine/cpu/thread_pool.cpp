@@ -1,0 +1,107 @@
+#include "engine/cpu/thread_pool.h"
+
+#include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define KVSCOPE_CPU_RELAX() _mm_pause()
+#else
+#define KVSCOPE_CPU_RELAX() std::this_thread::yield()
+#endif
+
+namespace kvscope::cpu {
+namespace {
+// How long an idle worker spins before sleeping: long enough to bridge the
+// gaps between the loops of one forward pass, short enough not to burn a
+// core between steps.
+constexpr auto kSpinBeforeSleep = std::chrono::milliseconds(2);
+} // namespace
+
+ThreadPool::ThreadPool(int threads) {
+    if (threads <= 0) {
+        threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    }
+    for (int i = 1; i < threads; ++i) {
+        workers_.emplace_back([this, i] { worker_loop(i); });
+    }
+}
+
+ThreadPool::~ThreadPool() {
+    {
+        std::lock_guard lock(sleep_mutex_);
+        stopping_.store(true);
+    }
+    sleep_cv_.notify_all();
+    for (std::thread& worker : workers_) {
+        worker.join();
+    }
+}
+
+void ThreadPool::run_share(int index) {
+    const std::int64_t begin = static_cast<std::int64_t>(index) * chunk_;
+    const std::int64_t end = std::min(count_, begin + chunk_);
+    if (begin < end) {
+        (*body_)(begin, end);
+    }
+}
+
+void ThreadPool::worker_loop(int index) {
+    std::uint64_t seen = 0;
+    for (;;) {
+        auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+        int polls = 0;
+        while (generation_.load(std::memory_order_acquire) == seen) {
+            if (stopping_.load(std::memory_order_relaxed)) {
+                return;
+            }
+            KVSCOPE_CPU_RELAX();
+            if (++polls % 1024 == 0 && std::chrono::steady_clock::now() > spin_until) {
+                std::unique_lock lock(sleep_mutex_);
+                sleepers_.fetch_add(1);
+                sleep_cv_.wait(lock, [&] {
+                    return stopping_.load() || generation_.load(std::memory_order_acquire) != seen;
+                });
+                sleepers_.fetch_sub(1);
+                spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+            }
+        }
+        if (stopping_.load()) {
+            return;
+        }
+        seen = generation_.load(std::memory_order_acquire);
+        run_share(index);
+        remaining_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+}
+
+void ThreadPool::parallel_for(std::int64_t count, std::int64_t grain,
+                              const std::function<void(std::int64_t, std::int64_t)>& body) {
+    if (count <= 0) {
+        return;
+    }
+    if (workers_.empty() || count < 2 * std::max<std::int64_t>(1, grain)) {
+        body(0, count);
+        return;
+    }
+    body_ = &body;
+    count_ = count;
+    chunk_ = (count + size() - 1) / size();
+    remaining_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    {
+        // Publishing under the mutex pairs with a worker's check before it
+        // sleeps, so no wake-up is lost.
+        std::lock_guard lock(sleep_mutex_);
+        generation_.fetch_add(1, std::memory_order_acq_rel);
+    }
+    if (sleepers_.load() > 0) {
+        sleep_cv_.notify_all();
+    }
+    run_share(0);
+    while (remaining_.load(std::memory_order_acquire) != 0) {
+        KVSCOPE_CPU_RELAX();
+    }
+    body_ = nullptr;
+}
+
+} // namespace kvscope::cpu

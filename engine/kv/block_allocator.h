@@ -1,0 +1,53 @@
+// Hands out the physical blocks of the paged KV cache. Pure bookkeeping: no
+// tensors live here, so it is testable on its own and shared by every backend.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+namespace kvscope::kv {
+
+using BlockId = std::int32_t;
+
+class BlockAllocator {
+public:
+    explicit BlockAllocator(int num_blocks);
+
+    // A free block, or nullopt when the pool is exhausted.
+    std::optional<BlockId> allocate();
+    // Returns `block` to the pool. Throws std::logic_error on a double free or
+    // an id outside the pool, which would otherwise corrupt other sequences.
+    void free(BlockId block);
+
+    int total() const { return static_cast<int>(in_use_.size()); }
+    int free_count() const { return static_cast<int>(free_.size()); }
+    int used_count() const { return total() - free_count(); }
+    bool in_use(BlockId block) const { return in_use_.at(static_cast<std::size_t>(block)); }
+
+private:
+    std::deque<BlockId> free_; // lowest ids first, so fresh pools fill in order
+    std::vector<bool> in_use_;
+};
+
+// The KV blocks of one sequence: block_table[i] holds its tokens
+// [i * block_size, (i + 1) * block_size).
+struct SequenceBlocks {
+    std::vector<BlockId> block_table;
+    std::int32_t length = 0; // tokens whose K/V are in the cache
+
+    std::int32_t capacity(int block_size) const {
+        return static_cast<std::int32_t>(block_table.size()) * block_size;
+    }
+};
+
+// Grows `sequence` to hold `new_length` tokens. All or nothing: when the pool
+// runs out, blocks taken by this call are returned and false comes back.
+bool reserve(SequenceBlocks& sequence, std::int32_t new_length, int block_size,
+             BlockAllocator& allocator);
+
+// Frees every block of `sequence` and empties it.
+void release(SequenceBlocks& sequence, BlockAllocator& allocator);
+
+} // namespace kvscope::kv

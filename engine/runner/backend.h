@@ -1,0 +1,28 @@
+// The boundary between the engine and the hardware: a backend owns the KV
+// storage and runs the model over a ForwardBatch. The CPU backend is one; the
+// CUDA backend implements the same interface.
+#pragma once
+
+#include "engine/runner/forward_batch.h"
+
+#include <string>
+
+namespace kvscope::runner {
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+
+    virtual std::string name() const = 0;
+    virtual int vocab_size() const = 0;
+    virtual int block_size() const = 0;
+    virtual int num_blocks() const = 0;
+
+    // Runs the model over `batch`: writes the K/V of its tokens into their
+    // slots, attends causally over each sequence's cached tokens, and writes
+    // the logits of batch.logit_tokens to `logits` as
+    // (logit_tokens.size(), vocab_size()) row-major.
+    virtual void forward(const ForwardBatch& batch, float* logits) = 0;
+};
+
+} // namespace kvscope::runner

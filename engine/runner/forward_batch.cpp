@@ -1,0 +1,41 @@
+#include "engine/runner/forward_batch.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace kvscope::runner {
+
+ForwardBatch build_forward_batch(std::span<const SequenceStep> steps, int block_size) {
+    ForwardBatch batch;
+    batch.block_size = block_size;
+    batch.block_table_offsets.push_back(0);
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+        const SequenceStep& step = steps[s];
+        const kv::SequenceBlocks& blocks = *step.blocks;
+        const auto new_length = blocks.length + static_cast<std::int32_t>(step.tokens.size());
+        if (new_length > blocks.capacity(block_size)) {
+            throw std::invalid_argument(
+                "sequence " + std::to_string(s) + " needs room for " + std::to_string(new_length) +
+                " tokens but its blocks hold " + std::to_string(blocks.capacity(block_size)));
+        }
+        for (std::size_t i = 0; i < step.tokens.size(); ++i) {
+            const std::int32_t position = blocks.length + static_cast<std::int32_t>(i);
+            const kv::BlockId block =
+                blocks.block_table[static_cast<std::size_t>(position / block_size)];
+            if (step.logits_for_all_tokens || i + 1 == step.tokens.size()) {
+                batch.logit_tokens.push_back(static_cast<std::int32_t>(batch.token_ids.size()));
+            }
+            batch.token_ids.push_back(step.tokens[i]);
+            batch.positions.push_back(position);
+            batch.slot_mapping.push_back(block * block_size + position % block_size);
+            batch.sequence_of.push_back(static_cast<std::int32_t>(s));
+        }
+        batch.context_lengths.push_back(new_length);
+        batch.block_tables.insert(batch.block_tables.end(), blocks.block_table.begin(),
+                                  blocks.block_table.end());
+        batch.block_table_offsets.push_back(static_cast<std::int32_t>(batch.block_tables.size()));
+    }
+    return batch;
+}
+
+} // namespace kvscope::runner

@@ -1,0 +1,46 @@
+// One forward step's work as flat arrays, the form every backend consumes:
+// the tokens of all sequences in the batch (prefill chunks and decodes mixed),
+// where each token's K/V goes (slot mapping) and which cached blocks each
+// sequence attends over.
+#pragma once
+
+#include "engine/kv/block_allocator.h"
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace kvscope::runner {
+
+struct ForwardBatch {
+    int block_size = 16;
+    // Per token, (tokens):
+    std::vector<std::int32_t> token_ids;
+    std::vector<std::int32_t> positions;    // position within its sequence
+    std::vector<std::int32_t> slot_mapping; // block * block_size + offset in block
+    std::vector<std::int32_t> sequence_of;  // index into the per-sequence arrays
+    // Per sequence, (sequences):
+    std::vector<std::int32_t> context_lengths;     // cached tokens after this step
+    std::vector<std::int32_t> block_table_offsets; // (sequences + 1) into block_tables
+    std::vector<kv::BlockId> block_tables;
+    // Tokens whose next-token logits the caller wants, in output order.
+    std::vector<std::int32_t> logit_tokens;
+
+    std::int64_t token_count() const { return static_cast<std::int64_t>(token_ids.size()); }
+    std::int64_t sequence_count() const {
+        return static_cast<std::int64_t>(context_lengths.size());
+    }
+};
+
+// One sequence's part of a step: `tokens` continue the sequence at
+// position `blocks.length`; the blocks must already have room for them.
+struct SequenceStep {
+    const kv::SequenceBlocks* blocks = nullptr;
+    std::span<const std::int32_t> tokens;
+    bool logits_for_all_tokens = false; // else only for the last one
+};
+
+// Throws std::invalid_argument when a sequence's blocks cannot hold its tokens.
+ForwardBatch build_forward_batch(std::span<const SequenceStep> steps, int block_size);
+
+} // namespace kvscope::runner

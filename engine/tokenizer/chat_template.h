@@ -1,0 +1,25 @@
+// Chat prompts in ChatML, the format SmolLM2-Instruct (and Qwen, and others)
+// was trained on. Rendered the way the model's own template does, including
+// its default system prompt when the conversation brings none.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kvscope::tokenizer {
+
+struct ChatMessage {
+    std::string role; // "system", "user" or "assistant"
+    std::string content;
+};
+
+// SmolLM2-Instruct's system prompt, used when the first message is not "system".
+inline constexpr const char* smollm2_default_system_prompt =
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+
+// "<|im_start|>role\ncontent<|im_end|>\n" per message, then
+// "<|im_start|>assistant\n" when `add_generation_prompt` is set.
+std::string render_chatml(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                          const std::string& default_system_prompt = smollm2_default_system_prompt);
+
+} // namespace kvscope::tokenizer

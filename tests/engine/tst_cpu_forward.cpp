@@ -1,0 +1,274 @@
+// The CPU forward pass of the real SmolLM2 against transformers in fp32 (the
+// weights dequantised from the same GGUF): next-token distributions over a
+// 306-token teacher-forced text, and greedy continuations of chat prompts.
+// Then the paged cache's own promises: chunked prefill, mixed batches and any
+// block size give the same logits as one whole pass.
+#include "engine/cpu/cpu_backend.h"
+#include "engine/kv/block_allocator.h"
+#include "engine/model/llama_model.h"
+#include "engine/runner/forward_batch.h"
+#include "tests/support/golden.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <QJsonArray>
+#include <QTest>
+
+using namespace kvscope;
+
+namespace {
+
+std::vector<std::int32_t> to_ids(const QJsonValue& value) {
+    std::vector<std::int32_t> ids;
+    for (const QJsonValue& id : value.toArray()) {
+        ids.push_back(id.toInt());
+    }
+    return ids;
+}
+
+// Runs `tokens` through one sequence in chunks of the given sizes (cycled),
+// returning the logits of every position: (tokens, vocab).
+std::vector<float> logits_in_chunks(runner::Backend& backend,
+                                    const std::vector<std::int32_t>& tokens,
+                                    const std::vector<int>& chunk_sizes) {
+    const int vocab = backend.vocab_size();
+    kv::BlockAllocator allocator(backend.num_blocks());
+    kv::SequenceBlocks sequence;
+    std::vector<float> all(tokens.size() * static_cast<std::size_t>(vocab));
+    std::size_t done = 0;
+    for (std::size_t c = 0; done < tokens.size(); ++c) {
+        const std::size_t n = std::min<std::size_t>(
+            static_cast<std::size_t>(chunk_sizes[c % chunk_sizes.size()]), tokens.size() - done);
+        if (!kv::reserve(sequence, static_cast<std::int32_t>(done + n), backend.block_size(),
+                         allocator)) {
+            qFatal("KV cache too small for the test");
+        }
+        const runner::SequenceStep step{&sequence, std::span(tokens).subspan(done, n), true};
+        const runner::ForwardBatch batch =
+            runner::build_forward_batch(std::span(&step, 1), backend.block_size());
+        backend.forward(batch, all.data() + done * static_cast<std::size_t>(vocab));
+        sequence.length += static_cast<std::int32_t>(n);
+        done += n;
+    }
+    return all;
+}
+
+struct Agreement {
+    double kl_mean = 0;
+    double kl_max = 0;
+    double top1 = 0;
+};
+
+// KL(reference || ours) per position from the reference's top-20 logits and
+// log-sum-exp: the top-20 probabilities exactly, the rest of the vocabulary as
+// one bucket. Merging outcomes can only lower KL, so this is a lower bound;
+// with >95% of the mass in the top 20 here it is a tight one.
+Agreement compare_with_reference(const std::vector<float>& logits, int vocab,
+                                 const QJsonArray& positions) {
+    Agreement a;
+    int agree = 0;
+    for (qsizetype p = 0; p < positions.size(); ++p) {
+        const QJsonObject ref = positions[p].toObject();
+        const float* ours = logits.data() + p * vocab;
+        const float max_logit = *std::max_element(ours, ours + vocab);
+        double sum = 0;
+        for (int i = 0; i < vocab; ++i) {
+            sum += std::exp(double(ours[i]) - max_logit);
+        }
+        const double our_lse = max_logit + std::log(sum);
+        const std::int32_t our_top =
+            static_cast<std::int32_t>(std::max_element(ours, ours + vocab) - ours);
+        const QJsonArray ids = ref.value("top_ids").toArray();
+        const QJsonArray ref_logits = ref.value("top_logits").toArray();
+        const double ref_lse = ref.value("logsumexp").toDouble();
+        agree += our_top == ids[0].toInt() ? 1 : 0;
+        double kl = 0, p_rest = 1, q_rest = 1;
+        for (qsizetype i = 0; i < ids.size(); ++i) {
+            const double p_i = std::exp(ref_logits[i].toDouble() - ref_lse);
+            const double q_i = std::exp(double(ours[ids[i].toInt()]) - our_lse);
+            kl += p_i * std::log(p_i / q_i);
+            p_rest -= p_i;
+            q_rest -= q_i;
+        }
+        if (p_rest > 1e-9 && q_rest > 1e-9) {
+            kl += p_rest * std::log(p_rest / q_rest);
+        }
+        a.kl_mean += kl;
+        a.kl_max = std::max(a.kl_max, kl);
+    }
+    a.kl_mean /= static_cast<double>(positions.size());
+    a.top1 = double(agree) / static_cast<double>(positions.size());
+    return a;
+}
+
+double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
+    double worst = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        worst = std::max(worst, double(std::abs(a[i] - b[i])));
+    }
+    return worst;
+}
+
+} // namespace
+
+class TestCpuForward : public QObject {
+    Q_OBJECT
+
+private slots:
+    void initTestCase();
+    void teacher_forced_matches_transformers_fp32();
+    void greedy_matches_transformers_fp32();
+    void chunked_prefill_matches_one_pass_data();
+    void chunked_prefill_matches_one_pass();
+    void mixed_batch_matches_separate_runs();
+
+private:
+    QJsonObject golden_;
+    std::shared_ptr<const model::LlamaModel> model_;
+    std::vector<std::int32_t> teacher_ids_;
+    std::vector<float> one_pass_;
+};
+
+void TestCpuForward::initTestCase() {
+    golden_ = test::load_golden();
+    QVERIFY(!golden_.isEmpty());
+    if (const QString problem = test::golden_model_problem(golden_); !problem.isEmpty()) {
+        QSKIP(qPrintable("golden forward tests need the SmolLM2 model: " + problem));
+    }
+    model_ = model::LlamaModel::load(test::golden_model_path());
+    teacher_ids_ = to_ids(golden_.value("teacher_forced").toObject().value("ids"));
+    cpu::CpuBackend backend(model_, {64, 16, 0});
+    one_pass_ = logits_in_chunks(backend, teacher_ids_, {static_cast<int>(teacher_ids_.size())});
+}
+
+void TestCpuForward::teacher_forced_matches_transformers_fp32() {
+    const QJsonArray positions =
+        golden_.value("teacher_forced").toObject().value("positions").toArray();
+    QCOMPARE(static_cast<std::size_t>(positions.size()), teacher_ids_.size());
+    const Agreement a = compare_with_reference(one_pass_, model_->config().vocab, positions);
+    qInfo("teacher-forced vs transformers fp32: %lld positions, top-1 %.4f, KL mean %.3g, max %.3g",
+          static_cast<long long>(positions.size()), a.top1, a.kl_mean, a.kl_max);
+    // Same weights, same fp32 arithmetic up to summation order: the
+    // distributions must agree to rounding noise (see docs for the bounds).
+    QVERIFY2(a.top1 >= 0.99, qPrintable(QString("top-1 agreement %1").arg(a.top1)));
+    QVERIFY2(a.kl_mean <= 1e-4, qPrintable(QString("mean KL %1").arg(a.kl_mean)));
+    QVERIFY2(a.kl_max <= 1e-3, qPrintable(QString("max KL %1").arg(a.kl_max)));
+}
+
+void TestCpuForward::greedy_matches_transformers_fp32() {
+    cpu::CpuBackend backend(model_, {64, 16, 0});
+    const int vocab = backend.vocab_size();
+    for (const QJsonValue& entry : golden_.value("greedy").toArray()) {
+        const QJsonObject c = entry.toObject();
+        const std::vector<std::int32_t> prompt = to_ids(c.value("prompt_ids"));
+        const std::vector<std::int32_t> expected = to_ids(c.value("tokens"));
+        kv::BlockAllocator allocator(backend.num_blocks());
+        kv::SequenceBlocks sequence;
+        std::vector<std::int32_t> pending = prompt;
+        std::vector<std::int32_t> generated;
+        std::vector<float> logits(static_cast<std::size_t>(vocab));
+        while (generated.size() < expected.size()) {
+            QVERIFY(kv::reserve(sequence,
+                                sequence.length + static_cast<std::int32_t>(pending.size()),
+                                backend.block_size(), allocator));
+            const runner::SequenceStep step{&sequence, pending, false};
+            backend.forward(runner::build_forward_batch(std::span(&step, 1), backend.block_size()),
+                            logits.data());
+            sequence.length += static_cast<std::int32_t>(pending.size());
+            const auto next = static_cast<std::int32_t>(
+                std::max_element(logits.begin(), logits.end()) - logits.begin());
+            generated.push_back(next);
+            pending = {next};
+        }
+        std::size_t same = 0;
+        while (same < expected.size() && generated[same] == expected[same]) {
+            ++same;
+        }
+        const std::vector<std::int32_t> llama = to_ids(c.value("llama_cpp_tokens"));
+        std::size_t same_llama = 0;
+        while (same_llama < llama.size() && generated[same_llama] == llama[same_llama]) {
+            ++same_llama;
+        }
+        qInfo("'%s': %zu of %zu greedy tokens identical to transformers (llama.cpp: %zu)",
+              qPrintable(c.value("prompt").toString()), same, expected.size(), same_llama);
+        QVERIFY2(same >= 32, qPrintable(QString("only %1 identical tokens").arg(same)));
+    }
+}
+
+void TestCpuForward::chunked_prefill_matches_one_pass_data() {
+    QTest::addColumn<int>("block_size");
+    QTest::addColumn<std::vector<int>>("chunks");
+    QTest::newRow("block 16, chunks 37/1/100") << 16 << std::vector<int>{37, 1, 100};
+    QTest::newRow("block 1, chunks 64") << 1 << std::vector<int>{64};
+    QTest::newRow("block 7, token by token") << 7 << std::vector<int>{1};
+    QTest::newRow("block 32, chunks 16") << 32 << std::vector<int>{16};
+}
+
+void TestCpuForward::chunked_prefill_matches_one_pass() {
+    QFETCH(int, block_size);
+    QFETCH(std::vector<int>, chunks);
+    const int blocks = static_cast<int>(teacher_ids_.size()) / block_size + 2;
+    cpu::CpuBackend backend(model_, {blocks, block_size, 0});
+    const std::vector<float> chunked = logits_in_chunks(backend, teacher_ids_, chunks);
+    const double worst = max_abs_difference(chunked, one_pass_);
+    qInfo("max |logit difference| = %.3g", worst);
+    // Only summation order differs between the runs.
+    QVERIFY2(worst < 2e-3, qPrintable(QString::number(worst)));
+}
+
+void TestCpuForward::mixed_batch_matches_separate_runs() {
+    // Three sequences of different lengths in one batch: one prefilling a
+    // chunk, two decoding, in blocks interleaved in the pool.
+    cpu::CpuBackend backend(model_, {64, 16, 0});
+    const int vocab = backend.vocab_size();
+    kv::BlockAllocator allocator(backend.num_blocks());
+    std::vector<kv::SequenceBlocks> seqs(3);
+    const std::vector<std::size_t> starts{0, 50, 120};
+    std::vector<std::size_t> done{0, 0, 0};
+    const std::vector<std::size_t> lengths{90, 40, 70};
+    std::vector<std::vector<float>> logits(3);
+    // Token-by-token for all three at once, except sequence 0 starts with a
+    // 30-token chunk.
+    while (done != lengths) {
+        std::vector<runner::SequenceStep> steps;
+        std::vector<int> which;
+        for (int s = 0; s < 3; ++s) {
+            if (done[s] == lengths[s]) {
+                continue;
+            }
+            const std::size_t n = (s == 0 && done[s] == 0) ? 30 : 1;
+            QVERIFY(kv::reserve(seqs[s], static_cast<std::int32_t>(done[s] + n), 16, allocator));
+            steps.push_back(
+                {&seqs[s], std::span(teacher_ids_).subspan(starts[s] + done[s], n), true});
+            which.push_back(s);
+        }
+        const runner::ForwardBatch batch = runner::build_forward_batch(steps, 16);
+        std::vector<float> out(batch.logit_tokens.size() * static_cast<std::size_t>(vocab));
+        backend.forward(batch, out.data());
+        std::size_t row = 0;
+        for (std::size_t i = 0; i < steps.size(); ++i) {
+            const int s = which[i];
+            const std::size_t n = steps[i].tokens.size();
+            logits[s].insert(logits[s].end(),
+                             out.begin() + static_cast<std::ptrdiff_t>(row * vocab),
+                             out.begin() + static_cast<std::ptrdiff_t>((row + n) * vocab));
+            row += n;
+            seqs[s].length += static_cast<std::int32_t>(n);
+            done[s] += n;
+        }
+    }
+    for (int s = 0; s < 3; ++s) {
+        cpu::CpuBackend alone(model_, {64, 16, 0});
+        const std::vector<std::int32_t> ids(
+            teacher_ids_.begin() + static_cast<std::ptrdiff_t>(starts[s]),
+            teacher_ids_.begin() + static_cast<std::ptrdiff_t>(starts[s] + lengths[s]));
+        const std::vector<float> expected =
+            logits_in_chunks(alone, ids, {static_cast<int>(ids.size())});
+        const double worst = max_abs_difference(logits[s], expected);
+        QVERIFY2(worst < 2e-3, qPrintable(QString("sequence %1: %2").arg(s).arg(worst)));
+    }
+}
+
+QTEST_GUILESS_MAIN(TestCpuForward)
+#include "tst_cpu_forward.moc"

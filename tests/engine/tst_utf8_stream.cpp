@@ -1,0 +1,77 @@
+// The streaming UTF-8 decoder: characters split across tokens come out whole,
+// bytes that can never form a character become U+FFFD, nothing is lost.
+#include "engine/tokenizer/utf8_stream.h"
+
+#include <QTest>
+
+using kvscope::tokenizer::Utf8StreamDecoder;
+
+class TestUtf8Stream : public QObject {
+    Q_OBJECT
+
+private slots:
+    void split_characters_wait_for_their_end_data();
+    void split_characters_wait_for_their_end();
+    void invalid_bytes_become_replacement_data();
+    void invalid_bytes_become_replacement();
+    void cut_off_character_at_end();
+};
+
+void TestUtf8Stream::split_characters_wait_for_their_end_data() {
+    QTest::addColumn<QByteArray>("text");
+    QTest::newRow("ascii") << QByteArray("plain text");
+    QTest::newRow("two-byte") << QByteArray("café κόσμε");
+    QTest::newRow("three-byte") << QByteArray("你好世界 ✓");
+    QTest::newRow("four-byte") << QByteArray("🤖🚀 👩‍👩‍👧");
+}
+
+void TestUtf8Stream::split_characters_wait_for_their_end() {
+    QFETCH(QByteArray, text);
+    // Every way of cutting the text in two, and byte by byte.
+    for (qsizetype cut = 0; cut <= text.size(); ++cut) {
+        Utf8StreamDecoder decoder;
+        const std::string first = decoder.push(text.left(cut).toStdString());
+        QVERIFY(QString::fromUtf8(first.c_str()).toUtf8() == QByteArray::fromStdString(first));
+        const std::string second = decoder.push(text.mid(cut).toStdString());
+        QCOMPARE(QByteArray::fromStdString(first + second), text);
+        QVERIFY(!decoder.has_pending());
+    }
+    Utf8StreamDecoder decoder;
+    std::string joined;
+    for (const char c : text) {
+        joined += decoder.push(std::string(1, c));
+    }
+    QCOMPARE(QByteArray::fromStdString(joined + decoder.finish()), text);
+}
+
+void TestUtf8Stream::invalid_bytes_become_replacement_data() {
+    QTest::addColumn<QByteArray>("input");
+    QTest::addColumn<QByteArray>("expected");
+    const QByteArray fffd("\xEF\xBF\xBD");
+    QTest::newRow("lone continuation") << QByteArray("a\x80z") << ("a" + fffd + "z");
+    QTest::newRow("invalid lead") << QByteArray("\xff") << fffd;
+    QTest::newRow("overlong") << QByteArray("\xc0\xaf") << (fffd + fffd);
+    QTest::newRow("surrogate") << QByteArray("\xed\xa0\x80") << (fffd + fffd + fffd);
+    QTest::newRow("interrupted") << QByteArray("\xe4\xbd"
+                                               "A")
+                                 << (fffd + "A");
+}
+
+void TestUtf8Stream::invalid_bytes_become_replacement() {
+    QFETCH(QByteArray, input);
+    QFETCH(QByteArray, expected);
+    Utf8StreamDecoder decoder;
+    const std::string out = decoder.push(input.toStdString()) + decoder.finish();
+    QCOMPARE(QByteArray::fromStdString(out), expected);
+}
+
+void TestUtf8Stream::cut_off_character_at_end() {
+    Utf8StreamDecoder decoder;
+    QCOMPARE(decoder.push("ok \xf0\x9f"), std::string("ok "));
+    QVERIFY(decoder.has_pending());
+    QCOMPARE(decoder.finish(), std::string("\xEF\xBF\xBD"));
+    QVERIFY(!decoder.has_pending());
+}
+
+QTEST_GUILESS_MAIN(TestUtf8Stream)
+#include "tst_utf8_stream.moc"
