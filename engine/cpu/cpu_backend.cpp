@@ -81,9 +81,9 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
         const LayerKvView cache = layer_view(l);
 
         rms_norm(x.data(), layer.attn_norm.data(), h.data(), tokens, hidden, c.rms_eps);
-        matmul(layer.wq, h.data(), tokens, q.data(), pool_);
-        matmul(layer.wk, h.data(), tokens, k.data(), pool_);
-        matmul(layer.wv, h.data(), tokens, v.data(), pool_);
+        const MatmulOutput qkv[] = {
+            {&layer.wq, q.data()}, {&layer.wk, k.data()}, {&layer.wv, v.data()}};
+        matmul_shared_input(qkv, h.data(), tokens, pool_);
         rope_adjacent_pairs(q.data(), rope_cos.data(), rope_sin.data(), tokens, c.heads,
                             c.head_dim);
         rope_adjacent_pairs(k.data(), rope_cos.data(), rope_sin.data(), tokens, c.kv_heads,
@@ -94,8 +94,8 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
         add_in_place(x.data(), h.data(), tokens * hidden);
 
         rms_norm(x.data(), layer.ffn_norm.data(), h.data(), tokens, hidden, c.rms_eps);
-        matmul(layer.w_gate, h.data(), tokens, gate.data(), pool_);
-        matmul(layer.w_up, h.data(), tokens, up.data(), pool_);
+        const MatmulOutput gate_up[] = {{&layer.w_gate, gate.data()}, {&layer.w_up, up.data()}};
+        matmul_shared_input(gate_up, h.data(), tokens, pool_);
         silu_mul(gate.data(), up.data(), tokens * c.ffn_hidden);
         matmul(layer.w_down, gate.data(), tokens, h.data(), pool_);
         add_in_place(x.data(), h.data(), tokens * hidden);

@@ -4,6 +4,7 @@
 #include "engine/gguf/dequantize.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 namespace kvscope::cpu {
@@ -29,8 +30,13 @@ void scalar_dot_tokens(const float* row, const float* x, std::int64_t stride, st
 
 } // namespace
 
+bool scalar_has_fused(gguf::TensorType) {
+    return false;
+}
+
 const MatmulKernels& scalar_kernels() {
-    static const MatmulKernels kernels{scalar_dequantize_row, scalar_dot_tokens};
+    static const MatmulKernels kernels{scalar_dequantize_row, scalar_dot_tokens, nullptr, nullptr,
+                                       scalar_has_fused};
     return kernels;
 }
 
@@ -67,20 +73,69 @@ void dequantize_row(const WeightMatrix& w, std::int64_t row, float* out) {
 
 void matmul(const WeightMatrix& w, const float* x, std::int64_t tokens, float* y,
             ThreadPool& pool) {
+    const MatmulOutput output{&w, y};
+    matmul_shared_input(std::span(&output, 1), x, tokens, pool);
+}
+
+void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, std::int64_t tokens,
+                         ThreadPool& pool) {
     const detail::MatmulKernels& k = kernels();
+    const std::int64_t cols = outputs.front().weights->cols;
+    std::int64_t total_rows = 0;
+    bool any_fused = false;
+    for (const MatmulOutput& out : outputs) {
+        if (out.weights->cols != cols) {
+            throw std::invalid_argument("matmul_shared_input: matrices of different widths");
+        }
+        total_rows += out.weights->rows;
+        any_fused = any_fused || k.has_fused(out.weights->type);
+    }
+    const bool can_fuse = cols % 32 == 0;
+    thread_local std::vector<std::int16_t> quantized_values;
+    thread_local std::vector<float> quantized_scales;
+    thread_local std::vector<float> quantized_sums;
+    detail::QuantizedActivations quantized;
+    if (any_fused && can_fuse) {
+        const std::int64_t blocks = cols / 32;
+        quantized_values.resize(static_cast<std::size_t>(tokens * cols));
+        quantized_scales.resize(static_cast<std::size_t>(tokens * blocks));
+        quantized_sums.resize(quantized_scales.size());
+        quantized = {quantized_values.data(), quantized_scales.data(), quantized_sums.data()};
+        k.quantize_activations(x, tokens, cols, quantized);
+    }
     for (std::int64_t tile = 0; tile < tokens; tile += kTokenTile) {
         const std::int64_t tile_tokens = std::min(kTokenTile, tokens - tile);
-        const float* x_tile = x + tile * w.cols;
-        float* y_tile = y + tile * w.rows;
-        pool.parallel_for(w.rows, 16, [&](std::int64_t begin, std::int64_t end) {
+        const float* x_tile = x + tile * cols;
+        pool.parallel_for(total_rows, 16, [&](std::int64_t begin, std::int64_t end) {
             thread_local std::vector<float> row;
-            row.resize(static_cast<std::size_t>(w.cols));
             float results[4];
-            for (std::int64_t r = begin; r < end; ++r) {
-                k.dequantize_row(w, r, row.data());
+            // Find the matrix holding global row `begin`, then walk on.
+            std::size_t m = 0;
+            std::int64_t first_row = 0;
+            while (begin >= first_row + outputs[m].weights->rows) {
+                first_row += outputs[m].weights->rows;
+                ++m;
+            }
+            for (std::int64_t global = begin; global < end; ++global) {
+                while (global >= first_row + outputs[m].weights->rows) {
+                    first_row += outputs[m].weights->rows;
+                    ++m;
+                }
+                const WeightMatrix& w = *outputs[m].weights;
+                float* y_tile = outputs[m].y + tile * w.rows;
+                const std::int64_t r = global - first_row;
+                const bool fused = can_fuse && k.has_fused(w.type);
+                if (!fused) {
+                    row.resize(static_cast<std::size_t>(cols));
+                    k.dequantize_row(w, r, row.data());
+                }
                 for (std::int64_t t = 0; t < tile_tokens; t += 4) {
                     const int n = static_cast<int>(std::min<std::int64_t>(4, tile_tokens - t));
-                    k.dot_tokens(row.data(), x_tile + t * w.cols, w.cols, w.cols, n, results);
+                    if (fused) {
+                        k.fused_row_tokens(w, r, quantized, tile + t, n, results);
+                    } else {
+                        k.dot_tokens(row.data(), x_tile + t * cols, cols, cols, n, results);
+                    }
                     for (int j = 0; j < n; ++j) {
                         y_tile[(t + j) * w.rows + r] = results[j];
                     }

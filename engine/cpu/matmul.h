@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace kvscope::cpu {
 
@@ -22,6 +23,16 @@ struct WeightMatrix {
 
 // x: (tokens, cols) row-major; y: (tokens, rows) row-major.
 void matmul(const WeightMatrix& w, const float* x, std::int64_t tokens, float* y, ThreadPool& pool);
+
+// Several matrices applied to the same input (Q, K and V; gate and up): the
+// input is prepared once and all their rows are shared out in one parallel
+// loop, which saves a synchronisation per matrix. All must have x's width.
+struct MatmulOutput {
+    const WeightMatrix* weights;
+    float* y; // (tokens, weights->rows)
+};
+void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, std::int64_t tokens,
+                         ThreadPool& pool);
 
 // Expands row `row` of `w` to fp32 (used by matmul and by embedding look-ups).
 void dequantize_row(const WeightMatrix& w, std::int64_t row, float* out);

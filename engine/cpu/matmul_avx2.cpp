@@ -151,10 +151,163 @@ void avx2_dot_tokens(const float* row, const float* x, std::int64_t stride, std:
     }
 }
 
+// ---- Fused quantized-row kernels ----------------------------------------------
+//
+// Weights stay 4- or 8-bit integers, widened to int16 in registers; the
+// activations come quantised to int16 per 32-value block (scale amax/32767,
+// so a relative error of at most 1.5e-5 of the block's largest value). Integer
+// multiply-adds (madd_epi16: 16 products per instruction) accumulate each
+// block exactly in int32 before one conversion and scaling. Twice the work
+// per instruction of widening to fp32, and far closer to fp32 results than
+// llama.cpp's int8 activations.
+
+struct Q4_1Block {
+    static constexpr std::size_t bytes = 20;
+    // The block's 32 weights as int16 (values 0..15) and its scale and offset.
+    static void load(const std::byte* block, __m256i& low, __m256i& high, float& d, float& m) {
+        d = load_fp16(block);
+        m = load_fp16(block + 2);
+        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 4));
+        const __m128i mask = _mm_set1_epi8(0x0f);
+        low = _mm256_cvtepu8_epi16(_mm_and_si128(packed, mask));
+        high = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), mask));
+    }
+};
+
+struct Q4_0Block {
+    static constexpr std::size_t bytes = 18;
+    static void load(const std::byte* block, __m256i& low, __m256i& high, float& d, float& m) {
+        d = load_fp16(block);
+        m = -8.0f * d; // (q - 8) * d = q * d + (-8 d)
+        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+        const __m128i mask = _mm_set1_epi8(0x0f);
+        low = _mm256_cvtepu8_epi16(_mm_and_si128(packed, mask));
+        high = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), mask));
+    }
+};
+
+struct Q8_0Block {
+    static constexpr std::size_t bytes = 34;
+    static void load(const std::byte* block, __m256i& low, __m256i& high, float& d, float& m) {
+        d = load_fp16(block);
+        m = 0.0f;
+        low = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2)));
+        high = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 18)));
+    }
+};
+
+// dot(row, x_k) = sum over blocks of d * s_k * sum(q * xq_k) + m * sum(x_k).
+template <typename Block, int N>
+void fused_row(const std::byte* row, std::int64_t blocks, const QuantizedActivations& x,
+               std::int64_t first_token, float* out) {
+    __m256 acc[N];
+    float offset[N];
+    for (int k = 0; k < N; ++k) {
+        acc[k] = _mm256_setzero_ps();
+        offset[k] = 0.0f;
+    }
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        __m256i low, high;
+        float d, m;
+        Block::load(row + static_cast<std::size_t>(b) * Block::bytes, low, high, d, m);
+        for (int k = 0; k < N; ++k) {
+            const std::int64_t token = first_token + k;
+            const std::int16_t* xq = x.values + (token * blocks + b) * 32;
+            const __m256i products = _mm256_add_epi32(
+                _mm256_madd_epi16(low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq))),
+                _mm256_madd_epi16(high,
+                                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16))));
+            const float scale = d * x.scales[token * blocks + b];
+            acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(products), _mm256_set1_ps(scale), acc[k]);
+            offset[k] += m * x.block_sums[token * blocks + b];
+        }
+    }
+    for (int k = 0; k < N; ++k) {
+        out[k] = horizontal_sum(acc[k]) + offset[k];
+    }
+}
+
+template <typename Block>
+void fused_dispatch(const std::byte* row, std::int64_t blocks, const QuantizedActivations& x,
+                    std::int64_t first_token, int n, float* out) {
+    switch (n) {
+    case 4:
+        fused_row<Block, 4>(row, blocks, x, first_token, out);
+        return;
+    case 3:
+        fused_row<Block, 3>(row, blocks, x, first_token, out);
+        return;
+    case 2:
+        fused_row<Block, 2>(row, blocks, x, first_token, out);
+        return;
+    default:
+        fused_row<Block, 1>(row, blocks, x, first_token, out);
+        return;
+    }
+}
+
+// x (tokens, cols) -> int16 per 32-value block with one scale each, plus the
+// exact fp32 block sums for the offset term.
+void avx2_quantize_activations(const float* x, std::int64_t tokens, std::int64_t cols,
+                               QuantizedActivations& out) {
+    const std::int64_t blocks = cols / 32;
+    const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+    for (std::int64_t i = 0; i < tokens * blocks; ++i) {
+        const float* src = x + i * 32;
+        __m256 v[4];
+        __m256 amax = _mm256_setzero_ps();
+        __m256 sum = _mm256_setzero_ps();
+        for (int j = 0; j < 4; ++j) {
+            v[j] = _mm256_loadu_ps(src + 8 * j);
+            amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, v[j]));
+            sum = _mm256_add_ps(sum, v[j]);
+        }
+        const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        const __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        const float max_abs = _mm_cvtss_f32(_mm_max_ss(m2, _mm_movehdup_ps(m2)));
+        const float scale = max_abs / 32767.0f;
+        const __m256 inverse = _mm256_set1_ps(scale > 0 ? 1.0f / scale : 0.0f);
+        std::int16_t* dst = out.values + i * 32;
+        for (int j = 0; j < 4; j += 2) {
+            const __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], inverse));
+            const __m256i b = _mm256_cvtps_epi32(_mm256_mul_ps(v[j + 1], inverse));
+            // packs interleaves 128-bit lanes; permute restores element order.
+            const __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xd8);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 8 * j), packed);
+        }
+        out.scales[i] = scale;
+        out.block_sums[i] = horizontal_sum(sum);
+    }
+}
+
+bool avx2_has_fused(gguf::TensorType type) {
+    return type == gguf::TensorType::Q4_0 || type == gguf::TensorType::Q4_1 ||
+           type == gguf::TensorType::Q8_0;
+}
+
+void avx2_fused_row_tokens(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& x,
+                           std::int64_t first_token, int n, float* out) {
+    const std::byte* src = w.data + static_cast<std::size_t>(row) * w.row_bytes;
+    const std::int64_t blocks = w.cols / 32;
+    switch (w.type) {
+    case gguf::TensorType::Q4_1:
+        fused_dispatch<Q4_1Block>(src, blocks, x, first_token, n, out);
+        return;
+    case gguf::TensorType::Q4_0:
+        fused_dispatch<Q4_0Block>(src, blocks, x, first_token, n, out);
+        return;
+    default:
+        fused_dispatch<Q8_0Block>(src, blocks, x, first_token, n, out);
+        return;
+    }
+}
+
 } // namespace
 
 const MatmulKernels* avx2_kernels() {
-    static const MatmulKernels kernels{avx2_dequantize_row, avx2_dot_tokens};
+    static const MatmulKernels kernels{avx2_dequantize_row, avx2_dot_tokens,
+                                       avx2_quantize_activations, avx2_fused_row_tokens,
+                                       avx2_has_fused};
     return &kernels;
 }
 

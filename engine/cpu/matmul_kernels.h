@@ -6,12 +6,29 @@
 
 namespace kvscope::cpu::detail {
 
+// Activations prepared for the fused integer kernels: per 32-value block an
+// int16 copy and its scale (x ~= values * scale), and the exact fp32 sum.
+struct QuantizedActivations {
+    std::int16_t* values = nullptr; // (tokens, cols)
+    float* scales = nullptr;        // (tokens, cols / 32)
+    float* block_sums = nullptr;    // (tokens, cols / 32)
+};
+
 struct MatmulKernels {
     // Row `row` of `w` -> `out` (w.cols floats).
     void (*dequantize_row)(const WeightMatrix& w, std::int64_t row, float* out);
     // out[k] = dot(row, x + k * stride) for k < n (n <= 4), over `cols` values.
     void (*dot_tokens)(const float* row, const float* x, std::int64_t stride, std::int64_t cols,
                        int n, float* out);
+    // Fills `out` for x (tokens, cols); cols is a multiple of 32.
+    void (*quantize_activations)(const float* x, std::int64_t tokens, std::int64_t cols,
+                                 QuantizedActivations& out);
+    // Row `row` of `w` times tokens first_token .. first_token + n - 1
+    // (n <= 4) of `x`, without expanding the row. Only for types where
+    // has_fused() is true.
+    void (*fused_row_tokens)(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& x,
+                             std::int64_t first_token, int n, float* out);
+    bool (*has_fused)(gguf::TensorType type);
 };
 
 const MatmulKernels& scalar_kernels();
