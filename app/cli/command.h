@@ -19,5 +19,6 @@ struct Command {
 
 Command add_info_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
+Command add_bench_command(CLI::App& app);
 
 } // namespace kvscope::cli

@@ -41,13 +41,16 @@ std::shared_ptr<const model::LlamaModel> EngineOptions::load_model() const {
 
 std::unique_ptr<runner::Backend>
 EngineOptions::make_backend(std::shared_ptr<const model::LlamaModel> model,
-                            int default_cache_tokens) const {
+                            int default_cache_tokens, bool announce) const {
     const int tokens = cache_tokens > 0 ? cache_tokens : default_cache_tokens;
     cpu::CpuBackendOptions options;
     options.block_size = block_size;
     options.num_blocks = (tokens + block_size - 1) / block_size;
     options.threads = threads;
     auto backend = std::make_unique<cpu::CpuBackend>(std::move(model), options);
+    if (!announce) {
+        return backend;
+    }
     std::cerr << "backend: cpu, " << backend->threads() << " threads, " << cpu::matmul_kernel_name()
               << " kernels; KV cache " << options.num_blocks << " blocks x " << block_size
               << " tokens (" << backend->kv_cache_bytes() / (1024 * 1024) << " MiB, f32)\n";

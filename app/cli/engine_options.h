@@ -21,8 +21,10 @@ struct EngineOptions {
     // Loads the model, printing what it loads to stderr. Throws with a message
     // that says what to do when the file is missing or invalid.
     std::shared_ptr<const model::LlamaModel> load_model() const;
+    // `announce`: print the backend and cache size to stderr.
     std::unique_ptr<runner::Backend> make_backend(std::shared_ptr<const model::LlamaModel> model,
-                                                  int default_cache_tokens) const;
+                                                  int default_cache_tokens,
+                                                  bool announce = true) const;
 };
 
 } // namespace kvscope::cli

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
     std::vector<Command> commands;
     commands.push_back(add_info_command(app));
     commands.push_back(add_generate_command(app));
+    commands.push_back(add_bench_command(app));
 
     // A first word that is neither an option nor a subcommand gets a clearer
     // message than CLI11's generic "arguments were not expected".

@@ -161,38 +161,48 @@ void avx2_dot_tokens(const float* row, const float* x, std::int64_t stride, std:
 // per instruction of widening to fp32, and far closer to fp32 results than
 // llama.cpp's int8 activations.
 
+// Weights come out in the order the activations are stored (see
+// quantize_activations): `even` holds elements 0, 2, ..., 30 and `odd`
+// elements 1, 3, ..., 31, as int16. For 4-bit blocks one 16-byte load
+// broadcast to both lanes and two lane-wise shifts do the widening, keeping
+// the shuffle port free.
+inline void widen_nibbles(const std::byte* qs, __m256i& even, __m256i& odd) {
+    const __m256i bytes =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+    const __m256i mask = _mm256_set1_epi16(0x0f);
+    // Lane 0 takes low nibbles (elements 0..15), lane 1 high nibbles (16..31).
+    even =
+        _mm256_and_si256(_mm256_srlv_epi32(bytes, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), mask);
+    odd = _mm256_and_si256(_mm256_srlv_epi32(bytes, _mm256_setr_epi32(8, 8, 8, 8, 12, 12, 12, 12)),
+                           mask);
+}
+
 struct Q4_1Block {
     static constexpr std::size_t bytes = 20;
-    // The block's 32 weights as int16 (values 0..15) and its scale and offset.
-    static void load(const std::byte* block, __m256i& low, __m256i& high, float& d, float& m) {
+    static void load(const std::byte* block, __m256i& even, __m256i& odd, float& d, float& m) {
         d = load_fp16(block);
         m = load_fp16(block + 2);
-        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 4));
-        const __m128i mask = _mm_set1_epi8(0x0f);
-        low = _mm256_cvtepu8_epi16(_mm_and_si128(packed, mask));
-        high = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), mask));
+        widen_nibbles(block + 4, even, odd);
     }
 };
 
 struct Q4_0Block {
     static constexpr std::size_t bytes = 18;
-    static void load(const std::byte* block, __m256i& low, __m256i& high, float& d, float& m) {
+    static void load(const std::byte* block, __m256i& even, __m256i& odd, float& d, float& m) {
         d = load_fp16(block);
         m = -8.0f * d; // (q - 8) * d = q * d + (-8 d)
-        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
-        const __m128i mask = _mm_set1_epi8(0x0f);
-        low = _mm256_cvtepu8_epi16(_mm_and_si128(packed, mask));
-        high = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), mask));
+        widen_nibbles(block + 2, even, odd);
     }
 };
 
 struct Q8_0Block {
     static constexpr std::size_t bytes = 34;
-    static void load(const std::byte* block, __m256i& low, __m256i& high, float& d, float& m) {
+    static void load(const std::byte* block, __m256i& even, __m256i& odd, float& d, float& m) {
         d = load_fp16(block);
         m = 0.0f;
-        low = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2)));
-        high = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 18)));
+        const __m256i bytes32 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+        even = _mm256_srai_epi16(_mm256_slli_epi16(bytes32, 8), 8); // sign-extend even bytes
+        odd = _mm256_srai_epi16(bytes32, 8);
     }
 };
 
@@ -207,15 +217,15 @@ void fused_row(const std::byte* row, std::int64_t blocks, const QuantizedActivat
         offset[k] = 0.0f;
     }
     for (std::int64_t b = 0; b < blocks; ++b) {
-        __m256i low, high;
+        __m256i even, odd;
         float d, m;
-        Block::load(row + static_cast<std::size_t>(b) * Block::bytes, low, high, d, m);
+        Block::load(row + static_cast<std::size_t>(b) * Block::bytes, even, odd, d, m);
         for (int k = 0; k < N; ++k) {
             const std::int64_t token = first_token + k;
             const std::int16_t* xq = x.values + (token * blocks + b) * 32;
             const __m256i products = _mm256_add_epi32(
-                _mm256_madd_epi16(low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq))),
-                _mm256_madd_epi16(high,
+                _mm256_madd_epi16(even, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq))),
+                _mm256_madd_epi16(odd,
                                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16))));
             const float scale = d * x.scales[token * blocks + b];
             acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(products), _mm256_set1_ps(scale), acc[k]);
@@ -267,13 +277,17 @@ void avx2_quantize_activations(const float* x, std::int64_t tokens, std::int64_t
         const float max_abs = _mm_cvtss_f32(_mm_max_ss(m2, _mm_movehdup_ps(m2)));
         const float scale = max_abs / 32767.0f;
         const __m256 inverse = _mm256_set1_ps(scale > 0 ? 1.0f / scale : 0.0f);
+        // Stored as the kernels read weights: the 16 even-indexed values,
+        // then the 16 odd-indexed ones.
+        alignas(32) std::int32_t rounded[32];
+        for (int j = 0; j < 4; ++j) {
+            _mm256_store_si256(reinterpret_cast<__m256i*>(rounded + 8 * j),
+                               _mm256_cvtps_epi32(_mm256_mul_ps(v[j], inverse)));
+        }
         std::int16_t* dst = out.values + i * 32;
-        for (int j = 0; j < 4; j += 2) {
-            const __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], inverse));
-            const __m256i b = _mm256_cvtps_epi32(_mm256_mul_ps(v[j + 1], inverse));
-            // packs interleaves 128-bit lanes; permute restores element order.
-            const __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xd8);
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 8 * j), packed);
+        for (int j = 0; j < 16; ++j) {
+            dst[j] = static_cast<std::int16_t>(rounded[2 * j]);
+            dst[16 + j] = static_cast<std::int16_t>(rounded[2 * j + 1]);
         }
         out.scales[i] = scale;
         out.block_sums[i] = horizontal_sum(sum);

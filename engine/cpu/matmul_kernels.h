@@ -8,6 +8,8 @@ namespace kvscope::cpu::detail {
 
 // Activations prepared for the fused integer kernels: per 32-value block an
 // int16 copy and its scale (x ~= values * scale), and the exact fp32 sum.
+// Within a block the copy holds the even-indexed values, then the odd ones:
+// the order the kernels widen weights into.
 struct QuantizedActivations {
     std::int16_t* values = nullptr; // (tokens, cols)
     float* scales = nullptr;        // (tokens, cols / 32)

@@ -1,0 +1,185 @@
+// `kvscope bench`: prefill and decode throughput of the engine over a grid of
+// batch sizes and context lengths, as a table (or JSON for scripts).
+#include "app/cli/command.h"
+#include "app/cli/engine_options.h"
+#include "engine/kv/block_allocator.h"
+#include "engine/runner/forward_batch.h"
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+namespace kvscope::cli {
+namespace {
+
+struct BenchOptions {
+    EngineOptions engine;
+    std::vector<int> batches{1, 8, 32};
+    std::vector<int> contexts{128, 1024};
+    int decode_steps = 32;
+    int prefill_chunk = 512;
+    std::uint64_t seed = 1;
+    bool json = false;
+};
+
+struct BenchRow {
+    int batch = 0;
+    int context = 0;
+    double prefill_tokens_per_second = 0;
+    double decode_tokens_per_second = 0;
+    double decode_ms_per_step = 0;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// `batch` sequences of `context` random tokens each are prefilled (one
+// sequence at a time, in chunks), then all decode `steps` tokens together,
+// one batched step per token. Greedy feedback of the argmax keeps the work
+// realistic without sampling costs.
+BenchRow run_case(const EngineOptions& engine, std::shared_ptr<const model::LlamaModel> model,
+                  int batch, int context, const BenchOptions& options) {
+    const int per_sequence = context + options.decode_steps;
+    // Whole blocks per sequence: each sequence rounds up to its own last block.
+    const int blocks_per_sequence = (per_sequence + engine.block_size - 1) / engine.block_size;
+    auto backend = engine.make_backend(model, batch * blocks_per_sequence * engine.block_size,
+                                       /*announce=*/false);
+    const int block_size = backend->block_size();
+    const int vocab = backend->vocab_size();
+    kv::BlockAllocator allocator(backend->num_blocks());
+    std::vector<kv::SequenceBlocks> sequences(static_cast<std::size_t>(batch));
+    std::mt19937_64 rng(options.seed);
+    // Ordinary tokens only (SmolLM2 keeps its specials below 17).
+    std::uniform_int_distribution<std::int32_t> token(100, vocab - 1);
+    std::vector<float> logits;
+
+    // Runs one batched step: tokens[i] continue sequences[which[i]].
+    const auto step = [&](const std::vector<std::size_t>& which,
+                          const std::vector<std::span<const std::int32_t>>& tokens) {
+        std::vector<runner::SequenceStep> steps;
+        for (std::size_t i = 0; i < which.size(); ++i) {
+            kv::SequenceBlocks& blocks = sequences[which[i]];
+            if (!kv::reserve(blocks, blocks.length + static_cast<std::int32_t>(tokens[i].size()),
+                             block_size, allocator)) {
+                throw std::runtime_error("KV cache too small for the benchmark");
+            }
+            steps.push_back({&blocks, tokens[i], false});
+        }
+        const runner::ForwardBatch fb = runner::build_forward_batch(steps, block_size);
+        logits.resize(fb.logit_tokens.size() * static_cast<std::size_t>(vocab));
+        backend->forward(fb, logits.data());
+        for (std::size_t i = 0; i < which.size(); ++i) {
+            sequences[which[i]].length += static_cast<std::int32_t>(tokens[i].size());
+        }
+    };
+
+    BenchRow row{batch, context};
+    std::vector<std::int32_t> prompt(static_cast<std::size_t>(context));
+    const auto prefill_start = std::chrono::steady_clock::now();
+    for (std::size_t s = 0; s < sequences.size(); ++s) {
+        for (std::int32_t& t : prompt) {
+            t = token(rng);
+        }
+        for (int done = 0; done < context; done += options.prefill_chunk) {
+            const auto n =
+                static_cast<std::size_t>(std::min(options.prefill_chunk, context - done));
+            step({s}, {std::span<const std::int32_t>(prompt).subspan(static_cast<std::size_t>(done),
+                                                                     n)});
+        }
+    }
+    row.prefill_tokens_per_second =
+        static_cast<double>(batch) * context / seconds_since(prefill_start);
+
+    std::vector<std::int32_t> next(static_cast<std::size_t>(batch));
+    for (std::int32_t& t : next) {
+        t = token(rng);
+    }
+    const auto decode_start = std::chrono::steady_clock::now();
+    std::vector<std::size_t> all(sequences.size());
+    std::vector<std::span<const std::int32_t>> one_each(sequences.size());
+    for (std::size_t b = 0; b < sequences.size(); ++b) {
+        all[b] = b;
+        one_each[b] = std::span<const std::int32_t>(next).subspan(b, 1);
+    }
+    for (int s = 0; s < options.decode_steps; ++s) {
+        step(all, one_each);
+        for (int b = 0; b < batch; ++b) {
+            const float* row_logits =
+                logits.data() + static_cast<std::size_t>(b) * static_cast<std::size_t>(vocab);
+            next[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(
+                std::max_element(row_logits, row_logits + vocab) - row_logits);
+        }
+    }
+    const double decode_seconds = seconds_since(decode_start);
+    row.decode_tokens_per_second =
+        static_cast<double>(batch) * options.decode_steps / decode_seconds;
+    row.decode_ms_per_step = 1000.0 * decode_seconds / options.decode_steps;
+    return row;
+}
+
+int run_bench(const BenchOptions& options) {
+    const auto model = options.engine.load_model();
+    std::vector<BenchRow> rows;
+    if (!options.json) {
+        std::printf("%6s %8s %16s %16s %16s\n", "batch", "context", "prefill tok/s", "decode tok/s",
+                    "decode ms/step");
+    }
+    for (const int context : options.contexts) {
+        for (const int batch : options.batches) {
+            const BenchRow row = run_case(options.engine, model, batch, context, options);
+            rows.push_back(row);
+            if (!options.json) {
+                std::printf("%6d %8d %16.1f %16.1f %16.2f\n", row.batch, row.context,
+                            row.prefill_tokens_per_second, row.decode_tokens_per_second,
+                            row.decode_ms_per_step);
+                std::fflush(stdout);
+            }
+        }
+    }
+    if (options.json) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const BenchRow& row : rows) {
+            out.push_back({{"batch", row.batch},
+                           {"context", row.context},
+                           {"prefill_tokens_per_second", row.prefill_tokens_per_second},
+                           {"decode_tokens_per_second", row.decode_tokens_per_second},
+                           {"decode_ms_per_step", row.decode_ms_per_step}});
+        }
+        std::cout << out.dump(2) << "\n";
+    }
+    return exit_ok;
+}
+
+} // namespace
+
+Command add_bench_command(CLI::App& app) {
+    auto options = std::make_shared<BenchOptions>();
+    CLI::App* parser = app.add_subcommand(
+        "bench", "Measure prefill and decode throughput over batch sizes and context lengths");
+    parser->add_option("-b,--batch", options->batches, "Batch sizes (sequences decoding together)")
+        ->delimiter(',')
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+    parser->add_option("-c,--context", options->contexts, "Context lengths (prompt tokens)")
+        ->delimiter(',')
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    parser->add_option("--decode-steps", options->decode_steps, "Decode steps measured per case")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    parser->add_option("--prefill-chunk", options->prefill_chunk, "Tokens per prefill step")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    parser->add_option("--seed", options->seed, "Seed for the random prompts")
+        ->capture_default_str();
+    parser->add_flag("--json", options->json, "Print the results as a JSON array");
+    options->engine.add_to(*parser);
+    return {parser, [options] {
+                return run_bench(*options);
+            }};
+}
+
+} // namespace kvscope::cli
