@@ -36,7 +36,7 @@ bool scalar_has_fused(gguf::TensorType) {
 
 const MatmulKernels& scalar_kernels() {
     static const MatmulKernels kernels{scalar_dequantize_row, scalar_dot_tokens, nullptr, nullptr,
-                                       scalar_has_fused};
+                                       nullptr, scalar_has_fused};
     return kernels;
 }
 
@@ -94,6 +94,8 @@ void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, 
     thread_local std::vector<std::int16_t> quantized_values;
     thread_local std::vector<float> quantized_scales;
     thread_local std::vector<float> quantized_sums;
+    thread_local std::vector<float> group_scales;
+    thread_local std::vector<float> group_sums;
     detail::QuantizedActivations quantized;
     if (any_fused && can_fuse) {
         const std::int64_t blocks = cols / 32;
@@ -102,7 +104,26 @@ void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, 
         quantized_sums.resize(quantized_scales.size());
         quantized = {quantized_values.data(), quantized_scales.data(), quantized_sums.data()};
         k.quantize_activations(x, tokens, cols, quantized);
+        // Scales and sums of each group of eight tokens, side by side per
+        // block, for the eight-token kernel.
+        const std::int64_t groups = tokens / 8;
+        group_scales.resize(static_cast<std::size_t>(groups * blocks * 8));
+        group_sums.resize(group_scales.size());
+        for (std::int64_t g = 0; g < groups; ++g) {
+            for (std::int64_t b = 0; b < blocks; ++b) {
+                for (std::int64_t j = 0; j < 8; ++j) {
+                    const std::size_t from = static_cast<std::size_t>((g * 8 + j) * blocks + b);
+                    const std::size_t to = static_cast<std::size_t>((g * blocks + b) * 8 + j);
+                    group_scales[to] = quantized.scales[from];
+                    group_sums[to] = quantized.block_sums[from];
+                }
+            }
+        }
     }
+    // Plain pointers for the workers: naming a thread_local inside the loop
+    // body would give each worker thread its own, empty, copy.
+    const float* scales8 = group_scales.data();
+    const float* sums8 = group_sums.data();
     for (std::int64_t tile = 0; tile < tokens; tile += kTokenTile) {
         const std::int64_t tile_tokens = std::min(kTokenTile, tokens - tile);
         const float* x_tile = x + tile * cols;
@@ -129,7 +150,21 @@ void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, 
                     row.resize(static_cast<std::size_t>(cols));
                     k.dequantize_row(w, r, row.data());
                 }
-                for (std::int64_t t = 0; t < tile_tokens; t += 4) {
+                std::int64_t t = 0;
+                if (fused && k.fused_row_8_tokens != nullptr) {
+                    // Tiles start at multiples of 8 tokens, so groups align.
+                    for (; t + 8 <= tile_tokens; t += 8) {
+                        const std::int64_t group = (tile + t) / 8;
+                        const std::size_t at = static_cast<std::size_t>(group * (cols / 32) * 8);
+                        float eight[8];
+                        k.fused_row_8_tokens(w, r, quantized, tile + t, scales8 + at, sums8 + at,
+                                             eight);
+                        for (int j = 0; j < 8; ++j) {
+                            y_tile[(t + j) * w.rows + r] = eight[j];
+                        }
+                    }
+                }
+                for (; t < tile_tokens; t += 4) {
                     const int n = static_cast<int>(std::min<std::int64_t>(4, tile_tokens - t));
                     if (fused) {
                         k.fused_row_tokens(w, r, quantized, tile + t, n, results);

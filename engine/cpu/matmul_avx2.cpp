@@ -294,6 +294,64 @@ void avx2_quantize_activations(const float* x, std::int64_t tokens, std::int64_t
     }
 }
 
+// Eight tokens of one row at once: per block the eight int32 product
+// vectors are reduced across lanes into one vector holding a sum per token,
+// so the per-block scaling (convert, scale, accumulate) is done once for all
+// eight instead of once per token. `group_scales` and `group_sums` hold, per
+// block, the eight tokens' activation scales and block sums side by side.
+template <typename Block>
+void fused_row_8(const std::byte* row, std::int64_t blocks, const QuantizedActivations& x,
+                 std::int64_t first_token, const float* group_scales, const float* group_sums,
+                 float* out) {
+    __m256 acc = _mm256_setzero_ps();
+    __m256 offset = _mm256_setzero_ps();
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        __m256i even, odd;
+        float d, m;
+        Block::load(row + static_cast<std::size_t>(b) * Block::bytes, even, odd, d, m);
+        __m256i p[8];
+        for (int k = 0; k < 8; ++k) {
+            const std::int16_t* xq = x.values + ((first_token + k) * blocks + b) * 32;
+            p[k] = _mm256_add_epi32(
+                _mm256_madd_epi16(even, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq))),
+                _mm256_madd_epi16(odd,
+                                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16))));
+        }
+        // hadd pairs within 128-bit lanes; after two rounds lane 0 holds the
+        // low-half sums of tokens 0-3 (and 4-7), lane 1 the high-half sums.
+        const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]);
+        const __m256i h23 = _mm256_hadd_epi32(p[2], p[3]);
+        const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]);
+        const __m256i h67 = _mm256_hadd_epi32(p[6], p[7]);
+        const __m256i h0123 = _mm256_hadd_epi32(h01, h23);
+        const __m256i h4567 = _mm256_hadd_epi32(h45, h67);
+        const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                                              _mm256_permute2x128_si256(h0123, h4567, 0x31));
+        const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_loadu_ps(group_scales + b * 8));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
+        offset = _mm256_fmadd_ps(_mm256_set1_ps(m), _mm256_loadu_ps(group_sums + b * 8), offset);
+    }
+    _mm256_storeu_ps(out, _mm256_add_ps(acc, offset));
+}
+
+void avx2_fused_row_8_tokens(const WeightMatrix& w, std::int64_t row,
+                             const QuantizedActivations& x, std::int64_t first_token,
+                             const float* group_scales, const float* group_sums, float* out) {
+    const std::byte* src = w.data + static_cast<std::size_t>(row) * w.row_bytes;
+    const std::int64_t blocks = w.cols / 32;
+    switch (w.type) {
+    case gguf::TensorType::Q4_1:
+        fused_row_8<Q4_1Block>(src, blocks, x, first_token, group_scales, group_sums, out);
+        return;
+    case gguf::TensorType::Q4_0:
+        fused_row_8<Q4_0Block>(src, blocks, x, first_token, group_scales, group_sums, out);
+        return;
+    default:
+        fused_row_8<Q8_0Block>(src, blocks, x, first_token, group_scales, group_sums, out);
+        return;
+    }
+}
+
 bool avx2_has_fused(gguf::TensorType type) {
     return type == gguf::TensorType::Q4_0 || type == gguf::TensorType::Q4_1 ||
            type == gguf::TensorType::Q8_0;
@@ -319,9 +377,9 @@ void avx2_fused_row_tokens(const WeightMatrix& w, std::int64_t row, const Quanti
 } // namespace
 
 const MatmulKernels* avx2_kernels() {
-    static const MatmulKernels kernels{avx2_dequantize_row, avx2_dot_tokens,
+    static const MatmulKernels kernels{avx2_dequantize_row,     avx2_dot_tokens,
                                        avx2_quantize_activations, avx2_fused_row_tokens,
-                                       avx2_has_fused};
+                                       avx2_fused_row_8_tokens,   avx2_has_fused};
     return &kernels;
 }
 

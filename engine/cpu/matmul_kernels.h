@@ -30,6 +30,11 @@ struct MatmulKernels {
     // has_fused() is true.
     void (*fused_row_tokens)(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& x,
                              std::int64_t first_token, int n, float* out);
+    // The same for exactly eight tokens, with their per-block scales and sums
+    // regrouped as (blocks, 8). nullptr when the set has none.
+    void (*fused_row_8_tokens)(const WeightMatrix& w, std::int64_t row,
+                               const QuantizedActivations& x, std::int64_t first_token,
+                               const float* group_scales, const float* group_sums, float* out);
     bool (*has_fused)(gguf::TensorType type);
 };
 

@@ -8,21 +8,53 @@
 namespace kvscope::cpu {
 namespace {
 
-// Built for AVX2 and for the baseline; the loader picks one per CPU.
-__attribute__((target_clones("avx2", "default"))) float dot(const float* a, const float* b, int n) {
-    float sum = 0.0f;
+// One (query token, KV head) pair: scores of the group's query heads against
+// every cached key of the sequence, softmax, weighted sum of the values.
+// Built for AVX2 and for the baseline (the loader picks one per CPU); the
+// whole loop nest is in one function so the dispatch happens once per pair.
+__attribute__((target_clones("avx2", "default"))) void attend(
+    const LayerKvView& cache, const kv::BlockId* table, std::int32_t context, const float* q,
+    int group, float scale, float* scores, float* out) {
+    const int d = cache.head_dim;
+    for (std::int32_t j = 0; j < context; ++j) {
+        const float* key = cache.key_at(table[j / cache.block_size], 0, j % cache.block_size);
+        for (int g = 0; g < group; ++g) {
+            const float* query = q + g * d;
+            float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int i = 0; i < n; ++i) {
-        sum += a[i] * b[i];
+            for (int i = 0; i < d; ++i) {
+                sum += query[i] * key[i];
+            }
+            scores[static_cast<std::size_t>(g) * context + j] = sum * scale;
+        }
     }
-    return sum;
-}
-
-__attribute__((target_clones("avx2", "default"))) void axpy(float alpha, const float* x, float* y,
-                                                            int n) {
+    for (int g = 0; g < group; ++g) {
+        float* s = scores + static_cast<std::size_t>(g) * context;
+        float max_score = s[0];
+        for (std::int32_t j = 1; j < context; ++j) {
+            max_score = std::max(max_score, s[j]);
+        }
+        float total = 0.0f;
+        for (std::int32_t j = 0; j < context; ++j) {
+            s[j] = std::exp(s[j] - max_score);
+            total += s[j];
+        }
+        const float inv = 1.0f / total;
+        for (std::int32_t j = 0; j < context; ++j) {
+            s[j] *= inv;
+        }
+        std::memset(out + g * d, 0, static_cast<std::size_t>(d) * sizeof(float));
+    }
+    for (std::int32_t j = 0; j < context; ++j) {
+        const float* value = cache.value_at(table[j / cache.block_size], 0, j % cache.block_size);
+        for (int g = 0; g < group; ++g) {
+            const float weight = scores[static_cast<std::size_t>(g) * context + j];
+            float* o = out + g * d;
 #pragma omp simd
-    for (int i = 0; i < n; ++i) {
-        y[i] += alpha * x[i];
+            for (int i = 0; i < d; ++i) {
+                o[i] += weight * value[i];
+            }
+        }
     }
 }
 
@@ -57,42 +89,17 @@ void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch
             const int kv_head = static_cast<int>(item % cache.kv_heads);
             const std::int32_t seq = batch.sequence_of[static_cast<std::size_t>(t)];
             const std::int32_t context = batch.positions[static_cast<std::size_t>(t)] + 1;
-            const kv::BlockId* table = batch.block_tables.data() +
-                                       batch.block_table_offsets[static_cast<std::size_t>(seq)];
+            const kv::BlockId* table =
+                batch.block_tables.data() + batch.block_table_offsets[static_cast<std::size_t>(seq)];
             scores.resize(static_cast<std::size_t>(group) * context);
-
-            // Scores for every query head of the group, reading each key once.
-            for (std::int32_t j = 0; j < context; ++j) {
-                const float* key =
-                    cache.key_at(table[j / cache.block_size], kv_head, j % cache.block_size);
-                for (int g = 0; g < group; ++g) {
-                    const float* query = q + (t * heads + kv_head * group + g) * d;
-                    scores[static_cast<std::size_t>(g) * context + j] = dot(query, key, d) * scale;
-                }
-            }
-            for (int g = 0; g < group; ++g) {
-                float* s = scores.data() + static_cast<std::size_t>(g) * context;
-                const float max_score = *std::max_element(s, s + context);
-                float sum = 0.0f;
-                for (std::int32_t j = 0; j < context; ++j) {
-                    s[j] = std::exp(s[j] - max_score);
-                    sum += s[j];
-                }
-                const float inv = 1.0f / sum;
-                for (std::int32_t j = 0; j < context; ++j) {
-                    s[j] *= inv;
-                }
-                std::memset(out + (t * heads + kv_head * group + g) * d, 0,
-                            static_cast<std::size_t>(d) * sizeof(float));
-            }
-            for (std::int32_t j = 0; j < context; ++j) {
-                const float* value =
-                    cache.value_at(table[j / cache.block_size], kv_head, j % cache.block_size);
-                for (int g = 0; g < group; ++g) {
-                    axpy(scores[static_cast<std::size_t>(g) * context + j], value,
-                         out + (t * heads + kv_head * group + g) * d, d);
-                }
-            }
+            // The head's slice of the cache: key_at/value_at with head 0 of
+            // a view shifted to this head.
+            LayerKvView head = cache;
+            head.keys = cache.key_at(0, kv_head, 0);
+            head.values = cache.value_at(0, kv_head, 0);
+            const std::int64_t first_query = t * heads + kv_head * group;
+            attend(head, table, context, q + first_query * d, group, scale, scores.data(),
+                   out + first_query * d);
         }
     });
 }
