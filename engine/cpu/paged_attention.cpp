@@ -85,7 +85,11 @@ void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch
     pool.parallel_for(items, 1, [&](std::int64_t begin, std::int64_t end) {
         thread_local std::vector<float> scores;
         for (std::int64_t item = begin; item < end; ++item) {
-            const std::int64_t t = item / cache.kv_heads;
+            // Causal prefill gives later tokens longer contexts: walking the
+            // tokens from both ends in turn (0, n-1, 1, n-2, ...) hands every
+            // thread's contiguous share a similar amount of work.
+            const std::int64_t rank = item / cache.kv_heads;
+            const std::int64_t t = rank % 2 == 0 ? rank / 2 : batch.token_count() - 1 - rank / 2;
             const int kv_head = static_cast<int>(item % cache.kv_heads);
             const std::int32_t seq = batch.sequence_of[static_cast<std::size_t>(t)];
             const std::int32_t context = batch.positions[static_cast<std::size_t>(t)] + 1;
