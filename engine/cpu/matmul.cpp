@@ -35,8 +35,8 @@ bool scalar_has_fused(gguf::TensorType) {
 }
 
 const MatmulKernels& scalar_kernels() {
-    static const MatmulKernels kernels{scalar_dequantize_row, scalar_dot_tokens, nullptr, nullptr,
-                                       nullptr, scalar_has_fused};
+    static const MatmulKernels kernels{
+        scalar_dequantize_row, scalar_dot_tokens, nullptr, nullptr, nullptr, scalar_has_fused};
     return kernels;
 }
 

@@ -327,16 +327,17 @@ void fused_row_8(const std::byte* row, std::int64_t blocks, const QuantizedActiv
         const __m256i h4567 = _mm256_hadd_epi32(h45, h67);
         const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
                                               _mm256_permute2x128_si256(h0123, h4567, 0x31));
-        const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_loadu_ps(group_scales + b * 8));
+        const __m256 scale =
+            _mm256_mul_ps(_mm256_set1_ps(d), _mm256_loadu_ps(group_scales + b * 8));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
         offset = _mm256_fmadd_ps(_mm256_set1_ps(m), _mm256_loadu_ps(group_sums + b * 8), offset);
     }
     _mm256_storeu_ps(out, _mm256_add_ps(acc, offset));
 }
 
-void avx2_fused_row_8_tokens(const WeightMatrix& w, std::int64_t row,
-                             const QuantizedActivations& x, std::int64_t first_token,
-                             const float* group_scales, const float* group_sums, float* out) {
+void avx2_fused_row_8_tokens(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& x,
+                             std::int64_t first_token, const float* group_scales,
+                             const float* group_sums, float* out) {
     const std::byte* src = w.data + static_cast<std::size_t>(row) * w.row_bytes;
     const std::int64_t blocks = w.cols / 32;
     switch (w.type) {
@@ -377,7 +378,7 @@ void avx2_fused_row_tokens(const WeightMatrix& w, std::int64_t row, const Quanti
 } // namespace
 
 const MatmulKernels* avx2_kernels() {
-    static const MatmulKernels kernels{avx2_dequantize_row,     avx2_dot_tokens,
+    static const MatmulKernels kernels{avx2_dequantize_row,       avx2_dot_tokens,
                                        avx2_quantize_activations, avx2_fused_row_tokens,
                                        avx2_fused_row_8_tokens,   avx2_has_fused};
     return &kernels;
