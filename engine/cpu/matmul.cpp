@@ -1,6 +1,7 @@
 #include "engine/cpu/matmul.h"
 
 #include "engine/cpu/matmul_kernels.h"
+#include "engine/cpu/packed_rows.h"
 #include "engine/gguf/dequantize.h"
 
 #include <algorithm>
@@ -12,6 +13,10 @@ namespace detail {
 namespace {
 
 void scalar_dequantize_row(const WeightMatrix& w, std::int64_t row, float* out) {
+    if (w.packed) {
+        unpack_row(w, row, out);
+        return;
+    }
     gguf::dequantize_values(w.type, w.data + static_cast<std::size_t>(row) * w.row_bytes, out,
                             w.cols);
 }
@@ -30,7 +35,7 @@ void scalar_dot_tokens(const float* row, const float* x, std::int64_t stride, st
 
 } // namespace
 
-bool scalar_has_fused(gguf::TensorType) {
+bool scalar_has_fused(const WeightMatrix&) {
     return false;
 }
 
@@ -63,6 +68,14 @@ constexpr std::int64_t kTokenTile = 64;
 
 } // namespace
 
+WeightMatrix prepare_for_matmul(const WeightMatrix& w, std::vector<std::byte>& storage) {
+    if (&kernels() == &detail::scalar_kernels() || packed_quant_bytes(w.type) == 0 ||
+        w.cols % 32 != 0 || w.packed) {
+        return w;
+    }
+    return pack_rows(w, storage);
+}
+
 const char* matmul_kernel_name() {
     return &kernels() == &detail::scalar_kernels() ? "scalar" : "avx2";
 }
@@ -88,7 +101,7 @@ void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, 
             throw std::invalid_argument("matmul_shared_input: matrices of different widths");
         }
         total_rows += out.weights->rows;
-        any_fused = any_fused || k.has_fused(out.weights->type);
+        any_fused = any_fused || k.has_fused(*out.weights);
     }
     const bool can_fuse = cols % 32 == 0;
     thread_local std::vector<std::int16_t> quantized_values;
@@ -145,7 +158,7 @@ void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, 
                 const WeightMatrix& w = *outputs[m].weights;
                 float* y_tile = outputs[m].y + tile * w.rows;
                 const std::int64_t r = global - first_row;
-                const bool fused = can_fuse && k.has_fused(w.type);
+                const bool fused = can_fuse && k.has_fused(w);
                 if (!fused) {
                     row.resize(static_cast<std::size_t>(cols));
                     k.dequantize_row(w, r, row.data());

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace kvscope::cpu {
 
@@ -19,7 +20,13 @@ struct WeightMatrix {
     std::int64_t cols = 0;     // input features (contiguous within a row)
     std::size_t row_bytes = 0; // bytes per row in `type`
     const std::byte* data = nullptr;
+    bool packed = false; // rows in the fused kernels' layout (packed_rows.h), not GGUF's
 };
+
+// The matrix in the layout this CPU's kernels run fastest: packed rows for
+// Q4_0, Q4_1 and Q8_0 where the fused kernels run (the copy goes to
+// `storage`), else `gguf_layout` itself.
+WeightMatrix prepare_for_matmul(const WeightMatrix& gguf_layout, std::vector<std::byte>& storage);
 
 // x: (tokens, cols) row-major; y: (tokens, rows) row-major.
 void matmul(const WeightMatrix& w, const float* x, std::int64_t tokens, float* y, ThreadPool& pool);

@@ -2,6 +2,7 @@
 // those instruction sets enabled; matmul.cpp calls it only on CPUs that have
 // them.
 #include "engine/cpu/matmul_kernels.h"
+#include "engine/cpu/packed_rows.h"
 #include "engine/gguf/dequantize.h"
 
 #include <cstring>
@@ -9,6 +10,10 @@
 
 namespace kvscope::cpu::detail {
 namespace {
+
+// Rows of up to 16k values take the fused kernels (their per-row scale table
+// lives on the stack); wider rows are expanded and multiplied in fp32.
+constexpr std::int64_t kMaxBlocksPerRow = 512;
 
 float load_fp16(const std::byte* p) {
     std::uint16_t bits;
@@ -77,6 +82,10 @@ void row_f16(const std::byte* src, std::int64_t cols, float* out) {
 }
 
 void avx2_dequantize_row(const WeightMatrix& w, std::int64_t row, float* out) {
+    if (w.packed) {
+        unpack_row(w, row, out);
+        return;
+    }
     const std::byte* src = w.data + static_cast<std::size_t>(row) * w.row_bytes;
     switch (w.type) {
     case gguf::TensorType::F32:
@@ -177,39 +186,106 @@ inline void widen_nibbles(const std::byte* qs, __m256i& even, __m256i& odd) {
                            mask);
 }
 
-struct Q4_1Block {
-    static constexpr std::size_t bytes = 20;
-    static void load(const std::byte* block, __m256i& even, __m256i& odd, float& d, float& m) {
-        d = load_fp16(block);
-        m = load_fp16(block + 2);
-        widen_nibbles(block + 4, even, odd);
+// 4-bit blocks: 16 bytes of nibbles (see widen_nibbles).
+struct Nibbles {
+    static constexpr std::size_t bytes = 16;
+    static void widen(const std::byte* q, __m256i& even, __m256i& odd) {
+        widen_nibbles(q, even, odd);
     }
 };
 
-struct Q4_0Block {
-    static constexpr std::size_t bytes = 18;
-    static void load(const std::byte* block, __m256i& even, __m256i& odd, float& d, float& m) {
-        d = load_fp16(block);
-        m = -8.0f * d; // (q - 8) * d = q * d + (-8 d)
-        widen_nibbles(block + 2, even, odd);
+// 8-bit blocks: 32 signed bytes, sign-extended to int16 in place.
+struct Bytes {
+    static constexpr std::size_t bytes = 32;
+    static void widen(const std::byte* q, __m256i& even, __m256i& odd) {
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+        even = _mm256_srai_epi16(_mm256_slli_epi16(raw, 8), 8);
+        odd = _mm256_srai_epi16(raw, 8);
     }
 };
 
-struct Q8_0Block {
-    static constexpr std::size_t bytes = 34;
-    static void load(const std::byte* block, __m256i& even, __m256i& odd, float& d, float& m) {
-        d = load_fp16(block);
-        m = 0.0f;
-        const __m256i bytes32 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
-        even = _mm256_srai_epi16(_mm256_slli_epi16(bytes32, 8), 8); // sign-extend even bytes
-        odd = _mm256_srai_epi16(bytes32, 8);
+// A packed row (see packed_rows.h) with its blocks' scales and offsets
+// converted to fp32 once, for all the tokens that use the row.
+struct PackedRow {
+    const std::byte* quants;
+    alignas(32) float d[kMaxBlocksPerRow];
+    alignas(32) float m[kMaxBlocksPerRow];
+
+    PackedRow(const WeightMatrix& w, std::int64_t row, std::size_t quant_bytes) {
+        const std::int64_t blocks = w.cols / 32;
+        quants = w.data + static_cast<std::size_t>(row) * w.row_bytes;
+        const std::byte* scales = quants + static_cast<std::size_t>(blocks) * quant_bytes;
+        const std::byte* offsets = scales + static_cast<std::size_t>(blocks) * 2;
+        std::int64_t b = 0;
+        for (; b + 8 <= blocks; b += 8) {
+            _mm256_store_ps(d + b, _mm256_cvtph_ps(_mm_loadu_si128(
+                                       reinterpret_cast<const __m128i*>(scales + 2 * b))));
+            _mm256_store_ps(m + b, _mm256_cvtph_ps(_mm_loadu_si128(
+                                       reinterpret_cast<const __m128i*>(offsets + 2 * b))));
+        }
+        for (; b < blocks; ++b) {
+            d[b] = load_fp16(scales + 2 * b);
+            m[b] = load_fp16(offsets + 2 * b);
+        }
     }
 };
 
-// dot(row, x_k) = sum over blocks of d * s_k * sum(q * xq_k) + m * sum(x_k).
-template <typename Block, int N>
-void fused_row(const std::byte* row, std::int64_t blocks, const QuantizedActivations& x,
-               std::int64_t first_token, float* out) {
+// The eight int32 partial sums of one block and one token.
+template <typename Quant>
+inline __m256i block_products(const __m256i& even, const __m256i& odd, const std::int16_t* xq) {
+    return _mm256_add_epi32(
+        _mm256_madd_epi16(even, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq))),
+        _mm256_madd_epi16(odd, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16))));
+}
+
+// Eight vectors of eight int32 -> one vector of their eight sums, in order.
+inline __m256i sum_each(const __m256i p[8]) {
+    const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]);
+    const __m256i h23 = _mm256_hadd_epi32(p[2], p[3]);
+    const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]);
+    const __m256i h67 = _mm256_hadd_epi32(p[6], p[7]);
+    const __m256i h0123 = _mm256_hadd_epi32(h01, h23);
+    const __m256i h4567 = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                            _mm256_permute2x128_si256(h0123, h4567, 0x31));
+}
+
+// One token: eight blocks at a time, their exact int32 sums side by side, so
+// scale, offset and accumulation are vector operations over eight blocks.
+template <typename Quant>
+float fused_row_1(const PackedRow& row, std::int64_t blocks, const QuantizedActivations& x,
+                  std::int64_t token) {
+    const std::int16_t* xq = x.values + token * blocks * 32;
+    const float* scales = x.scales + token * blocks;
+    const float* sums = x.block_sums + token * blocks;
+    __m256 acc = _mm256_setzero_ps();
+    __m256 offset = _mm256_setzero_ps();
+    std::int64_t b = 0;
+    for (; b + 8 <= blocks; b += 8) {
+        __m256i p[8];
+        for (int j = 0; j < 8; ++j) {
+            __m256i even, odd;
+            Quant::widen(row.quants + static_cast<std::size_t>(b + j) * Quant::bytes, even, odd);
+            p[j] = block_products<Quant>(even, odd, xq + (b + j) * 32);
+        }
+        const __m256 scale = _mm256_mul_ps(_mm256_load_ps(row.d + b), _mm256_loadu_ps(scales + b));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(p)), scale, acc);
+        offset = _mm256_fmadd_ps(_mm256_load_ps(row.m + b), _mm256_loadu_ps(sums + b), offset);
+    }
+    float tail = 0.0f;
+    for (; b < blocks; ++b) {
+        __m256i even, odd;
+        Quant::widen(row.quants + static_cast<std::size_t>(b) * Quant::bytes, even, odd);
+        const __m256 products = _mm256_cvtepi32_ps(block_products<Quant>(even, odd, xq + b * 32));
+        tail += horizontal_sum(products) * (row.d[b] * scales[b]) + row.m[b] * sums[b];
+    }
+    return horizontal_sum(_mm256_add_ps(acc, offset)) + tail;
+}
+
+// Two to four tokens: each block is widened once and used for all of them.
+template <typename Quant, int N>
+void fused_row_n(const PackedRow& row, std::int64_t blocks, const QuantizedActivations& x,
+                 std::int64_t first_token, float* out) {
     __m256 acc[N];
     float offset[N];
     for (int k = 0; k < N; ++k) {
@@ -218,18 +294,14 @@ void fused_row(const std::byte* row, std::int64_t blocks, const QuantizedActivat
     }
     for (std::int64_t b = 0; b < blocks; ++b) {
         __m256i even, odd;
-        float d, m;
-        Block::load(row + static_cast<std::size_t>(b) * Block::bytes, even, odd, d, m);
+        Quant::widen(row.quants + static_cast<std::size_t>(b) * Quant::bytes, even, odd);
         for (int k = 0; k < N; ++k) {
             const std::int64_t token = first_token + k;
-            const std::int16_t* xq = x.values + (token * blocks + b) * 32;
-            const __m256i products = _mm256_add_epi32(
-                _mm256_madd_epi16(even, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq))),
-                _mm256_madd_epi16(odd,
-                                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16))));
-            const float scale = d * x.scales[token * blocks + b];
+            const __m256i products =
+                block_products<Quant>(even, odd, x.values + (token * blocks + b) * 32);
+            const float scale = row.d[b] * x.scales[token * blocks + b];
             acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(products), _mm256_set1_ps(scale), acc[k]);
-            offset[k] += m * x.block_sums[token * blocks + b];
+            offset[k] += row.m[b] * x.block_sums[token * blocks + b];
         }
     }
     for (int k = 0; k < N; ++k) {
@@ -237,23 +309,31 @@ void fused_row(const std::byte* row, std::int64_t blocks, const QuantizedActivat
     }
 }
 
-template <typename Block>
-void fused_dispatch(const std::byte* row, std::int64_t blocks, const QuantizedActivations& x,
-                    std::int64_t first_token, int n, float* out) {
-    switch (n) {
-    case 4:
-        fused_row<Block, 4>(row, blocks, x, first_token, out);
-        return;
-    case 3:
-        fused_row<Block, 3>(row, blocks, x, first_token, out);
-        return;
-    case 2:
-        fused_row<Block, 2>(row, blocks, x, first_token, out);
-        return;
-    default:
-        fused_row<Block, 1>(row, blocks, x, first_token, out);
-        return;
+// Eight tokens: per block the eight tokens' int32 products are reduced across
+// lanes into one vector holding a sum per token, so the block is converted and
+// scaled once for all eight. `group_scales` and `group_sums` hold, per block,
+// the eight tokens' activation scales and block sums side by side.
+template <typename Quant>
+void fused_row_8(const PackedRow& row, std::int64_t blocks, const QuantizedActivations& x,
+                 std::int64_t first_token, const float* group_scales, const float* group_sums,
+                 float* out) {
+    __m256 acc = _mm256_setzero_ps();
+    __m256 offset = _mm256_setzero_ps();
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        __m256i even, odd;
+        Quant::widen(row.quants + static_cast<std::size_t>(b) * Quant::bytes, even, odd);
+        __m256i p[8];
+        for (int k = 0; k < 8; ++k) {
+            p[k] =
+                block_products<Quant>(even, odd, x.values + ((first_token + k) * blocks + b) * 32);
+        }
+        const __m256 scale =
+            _mm256_mul_ps(_mm256_set1_ps(row.d[b]), _mm256_loadu_ps(group_scales + b * 8));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_each(p)), scale, acc);
+        offset =
+            _mm256_fmadd_ps(_mm256_set1_ps(row.m[b]), _mm256_loadu_ps(group_sums + b * 8), offset);
     }
+    _mm256_storeu_ps(out, _mm256_add_ps(acc, offset));
 }
 
 // x (tokens, cols) -> int16 per 32-value block with one scale each, plus the
@@ -294,84 +374,52 @@ void avx2_quantize_activations(const float* x, std::int64_t tokens, std::int64_t
     }
 }
 
-// Eight tokens of one row at once: per block the eight int32 product
-// vectors are reduced across lanes into one vector holding a sum per token,
-// so the per-block scaling (convert, scale, accumulate) is done once for all
-// eight instead of once per token. `group_scales` and `group_sums` hold, per
-// block, the eight tokens' activation scales and block sums side by side.
-template <typename Block>
-void fused_row_8(const std::byte* row, std::int64_t blocks, const QuantizedActivations& x,
-                 std::int64_t first_token, const float* group_scales, const float* group_sums,
-                 float* out) {
-    __m256 acc = _mm256_setzero_ps();
-    __m256 offset = _mm256_setzero_ps();
-    for (std::int64_t b = 0; b < blocks; ++b) {
-        __m256i even, odd;
-        float d, m;
-        Block::load(row + static_cast<std::size_t>(b) * Block::bytes, even, odd, d, m);
-        __m256i p[8];
-        for (int k = 0; k < 8; ++k) {
-            const std::int16_t* xq = x.values + ((first_token + k) * blocks + b) * 32;
-            p[k] = _mm256_add_epi32(
-                _mm256_madd_epi16(even, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq))),
-                _mm256_madd_epi16(odd,
-                                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 16))));
-        }
-        // hadd pairs within 128-bit lanes; after two rounds lane 0 holds the
-        // low-half sums of tokens 0-3 (and 4-7), lane 1 the high-half sums.
-        const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]);
-        const __m256i h23 = _mm256_hadd_epi32(p[2], p[3]);
-        const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]);
-        const __m256i h67 = _mm256_hadd_epi32(p[6], p[7]);
-        const __m256i h0123 = _mm256_hadd_epi32(h01, h23);
-        const __m256i h4567 = _mm256_hadd_epi32(h45, h67);
-        const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
-                                              _mm256_permute2x128_si256(h0123, h4567, 0x31));
-        const __m256 scale =
-            _mm256_mul_ps(_mm256_set1_ps(d), _mm256_loadu_ps(group_scales + b * 8));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
-        offset = _mm256_fmadd_ps(_mm256_set1_ps(m), _mm256_loadu_ps(group_sums + b * 8), offset);
+bool avx2_has_fused(const WeightMatrix& w) {
+    return w.packed && w.cols / 32 <= kMaxBlocksPerRow &&
+           (w.type == gguf::TensorType::Q4_0 || w.type == gguf::TensorType::Q4_1 ||
+            w.type == gguf::TensorType::Q8_0);
+}
+
+template <typename Quant>
+void fused_tokens(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& x,
+                  std::int64_t first_token, int n, float* out) {
+    const PackedRow packed(w, row, Quant::bytes);
+    const std::int64_t blocks = w.cols / 32;
+    switch (n) {
+    case 4:
+        fused_row_n<Quant, 4>(packed, blocks, x, first_token, out);
+        return;
+    case 3:
+        fused_row_n<Quant, 3>(packed, blocks, x, first_token, out);
+        return;
+    case 2:
+        fused_row_n<Quant, 2>(packed, blocks, x, first_token, out);
+        return;
+    default:
+        out[0] = fused_row_1<Quant>(packed, blocks, x, first_token);
+        return;
     }
-    _mm256_storeu_ps(out, _mm256_add_ps(acc, offset));
+}
+
+void avx2_fused_row_tokens(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& x,
+                           std::int64_t first_token, int n, float* out) {
+    if (w.type == gguf::TensorType::Q8_0) {
+        fused_tokens<Bytes>(w, row, x, first_token, n, out);
+    } else {
+        fused_tokens<Nibbles>(w, row, x, first_token, n, out);
+    }
 }
 
 void avx2_fused_row_8_tokens(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& x,
                              std::int64_t first_token, const float* group_scales,
                              const float* group_sums, float* out) {
-    const std::byte* src = w.data + static_cast<std::size_t>(row) * w.row_bytes;
     const std::int64_t blocks = w.cols / 32;
-    switch (w.type) {
-    case gguf::TensorType::Q4_1:
-        fused_row_8<Q4_1Block>(src, blocks, x, first_token, group_scales, group_sums, out);
-        return;
-    case gguf::TensorType::Q4_0:
-        fused_row_8<Q4_0Block>(src, blocks, x, first_token, group_scales, group_sums, out);
-        return;
-    default:
-        fused_row_8<Q8_0Block>(src, blocks, x, first_token, group_scales, group_sums, out);
-        return;
-    }
-}
-
-bool avx2_has_fused(gguf::TensorType type) {
-    return type == gguf::TensorType::Q4_0 || type == gguf::TensorType::Q4_1 ||
-           type == gguf::TensorType::Q8_0;
-}
-
-void avx2_fused_row_tokens(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& x,
-                           std::int64_t first_token, int n, float* out) {
-    const std::byte* src = w.data + static_cast<std::size_t>(row) * w.row_bytes;
-    const std::int64_t blocks = w.cols / 32;
-    switch (w.type) {
-    case gguf::TensorType::Q4_1:
-        fused_dispatch<Q4_1Block>(src, blocks, x, first_token, n, out);
-        return;
-    case gguf::TensorType::Q4_0:
-        fused_dispatch<Q4_0Block>(src, blocks, x, first_token, n, out);
-        return;
-    default:
-        fused_dispatch<Q8_0Block>(src, blocks, x, first_token, n, out);
-        return;
+    if (w.type == gguf::TensorType::Q8_0) {
+        fused_row_8<Bytes>(PackedRow(w, row, Bytes::bytes), blocks, x, first_token, group_scales,
+                           group_sums, out);
+    } else {
+        fused_row_8<Nibbles>(PackedRow(w, row, Nibbles::bytes), blocks, x, first_token,
+                             group_scales, group_sums, out);
     }
 }
 

@@ -26,8 +26,7 @@ struct MatmulKernels {
     void (*quantize_activations)(const float* x, std::int64_t tokens, std::int64_t cols,
                                  QuantizedActivations& out);
     // Row `row` of `w` times tokens first_token .. first_token + n - 1
-    // (n <= 4) of `x`, without expanding the row. Only for types where
-    // has_fused() is true.
+    // (n <= 4) of `x`, without expanding the row. Only where has_fused(w).
     void (*fused_row_tokens)(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& x,
                              std::int64_t first_token, int n, float* out);
     // The same for exactly eight tokens, with their per-block scales and sums
@@ -35,7 +34,8 @@ struct MatmulKernels {
     void (*fused_row_8_tokens)(const WeightMatrix& w, std::int64_t row,
                                const QuantizedActivations& x, std::int64_t first_token,
                                const float* group_scales, const float* group_sums, float* out);
-    bool (*has_fused)(gguf::TensorType type);
+    // Whether the fused kernels take `w` (packed rows of Q4_0, Q4_1, Q8_0).
+    bool (*has_fused)(const WeightMatrix& w);
 };
 
 const MatmulKernels& scalar_kernels();

@@ -50,26 +50,36 @@ std::int64_t matrix_bytes(const cpu::WeightMatrix& w) {
 
 LlamaWeights LlamaWeights::from_gguf(const gguf::GgufFile& file, const LlamaConfig& c) {
     LlamaWeights weights;
+    // Each matrix in the layout the kernels run fastest; the moved-from
+    // vectors keep their buffers, so the views stay valid.
+    const auto prepared = [&](const cpu::WeightMatrix& view) {
+        std::vector<std::byte> storage;
+        const cpu::WeightMatrix ready = cpu::prepare_for_matmul(view, storage);
+        if (!storage.empty()) {
+            weights.packed_storage.push_back(std::move(storage));
+        }
+        return ready;
+    };
     const int q_width = c.heads * c.head_dim;
     const int kv_width = c.kv_heads * c.head_dim;
-    weights.token_embedding = matrix(file, "token_embd.weight", c.vocab, c.hidden);
+    weights.token_embedding = prepared(matrix(file, "token_embd.weight", c.vocab, c.hidden));
     for (int l = 0; l < c.layers; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         LayerWeights layer;
         layer.attn_norm = vector(file, p + "attn_norm.weight", c.hidden);
-        layer.wq = matrix(file, p + "attn_q.weight", q_width, c.hidden);
-        layer.wk = matrix(file, p + "attn_k.weight", kv_width, c.hidden);
-        layer.wv = matrix(file, p + "attn_v.weight", kv_width, c.hidden);
-        layer.wo = matrix(file, p + "attn_output.weight", c.hidden, q_width);
+        layer.wq = prepared(matrix(file, p + "attn_q.weight", q_width, c.hidden));
+        layer.wk = prepared(matrix(file, p + "attn_k.weight", kv_width, c.hidden));
+        layer.wv = prepared(matrix(file, p + "attn_v.weight", kv_width, c.hidden));
+        layer.wo = prepared(matrix(file, p + "attn_output.weight", c.hidden, q_width));
         layer.ffn_norm = vector(file, p + "ffn_norm.weight", c.hidden);
-        layer.w_gate = matrix(file, p + "ffn_gate.weight", c.ffn_hidden, c.hidden);
-        layer.w_up = matrix(file, p + "ffn_up.weight", c.ffn_hidden, c.hidden);
-        layer.w_down = matrix(file, p + "ffn_down.weight", c.hidden, c.ffn_hidden);
+        layer.w_gate = prepared(matrix(file, p + "ffn_gate.weight", c.ffn_hidden, c.hidden));
+        layer.w_up = prepared(matrix(file, p + "ffn_up.weight", c.ffn_hidden, c.hidden));
+        layer.w_down = prepared(matrix(file, p + "ffn_down.weight", c.hidden, c.ffn_hidden));
         weights.layers.push_back(std::move(layer));
     }
     weights.output_norm = vector(file, "output_norm.weight", c.hidden);
     weights.output = c.tied_embeddings ? weights.token_embedding
-                                       : matrix(file, "output.weight", c.vocab, c.hidden);
+                                       : prepared(matrix(file, "output.weight", c.vocab, c.hidden));
     return weights;
 }
 

@@ -37,6 +37,10 @@ struct LlamaWeights {
 
     // Bytes of weight data a forward pass reads (all matrices and norms).
     std::int64_t total_bytes() const;
+
+    // Matrices repacked for this CPU's kernels (cpu::prepare_for_matmul)
+    // live here; the others are views into the mapped file.
+    std::vector<std::vector<std::byte>> packed_storage;
 };
 
 } // namespace kvscope::model
