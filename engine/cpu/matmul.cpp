@@ -41,7 +41,8 @@ bool scalar_has_fused(const WeightMatrix&) {
 
 const MatmulKernels& scalar_kernels() {
     static const MatmulKernels kernels{
-        scalar_dequantize_row, scalar_dot_tokens, nullptr, nullptr, nullptr, scalar_has_fused};
+        scalar_dequantize_row, scalar_dot_tokens, nullptr, nullptr, nullptr, nullptr,
+        scalar_has_fused};
     return kernels;
 }
 
@@ -149,6 +150,30 @@ void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, 
             while (begin >= first_row + outputs[m].weights->rows) {
                 first_row += outputs[m].weights->rows;
                 ++m;
+            }
+            if (tile_tokens == 1 && k.fused_rows_1 != nullptr) {
+                // Decode: whole row ranges per matrix in one kernel call.
+                for (std::int64_t global = begin; global < end;) {
+                    while (global >= first_row + outputs[m].weights->rows) {
+                        first_row += outputs[m].weights->rows;
+                        ++m;
+                    }
+                    const WeightMatrix& w = *outputs[m].weights;
+                    const std::int64_t stop = std::min(end, first_row + w.rows);
+                    float* y_row = outputs[m].y + tile * w.rows;
+                    if (can_fuse && k.has_fused(w)) {
+                        k.fused_rows_1(w, global - first_row, stop - first_row, quantized, tile,
+                                       y_row);
+                    } else {
+                        row.resize(static_cast<std::size_t>(cols));
+                        for (std::int64_t r = global - first_row; r < stop - first_row; ++r) {
+                            k.dequantize_row(w, r, row.data());
+                            k.dot_tokens(row.data(), x_tile, cols, cols, 1, y_row + r);
+                        }
+                    }
+                    global = stop;
+                }
+                return;
             }
             for (std::int64_t global = begin; global < end; ++global) {
                 while (global >= first_row + outputs[m].weights->rows) {

@@ -211,11 +211,11 @@ struct PackedRow {
     alignas(32) float d[kMaxBlocksPerRow];
     alignas(32) float m[kMaxBlocksPerRow];
 
-    PackedRow(const WeightMatrix& w, std::int64_t row, std::size_t quant_bytes) {
+    PackedRow(const WeightMatrix& w, std::int64_t row) {
         const std::int64_t blocks = w.cols / 32;
-        quants = w.data + static_cast<std::size_t>(row) * w.row_bytes;
-        const std::byte* scales = quants + static_cast<std::size_t>(blocks) * quant_bytes;
+        const std::byte* scales = w.data + static_cast<std::size_t>(row) * w.row_bytes;
         const std::byte* offsets = scales + static_cast<std::size_t>(blocks) * 2;
+        quants = offsets + static_cast<std::size_t>(blocks) * 2;
         std::int64_t b = 0;
         for (; b + 8 <= blocks; b += 8) {
             _mm256_store_ps(d + b, _mm256_cvtph_ps(_mm_loadu_si128(
@@ -383,7 +383,7 @@ bool avx2_has_fused(const WeightMatrix& w) {
 template <typename Quant>
 void fused_tokens(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& x,
                   std::int64_t first_token, int n, float* out) {
-    const PackedRow packed(w, row, Quant::bytes);
+    const PackedRow packed(w, row);
     const std::int64_t blocks = w.cols / 32;
     switch (n) {
     case 4:
@@ -410,25 +410,44 @@ void avx2_fused_row_tokens(const WeightMatrix& w, std::int64_t row, const Quanti
     }
 }
 
+template <typename Quant>
+void rows_1(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
+            const QuantizedActivations& x, std::int64_t token, float* y) {
+    const std::int64_t blocks = w.cols / 32;
+    for (std::int64_t r = row_begin; r < row_end; ++r) {
+        y[r] = fused_row_1<Quant>(PackedRow(w, r), blocks, x, token);
+    }
+}
+
+void avx2_fused_rows_1(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
+                       const QuantizedActivations& x, std::int64_t token, float* y) {
+    if (w.type == gguf::TensorType::Q8_0) {
+        rows_1<Bytes>(w, row_begin, row_end, x, token, y);
+    } else {
+        rows_1<Nibbles>(w, row_begin, row_end, x, token, y);
+    }
+}
+
 void avx2_fused_row_8_tokens(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& x,
                              std::int64_t first_token, const float* group_scales,
                              const float* group_sums, float* out) {
     const std::int64_t blocks = w.cols / 32;
     if (w.type == gguf::TensorType::Q8_0) {
-        fused_row_8<Bytes>(PackedRow(w, row, Bytes::bytes), blocks, x, first_token, group_scales,
-                           group_sums, out);
+        fused_row_8<Bytes>(PackedRow(w, row), blocks, x, first_token, group_scales, group_sums,
+                           out);
     } else {
-        fused_row_8<Nibbles>(PackedRow(w, row, Nibbles::bytes), blocks, x, first_token,
-                             group_scales, group_sums, out);
+        fused_row_8<Nibbles>(PackedRow(w, row), blocks, x, first_token, group_scales, group_sums,
+                             out);
     }
 }
 
 } // namespace
 
 const MatmulKernels* avx2_kernels() {
-    static const MatmulKernels kernels{avx2_dequantize_row,       avx2_dot_tokens,
-                                       avx2_quantize_activations, avx2_fused_row_tokens,
-                                       avx2_fused_row_8_tokens,   avx2_has_fused};
+    static const MatmulKernels kernels{
+        avx2_dequantize_row,   avx2_dot_tokens,         avx2_quantize_activations,
+        avx2_fused_row_tokens, avx2_fused_row_8_tokens, avx2_fused_rows_1,
+        avx2_has_fused};
     return &kernels;
 }
 

@@ -34,6 +34,11 @@ struct MatmulKernels {
     void (*fused_row_8_tokens)(const WeightMatrix& w, std::int64_t row,
                                const QuantizedActivations& x, std::int64_t first_token,
                                const float* group_scales, const float* group_sums, float* out);
+    // Rows [row_begin, row_end) of `w` times one token of `x`, into
+    // y[row_begin .. row_end): the decode case, with the per-row dispatch
+    // hoisted out of the loop (rows are short, 18 blocks for SmolLM2).
+    void (*fused_rows_1)(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
+                         const QuantizedActivations& x, std::int64_t token, float* y);
     // Whether the fused kernels take `w` (packed rows of Q4_0, Q4_1, Q8_0).
     bool (*has_fused)(const WeightMatrix& w);
 };

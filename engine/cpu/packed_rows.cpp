@@ -29,9 +29,9 @@ WeightMatrix pack_rows(const WeightMatrix& w, std::vector<std::byte>& storage) {
     storage.assign(row_bytes * static_cast<std::size_t>(w.rows), std::byte{0});
     for (std::int64_t r = 0; r < w.rows; ++r) {
         const std::byte* src = w.data + static_cast<std::size_t>(r) * w.row_bytes;
-        std::byte* dst = storage.data() + static_cast<std::size_t>(r) * row_bytes;
-        std::byte* scales = dst + static_cast<std::size_t>(blocks) * quant;
+        std::byte* scales = storage.data() + static_cast<std::size_t>(r) * row_bytes;
         std::byte* offsets = scales + static_cast<std::size_t>(blocks) * 2;
+        std::byte* dst = offsets + static_cast<std::size_t>(blocks) * 2;
         for (std::int64_t b = 0; b < blocks; ++b) {
             std::uint16_t d, m = 0;
             std::memcpy(&d, src, 2);
@@ -58,9 +58,9 @@ WeightMatrix pack_rows(const WeightMatrix& w, std::vector<std::byte>& storage) {
 void unpack_row(const WeightMatrix& w, std::int64_t row, float* out) {
     const std::size_t quant = packed_quant_bytes(w.type);
     const std::int64_t blocks = w.cols / 32;
-    const std::byte* base = w.data + static_cast<std::size_t>(row) * w.row_bytes;
-    const std::byte* scales = base + static_cast<std::size_t>(blocks) * quant;
+    const std::byte* scales = w.data + static_cast<std::size_t>(row) * w.row_bytes;
     const std::byte* offsets = scales + static_cast<std::size_t>(blocks) * 2;
+    const std::byte* base = offsets + static_cast<std::size_t>(blocks) * 2;
     for (std::int64_t b = 0; b < blocks; ++b) {
         std::uint16_t d_bits, m_bits;
         std::memcpy(&d_bits, scales + 2 * b, 2);

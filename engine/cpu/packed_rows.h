@@ -1,9 +1,11 @@
 // The row layout the fused integer kernels read Q4_0, Q4_1 and Q8_0 weights
 // in. GGUF interleaves each block's fp16 scale with its 16 or 32 bytes of
-// quantised values; here a row holds all its blocks' quantised values, then
-// all their scales d, then all their offsets m (value = q * d + m), so eight
-// blocks' scales convert with one instruction and the quantised values stream
-// without gaps. Same size as the GGUF row plus 2 bytes a block for Q4_0/Q8_0.
+// quantised values; here a row holds all its blocks' scales d, then all their
+// offsets m (value = q * d + m), then all their quantised values. Eight blocks'
+// scales convert with one instruction, and a row is read front to back in one
+// stream, which the hardware prefetcher follows (scales at the end of the row
+// cost a cache miss per row). Same size as the GGUF row plus 2 bytes a block
+// for Q4_0 and Q8_0.
 #pragma once
 
 #include "engine/cpu/matmul.h"
