@@ -4,10 +4,25 @@
 #include "engine/cpu/matmul.h"
 #include "engine/model_path.h"
 
+#include <cstdio>
 #include <iostream>
 #include <stdexcept>
 
 namespace kvscope::cli {
+namespace {
+
+std::string readable_bytes(std::int64_t bytes) {
+    char text[32];
+    if (bytes >= 1024 * 1024) {
+        std::snprintf(text, sizeof text, "%.1f MiB",
+                      static_cast<double>(bytes) / (1024.0 * 1024.0));
+    } else {
+        std::snprintf(text, sizeof text, "%.1f KiB", static_cast<double>(bytes) / 1024.0);
+    }
+    return text;
+}
+
+} // namespace
 
 void EngineOptions::add_to(CLI::App& app) {
     app.add_option("-m,--model", model_path,
@@ -35,7 +50,8 @@ std::shared_ptr<const model::LlamaModel> EngineOptions::load_model() const {
     const model::LlamaConfig& c = model->config();
     std::cerr << "model: " << path.path.string() << " ("
               << (c.name.empty() ? c.architecture : c.name) << ", " << c.layers << " layers, "
-              << c.hidden << " wide, " << c.heads << "/" << c.kv_heads << " heads)\n";
+              << c.hidden << " wide, " << c.heads << "/" << c.kv_heads << " heads, "
+              << readable_bytes(model->weights().total_bytes()) << " of weights)\n";
     return model;
 }
 
@@ -47,13 +63,15 @@ EngineOptions::make_backend(std::shared_ptr<const model::LlamaModel> model,
     options.block_size = block_size;
     options.num_blocks = (tokens + block_size - 1) / block_size;
     options.threads = threads;
+    const std::int64_t kv_bytes_per_token = model->config().kv_bytes_per_token(sizeof(float));
     auto backend = std::make_unique<cpu::CpuBackend>(std::move(model), options);
     if (!announce) {
         return backend;
     }
     std::cerr << "backend: cpu, " << backend->threads() << " threads, " << cpu::matmul_kernel_name()
               << " kernels; KV cache " << options.num_blocks << " blocks x " << block_size
-              << " tokens (" << backend->kv_cache_bytes() / (1024 * 1024) << " MiB, f32)\n";
+              << " tokens (" << readable_bytes(backend->kv_cache_bytes()) << ", f32, "
+              << kv_bytes_per_token << " B/token)\n";
     return backend;
 }
 

@@ -69,21 +69,4 @@ void add_in_place(float* x, const float* y, std::int64_t count) {
     }
 }
 
-float softmax_in_place(float* x, std::int64_t count) {
-    float max_value = -std::numeric_limits<float>::infinity();
-    for (std::int64_t i = 0; i < count; ++i) {
-        max_value = std::max(max_value, x[i]);
-    }
-    double sum = 0.0;
-    for (std::int64_t i = 0; i < count; ++i) {
-        x[i] = std::exp(x[i] - max_value);
-        sum += x[i];
-    }
-    const auto inv = static_cast<float>(1.0 / sum);
-    for (std::int64_t i = 0; i < count; ++i) {
-        x[i] *= inv;
-    }
-    return max_value + static_cast<float>(std::log(sum));
-}
-
 } // namespace kvscope::cpu

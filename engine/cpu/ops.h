@@ -27,8 +27,4 @@ void silu_mul(float* gate, const float* up, std::int64_t count);
 // x += y over `count` values (residual connections).
 void add_in_place(float* x, const float* y, std::int64_t count);
 
-// In-place softmax over `count` values; returns the log of the normaliser
-// (log-sum-exp), which callers use for log-probabilities.
-float softmax_in_place(float* x, std::int64_t count);
-
 } // namespace kvscope::cpu
