@@ -53,17 +53,22 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
     const std::int64_t q_width = static_cast<std::int64_t>(c.heads) * c.head_dim;
     const std::int64_t kv_width = static_cast<std::int64_t>(c.kv_heads) * c.head_dim;
 
-    // Activations for this step: (tokens, width) each.
-    std::vector<float> x(static_cast<std::size_t>(tokens * hidden));
-    std::vector<float> h(x.size());
-    std::vector<float> q(static_cast<std::size_t>(tokens * q_width));
-    std::vector<float> k(static_cast<std::size_t>(tokens * kv_width));
-    std::vector<float> v(k.size());
-    std::vector<float> attn(q.size());
-    std::vector<float> gate(static_cast<std::size_t>(tokens * c.ffn_hidden));
-    std::vector<float> up(gate.size());
-    std::vector<float> rope_cos(static_cast<std::size_t>(tokens * c.head_dim / 2));
-    std::vector<float> rope_sin(rope_cos.size());
+    // Activations for this step, (tokens, width) each, in buffers kept across
+    // steps so decoding does not allocate.
+    const auto sized = [](std::vector<float>& buffer, std::int64_t count) -> std::vector<float>& {
+        buffer.resize(static_cast<std::size_t>(count));
+        return buffer;
+    };
+    std::vector<float>& x = sized(scratch_.x, tokens * hidden);
+    std::vector<float>& h = sized(scratch_.h, tokens * hidden);
+    std::vector<float>& q = sized(scratch_.q, tokens * q_width);
+    std::vector<float>& k = sized(scratch_.k, tokens * kv_width);
+    std::vector<float>& v = sized(scratch_.v, tokens * kv_width);
+    std::vector<float>& attn = sized(scratch_.attn, tokens * q_width);
+    std::vector<float>& gate = sized(scratch_.gate, tokens * c.ffn_hidden);
+    std::vector<float>& up = sized(scratch_.up, tokens * c.ffn_hidden);
+    std::vector<float>& rope_cos = sized(scratch_.rope_cos, tokens * c.head_dim / 2);
+    std::vector<float>& rope_sin = sized(scratch_.rope_sin, tokens * c.head_dim / 2);
 
     for (std::int64_t t = 0; t < tokens; ++t) {
         const std::int32_t id = batch.token_ids[static_cast<std::size_t>(t)];
@@ -103,7 +108,7 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
 
     // Only the rows whose logits are wanted go through the (large) output head.
     const auto rows = static_cast<std::int64_t>(batch.logit_tokens.size());
-    std::vector<float> selected(static_cast<std::size_t>(rows * hidden));
+    std::vector<float>& selected = sized(scratch_.selected, rows * hidden);
     for (std::int64_t r = 0; r < rows; ++r) {
         const std::int32_t t = batch.logit_tokens[static_cast<std::size_t>(r)];
         rms_norm(x.data() + t * hidden, w.output_norm.data(), selected.data() + r * hidden, 1,

@@ -42,6 +42,10 @@ private:
     ThreadPool pool_;
     // (layers, 2 [K, V], num_blocks, kv_heads, block_size, head_dim)
     std::vector<float> kv_storage_;
+    // Per-step activations, reused from step to step.
+    struct Scratch {
+        std::vector<float> x, h, q, k, v, attn, gate, up, rope_cos, rope_sin, selected;
+    } scratch_;
 };
 
 } // namespace kvscope::cpu

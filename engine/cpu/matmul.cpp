@@ -85,6 +85,56 @@ void dequantize_row(const WeightMatrix& w, std::int64_t row, float* out) {
     kernels().dequantize_row(w, row, out);
 }
 
+namespace {
+
+// Rows [row_begin, row_end) of `w` times the tile's tokens, into y_tile
+// (tile_tokens, w.rows). Fused integer kernels where they take `w` (one,
+// eight, or up to four tokens at a time), else each row expanded to fp32.
+void multiply_rows(const detail::MatmulKernels& k, const WeightMatrix& w, std::int64_t row_begin,
+                   std::int64_t row_end, const detail::QuantizedActivations& quantized,
+                   const float* scales8, const float* sums8, const float* x_tile, std::int64_t tile,
+                   std::int64_t tile_tokens, float* y_tile, std::vector<float>& row) {
+    const std::int64_t cols = w.cols;
+    const bool fused = k.has_fused(w);
+    if (fused && tile_tokens == 1 && k.fused_rows_1 != nullptr) {
+        // Decode: the whole range in one kernel call.
+        k.fused_rows_1(w, row_begin, row_end, quantized, tile, y_tile);
+        return;
+    }
+    float results[4];
+    for (std::int64_t r = row_begin; r < row_end; ++r) {
+        if (!fused) {
+            row.resize(static_cast<std::size_t>(cols));
+            k.dequantize_row(w, r, row.data());
+        }
+        std::int64_t t = 0;
+        if (fused && k.fused_row_8_tokens != nullptr) {
+            // Tiles start at multiples of 8 tokens, so groups align.
+            for (; t + 8 <= tile_tokens; t += 8) {
+                const std::size_t at = static_cast<std::size_t>((tile + t) / 8 * (cols / 32) * 8);
+                float eight[8];
+                k.fused_row_8_tokens(w, r, quantized, tile + t, scales8 + at, sums8 + at, eight);
+                for (int j = 0; j < 8; ++j) {
+                    y_tile[(t + j) * w.rows + r] = eight[j];
+                }
+            }
+        }
+        for (; t < tile_tokens; t += 4) {
+            const int n = static_cast<int>(std::min<std::int64_t>(4, tile_tokens - t));
+            if (fused) {
+                k.fused_row_tokens(w, r, quantized, tile + t, n, results);
+            } else {
+                k.dot_tokens(row.data(), x_tile + t * cols, cols, cols, n, results);
+            }
+            for (int j = 0; j < n; ++j) {
+                y_tile[(t + j) * w.rows + r] = results[j];
+            }
+        }
+    }
+}
+
+} // namespace
+
 void matmul(const WeightMatrix& w, const float* x, std::int64_t tokens, float* y,
             ThreadPool& pool) {
     const MatmulOutput output{&w, y};
@@ -104,14 +154,13 @@ void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, 
         total_rows += out.weights->rows;
         any_fused = any_fused || k.has_fused(*out.weights);
     }
-    const bool can_fuse = cols % 32 == 0;
     thread_local std::vector<std::int16_t> quantized_values;
     thread_local std::vector<float> quantized_scales;
     thread_local std::vector<float> quantized_sums;
     thread_local std::vector<float> group_scales;
     thread_local std::vector<float> group_sums;
     detail::QuantizedActivations quantized;
-    if (any_fused && can_fuse) {
+    if (any_fused) {
         const std::int64_t blocks = cols / 32;
         quantized_values.resize(static_cast<std::size_t>(tokens * cols));
         quantized_scales.resize(static_cast<std::size_t>(tokens * blocks));
@@ -143,76 +192,19 @@ void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, 
         const float* x_tile = x + tile * cols;
         pool.parallel_for(total_rows, 16, [&](std::int64_t begin, std::int64_t end) {
             thread_local std::vector<float> row;
-            float results[4];
-            // Find the matrix holding global row `begin`, then walk on.
+            // Walk the share matrix by matrix: [global, stop) lies in one.
             std::size_t m = 0;
             std::int64_t first_row = 0;
-            while (begin >= first_row + outputs[m].weights->rows) {
-                first_row += outputs[m].weights->rows;
-                ++m;
-            }
-            if (tile_tokens == 1 && k.fused_rows_1 != nullptr) {
-                // Decode: whole row ranges per matrix in one kernel call.
-                for (std::int64_t global = begin; global < end;) {
-                    while (global >= first_row + outputs[m].weights->rows) {
-                        first_row += outputs[m].weights->rows;
-                        ++m;
-                    }
-                    const WeightMatrix& w = *outputs[m].weights;
-                    const std::int64_t stop = std::min(end, first_row + w.rows);
-                    float* y_row = outputs[m].y + tile * w.rows;
-                    if (can_fuse && k.has_fused(w)) {
-                        k.fused_rows_1(w, global - first_row, stop - first_row, quantized, tile,
-                                       y_row);
-                    } else {
-                        row.resize(static_cast<std::size_t>(cols));
-                        for (std::int64_t r = global - first_row; r < stop - first_row; ++r) {
-                            k.dequantize_row(w, r, row.data());
-                            k.dot_tokens(row.data(), x_tile, cols, cols, 1, y_row + r);
-                        }
-                    }
-                    global = stop;
-                }
-                return;
-            }
-            for (std::int64_t global = begin; global < end; ++global) {
+            for (std::int64_t global = begin; global < end;) {
                 while (global >= first_row + outputs[m].weights->rows) {
                     first_row += outputs[m].weights->rows;
                     ++m;
                 }
                 const WeightMatrix& w = *outputs[m].weights;
-                float* y_tile = outputs[m].y + tile * w.rows;
-                const std::int64_t r = global - first_row;
-                const bool fused = can_fuse && k.has_fused(w);
-                if (!fused) {
-                    row.resize(static_cast<std::size_t>(cols));
-                    k.dequantize_row(w, r, row.data());
-                }
-                std::int64_t t = 0;
-                if (fused && k.fused_row_8_tokens != nullptr) {
-                    // Tiles start at multiples of 8 tokens, so groups align.
-                    for (; t + 8 <= tile_tokens; t += 8) {
-                        const std::int64_t group = (tile + t) / 8;
-                        const std::size_t at = static_cast<std::size_t>(group * (cols / 32) * 8);
-                        float eight[8];
-                        k.fused_row_8_tokens(w, r, quantized, tile + t, scales8 + at, sums8 + at,
-                                             eight);
-                        for (int j = 0; j < 8; ++j) {
-                            y_tile[(t + j) * w.rows + r] = eight[j];
-                        }
-                    }
-                }
-                for (; t < tile_tokens; t += 4) {
-                    const int n = static_cast<int>(std::min<std::int64_t>(4, tile_tokens - t));
-                    if (fused) {
-                        k.fused_row_tokens(w, r, quantized, tile + t, n, results);
-                    } else {
-                        k.dot_tokens(row.data(), x_tile + t * cols, cols, cols, n, results);
-                    }
-                    for (int j = 0; j < n; ++j) {
-                        y_tile[(t + j) * w.rows + r] = results[j];
-                    }
-                }
+                const std::int64_t stop = std::min(end, first_row + w.rows);
+                multiply_rows(k, w, global - first_row, stop - first_row, quantized, scales8, sums8,
+                              x_tile, tile, tile_tokens, outputs[m].y + tile * w.rows, row);
+                global = stop;
             }
         });
     }
