@@ -45,10 +45,14 @@ def machine_name() -> str:
     return f"{model}, {os.cpu_count()} logical CPUs"
 
 
+# kvscope's KV formats that llama.cpp also has, by ggml type id.
+GGML_KV_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 8, "bf16": 30}
+
+
 class LlamaCpp:
     """llama.cpp through its C API: one context holding every sequence."""
 
-    def __init__(self, model_path: str, threads: int):
+    def __init__(self, model_path: str, threads: int, cache_type: int):
         ll.llama_backend_init()
         params = ll.llama_model_default_params()
         self.model = ll.llama_model_load_from_file(model_path.encode(), params)
@@ -56,6 +60,7 @@ class LlamaCpp:
             raise SystemExit(f"llama.cpp could not load {model_path}")
         self.vocab = ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(self.model))
         self.threads = threads
+        self.cache_type = cache_type
 
     def run(self, batch: int, context: int, steps: int, chunk: int, seed: int) -> dict:
         cparams = ll.llama_context_default_params()
@@ -65,6 +70,8 @@ class LlamaCpp:
         cparams.n_seq_max = batch
         cparams.n_threads = self.threads
         cparams.n_threads_batch = self.threads
+        cparams.type_k = self.cache_type
+        cparams.type_v = self.cache_type
         if hasattr(cparams, "kv_unified"):
             cparams.kv_unified = True  # one cache shared by all sequences, like kvscope's pool
         ctx = ll.llama_init_from_model(self.model, cparams)
@@ -108,9 +115,10 @@ class LlamaCpp:
 
 
 def run_kvscope(binary: str, model: str, batch: int, context: int, steps: int, chunk: int,
-                threads: int, seed: int) -> dict:
+                threads: int, seed: int, cache_type: str) -> dict:
     command = [binary, "bench", "--json", "-m", model, "-b", str(batch), "-c", str(context),
-               "--decode-steps", str(steps), "--prefill-chunk", str(chunk), "--seed", str(seed)]
+               "--decode-steps", str(steps), "--prefill-chunk", str(chunk), "--seed", str(seed),
+               "--cache-type-k", cache_type, "--cache-type-v", cache_type]
     if threads:
         command += ["-t", str(threads)]
     result = subprocess.run(command, capture_output=True, text=True, check=True)
@@ -128,10 +136,12 @@ def main() -> None:
     parser.add_argument("--decode-steps", type=int, default=32)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--repeats", type=int, default=1, help="median over this many runs")
+    parser.add_argument("--cache-type", choices=sorted(GGML_KV_TYPES), default="f16",
+                        help="KV-cache format of both engines (llama.cpp's default is f16)")
     parser.add_argument("--out", type=Path, help="also write the table (Markdown) here")
     args = parser.parse_args()
 
-    llama = LlamaCpp(args.model, args.threads)
+    llama = LlamaCpp(args.model, args.threads, GGML_KV_TYPES[args.cache_type])
     rows = []
     for context in map(int, args.context.split(",")):
         for batch in map(int, args.batch.split(",")):
@@ -141,7 +151,8 @@ def main() -> None:
                 for which in order:
                     if which == 0:
                         ours.append(run_kvscope(args.kvscope, args.model, batch, context,
-                                                args.decode_steps, 512, args.threads, r + 1))
+                                                args.decode_steps, 512, args.threads, r + 1,
+                                                args.cache_type))
                     else:
                         theirs.append(llama.run(batch, context, args.decode_steps, 512, r + 1))
             med = lambda runs, key: statistics.median(run[key] for run in runs)
@@ -165,6 +176,7 @@ def main() -> None:
         f"- llama.cpp: llama-cpp-python {ll.__version__}, built from source on this machine",
         f"- Method: {args.decode_steps} decode steps per case; median of {args.repeats} "
         "run(s), engines alternating; prefill one sequence at a time in 512-token chunks",
+        f"- KV cache: {args.cache_type} for K and V in both engines",
         "",
         "| batch | context | prefill tok/s kvscope | llama.cpp | ratio | decode tok/s kvscope "
         "| llama.cpp | ratio |",

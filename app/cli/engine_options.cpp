@@ -33,6 +33,24 @@ void EngineOptions::add_to(CLI::App& app) {
     app.add_option("--block-size", block_size, "Tokens per KV-cache block")
         ->check(CLI::Range(1, 1024))
         ->capture_default_str();
+    const auto format_option = [&app](const char* flags, kv::KvFormat& target, const char* what) {
+        app.add_option_function<std::string>(
+               flags,
+               [&target](const std::string& name) {
+                   target = *kv::parse_kv_format(name); // validated below
+               },
+               std::string(what) + " storage format: " + kv::kv_format_names() + " (default: f16)")
+            ->type_name("FORMAT")
+            ->check(
+                [](const std::string& name) {
+                    return kv::parse_kv_format(name) ? std::string()
+                                                     : "unknown KV format '" + name + "'; one of " +
+                                                           kv::kv_format_names();
+                },
+                "FORMAT");
+    };
+    format_option("--cache-type-k", cache_format.key, "K");
+    format_option("--cache-type-v", cache_format.value, "V");
     app.add_option("--cache-tokens", cache_tokens,
                    "KV-cache capacity in tokens (default: what the run needs)")
         ->check(CLI::NonNegativeNumber);
@@ -63,15 +81,16 @@ EngineOptions::make_backend(std::shared_ptr<const model::LlamaModel> model,
     options.block_size = block_size;
     options.num_blocks = (tokens + block_size - 1) / block_size;
     options.threads = threads;
-    const std::int64_t kv_bytes_per_token = model->config().kv_bytes_per_token(sizeof(float));
+    options.cache_format = cache_format;
     auto backend = std::make_unique<cpu::CpuBackend>(std::move(model), options);
     if (!announce) {
         return backend;
     }
     std::cerr << "backend: cpu, " << backend->threads() << " threads, " << cpu::matmul_kernel_name()
               << " kernels; KV cache " << options.num_blocks << " blocks x " << block_size
-              << " tokens (" << readable_bytes(backend->kv_cache_bytes()) << ", f32, "
-              << kv_bytes_per_token << " B/token)\n";
+              << " tokens (" << readable_bytes(backend->kv_cache_bytes()) << ", "
+              << cache_format.describe() << ", " << backend->kv_store().bytes_per_token()
+              << " B/token)\n";
     return backend;
 }
 

@@ -2,6 +2,7 @@
 // geometry), and how they turn into a loaded model and a backend.
 #pragma once
 
+#include "engine/kv/kv_format.h"
 #include "engine/model/llama_model.h"
 #include "engine/runner/backend.h"
 
@@ -16,6 +17,7 @@ struct EngineOptions {
     int threads = 0;        // 0: all hardware threads
     int block_size = 16;
     int cache_tokens = 0; // 0: enough for the run (the subcommand decides)
+    kv::KvCacheFormat cache_format;
 
     void add_to(CLI::App& app);
     // Loads the model, printing what it loads to stderr. Throws with a message

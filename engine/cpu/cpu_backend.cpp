@@ -11,30 +11,10 @@ CpuBackend::CpuBackend(std::shared_ptr<const model::LlamaModel> model,
                        const CpuBackendOptions& options)
     : model_(std::move(model))
     , options_(options)
-    , pool_(options.threads) {
-    if (options_.block_size <= 0 || options_.num_blocks <= 0) {
-        throw std::invalid_argument("KV cache needs a positive block size and block count");
-    }
-    const model::LlamaConfig& c = model_->config();
-    const std::size_t per_layer = 2ull * static_cast<std::size_t>(options_.num_blocks) *
-                                  static_cast<std::size_t>(c.kv_heads) *
-                                  static_cast<std::size_t>(options_.block_size) *
-                                  static_cast<std::size_t>(c.head_dim);
-    kv_storage_.assign(per_layer * static_cast<std::size_t>(c.layers), 0.0f);
-}
-
-LayerKvView CpuBackend::layer_view(int layer) {
-    const model::LlamaConfig& c = model_->config();
-    LayerKvView view;
-    view.kv_heads = c.kv_heads;
-    view.head_dim = c.head_dim;
-    view.block_size = options_.block_size;
-    const std::size_t half = static_cast<std::size_t>(options_.num_blocks) *
-                             static_cast<std::size_t>(view.block_stride());
-    view.keys = kv_storage_.data() + 2 * half * static_cast<std::size_t>(layer);
-    view.values = view.keys + half;
-    return view;
-}
+    , pool_(options.threads)
+    , kv_(KvGeometry{model_->config().layers, model_->config().kv_heads, model_->config().head_dim,
+                     options.block_size, options.num_blocks},
+          options.cache_format) {}
 
 void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
     const model::LlamaConfig& c = model_->config();
@@ -83,7 +63,7 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
 
     for (int l = 0; l < c.layers; ++l) {
         const model::LayerWeights& layer = w.layers[static_cast<std::size_t>(l)];
-        const LayerKvView cache = layer_view(l);
+        const LayerKvView cache = kv_.layer(l);
 
         rms_norm(x.data(), layer.attn_norm.data(), h.data(), tokens, hidden, c.rms_eps);
         const MatmulOutput qkv[] = {
@@ -93,7 +73,7 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
                             c.head_dim);
         rope_adjacent_pairs(k.data(), rope_cos.data(), rope_sin.data(), tokens, c.kv_heads,
                             c.head_dim);
-        write_kv(cache, batch, k.data(), v.data());
+        kv_.write(l, batch, k.data(), v.data());
         paged_attention(cache, batch, q.data(), c.heads, attn.data(), pool_);
         matmul(layer.wo, attn.data(), tokens, h.data(), pool_);
         add_in_place(x.data(), h.data(), tokens * hidden);

@@ -1,7 +1,8 @@
 // The CPU backend: runs a Llama-family model over a ForwardBatch in fp32, on
-// all cores, with K/V in a paged cache it owns.
+// all cores, with K/V in a paged cache it owns, stored in the formats chosen.
 #pragma once
 
+#include "engine/cpu/kv_store.h"
 #include "engine/cpu/paged_attention.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/model/llama_model.h"
@@ -16,6 +17,7 @@ struct CpuBackendOptions {
     int num_blocks = 1024;
     int block_size = 16;
     int threads = 0; // 0: all hardware threads
+    kv::KvCacheFormat cache_format;
 };
 
 class CpuBackend final : public runner::Backend {
@@ -28,20 +30,18 @@ public:
     int block_size() const override { return options_.block_size; }
     int num_blocks() const override { return options_.num_blocks; }
     int threads() const { return pool_.size(); }
-    std::int64_t kv_cache_bytes() const {
-        return static_cast<std::int64_t>(kv_storage_.size() * sizeof(float));
-    }
+    std::int64_t kv_cache_bytes() const { return kv_.bytes(); }
+    kv::KvCacheFormat cache_format() const override { return kv_.format(); }
+    const KvStore& kv_store() const { return kv_; }
 
     void forward(const runner::ForwardBatch& batch, float* logits) override;
+    void release_blocks(std::span<const kv::BlockId> blocks) override { kv_.release(blocks); }
 
 private:
-    LayerKvView layer_view(int layer);
-
     std::shared_ptr<const model::LlamaModel> model_;
     CpuBackendOptions options_;
     ThreadPool pool_;
-    // (layers, 2 [K, V], num_blocks, kv_heads, block_size, head_dim)
-    std::vector<float> kv_storage_;
+    KvStore kv_;
     // Per-step activations, reused from step to step.
     struct Scratch {
         std::vector<float> x, h, q, k, v, attn, gate, up, rope_cos, rope_sin, selected;

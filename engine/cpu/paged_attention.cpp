@@ -1,5 +1,7 @@
 #include "engine/cpu/paged_attention.h"
 
+#include "engine/cpu/attention_kernels.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -21,77 +23,22 @@ struct Segment {
     std::int32_t end;
 };
 
-// One segment of keys for one (query token, KV head): for each query head of
-// the group, the segment's max score, the sum of exp(score - max) and the
-// values weighted by exp(score - max), unnormalised. Built for AVX2 and for
-// the baseline (the loader picks one per CPU); the loop nest is in one
-// function so the dispatch happens once per segment.
-__attribute__((target_clones("avx2", "default"))) void
-attend_segment(const LayerKvView& head, const kv::BlockId* table, std::int32_t begin,
-               std::int32_t end, const float* q, int group, float scale, float* scores,
-               float* max_out, float* sum_out, float* out) {
-    const int d = head.head_dim;
-    const std::int32_t n = end - begin;
-    for (std::int32_t j = 0; j < n; ++j) {
-        const std::int32_t position = begin + j;
-        const float* key =
-            head.key_at(table[position / head.block_size], 0, position % head.block_size);
-        for (int g = 0; g < group; ++g) {
-            const float* query = q + g * d;
-            float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-            for (int i = 0; i < d; ++i) {
-                sum += query[i] * key[i];
-            }
-            scores[static_cast<std::size_t>(g) * n + j] = sum * scale;
+// The kernel for this cache's formats on this CPU.
+detail::SegmentKernel segment_kernel(const LayerKvView& cache) {
+#if defined(__x86_64__)
+    static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                             __builtin_cpu_supports("f16c");
+    if (avx2) {
+        if (const detail::SegmentKernel kernel = detail::avx2_segment_kernel(
+                cache.keys.format, cache.values.format, cache.head_dim)) {
+            return kernel;
         }
     }
-    for (int g = 0; g < group; ++g) {
-        float* s = scores + static_cast<std::size_t>(g) * n;
-        float max_score = s[0];
-        for (std::int32_t j = 1; j < n; ++j) {
-            max_score = std::max(max_score, s[j]);
-        }
-        float total = 0.0f;
-        for (std::int32_t j = 0; j < n; ++j) {
-            s[j] = std::exp(s[j] - max_score);
-            total += s[j];
-        }
-        max_out[g] = max_score;
-        sum_out[g] = total;
-        std::memset(out + g * d, 0, static_cast<std::size_t>(d) * sizeof(float));
-    }
-    for (std::int32_t j = 0; j < n; ++j) {
-        const std::int32_t position = begin + j;
-        const float* value =
-            head.value_at(table[position / head.block_size], 0, position % head.block_size);
-        for (int g = 0; g < group; ++g) {
-            const float weight = scores[static_cast<std::size_t>(g) * n + j];
-            float* o = out + g * d;
-#pragma omp simd
-            for (int i = 0; i < d; ++i) {
-                o[i] += weight * value[i];
-            }
-        }
-    }
+#endif
+    return detail::attend_segment_portable;
 }
 
 } // namespace
-
-void write_kv(const LayerKvView& cache, const runner::ForwardBatch& batch, const float* k,
-              const float* v) {
-    const std::size_t head_bytes = static_cast<std::size_t>(cache.head_dim) * sizeof(float);
-    for (std::int64_t t = 0; t < batch.token_count(); ++t) {
-        const std::int32_t slot = batch.slot_mapping[static_cast<std::size_t>(t)];
-        const std::int32_t block = slot / cache.block_size;
-        const int offset = slot % cache.block_size;
-        for (int h = 0; h < cache.kv_heads; ++h) {
-            const std::int64_t src = (t * cache.kv_heads + h) * cache.head_dim;
-            std::memcpy(cache.key_at(block, h, offset), k + src, head_bytes);
-            std::memcpy(cache.value_at(block, h, offset), v + src, head_bytes);
-        }
-    }
-}
 
 void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch, const float* q,
                      int heads, float* out, ThreadPool& pool) {
@@ -119,24 +66,35 @@ void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch
     std::vector<float> partial_max(segments.size() * static_cast<std::size_t>(group));
     std::vector<float> partial_sum(partial_max.size());
 
+    const detail::SegmentKernel kernel = segment_kernel(cache);
     pool.parallel_for(
         static_cast<std::int64_t>(segments.size()), 1, [&](std::int64_t begin, std::int64_t end) {
             thread_local std::vector<float> scores;
+            thread_local std::vector<float> tile;
+            tile.resize(static_cast<std::size_t>(cache.block_size) * d);
             for (std::int64_t i = begin; i < end; ++i) {
                 const Segment& seg = segments[static_cast<std::size_t>(i)];
                 const std::int32_t seq = batch.sequence_of[static_cast<std::size_t>(seg.token)];
                 const kv::BlockId* table = batch.block_tables.data() +
                                            batch.block_table_offsets[static_cast<std::size_t>(seq)];
                 scores.resize(static_cast<std::size_t>(group) * (seg.end - seg.begin));
-                // The head's slice of the cache: a view shifted to this KV head.
-                LayerKvView head = cache;
-                head.keys = cache.key_at(0, seg.kv_head, 0);
-                head.values = cache.value_at(0, seg.kv_head, 0);
                 const std::int64_t first_query = seg.token * heads + seg.kv_head * group;
                 const auto at = static_cast<std::size_t>(i) * static_cast<std::size_t>(group);
-                attend_segment(head, table, seg.begin, seg.end, q + first_query * d, group, scale,
-                               scores.data(), partial_max.data() + at, partial_sum.data() + at,
-                               partial_out.data() + at * static_cast<std::size_t>(d));
+                detail::SegmentWork work;
+                work.cache = &cache;
+                work.kv_head = seg.kv_head;
+                work.table = table;
+                work.begin = seg.begin;
+                work.end = seg.end;
+                work.q = q + first_query * d;
+                work.group = group;
+                work.scale = scale;
+                work.scores = scores.data();
+                work.tile = tile.data();
+                work.max_out = partial_max.data() + at;
+                work.sum_out = partial_sum.data() + at;
+                work.out = partial_out.data() + at * static_cast<std::size_t>(d);
+                kernel(work);
             }
         });
 
@@ -177,5 +135,86 @@ void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch
         first = last;
     }
 }
+
+namespace detail {
+
+// Keys and values are read a block at a time, decoded into the tile unless
+// the cache holds them as f32. Built for AVX2 and for the baseline (the loader
+// picks one per CPU); the loop nest is in one function so the dispatch happens
+// once per segment.
+__attribute__((target_clones("avx2", "default"))) void
+attend_segment_portable(const SegmentWork& work) {
+    const LayerKvView& cache = *work.cache;
+    const int kv_head = work.kv_head;
+    const kv::BlockId* table = work.table;
+    const std::int32_t begin = work.begin;
+    const std::int32_t end = work.end;
+    const float* q = work.q;
+    const int group = work.group;
+    const float scale = work.scale;
+    float* scores = work.scores;
+    float* tile = work.tile;
+    float* max_out = work.max_out;
+    float* sum_out = work.sum_out;
+    float* out = work.out;
+    const int d = cache.head_dim;
+    const int block_size = cache.block_size;
+    const std::int32_t n = end - begin;
+    for (std::int32_t position = begin; position < end;) {
+        const int first = position % block_size;
+        const int count = std::min(block_size - first, end - position);
+        const float* keys =
+            cache.rows(cache.keys, table[position / block_size], kv_head, first, count, tile);
+        for (int j = 0; j < count; ++j) {
+            const float* key = keys + static_cast<std::int64_t>(j) * d;
+            for (int g = 0; g < group; ++g) {
+                const float* query = q + g * d;
+                float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+                for (int i = 0; i < d; ++i) {
+                    sum += query[i] * key[i];
+                }
+                scores[static_cast<std::size_t>(g) * n + (position - begin) + j] = sum * scale;
+            }
+        }
+        position += count;
+    }
+    for (int g = 0; g < group; ++g) {
+        float* s = scores + static_cast<std::size_t>(g) * n;
+        float max_score = s[0];
+        for (std::int32_t j = 1; j < n; ++j) {
+            max_score = std::max(max_score, s[j]);
+        }
+        float total = 0.0f;
+        for (std::int32_t j = 0; j < n; ++j) {
+            s[j] = std::exp(s[j] - max_score);
+            total += s[j];
+        }
+        max_out[g] = max_score;
+        sum_out[g] = total;
+        std::memset(out + g * d, 0, static_cast<std::size_t>(d) * sizeof(float));
+    }
+    for (std::int32_t position = begin; position < end;) {
+        const int first = position % block_size;
+        const int count = std::min(block_size - first, end - position);
+        const float* values =
+            cache.rows(cache.values, table[position / block_size], kv_head, first, count, tile);
+        for (int j = 0; j < count; ++j) {
+            const float* value = values + static_cast<std::int64_t>(j) * d;
+            for (int g = 0; g < group; ++g) {
+                const float weight =
+                    scores[static_cast<std::size_t>(g) * n + (position - begin) + j];
+                float* o = out + g * d;
+#pragma omp simd
+                for (int i = 0; i < d; ++i) {
+                    o[i] += weight * value[i];
+                }
+            }
+        }
+        position += count;
+    }
+}
+
+} // namespace detail
 
 } // namespace kvscope::cpu

@@ -16,6 +16,8 @@ namespace {
 // gaps between the loops of one forward pass, short enough not to burn a
 // core between steps.
 constexpr auto kSpinBeforeSleep = std::chrono::milliseconds(2);
+
+constexpr std::int64_t kChunksPerThread = 4;
 } // namespace
 
 ThreadPool::ThreadPool(int threads) {
@@ -23,7 +25,7 @@ ThreadPool::ThreadPool(int threads) {
         threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     }
     for (int i = 1; i < threads; ++i) {
-        workers_.emplace_back([this, i] { worker_loop(i); });
+        workers_.emplace_back([this] { worker_loop(); });
     }
 }
 
@@ -38,15 +40,17 @@ ThreadPool::~ThreadPool() {
     }
 }
 
-void ThreadPool::run_share(int index) {
-    const std::int64_t begin = static_cast<std::int64_t>(index) * chunk_;
-    const std::int64_t end = std::min(count_, begin + chunk_);
-    if (begin < end) {
-        (*body_)(begin, end);
+void ThreadPool::run_share() {
+    for (;;) {
+        const std::int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
+        if (begin >= count_) {
+            return;
+        }
+        (*body_)(begin, std::min(count_, begin + chunk_));
     }
 }
 
-void ThreadPool::worker_loop(int index) {
+void ThreadPool::worker_loop() {
     std::uint64_t seen = 0;
     for (;;) {
         auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
@@ -70,7 +74,7 @@ void ThreadPool::worker_loop(int index) {
             return;
         }
         seen = generation_.load(std::memory_order_acquire);
-        run_share(index);
+        run_share();
         remaining_.fetch_sub(1, std::memory_order_acq_rel);
     }
 }
@@ -86,7 +90,12 @@ void ThreadPool::parallel_for(std::int64_t count, std::int64_t grain,
     }
     body_ = &body;
     count_ = count;
-    chunk_ = (count + size() - 1) / size();
+    // A few chunks per thread, taken first come first served: on a shared
+    // machine one core often runs slower, and even shares would wait for it.
+    chunk_ = std::max<std::int64_t>(std::max<std::int64_t>(1, grain),
+                                    (count + kChunksPerThread * size() - 1) /
+                                        (kChunksPerThread * size()));
+    next_.store(0, std::memory_order_relaxed);
     remaining_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
     {
         // Publishing under the mutex pairs with a worker's check before it
@@ -97,7 +106,7 @@ void ThreadPool::parallel_for(std::int64_t count, std::int64_t grain,
     if (sleepers_.load() > 0) {
         sleep_cv_.notify_all();
     }
-    run_share(0);
+    run_share();
     while (remaining_.load(std::memory_order_acquire) != 0) {
         KVSCOPE_CPU_RELAX();
     }

@@ -27,15 +27,15 @@ public:
 
     int size() const { return static_cast<int>(workers_.size()) + 1; }
 
-    // Calls body(begin, end) on disjoint chunks covering [0, count), one per
-    // thread; returns when all are done. Loops shorter than `grain` per thread
-    // run on the caller alone. Not reentrant: one loop at a time.
+    // Calls body(begin, end) on disjoint chunks covering [0, count), a few
+    // per thread, claimed dynamically; returns when all are done. Loops shorter than `grain` per
+    // thread run on the caller alone. Not reentrant: one loop at a time.
     void parallel_for(std::int64_t count, std::int64_t grain,
                       const std::function<void(std::int64_t, std::int64_t)>& body);
 
 private:
-    void worker_loop(int index);
-    void run_share(int index);
+    void worker_loop();
+    void run_share();
 
     std::vector<std::thread> workers_;
     std::atomic<std::uint64_t> generation_{0};
@@ -48,6 +48,7 @@ private:
     const std::function<void(std::int64_t, std::int64_t)>* body_ = nullptr;
     std::int64_t count_ = 0;
     std::int64_t chunk_ = 0;
+    std::atomic<std::int64_t> next_{0}; // first index of the next unclaimed chunk
 };
 
 } // namespace kvscope::cpu

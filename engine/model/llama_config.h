@@ -26,11 +26,6 @@ struct LlamaConfig {
     float rms_eps = 1e-5f;
     bool tied_embeddings = false; // output head shares token_embd
 
-    // K and V of one token over all layers, in bytes, at `bytes_per_value`.
-    std::int64_t kv_bytes_per_token(double bytes_per_value) const {
-        return static_cast<std::int64_t>(2.0 * layers * kv_heads * head_dim * bytes_per_value);
-    }
-
     // Throws gguf::GgufError naming the file and key when metadata is missing
     // or inconsistent, or the architecture is not Llama-like.
     static LlamaConfig from_gguf(const gguf::GgufFile& file);

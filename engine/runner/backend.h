@@ -3,8 +3,10 @@
 // CUDA backend implements the same interface.
 #pragma once
 
+#include "engine/kv/kv_format.h"
 #include "engine/runner/forward_batch.h"
 
+#include <span>
 #include <string>
 
 namespace kvscope::runner {
@@ -17,12 +19,17 @@ public:
     virtual int vocab_size() const = 0;
     virtual int block_size() const = 0;
     virtual int num_blocks() const = 0;
+    virtual kv::KvCacheFormat cache_format() const = 0;
 
     // Runs the model over `batch`: writes the K/V of its tokens into their
     // slots, attends causally over each sequence's cached tokens, and writes
     // the logits of batch.logit_tokens to `logits` as
     // (logit_tokens.size(), vocab_size()) row-major.
     virtual void forward(const ForwardBatch& batch, float* logits) = 0;
+
+    // The KV manager freed these blocks: state a backend keeps per block
+    // beyond the cache itself (KIVI's open blocks) can go.
+    virtual void release_blocks(std::span<const kv::BlockId> blocks) = 0;
 };
 
 } // namespace kvscope::runner

@@ -78,6 +78,8 @@ GenerationStats generate(Backend& backend, const tokenizer::Tokenizer& tokenizer
         }
     }
     stats.decode_seconds = seconds_since(decode_start);
+    backend.release_blocks(sequence.block_table);
+    kv::release(sequence, allocator);
     return stats;
 }
 

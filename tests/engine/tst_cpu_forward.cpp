@@ -11,11 +11,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <QJsonArray>
 #include <QTest>
 
 using namespace kvscope;
+
+Q_DECLARE_METATYPE(kvscope::kv::KvFormat)
 
 namespace {
 
@@ -53,6 +56,9 @@ std::vector<float> logits_in_chunks(runner::Backend& backend,
     }
     return all;
 }
+
+// The golden comparisons run on an f32 cache, as the fp32 reference does.
+constexpr kv::KvCacheFormat kF32Cache{kv::KvFormat::f32, kv::KvFormat::f32};
 
 struct Agreement {
     double kl_mean = 0;
@@ -128,12 +134,16 @@ private slots:
     void chunked_prefill_matches_one_pass_data();
     void chunked_prefill_matches_one_pass();
     void mixed_batch_matches_separate_runs();
+    void cache_formats_stay_close_to_f32_data();
+    void cache_formats_stay_close_to_f32();
+    void cache_formats_rank_by_precision();
 
 private:
     QJsonObject golden_;
     std::shared_ptr<const model::LlamaModel> model_;
     std::vector<std::int32_t> teacher_ids_;
     std::vector<float> one_pass_;
+    std::map<QString, double> format_kl_;
 };
 
 void TestCpuForward::initTestCase() {
@@ -144,7 +154,7 @@ void TestCpuForward::initTestCase() {
     }
     model_ = model::LlamaModel::load(test::golden_model_path());
     teacher_ids_ = to_ids(golden_.value("teacher_forced").toObject().value("ids"));
-    cpu::CpuBackend backend(model_, {64, 16, 0});
+    cpu::CpuBackend backend(model_, {64, 16, 0, kF32Cache});
     one_pass_ = logits_in_chunks(backend, teacher_ids_, {static_cast<int>(teacher_ids_.size())});
 }
 
@@ -163,7 +173,7 @@ void TestCpuForward::teacher_forced_matches_transformers_fp32() {
 }
 
 void TestCpuForward::greedy_matches_transformers_fp32() {
-    cpu::CpuBackend backend(model_, {64, 16, 0});
+    cpu::CpuBackend backend(model_, {64, 16, 0, kF32Cache});
     const int vocab = backend.vocab_size();
     for (const QJsonValue& entry : golden_.value("greedy").toArray()) {
         const QJsonObject c = entry.toObject();
@@ -215,7 +225,7 @@ void TestCpuForward::chunked_prefill_matches_one_pass() {
     QFETCH(int, block_size);
     QFETCH(std::vector<int>, chunks);
     const int blocks = static_cast<int>(teacher_ids_.size()) / block_size + 2;
-    cpu::CpuBackend backend(model_, {blocks, block_size, 0});
+    cpu::CpuBackend backend(model_, {blocks, block_size, 0, kF32Cache});
     const std::vector<float> chunked = logits_in_chunks(backend, teacher_ids_, chunks);
     const double worst = max_abs_difference(chunked, one_pass_);
     qInfo("max |logit difference| = %.3g", worst);
@@ -225,7 +235,7 @@ void TestCpuForward::chunked_prefill_matches_one_pass() {
 void TestCpuForward::mixed_batch_matches_separate_runs() {
     // Three sequences of different lengths in one batch: one prefilling a
     // chunk, two decoding, in blocks interleaved in the pool.
-    cpu::CpuBackend backend(model_, {64, 16, 0});
+    cpu::CpuBackend backend(model_, {64, 16, 0, kF32Cache});
     const int vocab = backend.vocab_size();
     kv::BlockAllocator allocator(backend.num_blocks());
     std::vector<kv::SequenceBlocks> seqs(3);
@@ -264,7 +274,7 @@ void TestCpuForward::mixed_batch_matches_separate_runs() {
         }
     }
     for (int s = 0; s < 3; ++s) {
-        cpu::CpuBackend alone(model_, {64, 16, 0});
+        cpu::CpuBackend alone(model_, {64, 16, 0, kF32Cache});
         const std::vector<std::int32_t> ids(
             teacher_ids_.begin() + static_cast<std::ptrdiff_t>(starts[s]),
             teacher_ids_.begin() + static_cast<std::ptrdiff_t>(starts[s] + lengths[s]));
@@ -274,6 +284,87 @@ void TestCpuForward::mixed_batch_matches_separate_runs() {
         QVERIFY2(worst < kSameComputationTolerance,
                  qPrintable(QString("sequence %1: %2").arg(s).arg(worst)));
     }
+}
+
+void TestCpuForward::cache_formats_stay_close_to_f32_data() {
+    QTest::addColumn<kv::KvFormat>("key");
+    QTest::addColumn<kv::KvFormat>("value");
+    QTest::addColumn<double>("max_kl_mean");
+    QTest::addColumn<double>("min_top1");
+    // Bounds: this model's measured KL (docs/kv-formats.md) times about 3,
+    // top-1 a few points under the measured agreement. A broken codec shows
+    // as KL of 0.1 and more in the 8- and 16-bit formats.
+    using F = kv::KvFormat;
+    QTest::newRow("f16") << F::f16 << F::f16 << 3e-6 << 0.98;
+    QTest::newRow("bf16") << F::bf16 << F::bf16 << 1e-4 << 0.98;
+    QTest::newRow("fp8") << F::fp8_e4m3 << F::fp8_e4m3 << 0.015 << 0.9;
+    QTest::newRow("q8_0") << F::q8_0 << F::q8_0 << 2e-3 << 0.93;
+    QTest::newRow("q4_0") << F::q4_0 << F::q4_0 << 0.45 << 0.7;
+    QTest::newRow("q4_1") << F::q4_1 << F::q4_1 << 0.25 << 0.75;
+    QTest::newRow("kivi4") << F::kivi4 << F::kivi4 << 0.035 << 0.88;
+    QTest::newRow("kivi2") << F::kivi2 << F::kivi2 << 1.5 << 0.55;
+    QTest::newRow("K q8_0, V q4_0") << F::q8_0 << F::q4_0 << 0.025 << 0.87;
+}
+
+void TestCpuForward::cache_formats_stay_close_to_f32() {
+    // The teacher-forced text token by token after a 64-token prefill, so
+    // most positions read K/V back from the cache in the format under test.
+    QFETCH(kv::KvFormat, key);
+    QFETCH(kv::KvFormat, value);
+    QFETCH(double, max_kl_mean);
+    QFETCH(double, min_top1);
+    cpu::CpuBackend backend(model_, {64, 16, 0, {key, value}});
+    const std::vector<float> ours = logits_in_chunks(backend, teacher_ids_, {64, 1});
+    const int vocab = model_->config().vocab;
+    double kl_sum = 0;
+    int agree = 0;
+    const std::size_t n = teacher_ids_.size();
+    for (std::size_t p = 0; p < n; ++p) {
+        const float* ref = one_pass_.data() + p * static_cast<std::size_t>(vocab);
+        const float* got = ours.data() + p * static_cast<std::size_t>(vocab);
+        const auto log_softmax = [vocab](const float* logits, std::vector<double>& out) {
+            const float top = *std::max_element(logits, logits + vocab);
+            double sum = 0;
+            for (int i = 0; i < vocab; ++i) {
+                sum += std::exp(double(logits[i]) - top);
+            }
+            out.resize(static_cast<std::size_t>(vocab));
+            for (int i = 0; i < vocab; ++i) {
+                out[static_cast<std::size_t>(i)] = double(logits[i]) - top - std::log(sum);
+            }
+        };
+        std::vector<double> lp;
+        std::vector<double> lq;
+        log_softmax(ref, lp);
+        log_softmax(got, lq);
+        double kl = 0;
+        for (int i = 0; i < vocab; ++i) {
+            kl += std::exp(lp[static_cast<std::size_t>(i)]) *
+                  (lp[static_cast<std::size_t>(i)] - lq[static_cast<std::size_t>(i)]);
+        }
+        kl_sum += kl;
+        agree +=
+            std::max_element(ref, ref + vocab) - ref == std::max_element(got, got + vocab) - got;
+    }
+    const double kl_mean = kl_sum / static_cast<double>(n);
+    const double top1 = agree / static_cast<double>(n);
+    qInfo("%s: KL mean %.3g, top-1 %.4f against the f32 cache, %.0f B/token",
+          QTest::currentDataTag(), kl_mean, top1, backend.kv_store().bytes_per_token());
+    format_kl_[QTest::currentDataTag()] = kl_mean;
+    QVERIFY2(kl_mean <= max_kl_mean, qPrintable(QString("KL mean %1").arg(kl_mean)));
+    QVERIFY2(top1 >= min_top1, qPrintable(QString("top-1 %1").arg(top1)));
+}
+
+void TestCpuForward::cache_formats_rank_by_precision() {
+    // More bits, less damage: the orderings any correct set of codecs shows.
+    if (format_kl_.size() < 9) {
+        QSKIP("needs every row of cache_formats_stay_close_to_f32");
+    }
+    QVERIFY(format_kl_["f16"] < format_kl_["bf16"]);
+    QVERIFY(format_kl_["q8_0"] * 10 < format_kl_["q4_0"]);
+    QVERIFY(format_kl_["q8_0"] < format_kl_["fp8"]);
+    QVERIFY(format_kl_["kivi4"] < format_kl_["kivi2"]);
+    QVERIFY(format_kl_["K q8_0, V q4_0"] < format_kl_["q4_0"]);
 }
 
 QTEST_GUILESS_MAIN(TestCpuForward)

@@ -1,0 +1,151 @@
+#include "engine/cpu/kv_store.h"
+
+#include "engine/cpu/kv_codec.h"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace kvscope::cpu {
+
+using kv::KvFormat;
+
+const float* LayerKvView::rows(const KvPlane& plane, kv::BlockId block, int head, int first,
+                               int count, float* tile) const {
+    const std::int64_t head_offset = static_cast<std::int64_t>(head) * block_size * head_dim;
+    const std::byte* head_block = plane.head_block(block, head);
+    if (plane.format == KvFormat::f32) {
+        return reinterpret_cast<const float*>(head_block) +
+               static_cast<std::int64_t>(first) * head_dim;
+    }
+    if (kv::quantises_whole_blocks(plane.format)) {
+        if (const float* open = store->open_block(block, layer, plane.is_key)) {
+            return open + head_offset + static_cast<std::int64_t>(first) * head_dim;
+        }
+        if (plane.is_key) {
+            decode_kivi_keys(kv::kivi_bits(plane.format), head_block, block_size, head_dim, first,
+                             count, tile);
+            return tile;
+        }
+    }
+    decode_kv_rows(plane.format, head_block + first * plane.row_bytes, count, head_dim, tile);
+    return tile;
+}
+
+KvStore::KvStore(const KvGeometry& geometry, const kv::KvCacheFormat& format)
+    : geometry_(geometry)
+    , format_(format) {
+    if (geometry.block_size <= 0 || geometry.num_blocks <= 0) {
+        throw std::invalid_argument("KV cache needs a positive block size and block count");
+    }
+    for (const KvFormat f : {format.key, format.value}) {
+        if (const std::string problem = kv::kv_format_problem(f, geometry.head_dim);
+            !problem.empty()) {
+            throw std::invalid_argument(problem);
+        }
+    }
+    const std::int64_t blocks_heads =
+        static_cast<std::int64_t>(geometry.num_blocks) * geometry.kv_heads;
+    key_plane_bytes_ = blocks_heads * kv::kv_head_block_bytes(format.key, geometry.block_size,
+                                                              geometry.head_dim, true);
+    value_plane_bytes_ = blocks_heads * kv::kv_head_block_bytes(format.value, geometry.block_size,
+                                                                geometry.head_dim, false);
+    storage_.assign(
+        static_cast<std::size_t>((key_plane_bytes_ + value_plane_bytes_) * geometry.layers),
+        std::byte{0});
+}
+
+double KvStore::bytes_per_token() const {
+    return kv::kv_bytes_per_token(format_, geometry_.layers, geometry_.kv_heads, geometry_.head_dim,
+                                  geometry_.block_size);
+}
+
+LayerKvView KvStore::layer(int layer) {
+    LayerKvView view;
+    view.store = this;
+    view.layer = layer;
+    view.kv_heads = geometry_.kv_heads;
+    view.head_dim = geometry_.head_dim;
+    view.block_size = geometry_.block_size;
+    std::byte* base = storage_.data() + (key_plane_bytes_ + value_plane_bytes_) * layer;
+    const auto plane = [&](std::byte* data, KvFormat format, bool is_key) {
+        KvPlane p;
+        p.data = data;
+        p.format = format;
+        p.is_key = is_key;
+        p.head_block_bytes =
+            kv::kv_head_block_bytes(format, geometry_.block_size, geometry_.head_dim, is_key);
+        p.row_bytes = kv::kv_row_bytes(format, geometry_.head_dim, is_key);
+        p.kv_heads = geometry_.kv_heads;
+        return p;
+    };
+    view.keys = plane(base, format_.key, true);
+    view.values = plane(base + key_plane_bytes_, format_.value, false);
+    return view;
+}
+
+const float* KvStore::open_block(kv::BlockId block, int layer, bool is_key) const {
+    const auto found = open_.find(open_key(block, layer, is_key));
+    return found == open_.end() ? nullptr : found->second.data();
+}
+
+void KvStore::write_plane(const KvPlane& plane, int layer, std::int32_t slot, const float* src) {
+    const int block_size = geometry_.block_size;
+    const int d = geometry_.head_dim;
+    const kv::BlockId block = slot / block_size;
+    const int offset = slot % block_size;
+    if (!kv::quantises_whole_blocks(plane.format)) {
+        for (int h = 0; h < geometry_.kv_heads; ++h) {
+            encode_kv_row(plane.format, src + static_cast<std::int64_t>(h) * d, d,
+                          plane.head_block(block, h) + offset * plane.row_bytes);
+        }
+        return;
+    }
+    std::vector<float>& open = open_[open_key(block, layer, plane.is_key)];
+    open.resize(static_cast<std::size_t>(geometry_.kv_heads) * block_size * d);
+    for (int h = 0; h < geometry_.kv_heads; ++h) {
+        std::memcpy(open.data() + (static_cast<std::int64_t>(h) * block_size + offset) * d,
+                    src + static_cast<std::int64_t>(h) * d,
+                    static_cast<std::size_t>(d) * sizeof(float));
+    }
+    if (offset != block_size - 1) {
+        return;
+    }
+    // The block is full: quantise it and drop the full-precision copy.
+    for (int h = 0; h < geometry_.kv_heads; ++h) {
+        const float* tile = open.data() + static_cast<std::int64_t>(h) * block_size * d;
+        std::byte* head_block = plane.head_block(block, h);
+        if (plane.is_key) {
+            encode_kivi_keys(kv::kivi_bits(plane.format), tile, block_size, d, head_block);
+        } else {
+            for (int t = 0; t < block_size; ++t) {
+                encode_kv_row(plane.format, tile + static_cast<std::int64_t>(t) * d, d,
+                              head_block + t * plane.row_bytes);
+            }
+        }
+    }
+    open_.erase(open_key(block, layer, plane.is_key));
+}
+
+void KvStore::write(int layer, const runner::ForwardBatch& batch, const float* k, const float* v) {
+    const LayerKvView view = this->layer(layer);
+    const std::int64_t width = static_cast<std::int64_t>(geometry_.kv_heads) * geometry_.head_dim;
+    for (std::int64_t t = 0; t < batch.token_count(); ++t) {
+        const std::int32_t slot = batch.slot_mapping[static_cast<std::size_t>(t)];
+        write_plane(view.keys, layer, slot, k + t * width);
+        write_plane(view.values, layer, slot, v + t * width);
+    }
+}
+
+void KvStore::release(std::span<const kv::BlockId> blocks) {
+    if (open_.empty()) {
+        return;
+    }
+    for (const kv::BlockId block : blocks) {
+        for (int layer = 0; layer < geometry_.layers; ++layer) {
+            open_.erase(open_key(block, layer, true));
+            open_.erase(open_key(block, layer, false));
+        }
+    }
+}
+
+} // namespace kvscope::cpu
