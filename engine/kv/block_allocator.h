@@ -36,6 +36,11 @@ private:
 struct SequenceBlocks {
     std::vector<BlockId> block_table;
     std::int32_t length = 0; // tokens whose K/V are in the cache
+    // Prefix-cache hashes of its full blocks, in order (the chain's parents).
+    std::vector<std::uint64_t> block_hashes;
+    // False once its K/V no longer equal a full-context run's (an eviction
+    // policy dropped tokens): its later blocks must not be shared.
+    bool cacheable = true;
 
     std::int32_t capacity(int block_size) const {
         return static_cast<std::int32_t>(block_table.size()) * block_size;

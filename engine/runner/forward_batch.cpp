@@ -22,7 +22,7 @@ ForwardBatch build_forward_batch(std::span<const SequenceStep> steps, int block_
             const std::int32_t position = blocks.length + static_cast<std::int32_t>(i);
             const kv::BlockId block =
                 blocks.block_table[static_cast<std::size_t>(position / block_size)];
-            if (step.logits_for_all_tokens || i + 1 == step.tokens.size()) {
+            if (step.logits_for_all_tokens || (!step.skip_logits && i + 1 == step.tokens.size())) {
                 batch.logit_tokens.push_back(static_cast<std::int32_t>(batch.token_ids.size()));
             }
             batch.token_ids.push_back(step.tokens[i]);

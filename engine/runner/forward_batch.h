@@ -38,6 +38,7 @@ struct SequenceStep {
     const kv::SequenceBlocks* blocks = nullptr;
     std::span<const std::int32_t> tokens;
     bool logits_for_all_tokens = false; // else only for the last one
+    bool skip_logits = false;           // none at all (a prefill chunk that is not the last)
 };
 
 // Throws std::invalid_argument when a sequence's blocks cannot hold its tokens.

@@ -1,4 +1,4 @@
-#include "profiler/host_clock.h"
+#include "engine/util/host_clock.h"
 
 #include <ctime>
 

@@ -1,0 +1,45 @@
+#include "engine/events/engine_event.h"
+
+namespace kvscope::events {
+
+std::string_view event_kind_name(EventKind kind) {
+    switch (kind) {
+    case EventKind::step_begin:
+        return "step_begin";
+    case EventKind::step_end:
+        return "step_end";
+    case EventKind::request_arrived:
+        return "request_arrived";
+    case EventKind::request_admitted:
+        return "request_admitted";
+    case EventKind::first_token:
+        return "first_token";
+    case EventKind::request_finished:
+        return "request_finished";
+    case EventKind::request_preempted:
+        return "request_preempted";
+    case EventKind::request_aborted:
+        return "request_aborted";
+    case EventKind::request_rejected:
+        return "request_rejected";
+    case EventKind::block_allocated:
+        return "block_allocated";
+    case EventKind::block_freed:
+        return "block_freed";
+    case EventKind::block_shared:
+        return "block_shared";
+    case EventKind::block_cached:
+        return "block_cached";
+    case EventKind::block_evicted:
+        return "block_evicted";
+    case EventKind::prefix_lookup:
+        return "prefix_lookup";
+    case EventKind::tokens_evicted:
+        return "tokens_evicted";
+    case EventKind::memory_sample:
+        return "memory_sample";
+    }
+    return "unknown";
+}
+
+} // namespace kvscope::events

@@ -1,0 +1,54 @@
+// What the engine reports as it works: one flat record per event, cheap to
+// copy into a queue, a recording or a live view. Times are host-clock
+// nanoseconds (CLOCK_MONOTONIC), the clock CUPTI and NVTX records use too.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace kvscope::events {
+
+enum class EventKind : std::uint8_t {
+    step_begin,        // a: step index, b: scheduled tokens, c: sequences
+    step_end,          // a: step index, b: prefill tokens, c: decode tokens
+    request_arrived,   // request; a: prompt tokens
+    request_admitted,  // request; a: cached tokens, b: computed tokens, c: blocks hit, d: missed
+    first_token,       // request
+    request_finished,  // request; a: generated tokens; text: reason
+    request_preempted, // request; a: blocks freed
+    request_aborted,   // request
+    request_rejected,  // request; text: reason
+    block_allocated,   // block; request
+    block_freed,       // block; request; a: 1 when it stays cached for reuse
+    block_shared,      // block; request: a prefix-cache hit on a cached block
+    block_cached,      // block; request: a full block's hash registered
+    block_evicted,     // block: a cached block reclaimed for a new use
+    prefix_lookup,  // request; a: hit tokens, b: prompt tokens, c: shared tokens short of a block
+    tokens_evicted, // request; a: tokens dropped by the eviction policy, b: blocks returned
+    memory_sample,  // a: used blocks, b: cached blocks, c: free blocks, d: total
+};
+
+std::string_view event_kind_name(EventKind kind);
+
+struct EngineEvent {
+    std::int64_t time_ns = 0;
+    EventKind kind = EventKind::step_begin;
+    std::int64_t request = -1; // request id, -1 when none
+    std::int32_t block = -1;   // physical block id, -1 when none
+    std::int64_t a = 0;
+    std::int64_t b = 0;
+    std::int64_t c = 0;
+    std::int64_t d = 0;
+    std::string text;
+};
+
+// Receives events on the engine's thread, in order; must not call back into
+// the engine. Sinks that do slow work (SQLite, drawing) queue and return.
+class EventSink {
+public:
+    virtual ~EventSink() = default;
+    virtual void on_event(const EngineEvent& event) = 0;
+};
+
+} // namespace kvscope::events

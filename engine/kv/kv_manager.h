@@ -1,0 +1,132 @@
+// The KV block manager: hands out physical blocks, shares full blocks between
+// requests through prefix caching, and keeps unreferenced cached blocks for
+// reuse until an allocation needs them. Pure bookkeeping, no tensors (the
+// backend owns those), so it is testable on its own and shared by backends.
+//
+// A block is in exactly one of three states:
+//   used    ref count > 0, in one or more block tables;
+//   cached  ref count 0 but holding a registered hash, in the LRU queue;
+//   free    ref count 0, no hash, in the free queue.
+// Allocation takes free blocks first, then evicts the least recently used
+// cached block.
+#pragma once
+
+#include "engine/events/engine_event.h"
+#include "engine/kv/block_allocator.h"
+#include "engine/kv/block_hash.h"
+
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace kvscope::kv {
+
+// What the prefix cache gave a new request.
+struct PrefixMatch {
+    std::int32_t hit_tokens = 0; // tokens whose K/V come from cached blocks
+    std::int32_t blocks_hit = 0;
+    std::int32_t blocks_missed = 0; // blocks (partial included) left to compute
+    // Tokens after the hit that equal the start of a cached block but are too
+    // few to fill a block (or would cover the last prompt token), so they
+    // are computed again: what a block-granular cache cannot share.
+    std::int32_t shared_short_tokens = 0;
+};
+
+struct KvManagerStats {
+    int used = 0;
+    int cached = 0;
+    int free = 0;
+    int total = 0;
+};
+
+class KvManager {
+public:
+    KvManager(int num_blocks, int block_size, bool prefix_caching);
+
+    int block_size() const { return block_size_; }
+    int total_blocks() const { return static_cast<int>(blocks_.size()); }
+    bool prefix_caching() const { return prefix_caching_; }
+    // Blocks an allocation can take now (free plus cached).
+    int available_blocks() const { return static_cast<int>(free_.size() + lru_.size()); }
+    KvManagerStats stats() const;
+
+    void set_event_sink(events::EventSink* sink) { sink_ = sink; }
+
+    // Looks up the longest cached prefix of `tokens` (whole blocks, at most
+    // tokens.size() - 1 tokens so the last one is computed for its logits),
+    // without changing anything.
+    PrefixMatch match_prefix(std::span<const std::int32_t> tokens,
+                             std::uint64_t extra_key = 0) const;
+
+    // Starts `sequence` (empty) on `tokens`: takes the cached prefix blocks
+    // match_prefix() finds and sets sequence.length to the hit. Returns the
+    // match, or nullopt when the blocks for the whole prompt cannot be had
+    // (nothing changes then).
+    std::optional<PrefixMatch> admit(std::int64_t request, SequenceBlocks& sequence,
+                                     std::span<const std::int32_t> tokens,
+                                     std::uint64_t extra_key = 0);
+
+    // Grows `sequence` to hold `new_length` tokens. All or nothing.
+    bool grow(std::int64_t request, SequenceBlocks& sequence, std::int32_t new_length);
+    // Blocks grow() would need.
+    int blocks_needed(const SequenceBlocks& sequence, std::int32_t new_length) const;
+
+    // After a step computed K/V up to `computed` tokens of `tokens` (the
+    // sequence's whole token list), registers the newly full blocks' hashes
+    // so later requests can share them.
+    void cache_full_blocks(std::int64_t request, SequenceBlocks& sequence,
+                           std::span<const std::int32_t> tokens, std::int32_t computed,
+                           std::uint64_t extra_key = 0);
+
+    // Drops `sequence`'s references, last block first, so its tail is the
+    // first to be evicted. Returns the blocks that became free or cached.
+    std::vector<BlockId> release(std::int64_t request, SequenceBlocks& sequence);
+
+    // Drops the first `count` blocks of the sequence's table (their tokens
+    // evicted by a policy); the table shifts down. Returns the blocks whose
+    // last reference went.
+    std::vector<BlockId> release_front(std::int64_t request, SequenceBlocks& sequence, int count);
+
+    // Checks the invariants against every live block table: ref counts equal
+    // the references; used + cached + free = total; nothing free or cached is
+    // referenced; hashes map to blocks that hold them. Empty when all hold,
+    // else what is wrong.
+    std::string check(std::span<const SequenceBlocks* const> sequences) const;
+
+    int ref_count(BlockId block) const { return blocks_.at(static_cast<std::size_t>(block)).ref; }
+
+private:
+    struct Block {
+        int ref = 0;
+        bool hashed = false;
+        BlockHash hash = 0;
+        BlockHash parent = 0;
+        std::vector<std::int32_t> tokens; // of a hashed block, to rule out collisions
+        std::list<BlockId>::iterator lru_position;
+        bool in_lru = false;
+        bool in_free = false;
+    };
+
+    std::optional<BlockId> take_block(std::int64_t request);
+    void reference(std::int64_t request, BlockId block); // a cache hit
+    void unreference(std::int64_t request, BlockId block, std::vector<BlockId>& released);
+    void forget_hash(BlockId block);
+    std::optional<BlockId> find_cached(BlockHash hash, std::span<const std::int32_t> tokens) const;
+    void emit(events::EventKind kind, std::int64_t request, BlockId block,
+              std::int64_t a = 0) const;
+
+    int block_size_;
+    bool prefix_caching_;
+    std::vector<Block> blocks_;
+    std::list<BlockId> free_; // front: next to take
+    std::list<BlockId> lru_;  // front: least recently used
+    std::unordered_multimap<BlockHash, BlockId> by_hash_;
+    std::unordered_multimap<BlockHash, BlockId> by_parent_; // cached blocks by parent hash
+    events::EventSink* sink_ = nullptr;
+};
+
+} // namespace kvscope::kv

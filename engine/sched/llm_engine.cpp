@@ -1,0 +1,212 @@
+#include "engine/sched/llm_engine.h"
+
+#include "engine/runner/forward_batch.h"
+#include "engine/util/host_clock.h"
+
+#include <algorithm>
+
+namespace kvscope::sched {
+
+using events::EventKind;
+
+LlmEngine::LlmEngine(runner::Backend& backend, const EngineConfig& config, events::EventSink* sink)
+    : backend_(backend)
+    , config_(config)
+    , sink_(sink)
+    , kv_(backend.num_blocks(), backend.block_size(), config.prefix_caching)
+    , scheduler_(config.scheduler, kv_) {
+    kv_.set_event_sink(sink);
+}
+
+void LlmEngine::emit(EventKind kind, std::int64_t request, std::int64_t a, std::int64_t b,
+                     std::int64_t c, std::int64_t d, std::string text) {
+    if (sink_ == nullptr) {
+        return;
+    }
+    events::EngineEvent event;
+    event.time_ns = host_now_ns();
+    event.kind = kind;
+    event.request = request;
+    event.a = a;
+    event.b = b;
+    event.c = c;
+    event.d = d;
+    event.text = std::move(text);
+    sink_->on_event(event);
+}
+
+std::int64_t LlmEngine::add_request(RequestSpec spec) {
+    auto request = std::make_unique<Request>();
+    request->id = next_id_++;
+    request->tokens = spec.prompt;
+    request->sampler = std::make_unique<sampling::Sampler>(spec.sampling);
+    request->spec = std::move(spec);
+    request->arrival_ns = host_now_ns();
+    Request* r = request.get();
+    requests_.emplace(r->id, std::move(request));
+    emit(EventKind::request_arrived, r->id, r->prompt_length());
+    if (std::string reason = scheduler_.rejection_reason(*r); !reason.empty()) {
+        finish(*r, RequestState::rejected, std::move(reason));
+    } else if (const std::string problem = r->spec.sampling.problem(); !problem.empty()) {
+        finish(*r, RequestState::rejected, "bad sampling parameters: " + problem);
+    } else {
+        scheduler_.add(r);
+    }
+    return r->id;
+}
+
+void LlmEngine::release_blocks(Request& request) {
+    const std::vector<kv::BlockId> released = kv_.release(request.id, request.blocks);
+    backend_.release_blocks(released);
+}
+
+void LlmEngine::finish(Request& request, RequestState state, std::string reason) {
+    scheduler_.remove(&request);
+    release_blocks(request);
+    request.state = state;
+    request.finish_reason = std::move(reason);
+    request.finish_ns = host_now_ns();
+    switch (state) {
+    case RequestState::aborted:
+        emit(EventKind::request_aborted, request.id);
+        break;
+    case RequestState::rejected:
+        emit(EventKind::request_rejected, request.id, 0, 0, 0, 0, request.finish_reason);
+        break;
+    default:
+        emit(EventKind::request_finished, request.id, request.generated, 0, 0, 0,
+             request.finish_reason);
+        break;
+    }
+}
+
+bool LlmEngine::abort(std::int64_t id) {
+    const auto it = requests_.find(id);
+    if (it == requests_.end() || it->second->is_done()) {
+        return false;
+    }
+    finish(*it->second, RequestState::aborted, "aborted");
+    return true;
+}
+
+bool LlmEngine::has_unfinished() const {
+    return scheduler_.waiting_count() + scheduler_.running_count() > 0;
+}
+
+std::vector<std::int64_t> LlmEngine::request_ids() const {
+    std::vector<std::int64_t> ids;
+    for (const auto& [id, request] : requests_) {
+        ids.push_back(id);
+    }
+    std::sort(ids.begin(), ids.end());
+    return ids;
+}
+
+StepStats LlmEngine::step() {
+    const std::int64_t start = host_now_ns();
+    StepStats stats;
+    stats.step = step_index_++;
+
+    ScheduleResult plan = scheduler_.schedule();
+    backend_.release_blocks(plan.released_blocks);
+    for (Request* r : plan.rejected) {
+        finish(*r, RequestState::rejected, r->finish_reason);
+    }
+    for (Request* r : plan.preempted) {
+        emit(EventKind::request_preempted, r->id, r->accounting.preemptions);
+    }
+    for (Request* r : plan.admitted) {
+        if (r->admitted_ns < 0) {
+            r->admitted_ns = host_now_ns();
+        }
+        const RequestAccounting& a = r->accounting;
+        emit(EventKind::prefix_lookup, r->id, r->computed,
+             static_cast<std::int64_t>(r->tokens.size()), a.shared_short_tokens);
+        emit(EventKind::request_admitted, r->id, r->computed,
+             static_cast<std::int64_t>(r->tokens.size()) - r->computed, a.blocks_hit,
+             a.blocks_missed);
+    }
+    stats.sequences = static_cast<int>(plan.chunks.size());
+    stats.preempted = static_cast<int>(plan.preempted.size());
+    std::int64_t scheduled_tokens = 0;
+    for (const ScheduledChunk& chunk : plan.chunks) {
+        scheduled_tokens += chunk.tokens;
+    }
+    emit(EventKind::step_begin, -1, stats.step, scheduled_tokens, stats.sequences);
+
+    if (!plan.chunks.empty()) {
+        std::vector<runner::SequenceStep> steps;
+        steps.reserve(plan.chunks.size());
+        for (const ScheduledChunk& chunk : plan.chunks) {
+            Request& r = *chunk.request;
+            r.blocks.length = r.computed;
+            const bool completes =
+                r.computed + chunk.tokens == static_cast<std::int32_t>(r.tokens.size());
+            steps.push_back(
+                {&r.blocks,
+                 std::span<const std::int32_t>(r.tokens).subspan(
+                     static_cast<std::size_t>(r.computed), static_cast<std::size_t>(chunk.tokens)),
+                 false, !completes});
+        }
+        const runner::ForwardBatch batch =
+            runner::build_forward_batch(steps, backend_.block_size());
+        logits_.resize(batch.logit_tokens.size() * static_cast<std::size_t>(backend_.vocab_size()));
+        backend_.forward(batch, logits_.data());
+
+        std::size_t row = 0;
+        for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
+            Request& r = *plan.chunks[i].request;
+            const std::int32_t n = plan.chunks[i].tokens;
+            const std::int32_t end = r.computed + n;
+            // New work above the high-water mark; below it, recomputation.
+            const std::int32_t fresh = std::max(0, end - std::max(r.computed, r.high_water));
+            r.accounting.computed_tokens += fresh;
+            r.accounting.recomputed_tokens += n - fresh;
+            r.high_water = std::max(r.high_water, end);
+            r.computed = end;
+            r.blocks.length = end;
+            kv_.cache_full_blocks(r.id, r.blocks, r.tokens, r.computed, r.spec.cache_key);
+            if (steps[i].skip_logits) {
+                stats.prefill_tokens += n;
+                continue;
+            }
+            stats.prefill_tokens += n - 1;
+            ++stats.decode_tokens;
+            const std::span<const float> logits(
+                logits_.data() + row * static_cast<std::size_t>(backend_.vocab_size()),
+                static_cast<std::size_t>(backend_.vocab_size()));
+            ++row;
+            const std::int32_t next = r.sampler->sample(logits, r.tokens);
+            r.tokens.push_back(next);
+            ++r.generated;
+            if (r.generated == 1) {
+                r.first_token_ns = host_now_ns();
+                emit(EventKind::first_token, r.id);
+            }
+            const std::int64_t capacity =
+                static_cast<std::int64_t>(kv_.total_blocks()) * kv_.block_size();
+            if (!r.spec.ignore_eos && config_.ends_generation && config_.ends_generation(next)) {
+                finish(r, RequestState::finished, "end token");
+            } else if (r.generated >= r.spec.max_tokens) {
+                finish(r, RequestState::finished, "token limit");
+            } else if (static_cast<std::int64_t>(r.tokens.size()) + 1 > capacity) {
+                finish(r, RequestState::finished, "cache full");
+            }
+        }
+    }
+    const kv::KvManagerStats memory = kv_.stats();
+    emit(EventKind::memory_sample, -1, memory.used, memory.cached, memory.free, memory.total);
+    emit(EventKind::step_end, -1, stats.step, stats.prefill_tokens, stats.decode_tokens);
+    stats.seconds = static_cast<double>(host_now_ns() - start) * 1e-9;
+    return stats;
+}
+
+std::string LlmEngine::check_invariants() const {
+    std::vector<const kv::SequenceBlocks*> live;
+    for (const auto& [id, request] : requests_) {
+        live.push_back(&request->blocks);
+    }
+    return kv_.check(live);
+}
+
+} // namespace kvscope::sched

@@ -1,0 +1,81 @@
+// The serving loop: requests in, tokens out, one step at a time as
+// schedule -> run -> postprocess. Owns the requests, the KV manager and the
+// scheduler; runs the model on a backend it is given; reports everything it
+// does to an EventSink.
+#pragma once
+
+#include "engine/events/engine_event.h"
+#include "engine/kv/kv_manager.h"
+#include "engine/runner/backend.h"
+#include "engine/sched/request.h"
+#include "engine/sched/scheduler.h"
+
+#include <functional>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace kvscope::sched {
+
+struct EngineConfig {
+    SchedulerConfig scheduler;
+    bool prefix_caching = true;
+    // Which sampled tokens end a request (the tokenizer's end-of-turn
+    // tokens); empty: only the token limit does.
+    std::function<bool(std::int32_t)> ends_generation;
+};
+
+struct StepStats {
+    std::int64_t step = 0;
+    int sequences = 0;
+    int prefill_tokens = 0; // tokens computed that were not the last of their request
+    int decode_tokens = 0;  // sequences that produced a token
+    int preempted = 0;
+    double seconds = 0;
+};
+
+class LlmEngine {
+public:
+    // `sink` may be null.
+    LlmEngine(runner::Backend& backend, const EngineConfig& config,
+              events::EventSink* sink = nullptr);
+
+    // Queues a request; returns its id. It runs when the scheduler admits it,
+    // or ends rejected with the reason in finish_reason.
+    std::int64_t add_request(RequestSpec spec);
+    // Ends a waiting or running request; false when it already ended.
+    bool abort(std::int64_t id);
+
+    bool has_unfinished() const;
+    // One step: schedule, run the model over the batch, sample, finish.
+    StepStats step();
+
+    const Request& request(std::int64_t id) const { return *requests_.at(id); }
+    std::vector<std::int64_t> request_ids() const;
+    const kv::KvManager& kv() const { return kv_; }
+    const Scheduler& scheduler() const { return scheduler_; }
+    const EngineConfig& config() const { return config_; }
+    std::int64_t steps() const { return step_index_; }
+
+    // The KV manager's invariants over every live block table; empty when
+    // they hold.
+    std::string check_invariants() const;
+
+private:
+    void emit(events::EventKind kind, std::int64_t request, std::int64_t a = 0, std::int64_t b = 0,
+              std::int64_t c = 0, std::int64_t d = 0, std::string text = {});
+    void finish(Request& request, RequestState state, std::string reason);
+    void release_blocks(Request& request);
+
+    runner::Backend& backend_;
+    EngineConfig config_;
+    events::EventSink* sink_;
+    kv::KvManager kv_;
+    Scheduler scheduler_;
+    std::unordered_map<std::int64_t, std::unique_ptr<Request>> requests_;
+    std::int64_t next_id_ = 0;
+    std::int64_t step_index_ = 0;
+    std::vector<float> logits_;
+};
+
+} // namespace kvscope::sched

@@ -1,0 +1,84 @@
+// Continuous batching: each step takes running requests first (a decode
+// token, or the next chunk of their prefill), then admits waiting requests in
+// arrival order while the step's token budget, the sequence limit and the
+// cache allow. When a running request cannot get a block, a victim chosen by
+// policy is preempted: its blocks are freed and it goes back to the front of
+// the queue, to be recomputed later (vLLM's recompute preemption). Pure
+// policy over the KV manager's bookkeeping; the engine runs the model.
+#pragma once
+
+#include "engine/kv/kv_manager.h"
+#include "engine/sched/request.h"
+
+#include <deque>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace kvscope::sched {
+
+enum class VictimPolicy {
+    newest,  // the most recently admitted (vLLM's choice: least work lost)
+    oldest,  // the longest running
+    largest, // the one holding the most blocks (frees the most at once)
+};
+
+std::string_view victim_policy_name(VictimPolicy policy);
+std::optional<VictimPolicy> parse_victim_policy(std::string_view name);
+
+struct SchedulerConfig {
+    int max_num_seqs = 64;             // sequences in one step (vLLM --max-num-seqs)
+    int max_num_batched_tokens = 1024; // tokens in one step (vLLM --max-num-batched-tokens)
+    bool chunked_prefill = true;       // split prompts longer than the budget over steps
+    VictimPolicy victim = VictimPolicy::newest;
+};
+
+struct ScheduledChunk {
+    Request* request = nullptr;
+    std::int32_t tokens = 0; // computed this step, from request->computed on
+};
+
+struct ScheduleResult {
+    std::vector<ScheduledChunk> chunks;
+    std::vector<Request*> admitted;           // first admitted (or re-admitted) this step
+    std::vector<Request*> preempted;          // sent back to the queue this step
+    std::vector<Request*> rejected;           // can never run, with the reason set
+    std::vector<kv::BlockId> released_blocks; // by preemption: free or cached now
+};
+
+class Scheduler {
+public:
+    Scheduler(const SchedulerConfig& config, kv::KvManager& kv);
+
+    const SchedulerConfig& config() const { return config_; }
+
+    // Queues a request (state waiting).
+    void add(Request* request);
+    // Takes a request out of the queue or the running set; the caller frees
+    // its blocks. False when it is not here.
+    bool remove(Request* request);
+
+    ScheduleResult schedule();
+
+    // Moves a request the engine finished out of the running set.
+    void finish(Request* request);
+
+    std::size_t waiting_count() const { return waiting_.size(); }
+    std::size_t running_count() const { return running_.size(); }
+    const std::vector<Request*>& running() const { return running_; }
+    const std::deque<Request*>& waiting() const { return waiting_; }
+
+    // Why `request` can never run with this cache and budget, or empty.
+    std::string rejection_reason(const Request& request) const;
+
+private:
+    Request* pick_victim(const std::vector<Request*>& candidates) const;
+    void preempt(Request* victim, ScheduleResult& result);
+
+    SchedulerConfig config_;
+    kv::KvManager& kv_;
+    std::deque<Request*> waiting_;
+    std::vector<Request*> running_; // in admission order
+};
+
+} // namespace kvscope::sched

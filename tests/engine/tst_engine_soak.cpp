@@ -1,0 +1,346 @@
+// The serving loop under random workloads, against a backend that runs no
+// model but checks every read: each slot remembers the token and position
+// written to it and a hash chained over everything before, so a sequence that
+// reads a wrong, stale or foreign slot (a bad block table, a prefix-cache hit
+// on other content, a reused block) fails at once. Its logits are a function
+// of that chain alone, so the greedy output of every request is known in
+// advance, whatever the scheduling, caching or preemption did.
+#include "engine/sched/llm_engine.h"
+
+#include <random>
+#include <set>
+
+#include <QTest>
+
+using namespace kvscope;
+
+namespace {
+
+constexpr int kVocab = 64;
+constexpr std::int32_t kEndToken = 0;
+
+std::uint64_t mix(std::uint64_t x) {
+    x ^= x >> 31;
+    x *= 0x7fb5d329728ea185ull;
+    x ^= x >> 27;
+    x *= 0x81dadef4bc2dd44dull;
+    x ^= x >> 33;
+    return x;
+}
+std::uint64_t chain(std::uint64_t previous, std::int32_t token) {
+    return mix(previous * 31 + static_cast<std::uint64_t>(token) + 1);
+}
+// The fake model's next token after a prefix with hash `h`: rarely the end token.
+std::int32_t next_token(std::uint64_t h) {
+    const std::uint64_t r = mix(h ^ 0x1234);
+    return r % 23 == 0 ? kEndToken : static_cast<std::int32_t>(1 + r % (kVocab - 1));
+}
+
+class CheckingBackend final : public runner::Backend {
+public:
+    CheckingBackend(int blocks, int block_size)
+        : blocks_(blocks)
+        , block_size_(block_size)
+        , slots_(static_cast<std::size_t>(blocks * block_size)) {}
+
+    std::string name() const override { return "checking"; }
+    int vocab_size() const override { return kVocab; }
+    int block_size() const override { return block_size_; }
+    int num_blocks() const override { return blocks_; }
+    kv::KvCacheFormat cache_format() const override { return {}; }
+    void release_blocks(std::span<const kv::BlockId> blocks) override {
+        released += static_cast<std::int64_t>(blocks.size());
+    }
+
+    void forward(const runner::ForwardBatch& batch, float* logits) override {
+        const auto slot_of = [&](std::int32_t seq, std::int32_t position) {
+            const kv::BlockId* table = batch.block_tables.data() +
+                                       batch.block_table_offsets[static_cast<std::size_t>(seq)];
+            return table[position / block_size_] * block_size_ + position % block_size_;
+        };
+        for (std::int64_t t = 0; t < batch.token_count(); ++t) {
+            const auto i = static_cast<std::size_t>(t);
+            const std::int32_t p = batch.positions[i];
+            std::uint64_t previous = 0;
+            if (p > 0) {
+                const Slot& before =
+                    slots_[static_cast<std::size_t>(slot_of(batch.sequence_of[i], p - 1))];
+                if (before.position != p - 1) {
+                    throw std::runtime_error("position " + std::to_string(p - 1) +
+                                             " reads a slot holding position " +
+                                             std::to_string(before.position));
+                }
+                previous = before.chain;
+            }
+            if (slot_of(batch.sequence_of[i], p) != batch.slot_mapping[i]) {
+                throw std::runtime_error("slot mapping disagrees with the block table");
+            }
+            slots_[static_cast<std::size_t>(batch.slot_mapping[i])] = {
+                batch.token_ids[i], p, chain(previous, batch.token_ids[i])};
+        }
+        // Every token attends over its whole context: check the chain.
+        for (std::int64_t t = 0; t < batch.token_count(); ++t) {
+            const auto i = static_cast<std::size_t>(t);
+            std::uint64_t h = 0;
+            for (std::int32_t p = 0; p <= batch.positions[i]; ++p) {
+                const Slot& s = slots_[static_cast<std::size_t>(slot_of(batch.sequence_of[i], p))];
+                h = chain(h, s.token);
+                if (s.position != p || s.chain != h) {
+                    throw std::runtime_error("context slot of position " + std::to_string(p) +
+                                             " holds other content");
+                }
+            }
+        }
+        for (std::size_t r = 0; r < batch.logit_tokens.size(); ++r) {
+            const auto t = static_cast<std::size_t>(batch.logit_tokens[r]);
+            const std::uint64_t h = slots_[static_cast<std::size_t>(batch.slot_mapping[t])].chain;
+            float* row = logits + r * kVocab;
+            std::fill(row, row + kVocab, 0.0f);
+            row[next_token(h)] = 10.0f;
+        }
+        ++steps;
+    }
+
+    std::int64_t steps = 0;
+    std::int64_t released = 0;
+
+private:
+    struct Slot {
+        std::int32_t token = -1;
+        std::int32_t position = -1;
+        std::uint64_t chain = 0;
+    };
+    int blocks_;
+    int block_size_;
+    std::vector<Slot> slots_;
+};
+
+// What greedy decoding must produce for `prompt`, computed directly.
+std::vector<std::int32_t> expected_output(const std::vector<std::int32_t>& prompt, int max_tokens,
+                                          std::int64_t capacity) {
+    std::uint64_t h = 0;
+    for (const std::int32_t t : prompt) {
+        h = chain(h, t);
+    }
+    std::vector<std::int32_t> out;
+    while (static_cast<int>(out.size()) < max_tokens) {
+        const std::int32_t next = next_token(h);
+        out.push_back(next);
+        if (next == kEndToken ||
+            static_cast<std::int64_t>(prompt.size() + out.size()) + 1 > capacity) {
+            break;
+        }
+        h = chain(h, next);
+    }
+    return out;
+}
+
+struct Counter final : events::EventSink {
+    std::map<events::EventKind, std::int64_t> counts;
+    void on_event(const events::EngineEvent& e) override { ++counts[e.kind]; }
+};
+
+struct SoakConfig {
+    int blocks;
+    int block_size;
+    int budget;
+    int max_seqs;
+    bool chunked;
+    bool prefix_caching;
+    sched::VictimPolicy victim;
+};
+
+} // namespace
+
+class TestEngineSoak : public QObject {
+    Q_OBJECT
+
+private slots:
+    void random_workloads_keep_every_promise_data();
+    void random_workloads_keep_every_promise();
+    void impossible_requests_are_rejected_with_a_reason();
+};
+
+void TestEngineSoak::random_workloads_keep_every_promise_data() {
+    QTest::addColumn<int>("seed");
+    QTest::addColumn<int>("blocks");
+    QTest::addColumn<int>("block_size");
+    QTest::addColumn<int>("budget");
+    QTest::addColumn<int>("max_seqs");
+    QTest::addColumn<bool>("chunked");
+    QTest::addColumn<bool>("prefix_caching");
+    QTest::addColumn<int>("victim");
+    using V = sched::VictimPolicy;
+    QTest::newRow("tiny pool, newest victim")
+        << 1 << 10 << 4 << 32 << 8 << true << true << int(V::newest);
+    QTest::newRow("tiny pool, oldest victim")
+        << 2 << 10 << 4 << 32 << 8 << true << true << int(V::oldest);
+    QTest::newRow("tiny pool, largest victim")
+        << 3 << 12 << 4 << 24 << 6 << true << true << int(V::largest);
+    QTest::newRow("no prefix caching")
+        << 4 << 16 << 4 << 64 << 8 << true << false << int(V::newest);
+    QTest::newRow("no chunked prefill")
+        << 5 << 24 << 8 << 48 << 8 << false << true << int(V::newest);
+    QTest::newRow("block size 1") << 6 << 40 << 1 << 16 << 4 << true << true << int(V::newest);
+    QTest::newRow("roomy pool") << 7 << 200 << 16 << 256 << 32 << true << true << int(V::newest);
+}
+
+void TestEngineSoak::random_workloads_keep_every_promise() {
+    QFETCH(int, seed);
+    QFETCH(int, blocks);
+    QFETCH(int, block_size);
+    QFETCH(int, budget);
+    QFETCH(int, max_seqs);
+    QFETCH(bool, chunked);
+    QFETCH(bool, prefix_caching);
+    QFETCH(int, victim);
+
+    CheckingBackend backend(blocks, block_size);
+    Counter counter;
+    sched::EngineConfig config;
+    config.scheduler.max_num_batched_tokens = budget;
+    config.scheduler.max_num_seqs = max_seqs;
+    config.scheduler.chunked_prefill = chunked;
+    config.scheduler.victim = static_cast<sched::VictimPolicy>(victim);
+    config.prefix_caching = prefix_caching;
+    config.ends_generation = [](std::int32_t t) {
+        return t == kEndToken;
+    };
+    sched::LlmEngine engine(backend, config, &counter);
+    const std::int64_t capacity = static_cast<std::int64_t>(blocks) * block_size;
+
+    std::mt19937 rng(static_cast<std::uint32_t>(seed));
+    // A few shared prefixes, so prefix hits and shared blocks are common.
+    std::vector<std::vector<std::int32_t>> prefixes(4);
+    for (auto& p : prefixes) {
+        p.resize(std::uniform_int_distribution<std::size_t>(0, 20)(rng));
+        for (auto& t : p) {
+            t = std::uniform_int_distribution<std::int32_t>(1, kVocab - 1)(rng);
+        }
+    }
+    std::set<std::int64_t> aborted;
+    const int steps = 15000;
+    for (int s = 0; s < steps; ++s) {
+        if (std::uniform_int_distribution<int>(0, 2)(rng) == 0) {
+            sched::RequestSpec spec;
+            spec.prompt = prefixes[std::uniform_int_distribution<std::size_t>(0, 3)(rng)];
+            const int extra =
+                std::uniform_int_distribution<int>(spec.prompt.empty() ? 1 : 0, 12)(rng);
+            for (int i = 0; i < extra; ++i) {
+                spec.prompt.push_back(
+                    std::uniform_int_distribution<std::int32_t>(1, kVocab - 1)(rng));
+            }
+            spec.max_tokens = std::uniform_int_distribution<int>(1, 24)(rng);
+            spec.sampling.temperature = 0; // greedy: outputs are known
+            engine.add_request(std::move(spec));
+        }
+        if (std::uniform_int_distribution<int>(0, 40)(rng) == 0 && engine.has_unfinished()) {
+            const auto ids = engine.request_ids();
+            const std::int64_t id =
+                ids[std::uniform_int_distribution<std::size_t>(0, ids.size() - 1)(rng)];
+            if (engine.abort(id)) {
+                aborted.insert(id);
+            }
+        }
+        try {
+            engine.step();
+        } catch (const std::exception& e) {
+            QFAIL(qPrintable(QString("step %1: %2").arg(s).arg(e.what())));
+        }
+        const std::string problem = engine.check_invariants();
+        QVERIFY2(problem.empty(), qPrintable(QString("step %1: %2").arg(s).arg(problem.c_str())));
+    }
+    // Drain: every request ends; none is stuck (something finishes at
+    // least every few thousand steps however long the queue).
+    int idle = 0;
+    std::size_t unfinished =
+        engine.scheduler().waiting_count() + engine.scheduler().running_count();
+    while (engine.has_unfinished()) {
+        engine.step();
+        QVERIFY(engine.check_invariants().empty());
+        const std::size_t now =
+            engine.scheduler().waiting_count() + engine.scheduler().running_count();
+        idle = now < unfinished ? 0 : idle + 1;
+        unfinished = now;
+        QVERIFY2(idle < 5000, "requests stuck in the engine");
+    }
+    const kv::KvManagerStats memory = engine.kv().stats();
+    QCOMPARE(memory.used, 0); // nothing leaked
+    QCOMPARE(memory.free + memory.cached, blocks);
+
+    std::int64_t finished = 0;
+    std::int64_t hits = 0;
+    std::int64_t recomputed = 0;
+    for (const std::int64_t id : engine.request_ids()) {
+        const sched::Request& r = engine.request(id);
+        QVERIFY2(r.is_done(), "a request neither finished, aborted nor rejected");
+        const std::vector<std::int32_t> expected =
+            expected_output(r.spec.prompt, r.spec.max_tokens, capacity);
+        const std::vector<std::int32_t> got(r.tokens.begin() + r.prompt_length(), r.tokens.end());
+        if (r.state == sched::RequestState::finished) {
+            ++finished;
+            QVERIFY2(got == expected,
+                     qPrintable(QString("request %1 generated other tokens").arg(id)));
+        } else if (r.state == sched::RequestState::aborted) {
+            QVERIFY(aborted.count(id) == 1);
+            QVERIFY(std::equal(got.begin(), got.end(), expected.begin()));
+        } else {
+            QVERIFY2(!r.finish_reason.empty(), "a rejection without a reason");
+        }
+        hits += r.accounting.prefix_hit_tokens;
+        recomputed += r.accounting.recomputed_tokens;
+        // Honest counts: fresh work plus hits cover the prompt exactly once.
+        if (r.state == sched::RequestState::finished) {
+            QVERIFY(r.accounting.computed_tokens + r.accounting.prefix_hit_tokens +
+                        r.accounting.resumed_hit_tokens >=
+                    static_cast<std::int64_t>(r.tokens.size()) - 1);
+            QVERIFY(r.accounting.computed_tokens + r.accounting.prefix_hit_tokens <=
+                    static_cast<std::int64_t>(r.tokens.size()));
+        }
+    }
+    qInfo("%lld requests finished, %zu aborted, %lld prefix-hit tokens, %lld recomputed, "
+          "%lld preemptions, %lld model steps",
+          static_cast<long long>(finished), aborted.size(), static_cast<long long>(hits),
+          static_cast<long long>(recomputed),
+          static_cast<long long>(counter.counts[events::EventKind::request_preempted]),
+          static_cast<long long>(backend.steps));
+    QVERIFY(finished > 1000);
+    if (prefix_caching) {
+        QVERIFY(hits > 0);
+    } else {
+        QCOMPARE(hits, std::int64_t{0});
+    }
+    if (blocks <= 12) {
+        QVERIFY2(counter.counts[events::EventKind::request_preempted] > 0,
+                 "the tiny pool never preempted: the test does not test preemption");
+    }
+}
+
+void TestEngineSoak::impossible_requests_are_rejected_with_a_reason() {
+    CheckingBackend backend(4, 4);
+    sched::EngineConfig config;
+    config.scheduler.max_num_batched_tokens = 8;
+    config.scheduler.chunked_prefill = false;
+    sched::LlmEngine engine(backend, config);
+    sched::RequestSpec too_long;
+    too_long.prompt.assign(16, 5); // 16 + 1 tokens > 16 slots
+    const std::int64_t a = engine.add_request(too_long);
+    sched::RequestSpec over_budget;
+    over_budget.prompt.assign(10, 5);
+    const std::int64_t b = engine.add_request(over_budget);
+    const std::int64_t c = engine.add_request(sched::RequestSpec{});
+    sched::RequestSpec bad_sampling;
+    bad_sampling.prompt = {1, 2};
+    bad_sampling.sampling.min_p = 2.0f;
+    const std::int64_t d = engine.add_request(bad_sampling);
+    for (const std::int64_t id : {a, b, c, d}) {
+        QCOMPARE(engine.request(id).state, sched::RequestState::rejected);
+        qInfo("rejected: %s", engine.request(id).finish_reason.c_str());
+    }
+    QVERIFY(engine.request(a).finish_reason.find("more than the whole cache") != std::string::npos);
+    QVERIFY(engine.request(b).finish_reason.find("chunked prefill is off") != std::string::npos);
+    QVERIFY(!engine.has_unfinished());
+}
+
+QTEST_GUILESS_MAIN(TestEngineSoak)
+#include "tst_engine_soak.moc"
