@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
     commands.push_back(add_info_command(app));
     commands.push_back(add_generate_command(app));
     commands.push_back(add_bench_command(app));
+    commands.push_back(add_run_command(app));
+    commands.push_back(add_eval_command(app));
 
     // A first word that is neither an option nor a subcommand gets a clearer
     // message than CLI11's generic "arguments were not expected".

@@ -58,6 +58,17 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
         }
         dequantize_row(w.token_embedding, id, x.data() + t * hidden);
     }
+    const bool capture = batch.captures_attention();
+    captured_.clear();
+    capture_offsets_.assign(1, 0);
+    if (capture) {
+        for (const std::int32_t length : batch.context_lengths) {
+            capture_offsets_.push_back(capture_offsets_.back() + length);
+        }
+        captured_.assign(static_cast<std::size_t>(capture_offsets_.back()), 0.0f);
+    }
+    const AttentionCapture attention_capture{capture ? captured_.data() : nullptr,
+                                             capture_offsets_.data()};
     rope_tables(batch.positions.data(), tokens, c.head_dim, c.rope_theta, rope_cos.data(),
                 rope_sin.data());
 
@@ -74,7 +85,7 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
         rope_adjacent_pairs(k.data(), rope_cos.data(), rope_sin.data(), tokens, c.kv_heads,
                             c.head_dim);
         kv_.write(l, batch, k.data(), v.data());
-        paged_attention(cache, batch, q.data(), c.heads, attn.data(), pool_);
+        paged_attention(cache, batch, q.data(), c.heads, attn.data(), pool_, attention_capture);
         matmul(layer.wo, attn.data(), tokens, h.data(), pool_);
         add_in_place(x.data(), h.data(), tokens * hidden);
 
@@ -95,6 +106,15 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
                  hidden, c.rms_eps);
     }
     matmul(w.output, selected.data(), rows, logits, pool_);
+}
+
+std::span<const float> CpuBackend::captured_attention(std::size_t s) const {
+    if (captured_.empty() || s + 1 >= capture_offsets_.size()) {
+        return {};
+    }
+    const auto begin = static_cast<std::size_t>(capture_offsets_[s]);
+    const auto end = static_cast<std::size_t>(capture_offsets_[s + 1]);
+    return std::span<const float>(captured_).subspan(begin, end - begin);
 }
 
 } // namespace kvscope::cpu

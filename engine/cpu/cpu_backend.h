@@ -36,12 +36,20 @@ public:
 
     void forward(const runner::ForwardBatch& batch, float* logits) override;
     void release_blocks(std::span<const kv::BlockId> blocks) override { kv_.release(blocks); }
+    std::span<const float> captured_attention(std::size_t s) const override;
+    void copy_slots(std::span<const std::int32_t> from, std::span<const std::int32_t> to) override {
+        kv_.copy_slots(from, to);
+    }
 
 private:
     std::shared_ptr<const model::LlamaModel> model_;
     CpuBackendOptions options_;
     ThreadPool pool_;
     KvStore kv_;
+    // Attention captured in the last forward(): per sequence of its batch,
+    // its cache entries at capture_offsets_[s] (empty when none captured).
+    std::vector<float> captured_;
+    std::vector<std::int64_t> capture_offsets_;
     // Per-step activations, reused from step to step.
     struct Scratch {
         std::vector<float> x, h, q, k, v, attn, gate, up, rope_cos, rope_sin, selected;

@@ -136,6 +136,51 @@ void KvStore::write(int layer, const runner::ForwardBatch& batch, const float* k
     }
 }
 
+void KvStore::copy_slots(std::span<const std::int32_t> from, std::span<const std::int32_t> to) {
+    if (from.size() != to.size()) {
+        throw std::invalid_argument("copy_slots: as many sources as destinations are needed");
+    }
+    const int bs = geometry_.block_size;
+    const int heads = geometry_.kv_heads;
+    const int d = geometry_.head_dim;
+    const std::size_t n = from.size();
+    std::vector<float> tile(static_cast<std::size_t>(d));
+    for (int layer = 0; layer < geometry_.layers; ++layer) {
+        const LayerKvView view = this->layer(layer);
+        for (const KvPlane* plane : {&view.keys, &view.values}) {
+            if (!kv::quantises_whole_blocks(plane->format)) {
+                const auto row = static_cast<std::size_t>(plane->row_bytes);
+                std::vector<std::byte> rows(n * static_cast<std::size_t>(heads) * row);
+                for (std::size_t i = 0; i < n; ++i) {
+                    for (int h = 0; h < heads; ++h) {
+                        std::memcpy(rows.data() + (i * heads + h) * row,
+                                    plane->head_block(from[i] / bs, h) + (from[i] % bs) * row, row);
+                    }
+                }
+                for (std::size_t i = 0; i < n; ++i) {
+                    for (int h = 0; h < heads; ++h) {
+                        std::memcpy(plane->head_block(to[i] / bs, h) + (to[i] % bs) * row,
+                                    rows.data() + (i * heads + h) * row, row);
+                    }
+                }
+                continue;
+            }
+            std::vector<float> values(n * static_cast<std::size_t>(heads) * d);
+            for (std::size_t i = 0; i < n; ++i) {
+                for (int h = 0; h < heads; ++h) {
+                    const float* src =
+                        view.rows(*plane, from[i] / bs, h, from[i] % bs, 1, tile.data());
+                    std::memcpy(values.data() + (i * heads + h) * d, src,
+                                static_cast<std::size_t>(d) * sizeof(float));
+                }
+            }
+            for (std::size_t i = 0; i < n; ++i) {
+                write_plane(*plane, layer, to[i], values.data() + i * heads * d);
+            }
+        }
+    }
+}
+
 void KvStore::release(std::span<const kv::BlockId> blocks) {
     if (open_.empty()) {
         return;

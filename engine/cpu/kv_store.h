@@ -73,6 +73,12 @@ public:
     // is written, which the causal order makes the last of their tokens.
     void write(int layer, const runner::ForwardBatch& batch, const float* k, const float* v);
 
+    // Copies the entries in slots `from` to slots `to` in every layer, K and
+    // V, reading all sources first. Per-token formats move their bytes
+    // unchanged; KIVI rows are decoded and written again (re-quantised when
+    // a destination block fills).
+    void copy_slots(std::span<const std::int32_t> from, std::span<const std::int32_t> to);
+
     // Forgets the open copies of blocks the KV manager freed.
     void release(std::span<const kv::BlockId> blocks);
 

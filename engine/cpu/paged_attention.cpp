@@ -41,7 +41,7 @@ detail::SegmentKernel segment_kernel(const LayerKvView& cache) {
 } // namespace
 
 void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch, const float* q,
-                     int heads, float* out, ThreadPool& pool) {
+                     int heads, float* out, ThreadPool& pool, const AttentionCapture& capture) {
     const int group = heads / cache.kv_heads;
     const int d = cache.head_dim;
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -51,10 +51,9 @@ void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch
     // taking tokens from both ends in turn (0, n-1, 1, n-2, ...) gives every
     // thread's contiguous share a similar amount of work.
     std::vector<Segment> segments;
-    std::vector<std::int64_t> first_segment(static_cast<std::size_t>(tokens * cache.kv_heads) + 1);
     for (std::int64_t rank = 0; rank < tokens; ++rank) {
         const std::int64_t t = rank % 2 == 0 ? rank / 2 : tokens - 1 - rank / 2;
-        const std::int32_t context = batch.positions[static_cast<std::size_t>(t)] + 1;
+        const std::int32_t context = batch.cache_positions[static_cast<std::size_t>(t)] + 1;
         for (int h = 0; h < cache.kv_heads; ++h) {
             for (std::int32_t begin = 0; begin < context; begin += kSegmentKeys) {
                 segments.push_back({t, h, begin, std::min(context, begin + kSegmentKeys)});
@@ -65,6 +64,29 @@ void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch
     std::vector<float> partial_out(segments.size() * static_cast<std::size_t>(group * d));
     std::vector<float> partial_max(segments.size() * static_cast<std::size_t>(group));
     std::vector<float> partial_sum(partial_max.size());
+
+    // Whether token t's attention probabilities are captured: the kernels'
+    // exp(score - max) then go to a buffer kept for the merge.
+    const auto captured = [&](std::int64_t t) {
+        if (capture.data == nullptr) {
+            return false;
+        }
+        const auto i = static_cast<std::size_t>(t);
+        const std::int32_t from =
+            batch.capture_attention_from[static_cast<std::size_t>(batch.sequence_of[i])];
+        return batch.positions[i] >= from;
+    };
+    std::vector<std::int64_t> kept_offsets;
+    std::vector<float> kept_scores;
+    if (capture.data != nullptr) {
+        kept_offsets.resize(segments.size() + 1, 0);
+        for (std::size_t i = 0; i < segments.size(); ++i) {
+            const Segment& seg = segments[i];
+            kept_offsets[i + 1] =
+                kept_offsets[i] + (captured(seg.token) ? group * (seg.end - seg.begin) : 0);
+        }
+        kept_scores.resize(static_cast<std::size_t>(kept_offsets.back()));
+    }
 
     const detail::SegmentKernel kernel = segment_kernel(cache);
     pool.parallel_for(
@@ -78,6 +100,9 @@ void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch
                 const kv::BlockId* table = batch.block_tables.data() +
                                            batch.block_table_offsets[static_cast<std::size_t>(seq)];
                 scores.resize(static_cast<std::size_t>(group) * (seg.end - seg.begin));
+                const bool keep =
+                    !kept_offsets.empty() && kept_offsets[static_cast<std::size_t>(i) + 1] >
+                                                 kept_offsets[static_cast<std::size_t>(i)];
                 const std::int64_t first_query = seg.token * heads + seg.kv_head * group;
                 const auto at = static_cast<std::size_t>(i) * static_cast<std::size_t>(group);
                 detail::SegmentWork work;
@@ -89,7 +114,8 @@ void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch
                 work.q = q + first_query * d;
                 work.group = group;
                 work.scale = scale;
-                work.scores = scores.data();
+                work.scores = keep ? kept_scores.data() + kept_offsets[static_cast<std::size_t>(i)]
+                                   : scores.data();
                 work.tile = tile.data();
                 work.max_out = partial_max.data() + at;
                 work.sum_out = partial_sum.data() + at;
@@ -130,6 +156,22 @@ void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch
             const float inverse = 1.0f / total;
             for (int k = 0; k < d; ++k) {
                 o[k] *= inverse;
+            }
+            if (!kept_offsets.empty() && captured(seg.token)) {
+                // Probabilities: each segment's exp(score - its max), rescaled.
+                const std::int32_t seq = batch.sequence_of[static_cast<std::size_t>(seg.token)];
+                float* sums = capture.data + capture.offsets[static_cast<std::size_t>(seq)];
+                for (std::size_t i = first; i < last; ++i) {
+                    const std::size_t at =
+                        i * static_cast<std::size_t>(group) + static_cast<std::size_t>(g);
+                    const float factor = std::exp(partial_max[at] - global_max) * inverse;
+                    const std::int32_t n = segments[i].end - segments[i].begin;
+                    const float* e = kept_scores.data() + kept_offsets[i] + g * n;
+                    float* dst = sums + segments[i].begin;
+                    for (std::int32_t j = 0; j < n; ++j) {
+                        dst[j] += factor * e[j];
+                    }
+                }
             }
         }
         first = last;

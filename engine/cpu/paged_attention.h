@@ -9,9 +9,16 @@
 
 namespace kvscope::cpu {
 
-// q: (tokens, heads, head_dim); out: (tokens, heads, head_dim). Token t at
-// position p attends over positions 0..p of its own sequence.
+// q: (tokens, heads, head_dim); out: (tokens, heads, head_dim). Token t with
+// cache position c attends over entries 0..c of its own sequence's cache.
+// Where attention probabilities are summed for the sequences that capture
+// them: sequence s's cache entries at data + offsets[s].
+struct AttentionCapture {
+    float* data = nullptr; // nullptr: capture nothing
+    const std::int64_t* offsets = nullptr;
+};
+
 void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch, const float* q,
-                     int heads, float* out, ThreadPool& pool);
+                     int heads, float* out, ThreadPool& pool, const AttentionCapture& capture = {});
 
 } // namespace kvscope::cpu

@@ -36,6 +36,8 @@ std::string_view event_kind_name(EventKind kind) {
         return "prefix_lookup";
     case EventKind::tokens_evicted:
         return "tokens_evicted";
+    case EventKind::cache_fill:
+        return "cache_fill";
     case EventKind::memory_sample:
         return "memory_sample";
     }

@@ -25,7 +25,9 @@ enum class EventKind : std::uint8_t {
     block_cached,      // block; request: a full block's hash registered
     block_evicted,     // block: a cached block reclaimed for a new use
     prefix_lookup,  // request; a: hit tokens, b: prompt tokens, c: shared tokens short of a block
-    tokens_evicted, // request; a: tokens dropped by the eviction policy, b: blocks returned
+    tokens_evicted, // request; a: tokens dropped by the eviction policy, b: blocks returned, c:
+                    // entries left
+    cache_fill,     // a: cache entries running sequences hold, b: slots their blocks have
     memory_sample,  // a: used blocks, b: cached blocks, c: free blocks, d: total
 };
 

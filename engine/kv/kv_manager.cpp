@@ -263,16 +263,47 @@ std::vector<BlockId> KvManager::release(std::int64_t request, SequenceBlocks& se
     return released;
 }
 
-std::vector<BlockId> KvManager::release_front(std::int64_t request, SequenceBlocks& sequence,
-                                              int count) {
-    std::vector<BlockId> released;
-    count = std::min<int>(count, static_cast<int>(sequence.block_table.size()));
-    for (int i = count - 1; i >= 0; --i) {
-        unreference(request, sequence.block_table[static_cast<std::size_t>(i)], released);
+std::optional<std::vector<BlockId>>
+KvManager::make_private(std::int64_t request, SequenceBlocks& sequence, int first, int last) {
+    last = std::min(last, static_cast<int>(sequence.block_table.size()));
+    int shared = 0;
+    for (int i = first; i < last; ++i) {
+        shared += ref_count(sequence.block_table[static_cast<std::size_t>(i)]) > 1 ? 1 : 0;
     }
-    sequence.block_table.erase(sequence.block_table.begin(), sequence.block_table.begin() + count);
+    if (shared > available_blocks()) {
+        return std::nullopt;
+    }
+    std::vector<BlockId> replaced;
+    for (int i = first; i < last; ++i) {
+        BlockId& slot = sequence.block_table[static_cast<std::size_t>(i)];
+        Block& b = blocks_[static_cast<std::size_t>(slot)];
+        if (b.ref > 1) {
+            replaced.push_back(slot);
+            slot = *take_block(request);
+        } else if (b.hashed) {
+            forget_hash(slot); // its content is about to change
+        }
+    }
     sequence.block_hashes.clear();
     sequence.cacheable = false;
+    return replaced;
+}
+
+std::vector<BlockId> KvManager::drop(std::int64_t request, std::span<const BlockId> blocks) {
+    std::vector<BlockId> released;
+    for (const BlockId block : blocks) {
+        unreference(request, block, released);
+    }
+    return released;
+}
+
+std::vector<BlockId> KvManager::truncate(std::int64_t request, SequenceBlocks& sequence,
+                                         int blocks) {
+    std::vector<BlockId> released;
+    while (static_cast<int>(sequence.block_table.size()) > blocks) {
+        unreference(request, sequence.block_table.back(), released);
+        sequence.block_table.pop_back();
+    }
     return released;
 }
 

@@ -86,10 +86,19 @@ public:
     // first to be evicted. Returns the blocks that became free or cached.
     std::vector<BlockId> release(std::int64_t request, SequenceBlocks& sequence);
 
-    // Drops the first `count` blocks of the sequence's table (their tokens
-    // evicted by a policy); the table shifts down. Returns the blocks whose
-    // last reference went.
-    std::vector<BlockId> release_front(std::int64_t request, SequenceBlocks& sequence, int count);
+    // For compaction after token eviction, which rewrites blocks [first,
+    // last) of the table: gives the sequence private blocks there. A block
+    // others share is replaced by a fresh one (its id comes back in the
+    // result, to be dropped once its content is copied); a block only the
+    // prefix cache also holds just leaves the cache. nullopt, changing
+    // nothing, when the pool cannot supply the fresh blocks.
+    std::optional<std::vector<BlockId>> make_private(std::int64_t request, SequenceBlocks& sequence,
+                                                     int first, int last);
+    // Drops one reference to each of `blocks`; returns those now free or cached.
+    std::vector<BlockId> drop(std::int64_t request, std::span<const BlockId> blocks);
+    // Shrinks the table to `blocks` entries, last block first; returns the
+    // blocks now free or cached.
+    std::vector<BlockId> truncate(std::int64_t request, SequenceBlocks& sequence, int blocks);
 
     // Checks the invariants against every live block table: ref counts equal
     // the references; used + cached + free = total; nothing free or cached is

@@ -30,6 +30,20 @@ public:
     // The KV manager freed these blocks: state a backend keeps per block
     // beyond the cache itself (KIVI's open blocks) can go.
     virtual void release_blocks(std::span<const kv::BlockId> blocks) = 0;
+
+    // After forward(): for sequence `s` of the batch, the attention
+    // probability each of its cache entries received, summed over layers,
+    // heads and the capturing query tokens; empty when it captured none.
+    virtual std::span<const float> captured_attention(std::size_t s) const {
+        (void)s;
+        return {};
+    }
+
+    // Copies cache entries between slots (every layer, K and V): the
+    // compaction after token eviction. Reads all sources before writing any
+    // destination, so the copies may overlap.
+    virtual void copy_slots(std::span<const std::int32_t> from,
+                            std::span<const std::int32_t> to) = 0;
 };
 
 } // namespace kvscope::runner

@@ -6,6 +6,7 @@
 
 #include "engine/kv/block_allocator.h"
 
+#include <climits>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -16,19 +17,33 @@ struct ForwardBatch {
     int block_size = 16;
     // Per token, (tokens):
     std::vector<std::int32_t> token_ids;
-    std::vector<std::int32_t> positions;    // position within its sequence
+    std::vector<std::int32_t> positions; // position within its sequence (for RoPE)
+    // Index of its entry in its sequence's cache: equal to the position
+    // until an eviction policy drops tokens. It attends entries 0..this.
+    std::vector<std::int32_t> cache_positions;
     std::vector<std::int32_t> slot_mapping; // block * block_size + offset in block
     std::vector<std::int32_t> sequence_of;  // index into the per-sequence arrays
     // Per sequence, (sequences):
     std::vector<std::int32_t> context_lengths;     // cached tokens after this step
     std::vector<std::int32_t> block_table_offsets; // (sequences + 1) into block_tables
     std::vector<kv::BlockId> block_tables;
+    // Tokens at or after this position add their attention probabilities to
+    // the sequence's captured scores (for H2O and SnapKV); INT32_MAX: none.
+    std::vector<std::int32_t> capture_attention_from;
     // Tokens whose next-token logits the caller wants, in output order.
     std::vector<std::int32_t> logit_tokens;
 
     std::int64_t token_count() const { return static_cast<std::int64_t>(token_ids.size()); }
     std::int64_t sequence_count() const {
         return static_cast<std::int64_t>(context_lengths.size());
+    }
+    bool captures_attention() const {
+        for (const std::int32_t from : capture_attention_from) {
+            if (from != INT32_MAX) {
+                return true;
+            }
+        }
+        return false;
     }
 };
 
@@ -39,6 +54,9 @@ struct SequenceStep {
     std::span<const std::int32_t> tokens;
     bool logits_for_all_tokens = false; // else only for the last one
     bool skip_logits = false;           // none at all (a prefill chunk that is not the last)
+    // RoPE position of the first token; -1: blocks.length (no tokens evicted).
+    std::int32_t first_position = -1;
+    std::int32_t capture_attention_from = INT32_MAX; // see ForwardBatch
 };
 
 // Throws std::invalid_argument when a sequence's blocks cannot hold its tokens.

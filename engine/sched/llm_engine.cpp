@@ -1,9 +1,12 @@
 #include "engine/sched/llm_engine.h"
 
 #include "engine/runner/forward_batch.h"
+#include "engine/sched/token_eviction.h"
 #include "engine/util/host_clock.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 namespace kvscope::sched {
 
@@ -16,6 +19,10 @@ LlmEngine::LlmEngine(runner::Backend& backend, const EngineConfig& config, event
     , kv_(backend.num_blocks(), backend.block_size(), config.prefix_caching)
     , scheduler_(config.scheduler, kv_) {
     kv_.set_event_sink(sink);
+    if (const std::string problem = config.eviction.problem(backend.block_size());
+        !problem.empty()) {
+        throw std::invalid_argument(problem);
+    }
 }
 
 void LlmEngine::emit(EventKind kind, std::int64_t request, std::int64_t a, std::int64_t b,
@@ -137,16 +144,27 @@ StepStats LlmEngine::step() {
     if (!plan.chunks.empty()) {
         std::vector<runner::SequenceStep> steps;
         steps.reserve(plan.chunks.size());
+        const kv::EvictionConfig& eviction = config_.eviction;
         for (const ScheduledChunk& chunk : plan.chunks) {
             Request& r = *chunk.request;
-            r.blocks.length = r.computed;
             const bool completes =
                 r.computed + chunk.tokens == static_cast<std::int32_t>(r.tokens.size());
-            steps.push_back(
-                {&r.blocks,
-                 std::span<const std::int32_t>(r.tokens).subspan(
-                     static_cast<std::size_t>(r.computed), static_cast<std::size_t>(chunk.tokens)),
-                 false, !completes});
+            runner::SequenceStep step{
+                &r.blocks,
+                std::span<const std::int32_t>(r.tokens).subspan(
+                    static_cast<std::size_t>(r.computed), static_cast<std::size_t>(chunk.tokens)),
+                false, !completes};
+            // Positions count tokens; the cache may hold fewer (evicted).
+            step.first_position = r.computed;
+            if (eviction.kind == kv::EvictionKind::h2o) {
+                step.capture_attention_from = 0;
+            } else if (eviction.kind == kv::EvictionKind::snapkv && !r.prompt_compressed &&
+                       r.computed + chunk.tokens >= r.prompt_length()) {
+                // The prompt's last window scores the rest.
+                step.capture_attention_from =
+                    std::max(0, r.prompt_length() - eviction.snapkv_window);
+            }
+            steps.push_back(step);
         }
         const runner::ForwardBatch batch =
             runner::build_forward_batch(steps, backend_.block_size());
@@ -163,9 +181,11 @@ StepStats LlmEngine::step() {
             r.accounting.computed_tokens += fresh;
             r.accounting.recomputed_tokens += n - fresh;
             r.high_water = std::max(r.high_water, end);
+            const bool prompt_done = r.computed < r.prompt_length() && end >= r.prompt_length();
             r.computed = end;
-            r.blocks.length = end;
-            kv_.cache_full_blocks(r.id, r.blocks, r.tokens, r.computed, r.spec.cache_key);
+            r.blocks.length += n;
+            kv_.cache_full_blocks(r.id, r.blocks, r.tokens, r.blocks.length, r.spec.cache_key);
+            apply_eviction(r, i, prompt_done);
             if (steps[i].skip_logits) {
                 stats.prefill_tokens += n;
                 continue;
@@ -189,16 +209,59 @@ StepStats LlmEngine::step() {
                 finish(r, RequestState::finished, "end token");
             } else if (r.generated >= r.spec.max_tokens) {
                 finish(r, RequestState::finished, "token limit");
-            } else if (static_cast<std::int64_t>(r.tokens.size()) + 1 > capacity) {
+            } else if (static_cast<std::int64_t>(r.blocks.length) + 2 > capacity) {
                 finish(r, RequestState::finished, "cache full");
             }
         }
     }
+    std::int64_t entries = 0;
+    std::int64_t slots = 0;
+    for (const Request* r : scheduler_.running()) {
+        entries += r->blocks.length;
+        slots += static_cast<std::int64_t>(r->blocks.block_table.size()) * kv_.block_size();
+    }
+    emit(EventKind::cache_fill, -1, entries, slots);
     const kv::KvManagerStats memory = kv_.stats();
     emit(EventKind::memory_sample, -1, memory.used, memory.cached, memory.free, memory.total);
     emit(EventKind::step_end, -1, stats.step, stats.prefill_tokens, stats.decode_tokens);
     stats.seconds = static_cast<double>(host_now_ns() - start) * 1e-9;
     return stats;
+}
+
+void LlmEngine::apply_eviction(Request& r, std::size_t batch_index, bool prompt_done) {
+    const kv::EvictionConfig& eviction = config_.eviction;
+    if (!eviction.enabled()) {
+        return;
+    }
+    if (eviction.needs_attention()) {
+        const std::span<const float> captured = backend_.captured_attention(batch_index);
+        r.attention.resize(static_cast<std::size_t>(r.blocks.length), 0.0f);
+        if (eviction.kind == kv::EvictionKind::snapkv) {
+            std::fill(r.attention.begin(), r.attention.end(), 0.0f); // this step's scores only
+        }
+        for (std::size_t j = 0; j < captured.size() && j < r.attention.size(); ++j) {
+            r.attention[j] += captured[j];
+        }
+    }
+    std::vector<std::int32_t> kept;
+    if (eviction.kind == kv::EvictionKind::snapkv) {
+        if (!prompt_done || r.prompt_compressed) {
+            return;
+        }
+        r.prompt_compressed = true;
+        kept = kv::select_kept(eviction, r.blocks.length, r.attention);
+    } else if (kv::should_evict(eviction, r.blocks.length, kv_.block_size())) {
+        kept = kv::select_kept(eviction, r.blocks.length, r.attention);
+    } else {
+        return;
+    }
+    const EvictionOutcome outcome =
+        compact_sequence(r.id, kept, r.blocks, r.attention, kv_, backend_);
+    if (outcome.evicted_tokens > 0) {
+        r.accounting.evicted_tokens += outcome.evicted_tokens;
+        emit(EventKind::tokens_evicted, r.id, outcome.evicted_tokens, outcome.blocks_released,
+             r.blocks.length);
+    }
 }
 
 std::string LlmEngine::check_invariants() const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "engine/events/engine_event.h"
+#include "engine/kv/eviction_policy.h"
 #include "engine/kv/kv_manager.h"
 #include "engine/runner/backend.h"
 #include "engine/sched/request.h"
@@ -20,6 +21,7 @@ namespace kvscope::sched {
 struct EngineConfig {
     SchedulerConfig scheduler;
     bool prefix_caching = true;
+    kv::EvictionConfig eviction;
     // Which sampled tokens end a request (the tokenizer's end-of-turn
     // tokens); empty: only the token limit does.
     std::function<bool(std::int32_t)> ends_generation;
@@ -66,6 +68,7 @@ private:
               std::int64_t c = 0, std::int64_t d = 0, std::string text = {});
     void finish(Request& request, RequestState state, std::string reason);
     void release_blocks(Request& request);
+    void apply_eviction(Request& request, std::size_t batch_index, bool prompt_done);
 
     runner::Backend& backend_;
     EngineConfig config_;

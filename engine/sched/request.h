@@ -50,7 +50,8 @@ struct Request {
     int generated = 0;
     kv::SequenceBlocks blocks;
     // Tokens of `tokens` whose K/V are in the cache (or were dropped by the
-    // eviction policy): the next step computes from here.
+    // eviction policy): the next step computes from here. blocks.length
+    // counts the cache entries, fewer than this once tokens are evicted.
     std::int32_t computed = 0;
     // The most tokens ever computed: below it, computing is recomputing.
     std::int32_t high_water = 0;
@@ -61,6 +62,9 @@ struct Request {
     std::int64_t finish_ns = -1;
     std::string finish_reason;
     std::unique_ptr<sampling::Sampler> sampler;
+    // Attention each cache entry has received (H2O), entry-aligned.
+    std::vector<float> attention;
+    bool prompt_compressed = false; // SnapKV ran on this admission
 
     std::int32_t prompt_length() const { return static_cast<std::int32_t>(spec.prompt.size()); }
     std::int32_t remaining_to_compute() const {

@@ -142,7 +142,7 @@ ScheduleResult Scheduler::schedule() {
         }
         n = std::min(n, budget);
         bool keeps_running = true;
-        while (!kv_.grow(request->id, request->blocks, request->computed + n)) {
+        while (!kv_.grow(request->id, request->blocks, request->blocks.length + n)) {
             // Victims come from the requests not yet given work this step:
             // running_[i..], this one included.
             const std::vector<Request*> candidates(

@@ -7,6 +7,7 @@
 // advance, whatever the scheduling, caching or preemption did.
 #include "engine/sched/llm_engine.h"
 
+#include <map>
 #include <random>
 #include <set>
 
@@ -38,8 +39,9 @@ std::int32_t next_token(std::uint64_t h) {
 
 class CheckingBackend final : public runner::Backend {
 public:
-    CheckingBackend(int blocks, int block_size)
-        : blocks_(blocks)
+    CheckingBackend(int blocks, int block_size, bool evicting = false)
+        : evicting_(evicting)
+        , blocks_(blocks)
         , block_size_(block_size)
         , slots_(static_cast<std::size_t>(blocks * block_size)) {}
 
@@ -51,6 +53,15 @@ public:
     void release_blocks(std::span<const kv::BlockId> blocks) override {
         released += static_cast<std::int64_t>(blocks.size());
     }
+    void copy_slots(std::span<const std::int32_t> from, std::span<const std::int32_t> to) override {
+        std::vector<Slot> moved;
+        for (const std::int32_t slot : from) {
+            moved.push_back(slots_[static_cast<std::size_t>(slot)]);
+        }
+        for (std::size_t i = 0; i < to.size(); ++i) {
+            slots_[static_cast<std::size_t>(to[i])] = moved[i];
+        }
+    }
 
     void forward(const runner::ForwardBatch& batch, float* logits) override {
         const auto slot_of = [&](std::int32_t seq, std::int32_t position) {
@@ -58,6 +69,10 @@ public:
                                        batch.block_table_offsets[static_cast<std::size_t>(seq)];
             return table[position / block_size_] * block_size_ + position % block_size_;
         };
+        if (evicting_) {
+            forward_evicting(batch, logits, slot_of);
+            return;
+        }
         for (std::int64_t t = 0; t < batch.token_count(); ++t) {
             const auto i = static_cast<std::size_t>(t);
             const std::int32_t p = batch.positions[i];
@@ -101,10 +116,66 @@ public:
         ++steps;
     }
 
+    // With tokens evicted the cache no longer holds every position: each
+    // sequence's entries must still hold strictly increasing positions of
+    // its own, ending with the token being computed.
+    template <typename SlotOf>
+    void forward_evicting(const runner::ForwardBatch& batch, float* logits, const SlotOf& slot_of) {
+        for (std::int64_t t = 0; t < batch.token_count(); ++t) {
+            const auto i = static_cast<std::size_t>(t);
+            if (slot_of(batch.sequence_of[i], batch.cache_positions[i]) != batch.slot_mapping[i]) {
+                throw std::runtime_error("slot mapping disagrees with the block table");
+            }
+            slots_[static_cast<std::size_t>(batch.slot_mapping[i])] = {batch.token_ids[i],
+                                                                       batch.positions[i], 0};
+        }
+        captured_.assign(static_cast<std::size_t>(batch.sequence_count()), {});
+        for (std::int64_t t = 0; t < batch.token_count(); ++t) {
+            const auto i = static_cast<std::size_t>(t);
+            const std::int32_t seq = batch.sequence_of[i];
+            std::int32_t previous = -1;
+            for (std::int32_t e = 0; e <= batch.cache_positions[i]; ++e) {
+                const Slot& s = slots_[static_cast<std::size_t>(slot_of(seq, e))];
+                if (s.position <= previous) {
+                    throw std::runtime_error("cache entries out of order after compaction");
+                }
+                previous = s.position;
+            }
+            if (previous != batch.positions[i]) {
+                throw std::runtime_error("the last cache entry is not the token itself");
+            }
+            if (batch.positions[i] >= batch.capture_attention_from[static_cast<std::size_t>(seq)]) {
+                auto& scores = captured_[static_cast<std::size_t>(seq)];
+                scores.assign(static_cast<std::size_t>(batch.cache_positions[i] + 1), 0.0f);
+                for (std::size_t e = 0; e < scores.size(); ++e) {
+                    const Slot& s = slots_[static_cast<std::size_t>(
+                        slot_of(seq, static_cast<std::int32_t>(e)))];
+                    scores[e] =
+                        static_cast<float>(mix(static_cast<std::uint64_t>(s.token)) % 100) / 100.0f;
+                }
+            }
+        }
+        for (std::size_t r = 0; r < batch.logit_tokens.size(); ++r) {
+            const auto t = static_cast<std::size_t>(batch.logit_tokens[r]);
+            float* row = logits + r * kVocab;
+            std::fill(row, row + kVocab, 0.0f);
+            row[next_token(static_cast<std::uint64_t>(batch.positions[t]) * 977 +
+                           static_cast<std::uint64_t>(batch.token_ids[t]))] = 10.0f;
+        }
+        ++steps;
+    }
+
+    std::span<const float> captured_attention(std::size_t s) const override {
+        return s < captured_.size() ? std::span<const float>(captured_[s])
+                                    : std::span<const float>{};
+    }
+
     std::int64_t steps = 0;
     std::int64_t released = 0;
 
 private:
+    bool evicting_;
+    std::vector<std::vector<float>> captured_;
     struct Slot {
         std::int32_t token = -1;
         std::int32_t position = -1;
@@ -170,19 +241,31 @@ void TestEngineSoak::random_workloads_keep_every_promise_data() {
     QTest::addColumn<bool>("chunked");
     QTest::addColumn<bool>("prefix_caching");
     QTest::addColumn<int>("victim");
+    QTest::addColumn<int>("eviction");
     using V = sched::VictimPolicy;
+    using E = kv::EvictionKind;
     QTest::newRow("tiny pool, newest victim")
-        << 1 << 10 << 4 << 32 << 8 << true << true << int(V::newest);
+        << 1 << 10 << 4 << 32 << 8 << true << true << int(V::newest) << int(E::none);
     QTest::newRow("tiny pool, oldest victim")
-        << 2 << 10 << 4 << 32 << 8 << true << true << int(V::oldest);
+        << 2 << 10 << 4 << 32 << 8 << true << true << int(V::oldest) << int(E::none);
     QTest::newRow("tiny pool, largest victim")
-        << 3 << 12 << 4 << 24 << 6 << true << true << int(V::largest);
+        << 3 << 12 << 4 << 24 << 6 << true << true << int(V::largest) << int(E::none);
     QTest::newRow("no prefix caching")
-        << 4 << 16 << 4 << 64 << 8 << true << false << int(V::newest);
+        << 4 << 16 << 4 << 64 << 8 << true << false << int(V::newest) << int(E::none);
     QTest::newRow("no chunked prefill")
-        << 5 << 24 << 8 << 48 << 8 << false << true << int(V::newest);
-    QTest::newRow("block size 1") << 6 << 40 << 1 << 16 << 4 << true << true << int(V::newest);
-    QTest::newRow("roomy pool") << 7 << 200 << 16 << 256 << 32 << true << true << int(V::newest);
+        << 5 << 24 << 8 << 48 << 8 << false << true << int(V::newest) << int(E::none);
+    QTest::newRow("block size 1") << 6 << 40 << 1 << 16 << 4 << true << true << int(V::newest)
+                                  << int(E::none);
+    QTest::newRow("window eviction")
+        << 8 << 14 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::window);
+    QTest::newRow("streaming eviction")
+        << 9 << 14 << 4 << 32 << 6 << true << true << int(V::oldest) << int(E::streaming);
+    QTest::newRow("h2o eviction") << 10 << 14 << 4 << 32 << 6 << true << true << int(V::largest)
+                                  << int(E::h2o);
+    QTest::newRow("snapkv eviction")
+        << 11 << 16 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::snapkv);
+    QTest::newRow("roomy pool") << 7 << 200 << 16 << 256 << 32 << true << true << int(V::newest)
+                                << int(E::none);
 }
 
 void TestEngineSoak::random_workloads_keep_every_promise() {
@@ -194,8 +277,10 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
     QFETCH(bool, chunked);
     QFETCH(bool, prefix_caching);
     QFETCH(int, victim);
+    QFETCH(int, eviction);
+    const bool evicting = eviction != int(kv::EvictionKind::none);
 
-    CheckingBackend backend(blocks, block_size);
+    CheckingBackend backend(blocks, block_size, evicting);
     Counter counter;
     sched::EngineConfig config;
     config.scheduler.max_num_batched_tokens = budget;
@@ -203,6 +288,11 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
     config.scheduler.chunked_prefill = chunked;
     config.scheduler.victim = static_cast<sched::VictimPolicy>(victim);
     config.prefix_caching = prefix_caching;
+    config.eviction.kind = static_cast<kv::EvictionKind>(eviction);
+    config.eviction.budget = 12;
+    config.eviction.sink_tokens = 2;
+    config.eviction.snapkv_window = 4;
+    config.eviction.snapkv_pool = 3;
     config.ends_generation = [](std::int32_t t) {
         return t == kEndToken;
     };
@@ -271,13 +361,17 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
     std::int64_t finished = 0;
     std::int64_t hits = 0;
     std::int64_t recomputed = 0;
+    std::int64_t evicted = 0;
     for (const std::int64_t id : engine.request_ids()) {
         const sched::Request& r = engine.request(id);
         QVERIFY2(r.is_done(), "a request neither finished, aborted nor rejected");
         const std::vector<std::int32_t> expected =
             expected_output(r.spec.prompt, r.spec.max_tokens, capacity);
         const std::vector<std::int32_t> got(r.tokens.begin() + r.prompt_length(), r.tokens.end());
-        if (r.state == sched::RequestState::finished) {
+        if (evicting) {
+            finished += r.state == sched::RequestState::finished;
+            evicted += r.accounting.evicted_tokens;
+        } else if (r.state == sched::RequestState::finished) {
             ++finished;
             QVERIFY2(got == expected,
                      qPrintable(QString("request %1 generated other tokens").arg(id)));
@@ -290,7 +384,7 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
         hits += r.accounting.prefix_hit_tokens;
         recomputed += r.accounting.recomputed_tokens;
         // Honest counts: fresh work plus hits cover the prompt exactly once.
-        if (r.state == sched::RequestState::finished) {
+        if (r.state == sched::RequestState::finished && !evicting) {
             QVERIFY(r.accounting.computed_tokens + r.accounting.prefix_hit_tokens +
                         r.accounting.resumed_hit_tokens >=
                     static_cast<std::int64_t>(r.tokens.size()) - 1);
@@ -305,6 +399,10 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
           static_cast<long long>(counter.counts[events::EventKind::request_preempted]),
           static_cast<long long>(backend.steps));
     QVERIFY(finished > 1000);
+    if (evicting) {
+        qInfo("%lld tokens evicted", static_cast<long long>(evicted));
+        QVERIFY2(evicted > 0, "the policy never evicted: the test does not test eviction");
+    }
     if (prefix_caching) {
         QVERIFY(hits > 0);
     } else {

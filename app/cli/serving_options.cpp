@@ -1,0 +1,41 @@
+#include "app/cli/serving_options.h"
+
+namespace kvscope::cli {
+
+void ServingOptions::add_to(CLI::App& app) {
+    app.add_flag("--no-prefix-caching", no_prefix_caching,
+                 "Turn prefix caching off (on by default)");
+    app.add_option("--max-num-seqs", max_num_seqs, "Most sequences in one step")
+        ->check(CLI::Range(1, 1 << 16))
+        ->capture_default_str();
+    app.add_option("--max-num-batched-tokens", max_num_batched_tokens,
+                   "Most tokens computed in one step")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    app.add_flag("--no-chunked-prefill", no_chunked_prefill,
+                 "Prefill each prompt in one step (it must fit --max-num-batched-tokens)");
+    app.add_option("--preemption-victim", victim,
+                   "Which request to preempt when blocks run out: newest, oldest or largest")
+        ->check(CLI::IsMember({"newest", "oldest", "largest"}))
+        ->capture_default_str();
+}
+
+sched::EngineConfig ServingOptions::engine_config() const {
+    sched::EngineConfig config;
+    config.prefix_caching = !no_prefix_caching;
+    config.scheduler.max_num_seqs = max_num_seqs;
+    config.scheduler.max_num_batched_tokens = max_num_batched_tokens;
+    config.scheduler.chunked_prefill = !no_chunked_prefill;
+    config.scheduler.victim =
+        sched::parse_victim_policy(victim).value_or(sched::VictimPolicy::newest);
+    return config;
+}
+
+std::string ServingOptions::describe() const {
+    return std::string("prefix caching ") + (no_prefix_caching ? "off" : "on") + ", " +
+           std::to_string(max_num_seqs) + " sequences / " + std::to_string(max_num_batched_tokens) +
+           " tokens a step, chunked prefill " + (no_chunked_prefill ? "off" : "on") +
+           ", preempting the " + victim;
+}
+
+} // namespace kvscope::cli

@@ -1,0 +1,25 @@
+// Options of the serving loop every workload-running subcommand shares:
+// prefix caching, the scheduler's limits and preemption victim. Names follow
+// vLLM's where it has the knob.
+#pragma once
+
+#include "engine/sched/llm_engine.h"
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace kvscope::cli {
+
+struct ServingOptions {
+    bool no_prefix_caching = false;
+    int max_num_seqs = 64;
+    int max_num_batched_tokens = 1024;
+    bool no_chunked_prefill = false;
+    std::string victim = "newest";
+
+    void add_to(CLI::App& app);
+    sched::EngineConfig engine_config() const;
+    std::string describe() const;
+};
+
+} // namespace kvscope::cli
