@@ -226,8 +226,8 @@ int run_eval(EvalOptions& options) {
         texts.push_back(t);
     } else {
         std::string names;
-        for (const workload::EvalText& t : workload::eval_texts()) {
-            names += (names.empty() ? "" : ", ") + std::string(t.name);
+        for (const workload::EvalText& known : workload::eval_texts()) {
+            names += (names.empty() ? "" : ", ") + std::string(known.name);
         }
         std::cerr << "kvscope eval: no evaluation text '" << options.text << "' (have: " << names
                   << ", or all)\n";

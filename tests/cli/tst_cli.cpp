@@ -31,6 +31,10 @@ private slots:
     void generate_is_repeatable_with_a_seed();
     void generate_reports_an_invalid_model_file();
     void bench_prints_json_rows();
+    void eval_f32_matches_its_reference_exactly();
+    void eval_ranks_formats();
+    void run_serves_a_trace_and_reports_prefix_hits();
+    void run_rejects_a_malformed_trace_with_its_line();
 };
 
 void TestCli::exit_status_and_message_data() {
@@ -56,6 +60,17 @@ void TestCli::exit_status_and_message_data() {
     QTest::newRow("generate missing model file")
         << QStringList{"generate", "-p", "hi", "-m", "/no/such/model.gguf"} << 2 << "model.gguf";
     QTest::newRow("bench bad batch") << QStringList{"bench", "-b", "0"} << 2 << "--batch";
+    QTest::newRow("bad cache type")
+        << QStringList{"bench", "--cache-type-k", "q3"} << 2 << "unknown KV format 'q3'";
+    QTest::newRow("eviction without budget")
+        << QStringList{"eval", "--eviction", "h2o"} << 2 << "--kv-budget";
+    QTest::newRow("unknown eviction")
+        << QStringList{"eval", "--eviction", "lru"} << 2 << "--eviction";
+    QTest::newRow("unknown eval text") << QStringList{"eval", "--text", "nope"} << 2 << "nope";
+    QTest::newRow("unknown workload")
+        << QStringList{"run", "--workload", "nope"} << 1 << "not a preset";
+    QTest::newRow("bad victim") << QStringList{"run", "--preemption-victim", "random"} << 2
+                                << "--preemption-victim";
 }
 
 void TestCli::exit_status_and_message() {
@@ -153,6 +168,105 @@ void TestCli::bench_prints_json_rows() {
         QVERIFY(row.toObject().value("prefill_tokens_per_second").toDouble() > 0);
     }
     QCOMPARE(rows[1].toObject().value("batch").toInt(), 2);
+}
+
+namespace {
+QJsonObject last_json_line(const QString& out) {
+    const QStringList lines = out.trimmed().split('\n');
+    return QJsonDocument::fromJson(lines.last().toUtf8()).object();
+}
+} // namespace
+
+void TestCli::eval_f32_matches_its_reference_exactly() {
+    SKIP_WITHOUT_MODEL();
+    const auto result =
+        run_process(KVSCOPE_CLI_PATH,
+                    {"eval", "--text", "alice-in-wonderland-ch1", "-n", "160", "--prompt-tokens",
+                     "64", "--cache-type-k", "f32", "--cache-type-v", "f32", "--json"});
+    QVERIFY2(result.exit_code == 0, qPrintable(result.err));
+    const QJsonObject r = last_json_line(result.out);
+    for (const char* key :
+         {"kl_mean", "kl_p99", "top1_agreement", "ppl", "ppl_delta", "bytes_per_token"}) {
+        QVERIFY2(r.contains(key), key);
+    }
+    QCOMPARE(r.value("kl_mean").toDouble(), 0.0);
+    QCOMPARE(r.value("kl_p99").toDouble(), 0.0);
+    QCOMPARE(r.value("top1_agreement").toDouble(), 1.0);
+    QCOMPARE(r.value("ppl_delta").toDouble(), 0.0);
+    QCOMPARE(r.value("bytes_per_token").toDouble(), 46080.0);
+    QCOMPARE(r.value("positions").toInt(), 159);
+}
+
+void TestCli::eval_ranks_formats() {
+    SKIP_WITHOUT_MODEL();
+    const auto kl = [](const QString& format, const QStringList& extra = {}) {
+        const auto result = run_process(
+            KVSCOPE_CLI_PATH, QStringList{"eval", "--text", "us-constitution-preamble-art1-3", "-n",
+                                          "192", "--prompt-tokens", "96", "--cache-type-k", format,
+                                          "--cache-type-v", format, "--json"} +
+                                  extra);
+        if (result.exit_code != 0) {
+            qWarning("%s", qPrintable(result.err));
+            return -1.0;
+        }
+        return last_json_line(result.out).value("kl_mean").toDouble();
+    };
+    const double q8 = kl("q8_0");
+    const double q4 = kl("q4_0");
+    const double window = kl("f16", {"--eviction", "window", "--kv-budget", "64"});
+    const double streaming = kl("f16", {"--eviction", "streaming", "--kv-budget", "64"});
+    qInfo("KL: q8_0 %.3g, q4_0 %.3g, window-64 %.3g, streaming-64 %.3g", q8, q4, window, streaming);
+    QVERIFY(q8 >= 0 && q4 >= 0 && window >= 0 && streaming >= 0);
+    QVERIFY2(q8 * 10 < q4, "q8_0 must be far better than q4_0");
+    QVERIFY2(streaming < window, "attention sinks must help a sliding window");
+}
+
+void TestCli::run_serves_a_trace_and_reports_prefix_hits() {
+    SKIP_WITHOUT_MODEL();
+    QTemporaryDir dir;
+    const QString trace = dir.filePath("trace.jsonl");
+    QFile file(trace);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    // Two requests with one long shared prefix; the second arrives later.
+    const QByteArray shared =
+        QByteArray("The quick brown fox jumps over the lazy dog. ").repeated(8);
+    file.write("# a comment line\n");
+    file.write("{\"arrival\": 0, \"prompt\": \"" + shared +
+               "One\", \"max_tokens\": 3, "
+               "\"temperature\": 0}\n");
+    file.write("{\"arrival\": 0.2, \"prompt\": \"" + shared + "Two\", \"max_tokens\": 3}\n");
+    file.write("{\"arrival\": 0.3, \"prompt_ids\": [1, 2, 3], \"max_tokens\": 2}\n");
+    file.close();
+    const QString events = dir.filePath("events.jsonl");
+    const auto result = run_process(KVSCOPE_CLI_PATH, {"run", "--workload", trace, "--json",
+                                                       "--per-request", "--events", events});
+    QVERIFY2(result.exit_code == 0, qPrintable(result.err));
+    const QJsonObject summary = QJsonDocument::fromJson(result.out.toUtf8()).object();
+    QCOMPARE(summary.value("requests").toInt(), 3);
+    QCOMPARE(summary.value("finished").toInt(), 3);
+    QVERIFY(summary.value("prefix_hit_tokens").toInt() >= 64);
+    const QJsonArray requests = summary.value("per_request").toArray();
+    QCOMPARE(requests[0].toObject().value("prefix_hit_tokens").toInt(), 0);
+    QVERIFY(requests[1].toObject().value("prefix_hit_tokens").toInt() >= 64);
+    QCOMPARE(requests[2].toObject().value("generated_tokens").toInt(), 2);
+    QFile log(events);
+    QVERIFY(log.open(QIODevice::ReadOnly));
+    const QByteArray text = log.readAll();
+    QVERIFY(text.contains("\"kind\":\"block_shared\""));
+    QVERIFY(text.contains("\"kind\":\"request_finished\""));
+}
+
+void TestCli::run_rejects_a_malformed_trace_with_its_line() {
+    QTemporaryDir dir;
+    const QString trace = dir.filePath("bad.jsonl");
+    QFile file(trace);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("{\"prompt\": \"fine\"}\n\n{\"prompt\": \"x\", \"max_tokens\": -3}\n");
+    file.close();
+    const auto result = run_process(KVSCOPE_CLI_PATH, {"run", "--workload", trace});
+    QCOMPARE(result.exit_code, 1);
+    QVERIFY2(result.err.contains("bad.jsonl:3:") && result.err.contains("max_tokens"),
+             qPrintable(result.err));
 }
 
 QTEST_GUILESS_MAIN(TestCli)
