@@ -141,7 +141,7 @@ int run_run(RunOptions& options) {
     }
 
     std::int64_t prompt = 0, hits = 0, computed = 0, recomputed = 0, resumed = 0, short_shared = 0,
-                 generated = 0;
+                 generated = 0, evicted = 0;
     int preemptions = 0, finished = 0, aborted = 0, rejected = 0;
     std::vector<double> ttft_ms;
     nlohmann::json per_request = nlohmann::json::array();
@@ -155,6 +155,7 @@ int run_run(RunOptions& options) {
         resumed += a.resumed_hit_tokens;
         short_shared += a.shared_short_tokens;
         generated += r.generated;
+        evicted += a.evicted_tokens;
         preemptions += a.preemptions;
         finished += r.state == sched::RequestState::finished;
         aborted += r.state == sched::RequestState::aborted;
@@ -175,6 +176,7 @@ int run_run(RunOptions& options) {
              {"recomputed_tokens", a.recomputed_tokens},
              {"resumed_hit_tokens", a.resumed_hit_tokens},
              {"preemptions", a.preemptions},
+             {"evicted_tokens", a.evicted_tokens},
              {"generated_tokens", r.generated},
              {"ttft_ms", r.first_token_ns >= 0
                              ? static_cast<double>(r.first_token_ns - r.arrival_ns) * 1e-6
@@ -196,6 +198,7 @@ int run_run(RunOptions& options) {
         {"recomputed_tokens", recomputed},
         {"resumed_hit_tokens", resumed},
         {"preemptions", preemptions},
+        {"evicted_tokens", evicted},
         {"generated_tokens", generated},
         {"steps", engine.steps()},
         {"seconds", seconds},
@@ -225,6 +228,10 @@ int run_run(RunOptions& options) {
         std::printf("preemptions     %d: %lld tokens recomputed, %lld found cached again\n",
                     preemptions, static_cast<long long>(recomputed),
                     static_cast<long long>(resumed));
+        if (config.eviction.enabled()) {
+            std::printf("eviction        %lld tokens dropped (%s)\n",
+                        static_cast<long long>(evicted), config.eviction.describe().c_str());
+        }
         std::printf("generated       %lld tokens in %.2f s (%.1f tokens/s), %lld steps\n",
                     static_cast<long long>(generated), seconds,
                     seconds > 0 ? static_cast<double>(generated) / seconds : 0.0,

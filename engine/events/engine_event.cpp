@@ -4,6 +4,8 @@ namespace kvscope::events {
 
 std::string_view event_kind_name(EventKind kind) {
     switch (kind) {
+    case EventKind::run_config:
+        return "run_config";
     case EventKind::step_begin:
         return "step_begin";
     case EventKind::step_end:

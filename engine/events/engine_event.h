@@ -10,6 +10,7 @@
 namespace kvscope::events {
 
 enum class EventKind : std::uint8_t {
+    run_config,        // text: the run's settings as JSON (cache formats, policies, limits)
     step_begin,        // a: step index, b: scheduled tokens, c: sequences
     step_end,          // a: step index, b: prefill tokens, c: decode tokens
     request_arrived,   // request; a: prompt tokens

@@ -23,6 +23,36 @@ LlmEngine::LlmEngine(runner::Backend& backend, const EngineConfig& config, event
         !problem.empty()) {
         throw std::invalid_argument(problem);
     }
+    emit(EventKind::run_config, -1, backend.num_blocks(), backend.block_size(), 0, 0,
+         describe_config());
+}
+
+std::string LlmEngine::describe_config() const {
+    const kv::KvCacheFormat format = backend_.cache_format();
+    const kv::EvictionConfig& e = config_.eviction;
+    const SchedulerConfig& s = config_.scheduler;
+    const auto text = [](std::string_view v) {
+        return "\"" + std::string(v) + "\"";
+    };
+    const auto flag = [](bool v) {
+        return std::string(v ? "true" : "false");
+    };
+    return "{\"backend\":" + text(backend_.name()) +
+           ",\"blocks\":" + std::to_string(backend_.num_blocks()) +
+           ",\"block_size\":" + std::to_string(backend_.block_size()) +
+           ",\"cache_type_k\":" + text(kv::kv_format_name(format.key)) +
+           ",\"cache_type_v\":" + text(kv::kv_format_name(format.value)) +
+           ",\"prefix_caching\":" + flag(config_.prefix_caching) +
+           ",\"max_num_seqs\":" + std::to_string(s.max_num_seqs) +
+           ",\"max_num_batched_tokens\":" + std::to_string(s.max_num_batched_tokens) +
+           ",\"chunked_prefill\":" + flag(s.chunked_prefill) +
+           ",\"preemption_victim\":" + text(victim_policy_name(s.victim)) +
+           ",\"eviction\":" + text(kv::eviction_kind_name(e.kind)) +
+           ",\"kv_budget\":" + std::to_string(e.budget) +
+           ",\"sink_tokens\":" + std::to_string(e.sink_tokens) +
+           ",\"recent_window\":" + std::to_string(e.recent_tokens) +
+           ",\"snapkv_window\":" + std::to_string(e.snapkv_window) +
+           ",\"snapkv_pool\":" + std::to_string(e.snapkv_pool) + "}";
 }
 
 void LlmEngine::emit(EventKind kind, std::int64_t request, std::int64_t a, std::int64_t b,

@@ -63,6 +63,9 @@ public:
     // they hold.
     std::string check_invariants() const;
 
+    // The run's settings as a JSON object (also the run_config event's text).
+    std::string describe_config() const;
+
 private:
     void emit(events::EventKind kind, std::int64_t request, std::int64_t a = 0, std::int64_t b = 0,
               std::int64_t c = 0, std::int64_t d = 0, std::string text = {});
