@@ -105,7 +105,9 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
         rms_norm(x.data() + t * hidden, w.output_norm.data(), selected.data() + r * hidden, 1,
                  hidden, c.rms_eps);
     }
-    matmul(w.output, selected.data(), rows, logits, pool_);
+    if (rows > 0) { // a step of prefill chunks only wants no logits at all
+        matmul(w.output, selected.data(), rows, logits, pool_);
+    }
 }
 
 std::span<const float> CpuBackend::captured_attention(std::size_t s) const {
