@@ -21,6 +21,7 @@ Command add_info_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
+Command add_record_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
 
 } // namespace kvscope::cli

@@ -8,6 +8,8 @@
 #include "app/cli/serving_options.h"
 #include "engine/sched/llm_engine.h"
 #include "engine/workload/run_workload.h"
+#include "kvscope/build_info.h"
+#include "profiler/recorder.h"
 
 #include <algorithm>
 #include <csignal>
@@ -30,6 +32,8 @@ struct RunOptions {
     std::string events_path;
     bool json = false;
     bool per_request = false;
+    std::string out_path; // record: the recording to write
+    bool overwrite = false;
 };
 
 volatile std::sig_atomic_t g_interrupted = 0;
@@ -59,6 +63,25 @@ public:
 
 private:
     std::ostream& out_;
+};
+
+// Hands each event to several sinks.
+class TeeSink final : public events::EventSink {
+public:
+    void add(events::EventSink* sink) {
+        if (sink != nullptr) {
+            sinks_.push_back(sink);
+        }
+    }
+    void on_event(const events::EngineEvent& e) override {
+        for (events::EventSink* sink : sinks_) {
+            sink->on_event(e);
+        }
+    }
+    bool empty() const { return sinks_.empty(); }
+
+private:
+    std::vector<events::EventSink*> sinks_;
 };
 
 double percentile(std::vector<double> values, double p) {
@@ -99,13 +122,34 @@ int run_run(RunOptions& options) {
         }
         sink = std::make_unique<JsonlEventSink>(events_file);
     }
+    std::unique_ptr<profiler::Recorder> recorder;
+    if (!options.out_path.empty()) {
+        const model::LlamaConfig& c = model->config();
+        recorder = std::make_unique<profiler::Recorder>(
+            options.out_path,
+            std::map<std::string, std::string>{
+                {"kvscope_version", build_info::version},
+                {"model_path",
+                 options.engine.model_path.empty() ? "(default)" : options.engine.model_path},
+                {"model_name", c.name.empty() ? c.architecture : c.name},
+                {"workload", options.workload},
+                {"requests", std::to_string(specs.size())},
+                {"backend", backend->name()}},
+            options.overwrite);
+    }
+    TeeSink tee;
+    tee.add(sink.get());
+    tee.add(recorder.get());
     sched::EngineConfig config = options.serving.engine_config();
     config.eviction = options.eviction.config;
     const tokenizer::Tokenizer& tok = model->tokenizer();
     config.ends_generation = [&tok](std::int32_t id) {
         return tok.ends_generation(id);
     };
-    sched::LlmEngine engine(*backend, config, sink.get());
+    sched::LlmEngine engine(*backend, config, tee.empty() ? nullptr : &tee);
+    if (recorder) {
+        recorder->set_metadata("run_config", engine.describe_config());
+    }
 
     std::fprintf(stderr, "workload: %s, %zu requests; %s; %s\n", options.workload.c_str(),
                  specs.size(), options.serving.describe().c_str(),
@@ -212,6 +256,15 @@ int run_run(RunOptions& options) {
                                 model->config().kv_heads, model->config().head_dim,
                                 backend->block_size())},
     };
+    if (recorder) {
+        recorder->set_metadata("summary", summary.dump());
+        recorder->set_metadata("complete", g_interrupted != 0 ? "interrupted" : "yes");
+        recorder->close();
+        const profiler::RecorderStats written = recorder->stats();
+        std::fprintf(stderr, "recorded %lld events in %lld commits to %s\n",
+                     static_cast<long long>(written.events),
+                     static_cast<long long>(written.commits), options.out_path.c_str());
+    }
     if (options.per_request) {
         summary["per_request"] = per_request;
     }
@@ -257,6 +310,8 @@ int run_run(RunOptions& options) {
     return g_interrupted != 0 ? 130 : exit_ok;
 }
 
+void add_workload_options(CLI::App* parser, const std::shared_ptr<RunOptions>& options);
+
 } // namespace
 
 Command add_run_command(CLI::App& app) {
@@ -264,6 +319,29 @@ Command add_run_command(CLI::App& app) {
     CLI::App* parser = app.add_subcommand(
         "run", "Serve a workload with continuous batching and report prefix hits, preemptions "
                "and latency");
+    add_workload_options(parser, options);
+    return {parser, [options] {
+                return run_run(*options);
+            }};
+}
+
+Command add_record_command(CLI::App& app) {
+    auto options = std::make_shared<RunOptions>();
+    CLI::App* parser = app.add_subcommand(
+        "record", "Serve a workload like run and record every engine event into an SQLite "
+                  "recording");
+    parser->add_option("-o,--out", options->out_path, "The recording to write (.sqlite)")
+        ->required();
+    parser->add_flag("--force", options->overwrite, "Replace the file if it exists");
+    add_workload_options(parser, options);
+    return {parser, [options] {
+                return run_run(*options);
+            }};
+}
+
+namespace {
+
+void add_workload_options(CLI::App* parser, const std::shared_ptr<RunOptions>& options) {
     parser
         ->add_option("-w,--workload", options->workload,
                      "A preset or a JSONL trace file. Presets:\n" +
@@ -294,9 +372,8 @@ Command add_run_command(CLI::App& app) {
     options->engine.add_to(*parser);
     options->serving.add_to(*parser);
     options->eviction.add_to(*parser);
-    return {parser, [options] {
-                return run_run(*options);
-            }};
 }
+
+} // namespace
 
 } // namespace kvscope::cli

@@ -32,6 +32,8 @@ enum class EventKind : std::uint8_t {
     memory_sample,  // a: used blocks, b: cached blocks, c: free blocks, d: total
 };
 
+inline constexpr int kEventKindCount = static_cast<int>(EventKind::memory_sample) + 1;
+
 std::string_view event_kind_name(EventKind kind);
 
 struct EngineEvent {

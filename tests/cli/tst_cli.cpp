@@ -69,6 +69,7 @@ void TestCli::exit_status_and_message_data() {
     QTest::newRow("unknown eval text") << QStringList{"eval", "--text", "nope"} << 2 << "nope";
     QTest::newRow("unknown workload")
         << QStringList{"run", "--workload", "nope"} << 1 << "not a preset";
+    QTest::newRow("record without --out") << QStringList{"record"} << 2 << "--out";
     QTest::newRow("bad victim") << QStringList{"run", "--preemption-victim", "random"} << 2
                                 << "--preemption-victim";
 }

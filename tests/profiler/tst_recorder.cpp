@@ -1,0 +1,173 @@
+// Recordings: what the recorder writes reads back; a run killed with SIGKILL
+// leaves a file that opens with everything up to its last commit; files that
+// are not recordings, are truncated or come from a newer kvscope are refused
+// with a clear message.
+#include "profiler/recorder.h"
+
+#include <chrono>
+#include <csignal>
+#include <fstream>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace kvscope;
+
+namespace {
+
+std::int64_t query_int(const std::string& path, const char* sql) {
+    sqlite3* db = nullptr;
+    sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+    sqlite3_stmt* s = nullptr;
+    std::int64_t value = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &s, nullptr) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW) {
+        value = sqlite3_column_int64(s, 0);
+    }
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return value;
+}
+
+events::EngineEvent make_event(std::int64_t t, events::EventKind kind, std::int64_t request = -1) {
+    events::EngineEvent e;
+    e.time_ns = t;
+    e.kind = kind;
+    e.request = request;
+    e.a = t * 2;
+    return e;
+}
+
+} // namespace
+
+class TestRecorder : public QObject {
+    Q_OBJECT
+
+private slots:
+    void events_and_metadata_read_back();
+    void refuses_to_overwrite();
+    void survives_sigkill();
+    void bad_files_are_refused_data();
+    void bad_files_are_refused();
+};
+
+void TestRecorder::events_and_metadata_read_back() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("run.sqlite").toStdString();
+    {
+        profiler::Recorder recorder(path, {{"model_name", "test"}});
+        for (int i = 0; i < 5000; ++i) {
+            recorder.on_event(make_event(
+                i, i % 2 ? events::EventKind::step_begin : events::EventKind::block_allocated,
+                i % 7));
+        }
+        recorder.set_metadata("summary", "{}");
+        recorder.close();
+        QCOMPARE(recorder.stats().events, std::int64_t{5000});
+    }
+    QCOMPARE(profiler::recording_problem(path), std::string());
+    QCOMPARE(query_int(path, "SELECT count(*) FROM KVSCOPE_EVENTS"), std::int64_t{5000});
+    QCOMPARE(query_int(path, "SELECT count(*) FROM KVSCOPE_EVENTS e JOIN ENUM_KVSCOPE_EVENT_KIND k "
+                             "ON k.id = e.kind WHERE k.name = 'step_begin'"),
+             std::int64_t{2500});
+    QCOMPARE(query_int(path, "SELECT a FROM KVSCOPE_EVENTS WHERE t_ns = 1234"), std::int64_t{2468});
+    QCOMPARE(query_int(path, "SELECT value FROM KVSCOPE_META WHERE key = 'schema_version'"),
+             std::int64_t{profiler::kRecordingSchemaVersion});
+    QCOMPARE(query_int(path, "SELECT count(*) FROM KVSCOPE_META WHERE key IN ('model_name', "
+                             "'summary')"),
+             std::int64_t{2});
+    // Closed recordings are one file: the WAL is folded back in.
+    QVERIFY(!QFile::exists(QString::fromStdString(path + "-wal")));
+}
+
+void TestRecorder::refuses_to_overwrite() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("run.sqlite").toStdString();
+    { profiler::Recorder first(path, {}); }
+    QVERIFY_THROWS_EXCEPTION(profiler::RecordingError, profiler::Recorder(path, {}));
+    profiler::Recorder replaced(path, {}, true);
+    replaced.close();
+    QCOMPARE(profiler::recording_problem(path), std::string());
+}
+
+void TestRecorder::survives_sigkill() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("killed.sqlite").toStdString();
+    const pid_t child = fork();
+    QVERIFY(child >= 0);
+    if (child == 0) { // records for ever, until killed
+        profiler::Recorder recorder(path, {{"model_name", "killed"}});
+        for (std::int64_t t = 0;; ++t) {
+            recorder.on_event(make_event(t, events::EventKind::memory_sample));
+            if (t % 1000 == 0) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            }
+        }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    QVERIFY(WIFSIGNALED(status));
+    QCOMPARE(profiler::recording_problem(path), std::string());
+    const std::int64_t rows = query_int(path, "SELECT count(*) FROM KVSCOPE_EVENTS");
+    qInfo("%lld events survived the kill", static_cast<long long>(rows));
+    QVERIFY(rows > 0);
+    // Committed rows are whole and in order: t_ns runs 0..rows-1.
+    QCOMPARE(query_int(path, "SELECT max(t_ns) FROM KVSCOPE_EVENTS"), rows - 1);
+}
+
+void TestRecorder::bad_files_are_refused_data() {
+    QTest::addColumn<QString>("kind");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("missing") << "missing"
+                             << "no such file";
+    QTest::newRow("text file") << "text"
+                               << "not a kvscope recording";
+    QTest::newRow("other database") << "other"
+                                    << "not a kvscope recording";
+    QTest::newRow("newer schema") << "newer"
+                                  << "newer kvscope";
+    QTest::newRow("truncated") << "truncated"
+                               << "recording";
+}
+
+void TestRecorder::bad_files_are_refused() {
+    QFETCH(QString, kind);
+    QFETCH(QString, message);
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("bad.sqlite").toStdString();
+    if (kind == "text") {
+        std::ofstream(path) << "hello, this is not a database\n";
+    } else if (kind == "other") {
+        sqlite3* db = nullptr;
+        sqlite3_open(path.c_str(), &db);
+        sqlite3_exec(db, "CREATE TABLE t (x)", nullptr, nullptr, nullptr);
+        sqlite3_close(db);
+    } else if (kind == "newer" || kind == "truncated") {
+        {
+            profiler::Recorder recorder(path, {});
+            for (int i = 0; i < 20000; ++i) {
+                recorder.on_event(make_event(i, events::EventKind::step_end));
+            }
+        }
+        if (kind == "newer") {
+            sqlite3* db = nullptr;
+            sqlite3_open(path.c_str(), &db);
+            sqlite3_exec(db, "UPDATE KVSCOPE_META SET value = '99' WHERE key = 'schema_version'",
+                         nullptr, nullptr, nullptr);
+            sqlite3_close(db);
+        } else {
+            std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+        }
+    }
+    const std::string problem = profiler::recording_problem(path);
+    QVERIFY2(QString::fromStdString(problem).contains(message), problem.c_str());
+}
+
+QTEST_GUILESS_MAIN(TestRecorder)
+#include "tst_recorder.moc"
