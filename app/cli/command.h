@@ -22,6 +22,7 @@ Command add_generate_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
 Command add_record_command(CLI::App& app);
+Command add_stats_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
 
 } // namespace kvscope::cli

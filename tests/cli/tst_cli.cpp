@@ -35,6 +35,7 @@ private slots:
     void eval_ranks_formats();
     void run_serves_a_trace_and_reports_prefix_hits();
     void run_rejects_a_malformed_trace_with_its_line();
+    void record_then_stats();
 };
 
 void TestCli::exit_status_and_message_data() {
@@ -268,6 +269,42 @@ void TestCli::run_rejects_a_malformed_trace_with_its_line() {
     QCOMPARE(result.exit_code, 1);
     QVERIFY2(result.err.contains("bad.jsonl:3:") && result.err.contains("max_tokens"),
              qPrintable(result.err));
+}
+
+void TestCli::record_then_stats() {
+    SKIP_WITHOUT_MODEL();
+    QTemporaryDir dir;
+    const QString trace = dir.filePath("trace.jsonl");
+    QFile file(trace);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    const QByteArray shared =
+        QByteArray("A paged KV cache stores keys and values in blocks. ").repeated(6);
+    file.write("{\"prompt\": \"" + shared + "First.\", \"max_tokens\": 4, \"temperature\": 0}\n");
+    file.write("{\"arrival\": 0.3, \"prompt\": \"" + shared + "Second.\", \"max_tokens\": 4}\n");
+    file.close();
+    const QString recording = dir.filePath("run.sqlite");
+    const auto recorded =
+        run_process(KVSCOPE_CLI_PATH, {"record", "--workload", trace, "--out", recording});
+    QVERIFY2(recorded.exit_code == 0, qPrintable(recorded.err));
+    const auto again =
+        run_process(KVSCOPE_CLI_PATH, {"record", "--workload", trace, "--out", recording});
+    QCOMPARE(again.exit_code, 1); // never overwrites without --force
+    QVERIFY(again.err.contains("exists"));
+
+    const auto stats = run_process(KVSCOPE_CLI_PATH, {"stats", recording, "--json"});
+    QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+    const QJsonObject s = QJsonDocument::fromJson(stats.out.toUtf8()).object();
+    QCOMPARE(s.value("requests").toInt(), 2);
+    QCOMPARE(s.value("finished").toInt(), 2);
+    QCOMPARE(s.value("generated_tokens").toInt(), 8);
+    QVERIFY(s.value("prefix_hit_tokens").toInt() >= 48);
+    QVERIFY(s.value("peak_used_blocks").toInt() > 0);
+    QCOMPARE(s.value("ttft_ms").toObject().value("count").toInt(), 2);
+    QCOMPARE(s.value("run_config").toObject().value("cache_type_k").toString(), QString("f16"));
+
+    const auto text = run_process(KVSCOPE_CLI_PATH, {"stats", trace});
+    QCOMPARE(text.exit_code, 1);
+    QVERIFY(text.err.contains("not a kvscope recording"));
 }
 
 QTEST_GUILESS_MAIN(TestCli)

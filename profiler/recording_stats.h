@@ -1,0 +1,65 @@
+// Summaries of a recording in the manner of `nsys stats`: steps, requests
+// (time to first token, time per output token), the prefix cache, block
+// occupancy, preemption and eviction, all computed from the events alone so
+// they work on a recording that was cut short.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace kvscope::profiler {
+
+struct Distribution {
+    std::int64_t count = 0;
+    double mean = 0;
+    double p50 = 0;
+    double p90 = 0;
+    double p99 = 0;
+    double max = 0;
+
+    static Distribution of(std::vector<double> samples);
+};
+
+struct RecordingStats {
+    std::string path;
+    std::string run_config; // JSON, as recorded
+    std::int64_t events = 0;
+    double duration_s = 0;
+
+    std::int64_t steps = 0;
+    Distribution step_ms;
+    std::int64_t prefill_tokens = 0;
+    std::int64_t decode_tokens = 0;
+
+    std::int64_t requests = 0;
+    std::int64_t finished = 0;
+    std::int64_t aborted = 0;
+    std::int64_t rejected = 0;
+    Distribution ttft_ms;
+    Distribution tpot_ms;
+    std::int64_t generated_tokens = 0;
+
+    std::int64_t prompt_tokens = 0;     // at first admission
+    std::int64_t prefix_hit_tokens = 0; // at first admission
+    double prefix_hit_rate = 0;
+    std::int64_t preemptions = 0;
+    std::int64_t evicted_tokens = 0;
+
+    std::int64_t total_blocks = 0;
+    std::int64_t peak_used_blocks = 0;
+    double mean_used_blocks = 0;
+    double mean_cached_blocks = 0;
+
+    // Per-step and per-request samples, for compare's statistical tests.
+    std::vector<double> step_ms_samples;
+    std::vector<double> ttft_ms_samples;
+    std::vector<double> tpot_ms_samples;
+};
+
+// Throws RecordingError with the reason when the file is not a readable
+// recording.
+RecordingStats compute_stats(const std::filesystem::path& path);
+
+} // namespace kvscope::profiler
