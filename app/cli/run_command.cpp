@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 namespace kvscope::cli {
 namespace {
@@ -32,6 +33,7 @@ struct RunOptions {
     std::string events_path;
     bool json = false;
     bool per_request = false;
+    int throttle_ms = 0;  // sleep after each step: a stand-in for a slower build
     std::string out_path; // record: the recording to write
     bool overwrite = false;
 };
@@ -165,6 +167,9 @@ int run_run(RunOptions& options) {
     };
     std::size_t finished_so_far = 0;
     drive.on_step = [&](const sched::StepStats& s) {
+        if (options.throttle_ms > 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(options.throttle_ms));
+        }
         peak_used = std::max(peak_used, engine.kv().stats().used);
         if (s.step % 50 == 0) {
             finished_so_far = 0;
@@ -369,6 +374,11 @@ void add_workload_options(CLI::App* parser, const std::shared_ptr<RunOptions>& o
                        "Write every engine event to this file as JSON lines");
     parser->add_flag("--json", options->json, "Print the summary as JSON");
     parser->add_flag("--per-request", options->per_request, "Also list every request");
+    parser
+        ->add_option("--throttle-ms", options->throttle_ms,
+                     "Sleep this long after every step, a stand-in for a slower build (to try "
+                     "regression gates)")
+        ->check(CLI::Range(0, 60000));
     options->engine.add_to(*parser);
     options->serving.add_to(*parser);
     options->eviction.add_to(*parser);

@@ -3,6 +3,8 @@
 #include "engine/model_path.h"
 #include "tests/support/run_process.h"
 
+#include <sqlite3.h>
+
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -36,6 +38,7 @@ private slots:
     void run_serves_a_trace_and_reports_prefix_hits();
     void run_rejects_a_malformed_trace_with_its_line();
     void record_then_stats();
+    void compare_gates_a_slower_run();
 };
 
 void TestCli::exit_status_and_message_data() {
@@ -305,6 +308,55 @@ void TestCli::record_then_stats() {
     const auto text = run_process(KVSCOPE_CLI_PATH, {"stats", trace});
     QCOMPARE(text.exit_code, 1);
     QVERIFY(text.err.contains("not a kvscope recording"));
+}
+
+void TestCli::compare_gates_a_slower_run() {
+    // Deterministic on any machine: the same recording against itself, and
+    // against a copy whose clock runs at a quarter speed (every interval x4).
+    // The statistics on noisy samples are tested in tst_compare.
+    SKIP_WITHOUT_MODEL();
+    QTemporaryDir dir;
+    const QString trace = dir.filePath("trace.jsonl");
+    QFile file(trace);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    for (int i = 0; i < 8; ++i) {
+        file.write("{\"prompt\": \"Question " + QByteArray::number(i) +
+                   ": what is a cache?\", \"max_tokens\": 10, \"temperature\": 0}\n");
+    }
+    file.close();
+    const QString base = dir.filePath("base.sqlite");
+    const auto recorded = run_process(
+        KVSCOPE_CLI_PATH, {"record", "--workload", trace, "--out", base, "--max-num-seqs", "4"});
+    QVERIFY2(recorded.exit_code == 0, qPrintable(recorded.err));
+    const QString slow = dir.filePath("slow.sqlite");
+    QVERIFY(QFile::copy(base, slow));
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(slow.toUtf8().constData(), &db), SQLITE_OK);
+    QCOMPARE(
+        sqlite3_exec(db, "UPDATE KVSCOPE_EVENTS SET t_ns = 4 * t_ns", nullptr, nullptr, nullptr),
+        SQLITE_OK);
+    sqlite3_close(db);
+
+    const auto pass = run_process(KVSCOPE_CLI_PATH, {"compare", base, base});
+    QVERIFY2(pass.exit_code == 0, qPrintable(pass.out + pass.err));
+    QVERIFY(pass.out.contains("no regression"));
+
+    const auto fail = run_process(KVSCOPE_CLI_PATH, {"compare", base, slow, "--json"});
+    QCOMPARE(fail.exit_code, 1);
+    const QJsonObject report = QJsonDocument::fromJson(fail.out.toUtf8()).object();
+    QVERIFY(report.value("regressed").toBool());
+    QStringList flagged;
+    for (const QJsonValue& m : report.value("metrics").toArray()) {
+        if (m.toObject().value("verdict").toString() == "REGRESSED") {
+            flagged << m.toObject().value("metric").toString();
+        }
+    }
+    QVERIFY2(flagged.contains("time per output token") || flagged.contains("step time"),
+             qPrintable(fail.out));
+    // And the other way round it is an improvement, not a failure.
+    const auto faster = run_process(KVSCOPE_CLI_PATH, {"compare", slow, base});
+    QCOMPARE(faster.exit_code, 0);
+    QVERIFY(faster.out.contains("improved"));
 }
 
 QTEST_GUILESS_MAIN(TestCli)
