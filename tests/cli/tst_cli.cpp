@@ -39,6 +39,7 @@ private slots:
     void run_rejects_a_malformed_trace_with_its_line();
     void record_then_stats();
     void compare_gates_a_slower_run();
+    void export_writes_a_chrome_trace();
 };
 
 void TestCli::exit_status_and_message_data() {
@@ -357,6 +358,49 @@ void TestCli::compare_gates_a_slower_run() {
     const auto faster = run_process(KVSCOPE_CLI_PATH, {"compare", slow, base});
     QCOMPARE(faster.exit_code, 0);
     QVERIFY(faster.out.contains("improved"));
+}
+
+void TestCli::export_writes_a_chrome_trace() {
+    SKIP_WITHOUT_MODEL();
+    QTemporaryDir dir;
+    const QString recording = dir.filePath("run.sqlite");
+    const auto recorded =
+        run_process(KVSCOPE_CLI_PATH, {"record", "--workload", "shared-prefix", "--requests", "3",
+                                       "-n", "4", "--all-at-once", "--out", recording});
+    QVERIFY2(recorded.exit_code == 0, qPrintable(recorded.err));
+    const QString trace = dir.filePath("trace.json");
+    const auto exported =
+        run_process(KVSCOPE_CLI_PATH, {"export", recording, "--chrome-trace", trace});
+    QVERIFY2(exported.exit_code == 0, qPrintable(exported.err));
+    QFile file(trace);
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const QJsonObject root = QJsonDocument::fromJson(file.readAll()).object();
+    const QJsonArray events = root.value("traceEvents").toArray();
+    int steps = 0, decode = 0, counters = 0, lanes = 0;
+    double last_step_end = -1;
+    for (const QJsonValue& v : events) {
+        const QJsonObject e = v.toObject();
+        const QString ph = e.value("ph").toString();
+        if (ph == "X" && e.value("tid").toInt() == 1) {
+            ++steps;
+            QVERIFY(e.value("dur").toDouble() >= 0);
+            QVERIFY(e.value("ts").toDouble() >= last_step_end - 1e-6); // steps do not overlap
+            last_step_end = e.value("ts").toDouble() + e.value("dur").toDouble();
+        }
+        decode += ph == "X" && e.value("name").toString() == "decode";
+        counters += ph == "C";
+        lanes +=
+            ph == "M" && e.value("args").toObject().value("name").toString().startsWith("request ");
+    }
+    QVERIFY(steps >= 4); // a prefill step and three decode steps at least
+    QCOMPARE(decode, 3);
+    QCOMPARE(lanes, 3);
+    QVERIFY(counters >= 2 * steps);
+
+    const auto bad =
+        run_process(KVSCOPE_CLI_PATH, {"export", trace, "--chrome-trace", dir.filePath("x.json")});
+    QCOMPARE(bad.exit_code, 1);
+    QVERIFY(!QFile::exists(dir.filePath("x.json"))); // nothing half-written
 }
 
 QTEST_GUILESS_MAIN(TestCli)
