@@ -13,6 +13,7 @@ namespace {
 using events::EventKind;
 constexpr int kPid = 1;
 constexpr int kStepTrack = 1;
+constexpr int kOpTrack = 2;
 constexpr std::int64_t kRequestTrackBase = 1000;
 
 struct Lane {
@@ -152,6 +153,10 @@ ChromeTraceSummary export_chrome_trace(const std::filesystem::path& recording, s
         case EventKind::tokens_evicted:
             instant("tokens evicted", tid, t, {{"tokens", a}, {"blocks_released", b}});
             break;
+        case EventKind::op_slice:
+            slice(text ? text : "op", kOpTrack, t, a, {{"layer", b}, {"step", c}});
+            ++summary.ops;
+            break;
         case EventKind::memory_sample:
             trace.push_back({{"name", "KV blocks"},
                              {"ph", "C"},
@@ -183,6 +188,11 @@ ChromeTraceSummary export_chrome_trace(const std::filesystem::path& recording, s
                      {"pid", kPid},
                      {"tid", kStepTrack},
                      {"args", {{"name", "engine steps"}}}});
+    trace.push_back({{"name", "thread_name"},
+                     {"ph", "M"},
+                     {"pid", kPid},
+                     {"tid", kOpTrack},
+                     {"args", {{"name", "CPU ops"}}}});
     out << nlohmann::json{{"traceEvents", trace}, {"displayTimeUnit", "ms"}}.dump() << "\n";
     return summary;
 }

@@ -13,6 +13,7 @@ struct ChromeTraceSummary {
     std::int64_t steps = 0;
     std::int64_t requests = 0;
     std::int64_t counters = 0;
+    std::int64_t ops = 0; // per-op CPU slices
 };
 
 // Throws RecordingError when `recording` is not a readable recording.

@@ -37,9 +37,10 @@ int run_export(const ExportArgs& args) {
         std::remove(partial.c_str());
         throw std::runtime_error("cannot write " + args.chrome_trace);
     }
-    std::fprintf(stderr, "wrote %s: %lld steps, %lld request lanes, %lld counter samples\n",
+    std::fprintf(stderr,
+                 "wrote %s: %lld steps, %lld op slices, %lld request lanes, %lld counter samples\n",
                  args.chrome_trace.c_str(), static_cast<long long>(summary.steps),
-                 static_cast<long long>(summary.requests),
+                 static_cast<long long>(summary.ops), static_cast<long long>(summary.requests),
                  static_cast<long long>(summary.counters));
     return exit_ok;
 }

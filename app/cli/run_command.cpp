@@ -144,6 +144,7 @@ int run_run(RunOptions& options) {
     tee.add(recorder.get());
     sched::EngineConfig config = options.serving.engine_config();
     config.eviction = options.eviction.config;
+    config.record_ops = recorder != nullptr; // per-op CPU slices in recordings
     const tokenizer::Tokenizer& tok = model->tokenizer();
     config.ends_generation = [&tok](std::int32_t id) {
         return tok.ends_generation(id);

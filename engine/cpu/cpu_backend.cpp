@@ -2,6 +2,7 @@
 
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/ops.h"
+#include "engine/util/host_clock.h"
 
 #include <stdexcept>
 
@@ -72,29 +73,53 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
     rope_tables(batch.positions.data(), tokens, c.head_dim, c.rope_theta, rope_cos.data(),
                 rope_sin.data());
 
+    // Each op, timed only when someone listens.
+    const auto op = [this](std::string_view name, int layer, const auto& run) {
+        if (op_observer_ == nullptr) {
+            run();
+            return;
+        }
+        const std::int64_t begin = host_now_ns();
+        run();
+        op_observer_->on_op(name, layer, begin, host_now_ns());
+    };
     for (int l = 0; l < c.layers; ++l) {
         const model::LayerWeights& layer = w.layers[static_cast<std::size_t>(l)];
         const LayerKvView cache = kv_.layer(l);
 
-        rms_norm(x.data(), layer.attn_norm.data(), h.data(), tokens, hidden, c.rms_eps);
-        const MatmulOutput qkv[] = {
-            {&layer.wq, q.data()}, {&layer.wk, k.data()}, {&layer.wv, v.data()}};
-        matmul_shared_input(qkv, h.data(), tokens, pool_);
-        rope_adjacent_pairs(q.data(), rope_cos.data(), rope_sin.data(), tokens, c.heads,
-                            c.head_dim);
-        rope_adjacent_pairs(k.data(), rope_cos.data(), rope_sin.data(), tokens, c.kv_heads,
-                            c.head_dim);
-        kv_.write(l, batch, k.data(), v.data());
-        paged_attention(cache, batch, q.data(), c.heads, attn.data(), pool_, attention_capture);
-        matmul(layer.wo, attn.data(), tokens, h.data(), pool_);
-        add_in_place(x.data(), h.data(), tokens * hidden);
-
-        rms_norm(x.data(), layer.ffn_norm.data(), h.data(), tokens, hidden, c.rms_eps);
-        const MatmulOutput gate_up[] = {{&layer.w_gate, gate.data()}, {&layer.w_up, up.data()}};
-        matmul_shared_input(gate_up, h.data(), tokens, pool_);
-        silu_mul(gate.data(), up.data(), tokens * c.ffn_hidden);
-        matmul(layer.w_down, gate.data(), tokens, h.data(), pool_);
-        add_in_place(x.data(), h.data(), tokens * hidden);
+        op("attn_norm", l, [&] {
+            rms_norm(x.data(), layer.attn_norm.data(), h.data(), tokens, hidden, c.rms_eps);
+        });
+        op("qkv", l, [&] {
+            const MatmulOutput qkv[] = {
+                {&layer.wq, q.data()}, {&layer.wk, k.data()}, {&layer.wv, v.data()}};
+            matmul_shared_input(qkv, h.data(), tokens, pool_);
+        });
+        op("rope", l, [&] {
+            rope_adjacent_pairs(q.data(), rope_cos.data(), rope_sin.data(), tokens, c.heads,
+                                c.head_dim);
+            rope_adjacent_pairs(k.data(), rope_cos.data(), rope_sin.data(), tokens, c.kv_heads,
+                                c.head_dim);
+        });
+        op("kv_write", l, [&] { kv_.write(l, batch, k.data(), v.data()); });
+        op("attention", l, [&] {
+            paged_attention(cache, batch, q.data(), c.heads, attn.data(), pool_, attention_capture);
+        });
+        op("attn_out", l, [&] {
+            matmul(layer.wo, attn.data(), tokens, h.data(), pool_);
+            add_in_place(x.data(), h.data(), tokens * hidden);
+        });
+        op("ffn_norm", l,
+           [&] { rms_norm(x.data(), layer.ffn_norm.data(), h.data(), tokens, hidden, c.rms_eps); });
+        op("gate_up", l, [&] {
+            const MatmulOutput gate_up[] = {{&layer.w_gate, gate.data()}, {&layer.w_up, up.data()}};
+            matmul_shared_input(gate_up, h.data(), tokens, pool_);
+            silu_mul(gate.data(), up.data(), tokens * c.ffn_hidden);
+        });
+        op("down", l, [&] {
+            matmul(layer.w_down, gate.data(), tokens, h.data(), pool_);
+            add_in_place(x.data(), h.data(), tokens * hidden);
+        });
     }
 
     // Only the rows whose logits are wanted go through the (large) output head.
@@ -106,7 +131,7 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
                  hidden, c.rms_eps);
     }
     if (rows > 0) { // a step of prefill chunks only wants no logits at all
-        matmul(w.output, selected.data(), rows, logits, pool_);
+        op("lm_head", -1, [&] { matmul(w.output, selected.data(), rows, logits, pool_); });
     }
 }
 

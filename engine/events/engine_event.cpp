@@ -40,6 +40,8 @@ std::string_view event_kind_name(EventKind kind) {
         return "tokens_evicted";
     case EventKind::cache_fill:
         return "cache_fill";
+    case EventKind::op_slice:
+        return "op_slice";
     case EventKind::memory_sample:
         return "memory_sample";
     }

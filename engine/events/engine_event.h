@@ -29,6 +29,7 @@ enum class EventKind : std::uint8_t {
     tokens_evicted, // request; a: tokens dropped by the eviction policy, b: blocks returned, c:
                     // entries left
     cache_fill,     // a: cache entries running sequences hold, b: slots their blocks have
+    op_slice,       // a: end time (ns), b: layer (-1: none), c: step; text: op name
     memory_sample,  // a: used blocks, b: cached blocks, c: free blocks, d: total
 };
 

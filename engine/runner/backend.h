@@ -6,14 +6,29 @@
 #include "engine/kv/kv_format.h"
 #include "engine/runner/forward_batch.h"
 
+#include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace kvscope::runner {
+
+// Told about each op a backend runs, when timing is wanted: the CPU
+// backend's per-op slices, so a timeline means as much without a GPU.
+class OpObserver {
+public:
+    virtual ~OpObserver() = default;
+    // `layer` is -1 for ops outside the layers (the output head).
+    virtual void on_op(std::string_view name, int layer, std::int64_t begin_ns,
+                       std::int64_t end_ns) = 0;
+};
 
 class Backend {
 public:
     virtual ~Backend() = default;
+
+    // Null (the default) turns op timing off.
+    void set_op_observer(OpObserver* observer) { op_observer_ = observer; }
 
     virtual std::string name() const = 0;
     virtual int vocab_size() const = 0;
@@ -44,6 +59,9 @@ public:
     // destination, so the copies may overlap.
     virtual void copy_slots(std::span<const std::int32_t> from,
                             std::span<const std::int32_t> to) = 0;
+
+protected:
+    OpObserver* op_observer_ = nullptr;
 };
 
 } // namespace kvscope::runner

@@ -25,6 +25,27 @@ LlmEngine::LlmEngine(runner::Backend& backend, const EngineConfig& config, event
     }
     emit(EventKind::run_config, -1, backend.num_blocks(), backend.block_size(), 0, 0,
          describe_config());
+    if (config.record_ops && sink != nullptr) {
+        backend.set_op_observer(this);
+    }
+}
+
+LlmEngine::~LlmEngine() {
+    if (config_.record_ops) {
+        backend_.set_op_observer(nullptr);
+    }
+}
+
+void LlmEngine::on_op(std::string_view name, int layer, std::int64_t begin_ns,
+                      std::int64_t end_ns) {
+    events::EngineEvent event;
+    event.time_ns = begin_ns;
+    event.kind = EventKind::op_slice;
+    event.a = end_ns;
+    event.b = layer;
+    event.c = step_index_ - 1; // step() has counted the step it runs
+    event.text = std::string(name);
+    sink_->on_event(event);
 }
 
 std::string LlmEngine::describe_config() const {

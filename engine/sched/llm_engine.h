@@ -22,6 +22,8 @@ struct EngineConfig {
     SchedulerConfig scheduler;
     bool prefix_caching = true;
     kv::EvictionConfig eviction;
+    // Time every backend op and report it as op_slice events (recordings).
+    bool record_ops = false;
     // Which sampled tokens end a request (the tokenizer's end-of-turn
     // tokens); empty: only the token limit does.
     std::function<bool(std::int32_t)> ends_generation;
@@ -36,11 +38,14 @@ struct StepStats {
     double seconds = 0;
 };
 
-class LlmEngine {
+class LlmEngine : private runner::OpObserver {
 public:
     // `sink` may be null.
     LlmEngine(runner::Backend& backend, const EngineConfig& config,
               events::EventSink* sink = nullptr);
+    ~LlmEngine() override;
+    LlmEngine(const LlmEngine&) = delete;
+    LlmEngine& operator=(const LlmEngine&) = delete;
 
     // Queues a request; returns its id. It runs when the scheduler admits it,
     // or ends rejected with the reason in finish_reason.
@@ -72,6 +77,8 @@ private:
     void finish(Request& request, RequestState state, std::string reason);
     void release_blocks(Request& request);
     void apply_eviction(Request& request, std::size_t batch_index, bool prompt_done);
+    void on_op(std::string_view name, int layer, std::int64_t begin_ns,
+               std::int64_t end_ns) override;
 
     runner::Backend& backend_;
     EngineConfig config_;

@@ -376,7 +376,7 @@ void TestCli::export_writes_a_chrome_trace() {
     QVERIFY(file.open(QIODevice::ReadOnly));
     const QJsonObject root = QJsonDocument::fromJson(file.readAll()).object();
     const QJsonArray events = root.value("traceEvents").toArray();
-    int steps = 0, decode = 0, counters = 0, lanes = 0;
+    int steps = 0, decode = 0, counters = 0, lanes = 0, attention_ops = 0;
     double last_step_end = -1;
     for (const QJsonValue& v : events) {
         const QJsonObject e = v.toObject();
@@ -388,6 +388,8 @@ void TestCli::export_writes_a_chrome_trace() {
             last_step_end = e.value("ts").toDouble() + e.value("dur").toDouble();
         }
         decode += ph == "X" && e.value("name").toString() == "decode";
+        attention_ops +=
+            ph == "X" && e.value("tid").toInt() == 2 && e.value("name").toString() == "attention";
         counters += ph == "C";
         lanes +=
             ph == "M" && e.value("args").toObject().value("name").toString().startsWith("request ");
@@ -396,6 +398,7 @@ void TestCli::export_writes_a_chrome_trace() {
     QCOMPARE(decode, 3);
     QCOMPARE(lanes, 3);
     QVERIFY(counters >= 2 * steps);
+    QCOMPARE(attention_ops, 30 * steps); // per-op CPU slices: one per layer and step
 
     const auto bad =
         run_process(KVSCOPE_CLI_PATH, {"export", trace, "--chrome-trace", dir.filePath("x.json")});
