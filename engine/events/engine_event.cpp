@@ -1,5 +1,7 @@
 #include "engine/events/engine_event.h"
 
+#include "engine/util/host_clock.h"
+
 namespace kvscope::events {
 
 std::string_view event_kind_name(EventKind kind) {
@@ -46,6 +48,13 @@ std::string_view event_kind_name(EventKind kind) {
         return "memory_sample";
     }
     return "unknown";
+}
+
+void emit_now(EventSink* sink, EngineEvent event) {
+    if (sink != nullptr) {
+        event.time_ns = host_now_ns();
+        sink->on_event(event);
+    }
 }
 
 } // namespace kvscope::events

@@ -57,4 +57,7 @@ public:
     virtual void on_event(const EngineEvent& event) = 0;
 };
 
+// Stamps `event` with the host clock and hands it to `sink` (none: nothing).
+void emit_now(EventSink* sink, EngineEvent event);
+
 } // namespace kvscope::events

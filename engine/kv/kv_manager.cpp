@@ -1,7 +1,5 @@
 #include "engine/kv/kv_manager.h"
 
-#include "engine/util/host_clock.h"
-
 #include <algorithm>
 #include <stdexcept>
 
@@ -32,16 +30,12 @@ KvManagerStats KvManager::stats() const {
 }
 
 void KvManager::emit(EventKind kind, std::int64_t request, BlockId block, std::int64_t a) const {
-    if (sink_ == nullptr) {
-        return;
-    }
     events::EngineEvent event;
-    event.time_ns = host_now_ns();
     event.kind = kind;
     event.request = request;
     event.block = block;
     event.a = a;
-    sink_->on_event(event);
+    events::emit_now(sink_, std::move(event));
 }
 
 std::optional<BlockId> KvManager::find_cached(BlockHash hash,

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 
 namespace kvscope::sched {
 
@@ -52,37 +53,30 @@ std::string LlmEngine::describe_config() const {
     const kv::KvCacheFormat format = backend_.cache_format();
     const kv::EvictionConfig& e = config_.eviction;
     const SchedulerConfig& s = config_.scheduler;
-    const auto text = [](std::string_view v) {
-        return "\"" + std::string(v) + "\"";
-    };
-    const auto flag = [](bool v) {
-        return std::string(v ? "true" : "false");
-    };
-    return "{\"backend\":" + text(backend_.name()) +
-           ",\"blocks\":" + std::to_string(backend_.num_blocks()) +
-           ",\"block_size\":" + std::to_string(backend_.block_size()) +
-           ",\"cache_type_k\":" + text(kv::kv_format_name(format.key)) +
-           ",\"cache_type_v\":" + text(kv::kv_format_name(format.value)) +
-           ",\"prefix_caching\":" + flag(config_.prefix_caching) +
-           ",\"max_num_seqs\":" + std::to_string(s.max_num_seqs) +
-           ",\"max_num_batched_tokens\":" + std::to_string(s.max_num_batched_tokens) +
-           ",\"chunked_prefill\":" + flag(s.chunked_prefill) +
-           ",\"preemption_victim\":" + text(victim_policy_name(s.victim)) +
-           ",\"eviction\":" + text(kv::eviction_kind_name(e.kind)) +
-           ",\"kv_budget\":" + std::to_string(e.budget) +
-           ",\"sink_tokens\":" + std::to_string(e.sink_tokens) +
-           ",\"recent_window\":" + std::to_string(e.recent_tokens) +
-           ",\"snapkv_window\":" + std::to_string(e.snapkv_window) +
-           ",\"snapkv_pool\":" + std::to_string(e.snapkv_pool) + "}";
+    return nlohmann::json{
+        {"backend", backend_.name()},
+        {"blocks", backend_.num_blocks()},
+        {"block_size", backend_.block_size()},
+        {"cache_type_k", kv::kv_format_name(format.key)},
+        {"cache_type_v", kv::kv_format_name(format.value)},
+        {"prefix_caching", config_.prefix_caching},
+        {"max_num_seqs", s.max_num_seqs},
+        {"max_num_batched_tokens", s.max_num_batched_tokens},
+        {"chunked_prefill", s.chunked_prefill},
+        {"preemption_victim", victim_policy_name(s.victim)},
+        {"eviction", kv::eviction_kind_name(e.kind)},
+        {"kv_budget", e.budget},
+        {"sink_tokens", e.sink_tokens},
+        {"recent_window", e.recent_tokens},
+        {"snapkv_window", e.snapkv_window},
+        {"snapkv_pool", e.snapkv_pool},
+    }
+        .dump();
 }
 
 void LlmEngine::emit(EventKind kind, std::int64_t request, std::int64_t a, std::int64_t b,
                      std::int64_t c, std::int64_t d, std::string text) {
-    if (sink_ == nullptr) {
-        return;
-    }
     events::EngineEvent event;
-    event.time_ns = host_now_ns();
     event.kind = kind;
     event.request = request;
     event.a = a;
@@ -90,7 +84,7 @@ void LlmEngine::emit(EventKind kind, std::int64_t request, std::int64_t a, std::
     event.c = c;
     event.d = d;
     event.text = std::move(text);
-    sink_->on_event(event);
+    events::emit_now(sink_, std::move(event));
 }
 
 std::int64_t LlmEngine::add_request(RequestSpec spec) {
