@@ -1,5 +1,8 @@
 #include "profiler/recorder.h"
 
+#include "profiler/nsight_tables.h"
+#include "profiler/sqlite_util.h"
+
 #include <chrono>
 #include <sqlite3.h>
 
@@ -30,32 +33,6 @@ CREATE INDEX KVSCOPE_EVENTS_KIND_TIME ON KVSCOPE_EVENTS (kind, t_ns);
 CREATE INDEX KVSCOPE_EVENTS_REQUEST ON KVSCOPE_EVENTS (request) WHERE request IS NOT NULL;
 )sql";
 
-void check(int rc, sqlite3* db, const std::string& what) {
-    if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
-        throw RecordingError(what + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
-    }
-}
-
-void exec(sqlite3* db, const char* sql, const std::string& what) {
-    char* message = nullptr;
-    if (sqlite3_exec(db, sql, nullptr, nullptr, &message) != SQLITE_OK) {
-        const std::string text = message ? message : "unknown error";
-        sqlite3_free(message);
-        throw RecordingError(what + ": " + text);
-    }
-}
-
-// A prepared statement, finalised on scope exit.
-struct Statement {
-    sqlite3_stmt* s = nullptr;
-    Statement(sqlite3* db, const char* sql) {
-        check(sqlite3_prepare_v2(db, sql, -1, &s, nullptr), db, sql);
-    }
-    ~Statement() { sqlite3_finalize(s); }
-    Statement(const Statement&) = delete;
-    Statement& operator=(const Statement&) = delete;
-};
-
 } // namespace
 
 Recorder::Recorder(const std::filesystem::path& path,
@@ -77,31 +54,27 @@ Recorder::Recorder(const std::filesystem::path& path,
         throw RecordingError("cannot create " + path.string() + ": " + why);
     }
     try {
-        exec(db_, kSchema, "creating " + path.string());
-        exec(db_, "BEGIN", "creating the recording");
+        exec_sqlite(db_, kSchema, "creating " + path.string());
+        exec_sqlite(db_, "BEGIN", "creating the recording");
+        create_nsight_tables(db_);
         {
             Statement kind(db_, "INSERT INTO ENUM_KVSCOPE_EVENT_KIND (id, name) VALUES (?, ?)");
             for (int k = 0; k < events::kEventKindCount; ++k) {
-                const std::string_view name =
-                    events::event_kind_name(static_cast<events::EventKind>(k));
-                sqlite3_bind_int(kind.s, 1, k);
-                sqlite3_bind_text(kind.s, 2, name.data(), static_cast<int>(name.size()),
-                                  SQLITE_TRANSIENT);
-                check(sqlite3_step(kind.s), db_, "writing the event kinds");
-                sqlite3_reset(kind.s);
+                kind.bind(1, std::int64_t{k})
+                    .bind(2, events::event_kind_name(static_cast<events::EventKind>(k)));
+                kind.run("writing the event kinds");
             }
             Statement meta(db_, "INSERT OR REPLACE INTO KVSCOPE_META (key, value) VALUES (?, ?)");
             std::map<std::string, std::string> all = metadata;
             all["schema_version"] = std::to_string(kRecordingSchemaVersion);
             all["format"] = "kvscope recording";
             for (const auto& [key, value] : all) {
-                sqlite3_bind_text(meta.s, 1, key.c_str(), -1, SQLITE_TRANSIENT);
-                sqlite3_bind_text(meta.s, 2, value.c_str(), -1, SQLITE_TRANSIENT);
-                check(sqlite3_step(meta.s), db_, "writing the metadata");
-                sqlite3_reset(meta.s);
+                meta.bind(1, key).bind(2, value);
+                meta.run("writing the metadata");
             }
         }
-        exec(db_, "COMMIT", "creating the recording");
+        exec_sqlite(db_, "COMMIT", "creating the recording");
+        nsight_ = std::make_unique<NsightTableWriter>(db_);
     } catch (...) {
         sqlite3_close(db_);
         db_ = nullptr;
@@ -117,14 +90,29 @@ Recorder::~Recorder() {
     }
 }
 
+bool Recorder::Pending::empty() const {
+    return events.empty() && gpu.size() == 0 && gpu.dropped_records == 0 && devices.empty() &&
+           metadata.empty();
+}
+
 void Recorder::on_event(const events::EngineEvent& event) {
     std::lock_guard lock(mutex_);
-    queue_.push_back(event);
+    queue_.events.push_back(event);
+}
+
+void Recorder::on_gpu_activity(GpuActivityBatch batch) {
+    std::lock_guard lock(mutex_);
+    queue_.gpu.append(std::move(batch));
+}
+
+void Recorder::set_gpu_devices(std::vector<GpuDevice> devices) {
+    std::lock_guard lock(mutex_);
+    queue_.devices = std::move(devices);
 }
 
 void Recorder::set_metadata(const std::string& key, const std::string& value) {
     std::lock_guard lock(mutex_);
-    metadata_queue_.emplace_back(key, value);
+    queue_.metadata.emplace_back(key, value);
 }
 
 RecorderStats Recorder::stats() const {
@@ -132,76 +120,79 @@ RecorderStats Recorder::stats() const {
     return stats_;
 }
 
-void Recorder::commit(std::vector<events::EngineEvent>& events,
-                      std::vector<std::pair<std::string, std::string>>& metadata) {
-    if (events.empty() && metadata.empty()) {
+void Recorder::commit(Pending& pending) {
+    if (pending.empty()) {
         return;
     }
-    exec(db_, "BEGIN", "recording");
+    exec_sqlite(db_, "BEGIN", "recording");
     {
         Statement insert(db_, "INSERT INTO KVSCOPE_EVENTS (t_ns, kind, request, block, a, b, c, "
                               "d, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
-        for (const events::EngineEvent& e : events) {
-            sqlite3_bind_int64(insert.s, 1, e.time_ns);
-            sqlite3_bind_int(insert.s, 2, static_cast<int>(e.kind));
+        for (const events::EngineEvent& e : pending.events) {
+            insert.bind(1, e.time_ns).bind(2, std::int64_t{static_cast<int>(e.kind)});
             if (e.request >= 0) {
-                sqlite3_bind_int64(insert.s, 3, e.request);
+                insert.bind(3, e.request);
             } else {
-                sqlite3_bind_null(insert.s, 3);
+                insert.bind_null(3);
             }
             if (e.block >= 0) {
-                sqlite3_bind_int(insert.s, 4, e.block);
+                insert.bind(4, std::int64_t{e.block});
             } else {
-                sqlite3_bind_null(insert.s, 4);
+                insert.bind_null(4);
             }
-            sqlite3_bind_int64(insert.s, 5, e.a);
-            sqlite3_bind_int64(insert.s, 6, e.b);
-            sqlite3_bind_int64(insert.s, 7, e.c);
-            sqlite3_bind_int64(insert.s, 8, e.d);
+            insert.bind(5, e.a).bind(6, e.b).bind(7, e.c).bind(8, e.d);
             if (e.text.empty()) {
-                sqlite3_bind_null(insert.s, 9);
+                insert.bind_null(9);
             } else {
-                sqlite3_bind_text(insert.s, 9, e.text.c_str(), static_cast<int>(e.text.size()),
-                                  SQLITE_STATIC);
+                insert.bind(9, e.text);
             }
-            check(sqlite3_step(insert.s), db_, "recording an event");
-            sqlite3_reset(insert.s);
+            insert.run("recording an event");
+        }
+        nsight_->write(pending.gpu);
+        if (!pending.devices.empty()) {
+            nsight_->write_devices(pending.devices);
+        }
+        std::int64_t dropped = 0;
+        {
+            std::lock_guard lock(mutex_);
+            dropped =
+                stats_.dropped_gpu_records + static_cast<std::int64_t>(pending.gpu.dropped_records);
+        }
+        if (pending.gpu.dropped_records > 0) {
+            pending.metadata.emplace_back("cupti_dropped_records", std::to_string(dropped));
         }
         Statement meta(db_, "INSERT OR REPLACE INTO KVSCOPE_META (key, value) VALUES (?, ?)");
-        for (const auto& [key, value] : metadata) {
-            sqlite3_bind_text(meta.s, 1, key.c_str(), -1, SQLITE_STATIC);
-            sqlite3_bind_text(meta.s, 2, value.c_str(), -1, SQLITE_STATIC);
-            check(sqlite3_step(meta.s), db_, "recording metadata");
-            sqlite3_reset(meta.s);
+        for (const auto& [key, value] : pending.metadata) {
+            meta.bind(1, key).bind(2, value);
+            meta.run("recording metadata");
         }
     }
-    exec(db_, "COMMIT", "recording");
+    exec_sqlite(db_, "COMMIT", "recording");
     std::lock_guard lock(mutex_);
-    stats_.events += static_cast<std::int64_t>(events.size());
+    stats_.events += static_cast<std::int64_t>(pending.events.size());
+    stats_.gpu_records += static_cast<std::int64_t>(pending.gpu.size());
+    stats_.dropped_gpu_records += static_cast<std::int64_t>(pending.gpu.dropped_records);
     ++stats_.commits;
 }
 
 void Recorder::writer_loop() {
-    std::vector<events::EngineEvent> events;
-    std::vector<std::pair<std::string, std::string>> metadata;
+    Pending pending;
     for (;;) {
         bool stopping;
         {
             std::unique_lock lock(mutex_);
             wake_.wait_for(lock, kCommitInterval, [this] { return stopping_; });
-            events.swap(queue_);
-            metadata.swap(metadata_queue_);
+            std::swap(pending, queue_);
             stopping = stopping_;
         }
         try {
-            commit(events, metadata);
+            commit(pending);
         } catch (const RecordingError& e) {
             std::lock_guard lock(mutex_);
             error_ = e.what();
             return; // the engine goes on; close() reports it
         }
-        events.clear();
-        metadata.clear();
+        pending = Pending{};
         if (stopping) {
             return;
         }
@@ -220,9 +211,10 @@ void Recorder::close() {
     if (writer_.joinable()) {
         writer_.join();
     }
+    nsight_.reset(); // its statements must be finalised before the file closes
     // Fold the WAL into the main file so the recording is one file again.
     sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
-    exec(db_, "PRAGMA journal_mode = DELETE", "closing the recording");
+    exec_sqlite(db_, "PRAGMA journal_mode = DELETE", "closing the recording");
     sqlite3_close(db_);
     db_ = nullptr;
     if (!error_.empty()) {

@@ -1,11 +1,12 @@
-// Writes engine events into a recording as they happen. on_event() only
-// queues (the engine's thread never waits on the disk); a writer thread of
-// its own commits the queue in one transaction at least every 100 ms, in WAL
-// mode, so a run killed at any moment leaves a file that opens with
-// everything up to its last commit.
+// Writes engine events and GPU activity into a recording as they happen.
+// on_event() and on_gpu_activity() only queue (the engine's thread never
+// waits on the disk); a writer thread of its own commits the queue in one
+// transaction at least every 100 ms, in WAL mode, so a run killed at any
+// moment leaves a file that opens with everything up to its last commit.
 #pragma once
 
 #include "engine/events/engine_event.h"
+#include "profiler/gpu_activity.h"
 #include "profiler/recording.h"
 
 #include <condition_variable>
@@ -21,11 +22,15 @@ struct sqlite3;
 namespace kvscope::profiler {
 
 struct RecorderStats {
-    std::int64_t events = 0;
+    std::int64_t events = 0;              // engine events written
+    std::int64_t gpu_records = 0;         // kernels, copies, memsets, memory, NVTX, overhead
+    std::int64_t dropped_gpu_records = 0; // lost by CUPTI before they reached us
     std::int64_t commits = 0;
 };
 
-class Recorder final : public events::EventSink {
+class NsightTableWriter;
+
+class Recorder final : public events::EventSink, public GpuActivitySink {
 public:
     // Creates a new recording at `path`; throws RecordingError when the file
     // exists (unless `overwrite`) or cannot be written. `metadata` goes into
@@ -35,6 +40,9 @@ public:
     ~Recorder() override; // close()s
 
     void on_event(const events::EngineEvent& event) override;
+    void on_gpu_activity(GpuActivityBatch batch) override;
+    // The GPUs of this machine, for TARGET_INFO_GPU.
+    void set_gpu_devices(std::vector<GpuDevice> devices);
     // Adds or replaces a metadata entry (written with the next commit).
     void set_metadata(const std::string& key, const std::string& value);
 
@@ -46,14 +54,20 @@ public:
 
 private:
     void writer_loop();
-    void commit(std::vector<events::EngineEvent>& events,
-                std::vector<std::pair<std::string, std::string>>& metadata);
+    struct Pending {
+        std::vector<events::EngineEvent> events;
+        GpuActivityBatch gpu;
+        std::vector<GpuDevice> devices;
+        std::vector<std::pair<std::string, std::string>> metadata;
+        bool empty() const;
+    };
+    void commit(Pending& pending);
 
     sqlite3* db_ = nullptr;
+    std::unique_ptr<NsightTableWriter> nsight_; // used by the writer thread only
     mutable std::mutex mutex_;
     std::condition_variable wake_;
-    std::vector<events::EngineEvent> queue_;
-    std::vector<std::pair<std::string, std::string>> metadata_queue_;
+    Pending queue_;
     bool stopping_ = false;
     std::string error_;
     RecorderStats stats_;

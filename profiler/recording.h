@@ -10,7 +10,7 @@
 namespace kvscope::profiler {
 
 // Bumped on any change a reader of the previous version would misread.
-inline constexpr int kRecordingSchemaVersion = 1;
+inline constexpr int kRecordingSchemaVersion = 2;
 
 class RecordingError : public std::runtime_error {
 public:

@@ -3,6 +3,7 @@
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/ops.h"
 #include "engine/util/host_clock.h"
+#include "engine/util/nvtx_range.h"
 
 #include <stdexcept>
 
@@ -73,8 +74,9 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
     rope_tables(batch.positions.data(), tokens, c.head_dim, c.rope_theta, rope_cos.data(),
                 rope_sin.data());
 
-    // Each op, timed only when someone listens.
-    const auto op = [this](std::string_view name, int layer, const auto& run) {
+    // Each op in an NVTX range, and timed only when someone listens.
+    const auto op = [this](const char* name, int layer, const auto& run) {
+        const nvtx::Range range(name);
         if (op_observer_ == nullptr) {
             run();
             return;
@@ -86,6 +88,7 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
     for (int l = 0; l < c.layers; ++l) {
         const model::LayerWeights& layer = w.layers[static_cast<std::size_t>(l)];
         const LayerKvView cache = kv_.layer(l);
+        const nvtx::Range layer_range(nvtx::layer_name(l));
 
         op("attn_norm", l, [&] {
             rms_norm(x.data(), layer.attn_norm.data(), h.data(), tokens, hidden, c.rms_eps);

@@ -30,7 +30,7 @@ public:
     int block_size() const override { return options_.block_size; }
     int num_blocks() const override { return options_.num_blocks; }
     int threads() const { return pool_.size(); }
-    std::int64_t kv_cache_bytes() const { return kv_.bytes(); }
+    std::int64_t kv_cache_bytes() const override { return kv_.bytes(); }
     kv::KvCacheFormat cache_format() const override { return kv_.format(); }
     const KvStore& kv_store() const { return kv_; }
 

@@ -46,6 +46,10 @@ std::string_view event_kind_name(EventKind kind) {
         return "op_slice";
     case EventKind::memory_sample:
         return "memory_sample";
+    case EventKind::block_compacted:
+        return "block_compacted";
+    case EventKind::kv_bytes:
+        return "kv_bytes";
     }
     return "unknown";
 }

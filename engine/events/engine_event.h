@@ -31,9 +31,14 @@ enum class EventKind : std::uint8_t {
     cache_fill,     // a: cache entries running sequences hold, b: slots their blocks have
     op_slice,       // a: end time (ns), b: layer (-1: none), c: step; text: op name
     memory_sample,  // a: used blocks, b: cached blocks, c: free blocks, d: total
+    // Added in recording schema 2 (kinds are only ever appended, so their
+    // ids stay what older recordings wrote):
+    block_compacted, // block; request: rewritten by token eviction; a: entries it now holds
+    kv_bytes,        // a: bytes in used blocks, b: in cached blocks, c: in free blocks,
+                     // d: bytes per block; text: the K and V formats ("f16", "K q8_0, V q4_0")
 };
 
-inline constexpr int kEventKindCount = static_cast<int>(EventKind::memory_sample) + 1;
+inline constexpr int kEventKindCount = static_cast<int>(EventKind::kv_bytes) + 1;
 
 std::string_view event_kind_name(EventKind kind);
 

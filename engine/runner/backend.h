@@ -35,6 +35,8 @@ public:
     virtual int block_size() const = 0;
     virtual int num_blocks() const = 0;
     virtual kv::KvCacheFormat cache_format() const = 0;
+    // Bytes of the whole KV pool (every block, K and V, all layers).
+    virtual std::int64_t kv_cache_bytes() const = 0;
 
     // Runs the model over `batch`: writes the K/V of its tokens into their
     // slots, attends causally over each sequence's cached tokens, and writes

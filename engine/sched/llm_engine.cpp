@@ -3,6 +3,7 @@
 #include "engine/runner/forward_batch.h"
 #include "engine/sched/token_eviction.h"
 #include "engine/util/host_clock.h"
+#include "engine/util/nvtx_range.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -154,12 +155,34 @@ std::vector<std::int64_t> LlmEngine::request_ids() const {
     return ids;
 }
 
+namespace {
+
+// The step's phase as its NVTX range names it: prompt tokens only, one
+// generated token per sequence only, or both in one batch (chunked prefill
+// beside decoding sequences).
+const char* phase_name(const ScheduleResult& plan) {
+    bool prefill = false;
+    bool decode = false;
+    for (const ScheduledChunk& chunk : plan.chunks) {
+        const bool decoding =
+            chunk.tokens == 1 && chunk.request->computed >= chunk.request->prompt_length();
+        (decoding ? decode : prefill) = true;
+    }
+    return prefill && decode ? "mixed" : prefill ? "prefill" : "decode";
+}
+
+} // namespace
+
 StepStats LlmEngine::step() {
     const std::int64_t start = host_now_ns();
     StepStats stats;
     stats.step = step_index_++;
+    const nvtx::Range step_range("step", stats.step);
 
-    ScheduleResult plan = scheduler_.schedule();
+    ScheduleResult plan = [this] {
+        const nvtx::Range range("schedule");
+        return scheduler_.schedule();
+    }();
     backend_.release_blocks(plan.released_blocks);
     for (Request* r : plan.rejected) {
         finish(*r, RequestState::rejected, r->finish_reason);
@@ -214,7 +237,10 @@ StepStats LlmEngine::step() {
         const runner::ForwardBatch batch =
             runner::build_forward_batch(steps, backend_.block_size());
         logits_.resize(batch.logit_tokens.size() * static_cast<std::size_t>(backend_.vocab_size()));
-        backend_.forward(batch, logits_.data());
+        {
+            const nvtx::Range phase(phase_name(plan));
+            backend_.forward(batch, logits_.data());
+        }
 
         std::size_t row = 0;
         for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
@@ -268,6 +294,15 @@ StepStats LlmEngine::step() {
     emit(EventKind::cache_fill, -1, entries, slots);
     const kv::KvManagerStats memory = kv_.stats();
     emit(EventKind::memory_sample, -1, memory.used, memory.cached, memory.free, memory.total);
+    if (memory.total > 0) {
+        const std::int64_t block_bytes = backend_.kv_cache_bytes() / memory.total;
+        events::emit_now(sink_, {.kind = EventKind::kv_bytes,
+                                 .a = memory.used * block_bytes,
+                                 .b = memory.cached * block_bytes,
+                                 .c = memory.free * block_bytes,
+                                 .d = block_bytes,
+                                 .text = backend_.cache_format().describe()});
+    }
     emit(EventKind::step_end, -1, stats.step, stats.prefill_tokens, stats.decode_tokens);
     stats.seconds = static_cast<double>(host_now_ns() - start) * 1e-9;
     return stats;
@@ -306,6 +341,14 @@ void LlmEngine::apply_eviction(Request& r, std::size_t batch_index, bool prompt_
         r.accounting.evicted_tokens += outcome.evicted_tokens;
         emit(EventKind::tokens_evicted, r.id, outcome.evicted_tokens, outcome.blocks_released,
              r.blocks.length);
+        for (const auto& [block, held] : outcome.rewritten) {
+            events::EngineEvent event;
+            event.kind = EventKind::block_compacted;
+            event.request = r.id;
+            event.block = block;
+            event.a = held;
+            events::emit_now(sink_, std::move(event));
+        }
     }
 }
 

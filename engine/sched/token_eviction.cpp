@@ -43,6 +43,10 @@ EvictionOutcome compact_sequence(std::int64_t request, const std::vector<std::in
     released.insert(released.end(), trailing.begin(), trailing.end());
     backend.release_blocks(released);
     sequence.length = new_length;
+    for (int b = first_block; b < last_block; ++b) {
+        const std::int32_t held = std::min(bs, new_length - b * bs);
+        outcome.rewritten.emplace_back(sequence.block_table[static_cast<std::size_t>(b)], held);
+    }
     if (!scores.empty()) {
         std::vector<float> kept_scores;
         kept_scores.reserve(kept.size());

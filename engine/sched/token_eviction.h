@@ -15,6 +15,9 @@ namespace kvscope::sched {
 struct EvictionOutcome {
     std::int32_t evicted_tokens = 0;
     int blocks_released = 0;
+    // The blocks rewritten with survivors, in sequence order, and how many
+    // entries each now holds.
+    std::vector<std::pair<kv::BlockId, std::int32_t>> rewritten;
 };
 
 // `kept`: ascending entry indices to keep (kv::select_kept). `scores`, when

@@ -50,6 +50,7 @@ public:
     int block_size() const override { return block_size_; }
     int num_blocks() const override { return blocks_; }
     kv::KvCacheFormat cache_format() const override { return {}; }
+    std::int64_t kv_cache_bytes() const override { return 0; }
     void release_blocks(std::span<const kv::BlockId> blocks) override {
         released += static_cast<std::int64_t>(blocks.size());
     }
