@@ -1,8 +1,11 @@
 #include "profiler/chrome_trace.h"
 
 #include "engine/events/engine_event.h"
+#include "profiler/chrome_trace_gpu.h"
 #include "profiler/recording.h"
+#include "profiler/sqlite_util.h"
 
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
@@ -37,7 +40,18 @@ ChromeTraceSummary export_chrome_trace(const std::filesystem::path& recording, s
                        -1, &q, nullptr);
     nlohmann::json trace = nlohmann::json::array();
     ChromeTraceSummary summary;
+    // Time zero: the earliest record of any kind (GPU records can precede
+    // the first engine event: the weights' upload).
     std::int64_t origin = -1;
+    {
+        Statement first(db, "SELECT min(t_ns) FROM KVSCOPE_EVENTS");
+        const std::int64_t gpu = earliest_gpu_time(db);
+        if (first.next() && !first.is_null(0)) {
+            origin = std::min(first.int64(0), gpu);
+        } else if (gpu != std::numeric_limits<std::int64_t>::max()) {
+            origin = gpu;
+        }
+    }
     const auto us = [&origin](std::int64_t t) {
         return static_cast<double>(t - origin) / 1000.0;
     };
@@ -178,6 +192,12 @@ ChromeTraceSummary export_chrome_trace(const std::filesystem::path& recording, s
         }
     }
     sqlite3_finalize(q);
+    try {
+        append_gpu_tracks(db, origin, trace, summary);
+    } catch (...) {
+        sqlite3_close(db);
+        throw;
+    }
     sqlite3_close(db);
     trace.push_back({{"name", "process_name"},
                      {"ph", "M"},

@@ -1,7 +1,10 @@
 #include "profiler/nsight_tables.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cxxabi.h>
+#include <string_view>
 #include <unistd.h>
 
 namespace kvscope::profiler {
@@ -121,14 +124,23 @@ std::string demangle(const std::string& name) {
 }
 
 std::string kernel_short_name(const std::string& demangled) {
-    // Drop the parameter list and template arguments (at any depth), then
-    // the return type and the namespaces.
+    // Drop the parameter list (the parenthesised group that ends the name;
+    // "(anonymous namespace)" elsewhere stays), then template arguments at
+    // any depth, then namespaces and the return type.
+    std::string_view name = demangled;
+    if (!name.empty() && name.back() == ')') {
+        int depth = 0;
+        for (std::size_t i = name.size(); i-- > 0;) {
+            depth += name[i] == ')' ? 1 : name[i] == '(' ? -1 : 0;
+            if (depth == 0) {
+                name = name.substr(0, i);
+                break;
+            }
+        }
+    }
     std::string base;
     int depth = 0;
-    for (const char ch : demangled) {
-        if (ch == '(' && depth == 0) {
-            break;
-        }
+    for (const char ch : name) {
         if (ch == '<') {
             ++depth;
         } else if (ch == '>') {
@@ -137,11 +149,11 @@ std::string kernel_short_name(const std::string& demangled) {
             base.push_back(ch);
         }
     }
-    if (const auto space = base.rfind(' '); space != std::string::npos) {
-        base = base.substr(space + 1);
-    }
     if (const auto scope = base.rfind("::"); scope != std::string::npos) {
         base = base.substr(scope + 2);
+    }
+    if (const auto space = base.rfind(' '); space != std::string::npos) {
+        base = base.substr(space + 1);
     }
     return base.empty() ? demangled : base;
 }

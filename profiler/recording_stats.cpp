@@ -61,9 +61,9 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
     sqlite3_finalize(meta);
 
     sqlite3_stmt* q = nullptr;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT t_ns, kind, request, a, b, c, d FROM KVSCOPE_EVENTS ORDER BY id",
-                           -1, &q, nullptr) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(
+            db, "SELECT t_ns, kind, request, a, b, c, d, text FROM KVSCOPE_EVENTS ORDER BY id", -1,
+            &q, nullptr) != SQLITE_OK) {
         const std::string why = sqlite3_errmsg(db);
         sqlite3_close(db);
         throw RecordingError(path.string() + ": " + why);
@@ -141,11 +141,24 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
             ++samples;
             (void)c;
             break;
+        case EventKind::kv_bytes:
+            s.kv_bytes_used_peak = std::max(s.kv_bytes_used_peak, a);
+            s.kv_bytes_per_block = d;
+            if (s.kv_formats.empty() && sqlite3_column_type(q, 7) != SQLITE_NULL) {
+                s.kv_formats = reinterpret_cast<const char*>(sqlite3_column_text(q, 7));
+            }
+            break;
         default:
             break;
         }
     }
     sqlite3_finalize(q);
+    try {
+        s.times = summarise_time_by_name(db);
+    } catch (...) {
+        sqlite3_close(db);
+        throw;
+    }
     sqlite3_close(db);
 
     for (const auto& [id, r] : requests) {

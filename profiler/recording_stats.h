@@ -4,6 +4,8 @@
 // they work on a recording that was cut short.
 #pragma once
 
+#include "profiler/time_by_name.h"
+
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -51,6 +53,13 @@ struct RecordingStats {
     std::int64_t peak_used_blocks = 0;
     double mean_used_blocks = 0;
     double mean_cached_blocks = 0;
+
+    std::int64_t kv_bytes_used_peak = 0; // bytes in used blocks, at the peak
+    std::int64_t kv_bytes_per_block = 0;
+    std::string kv_formats; // "f16", "K q8_0, V q4_0"
+
+    // Time by name: CPU ops, GPU kernels and copies, NVTX ranges.
+    TimeSummaries times;
 
     // Per-step and per-request samples, for compare's statistical tests.
     std::vector<double> step_ms_samples;

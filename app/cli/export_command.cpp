@@ -38,10 +38,12 @@ int run_export(const ExportArgs& args) {
         throw std::runtime_error("cannot write " + args.chrome_trace);
     }
     std::fprintf(stderr,
-                 "wrote %s: %lld steps, %lld op slices, %lld request lanes, %lld counter samples\n",
+                 "wrote %s: %lld steps, %lld op slices, %lld request lanes, %lld counter samples, "
+                 "%lld GPU kernels and copies, %lld NVTX ranges\n",
                  args.chrome_trace.c_str(), static_cast<long long>(summary.steps),
                  static_cast<long long>(summary.ops), static_cast<long long>(summary.requests),
-                 static_cast<long long>(summary.counters));
+                 static_cast<long long>(summary.counters), static_cast<long long>(summary.kernels),
+                 static_cast<long long>(summary.nvtx_ranges));
     return exit_ok;
 }
 

@@ -5,10 +5,13 @@
 #include "app/cli/command.h"
 #include "app/cli/engine_options.h"
 #include "app/cli/eviction_options.h"
+#include "app/cli/gpu_capture.h"
 #include "app/cli/serving_options.h"
+#include "engine/gpu_devices.h"
 #include "engine/sched/llm_engine.h"
 #include "engine/workload/run_workload.h"
 #include "kvscope/build_info.h"
+#include "profiler/machine_info.h"
 #include "profiler/recorder.h"
 
 #include <algorithm>
@@ -36,6 +39,7 @@ struct RunOptions {
     int throttle_ms = 0;  // sleep after each step: a stand-in for a slower build
     std::string out_path; // record: the recording to write
     bool overwrite = false;
+    std::string gpu_capture = "auto"; // record: auto, on, off
 };
 
 volatile std::sig_atomic_t g_interrupted = 0;
@@ -103,6 +107,21 @@ int run_run(RunOptions& options) {
     }
     std::vector<workload::WorkloadRequest> requests =
         workload::load_workload(options.workload, options.preset);
+    // The recording and GPU capture start before the model loads: a file in
+    // the way fails at once, and the weights' upload is captured too.
+    std::unique_ptr<profiler::Recorder> recorder;
+    std::unique_ptr<profiler::CuptiTracer> tracer;
+    if (!options.out_path.empty()) {
+        std::map<std::string, std::string> metadata = profiler::machine_info();
+        metadata["kvscope_version"] = build_info::version;
+        metadata["model_path"] =
+            options.engine.model_path.empty() ? "(default)" : options.engine.model_path;
+        metadata["workload"] = options.workload;
+        recorder =
+            std::make_unique<profiler::Recorder>(options.out_path, metadata, options.overwrite);
+        recorder->set_gpu_devices(query_gpu_devices().devices);
+        tracer = start_gpu_capture(options.gpu_capture, *recorder);
+    }
     const auto model = options.engine.load_model();
     sampling::SamplingParams sampling;
     sampling.temperature = options.temperature;
@@ -124,20 +143,11 @@ int run_run(RunOptions& options) {
         }
         sink = std::make_unique<JsonlEventSink>(events_file);
     }
-    std::unique_ptr<profiler::Recorder> recorder;
-    if (!options.out_path.empty()) {
+    if (recorder) {
         const model::LlamaConfig& c = model->config();
-        recorder = std::make_unique<profiler::Recorder>(
-            options.out_path,
-            std::map<std::string, std::string>{
-                {"kvscope_version", build_info::version},
-                {"model_path",
-                 options.engine.model_path.empty() ? "(default)" : options.engine.model_path},
-                {"model_name", c.name.empty() ? c.architecture : c.name},
-                {"workload", options.workload},
-                {"requests", std::to_string(specs.size())},
-                {"backend", backend->name()}},
-            options.overwrite);
+        recorder->set_metadata("model_name", c.name.empty() ? c.architecture : c.name);
+        recorder->set_metadata("requests", std::to_string(specs.size()));
+        recorder->set_metadata("backend", backend->name());
     }
     TeeSink tee;
     tee.add(sink.get());
@@ -263,13 +273,22 @@ int run_run(RunOptions& options) {
                                 backend->block_size())},
     };
     if (recorder) {
+        if (tracer) {
+            tracer->stop(); // hands the last GPU records over before the file closes
+        }
         recorder->set_metadata("summary", summary.dump());
         recorder->set_metadata("complete", g_interrupted != 0 ? "interrupted" : "yes");
         recorder->close();
         const profiler::RecorderStats written = recorder->stats();
-        std::fprintf(stderr, "recorded %lld events in %lld commits to %s\n",
+        std::fprintf(stderr, "recorded %lld events and %lld GPU records in %lld commits to %s\n",
                      static_cast<long long>(written.events),
+                     static_cast<long long>(written.gpu_records),
                      static_cast<long long>(written.commits), options.out_path.c_str());
+        if (written.dropped_gpu_records > 0) {
+            std::fprintf(stderr,
+                         "warning: CUPTI dropped %lld GPU records (its buffers were full)\n",
+                         static_cast<long long>(written.dropped_gpu_records));
+        }
     }
     if (options.per_request) {
         summary["per_request"] = per_request;
@@ -339,6 +358,9 @@ Command add_record_command(CLI::App& app) {
     parser->add_option("-o,--out", options->out_path, "The recording to write (.sqlite)")
         ->required();
     parser->add_flag("--force", options->overwrite, "Replace the file if it exists");
+    parser->add_option("--gpu-capture", options->gpu_capture, kGpuCaptureHelp)
+        ->check(CLI::IsMember({"auto", "on", "off"}))
+        ->capture_default_str();
     add_workload_options(parser, options);
     return {parser, [options] {
                 return run_run(*options);

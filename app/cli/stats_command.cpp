@@ -1,6 +1,7 @@
 // `kvscope stats FILE`: what a recording says, in the manner of nsys stats:
 // steps, requests (time to first token, time per output token), the prefix
-// cache, block occupancy, preemption and eviction. --json for machines.
+// cache, block occupancy, preemption and eviction, and time by name of CPU
+// ops, GPU kernels, copies and NVTX ranges. --json for machines.
 #include "app/cli/command.h"
 #include "profiler/recording_stats.h"
 
@@ -14,6 +15,38 @@ namespace {
 nlohmann::json to_json(const profiler::Distribution& d) {
     return {{"count", d.count}, {"mean", d.mean}, {"p50", d.p50},
             {"p90", d.p90},     {"p99", d.p99},   {"max", d.max}};
+}
+
+nlohmann::json to_json(const std::vector<profiler::NamedDurations>& rows) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const profiler::NamedDurations& d : rows) {
+        out.push_back({{"name", d.name},
+                       {"instances", d.instances},
+                       {"total_ns", d.total_ns},
+                       {"percent", d.percent},
+                       {"mean_ns", d.mean_ns},
+                       {"median_ns", d.median_ns},
+                       {"min_ns", d.min_ns},
+                       {"max_ns", d.max_ns},
+                       {"stddev_ns", d.stddev_ns}});
+    }
+    return out;
+}
+
+// One table in the layout of nsys stats' summaries, durations in microseconds.
+void print_time_by_name(const char* title, const std::vector<profiler::NamedDurations>& rows) {
+    if (rows.empty()) {
+        return;
+    }
+    std::printf("\n%s\n  %7s %11s %9s %10s %10s %10s %10s %10s  %s\n", title, "time %",
+                "total (ms)", "instances", "avg (us)", "med (us)", "min (us)", "max (us)", "stddev",
+                "name");
+    for (const profiler::NamedDurations& d : rows) {
+        std::printf("  %7.1f %11.3f %9lld %10.1f %10.1f %10.1f %10.1f %10.1f  %s\n", d.percent,
+                    static_cast<double>(d.total_ns) * 1e-6, static_cast<long long>(d.instances),
+                    d.mean_ns * 1e-3, d.median_ns * 1e-3, static_cast<double>(d.min_ns) * 1e-3,
+                    static_cast<double>(d.max_ns) * 1e-3, d.stddev_ns * 1e-3, d.name.c_str());
+    }
 }
 
 void print_distribution(const char* name, const profiler::Distribution& d) {
@@ -48,6 +81,14 @@ int run_stats(const std::string& path, bool json) {
             {"peak_used_blocks", s.peak_used_blocks},
             {"mean_used_blocks", s.mean_used_blocks},
             {"mean_cached_blocks", s.mean_cached_blocks},
+            {"kv_formats", s.kv_formats},
+            {"kv_bytes_per_block", s.kv_bytes_per_block},
+            {"kv_bytes_used_peak", s.kv_bytes_used_peak},
+            {"cpu_ops", to_json(s.times.cpu_ops)},
+            {"gpu_kernels", to_json(s.times.gpu_kernels)},
+            {"gpu_memory_ops", to_json(s.times.gpu_memory_ops)},
+            {"nvtx_ranges", to_json(s.times.nvtx_ranges)},
+            {"dropped_gpu_records", s.times.dropped_gpu_records},
         };
         if (!s.run_config.empty()) {
             out["run_config"] = nlohmann::json::parse(s.run_config, nullptr, false);
@@ -79,8 +120,22 @@ int run_stats(const std::string& path, bool json) {
     std::printf("KV blocks     peak %lld, mean %.1f used; mean %.1f cached; of %lld\n",
                 static_cast<long long>(s.peak_used_blocks), s.mean_used_blocks,
                 s.mean_cached_blocks, static_cast<long long>(s.total_blocks));
+    if (s.kv_bytes_per_block > 0) {
+        std::printf("KV bytes      %s: %.1f KiB a block, peak %.2f MiB in used blocks\n",
+                    s.kv_formats.c_str(), static_cast<double>(s.kv_bytes_per_block) / 1024.0,
+                    static_cast<double>(s.kv_bytes_used_peak) / (1024.0 * 1024.0));
+    }
     std::printf("preemptions   %lld; tokens evicted %lld\n", static_cast<long long>(s.preemptions),
                 static_cast<long long>(s.evicted_tokens));
+    print_time_by_name("CPU op time by name (all layers):", s.times.cpu_ops);
+    print_time_by_name("GPU kernel time by name:", s.times.gpu_kernels);
+    print_time_by_name("GPU copy and memset time:", s.times.gpu_memory_ops);
+    print_time_by_name("NVTX ranges:", s.times.nvtx_ranges);
+    if (s.times.dropped_gpu_records > 0) {
+        std::printf("\nwarning: CUPTI dropped %lld GPU records (its buffers were full); the GPU "
+                    "summaries above are missing them\n",
+                    static_cast<long long>(s.times.dropped_gpu_records));
+    }
     return exit_ok;
 }
 
@@ -91,7 +146,8 @@ Command add_stats_command(CLI::App& app) {
     auto json = std::make_shared<bool>(false);
     CLI::App* parser = app.add_subcommand(
         "stats", "Summarise a recording: step times, TTFT and TPOT percentiles, prefix hit rate, "
-                 "block occupancy, preemptions");
+                 "block occupancy, preemptions, and time by name of CPU ops, GPU kernels and "
+                 "NVTX ranges");
     parser->add_option("recording", *path, "A recording made by kvscope record")->required();
     parser->add_flag("--json", *json, "Print the summary as JSON");
     return {parser, [path, json] {
