@@ -37,6 +37,8 @@ std::int32_t next_token(std::uint64_t h) {
     return r % 23 == 0 ? kEndToken : static_cast<std::int32_t>(1 + r % (kVocab - 1));
 }
 
+constexpr std::int64_t kBlockBytes = 1000; // what the checking backend says a block costs
+
 class CheckingBackend final : public runner::Backend {
 public:
     CheckingBackend(int blocks, int block_size, bool evicting = false)
@@ -50,7 +52,7 @@ public:
     int block_size() const override { return block_size_; }
     int num_blocks() const override { return blocks_; }
     kv::KvCacheFormat cache_format() const override { return {}; }
-    std::int64_t kv_cache_bytes() const override { return 0; }
+    std::int64_t kv_cache_bytes() const override { return std::int64_t{blocks_} * kBlockBytes; }
     void release_blocks(std::span<const kv::BlockId> blocks) override {
         released += static_cast<std::int64_t>(blocks.size());
     }
@@ -207,9 +209,31 @@ std::vector<std::int32_t> expected_output(const std::vector<std::int32_t>& promp
     return out;
 }
 
+// Counts events and checks the ones whose values must agree with others:
+// KV bytes with the block counts beside them, compactions with the blocks.
 struct Counter final : events::EventSink {
     std::map<events::EventKind, std::int64_t> counts;
-    void on_event(const events::EngineEvent& e) override { ++counts[e.kind]; }
+    events::EngineEvent last_memory;
+    int block_size = 0;
+    std::string problem;
+    void on_event(const events::EngineEvent& e) override {
+        ++counts[e.kind];
+        if (!problem.empty()) {
+            return;
+        }
+        if (e.kind == events::EventKind::memory_sample) {
+            last_memory = e;
+        } else if (e.kind == events::EventKind::kv_bytes) {
+            if (e.d != kBlockBytes || e.a != last_memory.a * e.d || e.b != last_memory.b * e.d ||
+                e.c != last_memory.c * e.d || e.text.empty()) {
+                problem = "kv_bytes disagrees with the memory sample before it";
+            }
+        } else if (e.kind == events::EventKind::block_compacted) {
+            if (e.block < 0 || e.request < 0 || e.a < 1 || e.a > block_size) {
+                problem = "block_compacted with a block, request or entry count out of range";
+            }
+        }
+    }
 };
 
 struct SoakConfig {
@@ -297,6 +321,7 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
     config.ends_generation = [](std::int32_t t) {
         return t == kEndToken;
     };
+    counter.block_size = block_size;
     sched::LlmEngine engine(backend, config, &counter);
     const std::int64_t capacity = static_cast<std::int64_t>(blocks) * block_size;
 
@@ -400,9 +425,14 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
           static_cast<long long>(counter.counts[events::EventKind::request_preempted]),
           static_cast<long long>(backend.steps));
     QVERIFY(finished > 1000);
+    QVERIFY2(counter.problem.empty(), counter.problem.c_str());
+    QCOMPARE(counter.counts[events::EventKind::kv_bytes],
+             counter.counts[events::EventKind::memory_sample]);
     if (evicting) {
         qInfo("%lld tokens evicted", static_cast<long long>(evicted));
         QVERIFY2(evicted > 0, "the policy never evicted: the test does not test eviction");
+        QVERIFY2(counter.counts[events::EventKind::block_compacted] > 0,
+                 "tokens were evicted but no block was reported compacted");
     }
     if (prefix_caching) {
         QVERIFY(hits > 0);
