@@ -60,11 +60,15 @@ INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES
     (34, 'NvtxMark', 'NVTX Mark'), (59, 'NvtxPushPopRange', 'NVTX PushPop Range'),
     (60, 'NvtxStartEndRange', 'NVTX StartEnd Range'),
     (75, 'NvtxDomainCreate', 'NVTX Domain Create');
-CREATE INDEX CUPTI_ACTIVITY_KIND_KERNEL_START ON CUPTI_ACTIVITY_KIND_KERNEL (start);
-CREATE INDEX CUPTI_ACTIVITY_KIND_MEMCPY_START ON CUPTI_ACTIVITY_KIND_MEMCPY (start);
-CREATE INDEX CUPTI_ACTIVITY_KIND_MEMSET_START ON CUPTI_ACTIVITY_KIND_MEMSET (start);
-CREATE INDEX CUDA_GPU_MEMORY_USAGE_EVENTS_START ON CUDA_GPU_MEMORY_USAGE_EVENTS (start);
-CREATE INDEX NVTX_EVENTS_START ON NVTX_EVENTS (start);
+)sql";
+
+constexpr const char* kNsightIndexes = R"sql(
+CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_KERNEL_START ON CUPTI_ACTIVITY_KIND_KERNEL (start);
+CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_MEMCPY_START ON CUPTI_ACTIVITY_KIND_MEMCPY (start);
+CREATE INDEX IF NOT EXISTS CUPTI_ACTIVITY_KIND_MEMSET_START ON CUPTI_ACTIVITY_KIND_MEMSET (start);
+CREATE INDEX IF NOT EXISTS CUDA_GPU_MEMORY_USAGE_EVENTS_START
+    ON CUDA_GPU_MEMORY_USAGE_EVENTS (start);
+CREATE INDEX IF NOT EXISTS NVTX_EVENTS_START ON NVTX_EVENTS (start);
 )sql";
 
 // A readable label from an enum name: "CUDA_MEMCPY_KIND_HTOD" -> "HtoD".
@@ -102,6 +106,10 @@ void create_nsight_tables(sqlite3* db) {
     fill_enum<MemcpyKind>(db, "ENUM_CUDA_MEMCPY_OPER", 11, memcpy_kind_name);
     fill_enum<MemoryKind>(db, "ENUM_CUDA_MEM_KIND", 8, memory_kind_name);
     fill_enum<MemoryOperation>(db, "ENUM_CUDA_DEV_MEM_EVENT_OPER", 3, memory_operation_name);
+}
+
+void create_nsight_indexes(sqlite3* db) {
+    exec_sqlite(db, kNsightIndexes, "indexing the CUDA tables");
 }
 
 std::int64_t global_pid(std::uint32_t pid) {
@@ -232,10 +240,16 @@ void NsightTableWriter::write(const GpuActivityBatch& batch) {
             .bind(first + 4, gpid);
     };
     for (const GpuKernel& k : batch.kernels) {
-        const std::string demangled = demangle(k.name);
-        const std::int64_t demangled_id = string_id(demangled);
-        const std::int64_t short_id = string_id(kernel_short_name(demangled));
-        const std::int64_t mangled_id = string_id(k.name);
+        auto names = kernel_names_.find(k.name);
+        if (names == kernel_names_.end()) { // demangling is slow: once per name
+            const std::string demangled = demangle(k.name);
+            names = kernel_names_
+                        .emplace(k.name, KernelNameIds{string_id(demangled),
+                                                       string_id(kernel_short_name(demangled)),
+                                                       string_id(k.name)})
+                        .first;
+        }
+        const auto [demangled_id, short_id, mangled_id] = names->second;
         Statement& s = statements_->kernel;
         s.bind(1, k.start_ns).bind(2, k.end_ns);
         bind_place(s, 3, k.place);

@@ -29,6 +29,7 @@ struct RecorderStats {
 };
 
 class NsightTableWriter;
+class Statement;
 
 class Recorder final : public events::EventSink, public GpuActivitySink {
 public:
@@ -62,9 +63,13 @@ private:
         bool empty() const;
     };
     void commit(Pending& pending);
+    void write_events(const std::vector<events::EngineEvent>& events);
 
     sqlite3* db_ = nullptr;
-    std::unique_ptr<NsightTableWriter> nsight_; // used by the writer thread only
+    // Used by the writer thread only:
+    std::unique_ptr<NsightTableWriter> nsight_;
+    std::unique_ptr<Statement> insert_many_;
+    std::unique_ptr<Statement> insert_one_;
     mutable std::mutex mutex_;
     std::condition_variable wake_;
     Pending queue_;
