@@ -7,6 +7,7 @@
 #include "app/cli/eviction_options.h"
 #include "app/cli/gpu_capture.h"
 #include "app/cli/serving_options.h"
+#include "app/cli/throttled_backend.h"
 #include "engine/gpu_devices.h"
 #include "engine/sched/llm_engine.h"
 #include "engine/workload/run_workload.h"
@@ -36,7 +37,7 @@ struct RunOptions {
     std::string events_path;
     bool json = false;
     bool per_request = false;
-    int throttle_ms = 0;  // sleep after each step: a stand-in for a slower build
+    int throttle_ms = 0;  // sleep in each forward pass: a stand-in for a slower build
     std::string out_path; // record: the recording to write
     bool overwrite = false;
     std::string gpu_capture = "auto"; // record: auto, on, off
@@ -132,7 +133,10 @@ int run_run(RunOptions& options) {
             specs[i].sampling.seed = options.preset.seed * 1'000'003 + i; // reproducible
         }
     }
-    auto backend = options.engine.make_backend(model, 8192);
+    std::unique_ptr<runner::Backend> backend = options.engine.make_backend(model, 8192);
+    if (options.throttle_ms > 0) {
+        backend = std::make_unique<ThrottledBackend>(std::move(backend), options.throttle_ms);
+    }
 
     std::ofstream events_file;
     std::unique_ptr<JsonlEventSink> sink;
@@ -178,9 +182,6 @@ int run_run(RunOptions& options) {
     };
     std::size_t finished_so_far = 0;
     drive.on_step = [&](const sched::StepStats& s) {
-        if (options.throttle_ms > 0) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(options.throttle_ms));
-        }
         peak_used = std::max(peak_used, engine.kv().stats().used);
         if (s.step % 50 == 0) {
             finished_so_far = 0;
@@ -399,8 +400,8 @@ void add_workload_options(CLI::App* parser, const std::shared_ptr<RunOptions>& o
     parser->add_flag("--per-request", options->per_request, "Also list every request");
     parser
         ->add_option("--throttle-ms", options->throttle_ms,
-                     "Sleep this long after every step, a stand-in for a slower build (to try "
-                     "regression gates)")
+                     "Sleep this long in every step's forward pass, a stand-in for a slower "
+                     "build (to try regression gates)")
         ->check(CLI::Range(0, 60000));
     options->engine.add_to(*parser);
     options->serving.add_to(*parser);

@@ -39,6 +39,7 @@ private slots:
     void run_rejects_a_malformed_trace_with_its_line();
     void record_then_stats();
     void compare_gates_a_slower_run();
+    void compare_passes_two_runs_of_one_build();
     void export_writes_a_chrome_trace();
 };
 
@@ -358,6 +359,35 @@ void TestCli::compare_gates_a_slower_run() {
     const auto faster = run_process(KVSCOPE_CLI_PATH, {"compare", slow, base});
     QCOMPARE(faster.exit_code, 0);
     QVERIFY(faster.out.contains("improved"));
+}
+
+void TestCli::compare_passes_two_runs_of_one_build() {
+    // Two real runs of the same build and settings must pass the gate, and a
+    // real run made slower must fail it. --throttle-ms sleeps inside each
+    // forward pass (a slower backend); it is made large against the model's
+    // own step time so that load from tests running beside this one cannot
+    // move a same-build median past the 10% threshold.
+    SKIP_WITHOUT_MODEL();
+    QTemporaryDir dir;
+    const auto record = [&dir](const QString& name, const QString& throttle) {
+        const QString path = dir.filePath(name);
+        const auto r = run_process(KVSCOPE_CLI_PATH,
+                                   {"record", "--workload", "poisson", "--requests", "8", "-n", "8",
+                                    "--all-at-once", "--max-num-seqs", "4", "--threads", "1",
+                                    "--throttle-ms", throttle, "--out", path});
+        return r.exit_code == 0 ? path : QString("failed: ") + r.err;
+    };
+    const QString first = record("first.sqlite", "250");
+    const QString second = record("second.sqlite", "250");
+    const QString slower = record("slower.sqlite", "400");
+    for (const QString& path : {first, second, slower}) {
+        QVERIFY2(!path.startsWith("failed"), qPrintable(path));
+    }
+    const auto same = run_process(KVSCOPE_CLI_PATH, {"compare", first, second});
+    QVERIFY2(same.exit_code == 0, qPrintable(same.out + same.err));
+    const auto slow = run_process(KVSCOPE_CLI_PATH, {"compare", first, slower});
+    QVERIFY2(slow.exit_code == 1, qPrintable(slow.out + slow.err));
+    QVERIFY2(slow.out.contains("REGRESSED"), qPrintable(slow.out));
 }
 
 void TestCli::export_writes_a_chrome_trace() {
