@@ -1,5 +1,6 @@
 // The kvscope command's contract: help, version, exit statuses and messages
 // for bad command lines, and `info` in text and JSON.
+#include "engine/gpu_devices.h"
 #include "engine/model_path.h"
 #include "tests/support/run_process.h"
 
@@ -288,9 +289,16 @@ void TestCli::record_then_stats() {
     file.write("{\"arrival\": 0.3, \"prompt\": \"" + shared + "Second.\", \"max_tokens\": 4}\n");
     file.close();
     const QString recording = dir.filePath("run.sqlite");
-    const auto recorded =
-        run_process(KVSCOPE_CLI_PATH, {"record", "--workload", trace, "--out", recording});
+    // GPU capture asked for: it runs, or (no GPU, a CPU-only build) the run
+    // says why and records the rest; never a failure.
+    const auto recorded = run_process(KVSCOPE_CLI_PATH, {"record", "--workload", trace, "--out",
+                                                         recording, "--gpu-capture", "on"});
     QVERIFY2(recorded.exit_code == 0, qPrintable(recorded.err));
+    if (kvscope::query_gpu_devices().devices.empty()) {
+        QVERIFY2(recorded.err.contains("GPU capture unavailable: "), qPrintable(recorded.err));
+    } else {
+        QVERIFY2(recorded.err.contains("GPU capture: CUPTI"), qPrintable(recorded.err));
+    }
     const auto again =
         run_process(KVSCOPE_CLI_PATH, {"record", "--workload", trace, "--out", recording});
     QCOMPARE(again.exit_code, 1); // never overwrites without --force
@@ -306,6 +314,24 @@ void TestCli::record_then_stats() {
     QVERIFY(s.value("peak_used_blocks").toInt() > 0);
     QCOMPARE(s.value("ttft_ms").toObject().value("count").toInt(), 2);
     QCOMPARE(s.value("run_config").toObject().value("cache_type_k").toString(), QString("f16"));
+    QCOMPARE(s.value("kv_formats").toString(), QString("f16"));
+    QCOMPARE(s.value("kv_bytes_per_block").toInt(), 16 * 23040); // SmolLM2, f16
+    // Time by name: every op of the CPU backend, once per layer per step.
+    QStringList ops;
+    qint64 attention_instances = 0;
+    for (const QJsonValue& op : s.value("cpu_ops").toArray()) {
+        ops << op.toObject().value("name").toString();
+        if (op.toObject().value("name").toString() == "attention") {
+            attention_instances = op.toObject().value("instances").toInteger();
+        }
+    }
+    for (const char* name : {"attn_norm", "qkv", "rope", "kv_write", "attention", "attn_out",
+                             "ffn_norm", "gate_up", "down", "lm_head"}) {
+        QVERIFY2(ops.contains(name), name);
+    }
+    QCOMPARE(attention_instances, 30 * s.value("steps").toInteger());
+    const auto table = run_process(KVSCOPE_CLI_PATH, {"stats", recording});
+    QVERIFY(table.out.contains("CPU op time by name"));
 
     const auto text = run_process(KVSCOPE_CLI_PATH, {"stats", trace});
     QCOMPARE(text.exit_code, 1);
