@@ -56,18 +56,14 @@ events::EngineEvent engine_event(std::int64_t i, const char* mix) {
     return e;
 }
 
-Result run_events(const std::filesystem::path& path, std::int64_t rows, const char* mix) {
-    std::vector<events::EngineEvent> prepared;
-    prepared.reserve(static_cast<std::size_t>(rows));
-    for (std::int64_t i = 0; i < rows; ++i) {
-        prepared.push_back(engine_event(i, mix));
-    }
+// Times `feed` queuing `rows` rows into a fresh recording at `path`, then
+// the writer catching up, then close().
+template <typename Feed>
+Result measure(const std::filesystem::path& path, std::int64_t rows, std::string what, Feed feed) {
     std::filesystem::remove(path);
     profiler::Recorder recorder(path, {{"bench", "recorder throughput"}});
     const auto start = Clock::now();
-    for (const events::EngineEvent& e : prepared) {
-        recorder.on_event(e);
-    }
+    feed(recorder);
     const auto queued = Clock::now();
     while (recorder.stats().events + recorder.stats().gpu_records < rows) {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -76,7 +72,7 @@ Result run_events(const std::filesystem::path& path, std::int64_t rows, const ch
     recorder.close();
     const auto closed = Clock::now();
     Result r;
-    r.what = std::string("engine events (") + mix + ")";
+    r.what = std::move(what);
     r.rows = rows;
     r.seconds = std::chrono::duration<double>(written - start).count();
     r.close_seconds = std::chrono::duration<double>(closed - written).count();
@@ -85,6 +81,20 @@ Result run_events(const std::filesystem::path& path, std::int64_t rows, const ch
     r.bytes_per_row =
         static_cast<double>(std::filesystem::file_size(path)) / static_cast<double>(rows);
     return r;
+}
+
+Result run_events(const std::filesystem::path& path, std::int64_t rows, const char* mix) {
+    std::vector<events::EngineEvent> prepared;
+    prepared.reserve(static_cast<std::size_t>(rows));
+    for (std::int64_t i = 0; i < rows; ++i) {
+        prepared.push_back(engine_event(i, mix));
+    }
+    return measure(path, rows, std::string("engine events (") + mix + ")",
+                   [&prepared](profiler::Recorder& recorder) {
+                       for (const events::EngineEvent& e : prepared) {
+                           recorder.on_event(e);
+                       }
+                   });
 }
 
 Result run_kernels(const std::filesystem::path& path, std::int64_t rows) {
@@ -107,29 +117,11 @@ Result run_kernels(const std::filesystem::path& path, std::int64_t rows) {
         }
         batches.push_back(std::move(batch));
     }
-    std::filesystem::remove(path);
-    profiler::Recorder recorder(path, {{"bench", "recorder throughput"}});
-    const auto start = Clock::now();
-    for (profiler::GpuActivityBatch& batch : batches) {
-        recorder.on_gpu_activity(std::move(batch));
-    }
-    const auto queued = Clock::now();
-    while (recorder.stats().events + recorder.stats().gpu_records < rows) {
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    const auto written = Clock::now();
-    recorder.close();
-    const auto closed = Clock::now();
-    Result r;
-    r.what = "GPU kernel records";
-    r.rows = rows;
-    r.seconds = std::chrono::duration<double>(written - start).count();
-    r.close_seconds = std::chrono::duration<double>(closed - written).count();
-    r.queue_ns = std::chrono::duration<double, std::nano>(queued - start).count() /
-                 static_cast<double>(rows);
-    r.bytes_per_row =
-        static_cast<double>(std::filesystem::file_size(path)) / static_cast<double>(rows);
-    return r;
+    return measure(path, rows, "GPU kernel records", [&batches](profiler::Recorder& recorder) {
+        for (profiler::GpuActivityBatch& batch : batches) {
+            recorder.on_gpu_activity(std::move(batch));
+        }
+    });
 }
 
 } // namespace
