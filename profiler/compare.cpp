@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 namespace kvscope::profiler {
@@ -146,6 +147,50 @@ std::vector<MetricComparison> compare_stats(const RecordingStats& base, const Re
     informational("generated tokens", static_cast<double>(base.generated_tokens),
                   static_cast<double>(now.generated_tokens));
     return out;
+}
+
+MetricCells format_metric(const MetricComparison& m) {
+    // snprintf rather than streams: the conversions `kvscope compare` always
+    // printed, so tables in CI logs stay comparable across versions.
+    char buffer[64];
+    MetricCells cells;
+    cells.metric = m.name;
+    cells.unit = m.unit;
+    std::snprintf(buffer, sizeof buffer, "%.3f", m.base);
+    cells.base = buffer;
+    std::snprintf(buffer, sizeof buffer, "%.3f", m.now);
+    cells.now = buffer;
+    std::snprintf(buffer, sizeof buffer, "%+.1f%%", 100 * m.change);
+    cells.change = buffer;
+    cells.p_value = "-";
+    if (m.p_value >= 0) {
+        std::snprintf(buffer, sizeof buffer, "%.2g", m.p_value);
+        cells.p_value = buffer;
+    }
+    cells.samples = "-";
+    if (m.base_samples > 0 || m.new_samples > 0) {
+        std::snprintf(buffer, sizeof buffer, "%lld/%lld", static_cast<long long>(m.base_samples),
+                      static_cast<long long>(m.new_samples));
+        cells.samples = buffer;
+    }
+    cells.verdict = verdict_name(m.verdict);
+    return cells;
+}
+
+int count_regressions(const std::vector<MetricComparison>& rows) {
+    return static_cast<int>(std::count_if(rows.begin(), rows.end(), [](const MetricComparison& m) {
+        return m.verdict == Verdict::regressed;
+    }));
+}
+
+std::string compare_criteria(const CompareOptions& options) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "Timings (medians) regress when more than %.0f%% slower with p < %.3g "
+                  "(one-sided Mann-Whitney U); the prefix hit rate when it drops by more than "
+                  "%.0f points.",
+                  100 * options.threshold, options.alpha, 100 * options.hit_rate_drop);
+    return text;
 }
 
 } // namespace kvscope::profiler

@@ -41,4 +41,24 @@ double mann_whitney_greater(const std::vector<double>& better, const std::vector
 std::vector<MetricComparison> compare_stats(const RecordingStats& base, const RecordingStats& now,
                                             const CompareOptions& options);
 
+// The cells of one row of `kvscope compare`'s table, as text, so the CLI and
+// the app's compare view print the same numbers the same way.
+struct MetricCells {
+    std::string metric;  // "step time"
+    std::string unit;    // "ms", "%", "" for counts
+    std::string base;    // "12.345"
+    std::string now;     // "13.000"
+    std::string change;  // "+5.3%"
+    std::string p_value; // "0.0012", "-" when no test was made
+    std::string samples; // "60/58", "-" for single numbers
+    std::string verdict; // verdict_name()
+};
+MetricCells format_metric(const MetricComparison& m);
+
+// How many metrics regressed: what the gate fails on.
+int count_regressions(const std::vector<MetricComparison>& rows);
+
+// The criteria behind the verdicts, in words (the CLI's table footer).
+std::string compare_criteria(const CompareOptions& options);
+
 } // namespace kvscope::profiler

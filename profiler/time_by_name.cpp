@@ -16,6 +16,11 @@ std::vector<NamedDurations> time_by_name(sqlite3* db, const char* sql) {
     while (rows.next()) {
         by_name[rows.text(0)].push_back(rows.int64(1));
     }
+    return summarise_durations(std::move(by_name));
+}
+
+std::vector<NamedDurations>
+summarise_durations(std::map<std::string, std::vector<std::int64_t>> by_name) {
     std::vector<NamedDurations> out;
     std::int64_t grand_total = 0;
     for (auto& [name, durations] : by_name) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,5 +39,11 @@ TimeSummaries summarise_time_by_name(sqlite3* db);
 // Summarises rows of (name, duration in ns) that `sql` selects, largest total
 // first.
 std::vector<NamedDurations> time_by_name(sqlite3* db, const char* sql);
+
+// Summarises durations (ns) grouped by name, largest total first: what
+// time_by_name() does with its rows, for spans already in memory (the app's
+// live views).
+std::vector<NamedDurations>
+summarise_durations(std::map<std::string, std::vector<std::int64_t>> by_name);
 
 } // namespace kvscope::profiler

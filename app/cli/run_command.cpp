@@ -163,6 +163,11 @@ int run_run(RunOptions& options) {
     config.ends_generation = [&tok](std::int32_t id) {
         return tok.ends_generation(id);
     };
+    if (recorder) { // text in the recording, for the app's tooltips and requests table
+        config.token_piece = [&tok](std::int32_t id) {
+            return tok.token_bytes(id, true);
+        };
+    }
     sched::LlmEngine engine(*backend, config, tee.empty() ? nullptr : &tee);
     if (recorder) {
         recorder->set_metadata("run_config", engine.describe_config());

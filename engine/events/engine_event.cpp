@@ -50,8 +50,42 @@ std::string_view event_kind_name(EventKind kind) {
         return "block_compacted";
     case EventKind::kv_bytes:
         return "kv_bytes";
+    case EventKind::block_unshared:
+        return "block_unshared";
+    case EventKind::token_sampled:
+        return "token_sampled";
     }
     return "unknown";
+}
+
+std::string encode_pieces(const std::vector<std::string>& pieces) {
+    std::string text;
+    for (const std::string& piece : pieces) {
+        text += std::to_string(piece.size());
+        text += ':';
+        text += piece;
+    }
+    return text;
+}
+
+std::vector<std::string> decode_pieces(std::string_view text) {
+    std::vector<std::string> pieces;
+    std::size_t at = 0;
+    while (at < text.size()) {
+        std::size_t length = 0;
+        std::size_t digits = 0;
+        while (at < text.size() && text[at] >= '0' && text[at] <= '9' && digits < 9) {
+            length = length * 10 + static_cast<std::size_t>(text[at] - '0');
+            ++at;
+            ++digits;
+        }
+        if (digits == 0 || at >= text.size() || text[at] != ':' || text.size() - at - 1 < length) {
+            return {};
+        }
+        pieces.emplace_back(text.substr(at + 1, length));
+        at += 1 + length;
+    }
+    return pieces;
 }
 
 void emit_now(EventSink* sink, EngineEvent event) {

@@ -223,7 +223,13 @@ void KvManager::cache_full_blocks(std::int64_t request, SequenceBlocks& sequence
         block.tokens.assign(block_tokens.begin(), block_tokens.end());
         by_hash_.emplace(hash, id);
         by_parent_.emplace(parent, id);
-        emit(EventKind::block_cached, request, id);
+        events::EngineEvent event;
+        event.kind = EventKind::block_cached;
+        event.request = request;
+        event.block = id;
+        event.a = static_cast<std::int64_t>(hash); // bit pattern; viewers show it in hex
+        event.b = static_cast<std::int64_t>(b) * block_size_;
+        events::emit_now(sink_, std::move(event));
     }
 }
 
@@ -234,6 +240,7 @@ void KvManager::unreference(std::int64_t request, BlockId block, std::vector<Blo
                                " released more often than referenced");
     }
     if (--b.ref > 0) {
+        emit(EventKind::block_unshared, request, block, b.ref);
         return;
     }
     released.push_back(block);
@@ -276,6 +283,7 @@ KvManager::make_private(std::int64_t request, SequenceBlocks& sequence, int firs
             slot = *take_block(request);
         } else if (b.hashed) {
             forget_hash(slot); // its content is about to change
+            emit(EventKind::block_evicted, request, slot);
         }
     }
     sequence.block_hashes.clear();

@@ -97,7 +97,16 @@ std::int64_t LlmEngine::add_request(RequestSpec spec) {
     request->arrival_ns = host_now_ns();
     Request* r = request.get();
     requests_.emplace(r->id, std::move(request));
-    emit(EventKind::request_arrived, r->id, r->prompt_length());
+    std::string pieces;
+    if (config_.token_piece && sink_ != nullptr) {
+        std::vector<std::string> prompt;
+        prompt.reserve(r->spec.prompt.size());
+        for (const std::int32_t id : r->spec.prompt) {
+            prompt.push_back(config_.token_piece(id));
+        }
+        pieces = events::encode_pieces(prompt);
+    }
+    emit(EventKind::request_arrived, r->id, r->prompt_length(), 0, 0, 0, std::move(pieces));
     if (std::string reason = scheduler_.rejection_reason(*r); !reason.empty()) {
         finish(*r, RequestState::rejected, std::move(reason));
     } else if (const std::string problem = r->spec.sampling.problem(); !problem.empty()) {
@@ -207,7 +216,11 @@ StepStats LlmEngine::step() {
     for (const ScheduledChunk& chunk : plan.chunks) {
         scheduled_tokens += chunk.tokens;
     }
-    emit(EventKind::step_begin, -1, stats.step, scheduled_tokens, stats.sequences);
+    const char* phase = phase_name(plan); // a literal: it outlives the NVTX range
+    const std::string_view phase_text(phase);
+    const std::int64_t phase_code = phase_text == "prefill" ? 1 : phase_text == "decode" ? 2 : 3;
+    emit(EventKind::step_begin, -1, stats.step, scheduled_tokens, stats.sequences,
+         plan.chunks.empty() ? 0 : phase_code);
 
     if (!plan.chunks.empty()) {
         std::vector<runner::SequenceStep> steps;
@@ -238,7 +251,7 @@ StepStats LlmEngine::step() {
             runner::build_forward_batch(steps, backend_.block_size());
         logits_.resize(batch.logit_tokens.size() * static_cast<std::size_t>(backend_.vocab_size()));
         {
-            const nvtx::Range phase(phase_name(plan));
+            const nvtx::Range phase_range(phase);
             backend_.forward(batch, logits_.data());
         }
 
@@ -270,6 +283,10 @@ StepStats LlmEngine::step() {
             const std::int32_t next = r.sampler->sample(logits, r.tokens);
             r.tokens.push_back(next);
             ++r.generated;
+            if (config_.token_piece && sink_ != nullptr) {
+                emit(EventKind::token_sampled, r.id, next, r.generated, 0, 0,
+                     config_.token_piece(next));
+            }
             if (r.generated == 1) {
                 r.first_token_ns = host_now_ns();
                 emit(EventKind::first_token, r.id);

@@ -27,6 +27,9 @@ struct EngineConfig {
     // Which sampled tokens end a request (the tokenizer's end-of-turn
     // tokens); empty: only the token limit does.
     std::function<bool(std::int32_t)> ends_generation;
+    // A token's text as raw bytes (the tokenizer's); when set, events carry
+    // the prompt's pieces and each sampled token's, so viewers show text.
+    std::function<std::string(std::int32_t)> token_piece;
 };
 
 struct StepStats {

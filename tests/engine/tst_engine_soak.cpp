@@ -6,6 +6,8 @@
 // of that chain alone, so the greedy output of every request is known in
 // advance, whatever the scheduling, caching or preemption did.
 #include "engine/sched/llm_engine.h"
+#include "engine/util/host_clock.h"
+#include "profiler/run_store.h"
 
 #include <map>
 #include <random>
@@ -216,8 +218,10 @@ struct Counter final : events::EventSink {
     events::EngineEvent last_memory;
     int block_size = 0;
     std::string problem;
+    profiler::RunStore store; // the app's view of the run, rebuilt from the events alone
     void on_event(const events::EngineEvent& e) override {
         ++counts[e.kind];
+        store.append(e);
         if (!problem.empty()) {
             return;
         }
@@ -234,6 +238,37 @@ struct Counter final : events::EventSink {
             }
         }
     }
+};
+
+// The block map the app rebuilds from events against the KV manager itself:
+// the same ref count for every block, the same used/cached/free split.
+std::string compare_block_map(const profiler::BlockMapState& map, const kv::KvManager& kv) {
+    if (static_cast<int>(map.blocks().size()) != kv.total_blocks()) {
+        return "the rebuilt map has " + std::to_string(map.blocks().size()) + " blocks, not " +
+               std::to_string(kv.total_blocks());
+    }
+    for (int b = 0; b < kv.total_blocks(); ++b) {
+        if (map.blocks()[static_cast<std::size_t>(b)].ref_count() != kv.ref_count(b)) {
+            return "block " + std::to_string(b) + ": ref count " +
+                   std::to_string(map.blocks()[static_cast<std::size_t>(b)].ref_count()) +
+                   " rebuilt, " + std::to_string(kv.ref_count(b)) + " in the KV manager";
+        }
+    }
+    const profiler::BlockCounts counts = map.counts();
+    const kv::KvManagerStats stats = kv.stats();
+    if (counts.used != stats.used || counts.cached != stats.cached || counts.free != stats.free) {
+        return "rebuilt used/cached/free " + std::to_string(counts.used) + "/" +
+               std::to_string(counts.cached) + "/" + std::to_string(counts.free) + ", KV manager " +
+               std::to_string(stats.used) + "/" + std::to_string(stats.cached) + "/" +
+               std::to_string(stats.free);
+    }
+    return {};
+}
+
+struct BlockMapMoment {
+    std::int64_t t_ns = 0;
+    std::vector<int> refs;
+    profiler::BlockCounts counts;
 };
 
 struct SoakConfig {
@@ -335,6 +370,7 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
         }
     }
     std::set<std::int64_t> aborted;
+    std::vector<BlockMapMoment> moments; // for block_map_at() after the run
     const int steps = 15000;
     for (int s = 0; s < steps; ++s) {
         if (std::uniform_int_distribution<int>(0, 2)(rng) == 0) {
@@ -365,6 +401,29 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
         }
         const std::string problem = engine.check_invariants();
         QVERIFY2(problem.empty(), qPrintable(QString("step %1: %2").arg(s).arg(problem.c_str())));
+        const std::string map_problem =
+            compare_block_map(counter.store.block_map_now(), engine.kv());
+        QVERIFY2(map_problem.empty(),
+                 qPrintable(QString("step %1: %2").arg(s).arg(map_problem.c_str())));
+        if (s % 97 == 0) {
+            BlockMapMoment moment{host_now_ns(), {}, counter.store.block_map_now().counts()};
+            for (int b = 0; b < blocks; ++b) {
+                moment.refs.push_back(engine.kv().ref_count(b));
+            }
+            moments.push_back(std::move(moment));
+        }
+    }
+    // Replay: the map of any earlier moment, rebuilt from checkpoints.
+    for (const BlockMapMoment& moment : moments) {
+        const profiler::BlockMapState then = counter.store.block_map_at(moment.t_ns);
+        const profiler::BlockCounts counts = then.counts();
+        QCOMPARE(counts.used, moment.counts.used);
+        QCOMPARE(counts.cached, moment.counts.cached);
+        QCOMPARE(counts.free, moment.counts.free);
+        for (int b = 0; b < blocks; ++b) {
+            QCOMPARE(then.blocks()[static_cast<std::size_t>(b)].ref_count(),
+                     moment.refs[static_cast<std::size_t>(b)]);
+        }
     }
     // Drain: every request ends; none is stuck (something finishes at
     // least every few thousand steps however long the queue).

@@ -1,0 +1,137 @@
+#include "profiler/block_map_state.h"
+
+#include <algorithm>
+
+namespace kvscope::profiler {
+
+using events::EventKind;
+
+BlockUse BlockState::use() const {
+    if (!owners.empty()) {
+        return BlockUse::used;
+    }
+    return hashed ? BlockUse::cached : BlockUse::free;
+}
+
+BlockMapState::BlockMapState(int blocks, int block_size)
+    : block_size_(block_size > 0 ? block_size : 16)
+    , blocks_(static_cast<std::size_t>(std::max(0, blocks))) {}
+
+bool BlockMapState::is_block_event(EventKind kind) {
+    switch (kind) {
+    case EventKind::block_allocated:
+    case EventKind::block_shared:
+    case EventKind::block_unshared:
+    case EventKind::block_freed:
+    case EventKind::block_cached:
+    case EventKind::block_evicted:
+    case EventKind::block_compacted:
+        return true;
+    default:
+        return false;
+    }
+}
+
+BlockState& BlockMapState::at(std::int32_t block) {
+    if (static_cast<std::size_t>(block) >= blocks_.size()) {
+        blocks_.resize(static_cast<std::size_t>(block) + 1);
+    }
+    return blocks_[static_cast<std::size_t>(block)];
+}
+
+void BlockMapState::drop_owner(std::int64_t request, std::int32_t block) {
+    BlockState& b = at(block);
+    // The most recent reference first: a request holds a block once.
+    const auto owner = std::find(b.owners.begin(), b.owners.end(), request);
+    if (owner != b.owners.end()) {
+        b.owners.erase(owner);
+    }
+    const auto table = tables_.find(request);
+    if (table == tables_.end()) {
+        return;
+    }
+    std::vector<std::int32_t>& blocks = table->second;
+    const auto entry = std::find(blocks.begin(), blocks.end(), block);
+    if (entry != blocks.end()) {
+        blocks.erase(entry);
+    }
+    if (blocks.empty()) {
+        tables_.erase(table);
+    }
+}
+
+bool BlockMapState::apply(const events::EngineEvent& event) {
+    if (!is_block_event(event.kind) || event.block < 0) {
+        return false;
+    }
+    const std::int32_t block = event.block;
+    BlockState& b = at(block);
+    switch (event.kind) {
+    case EventKind::block_allocated:
+        // A fresh use: whatever the block cached before is gone.
+        b = BlockState{};
+        b.owners.push_back(event.request);
+        tables_[event.request].push_back(block);
+        break;
+    case EventKind::block_shared:
+        b.owners.push_back(event.request);
+        ++b.reuses;
+        tables_[event.request].push_back(block);
+        break;
+    case EventKind::block_unshared:
+    case EventKind::block_freed:
+        drop_owner(event.request, block);
+        break;
+    case EventKind::block_cached:
+        b.hashed = true;
+        b.hash = static_cast<std::uint64_t>(event.a);
+        b.cached_by = event.request;
+        b.first_token = static_cast<std::int32_t>(event.b);
+        break;
+    case EventKind::block_evicted:
+        b.hashed = false;
+        b.hash = 0;
+        b.cached_by = -1;
+        b.first_token = -1;
+        break;
+    case EventKind::block_compacted:
+        b.entries = static_cast<std::int32_t>(event.a);
+        break;
+    default:
+        break;
+    }
+    return true;
+}
+
+BlockCounts BlockMapState::counts() const {
+    BlockCounts counts;
+    for (const BlockState& b : blocks_) {
+        switch (b.use()) {
+        case BlockUse::used:
+            ++counts.used;
+            counts.shared += b.ref_count() > 1 ? 1 : 0;
+            break;
+        case BlockUse::cached:
+            ++counts.cached;
+            break;
+        case BlockUse::free:
+            ++counts.free;
+            break;
+        }
+    }
+    return counts;
+}
+
+const std::vector<std::int32_t>& BlockMapState::block_table(std::int64_t request) const {
+    static const std::vector<std::int32_t> none;
+    const auto table = tables_.find(request);
+    return table == tables_.end() ? none : table->second;
+}
+
+int BlockMapState::table_index(std::int64_t request, std::int32_t block) const {
+    const std::vector<std::int32_t>& table = block_table(request);
+    const auto entry = std::find(table.begin(), table.end(), block);
+    return entry == table.end() ? -1 : static_cast<int>(entry - table.begin());
+}
+
+} // namespace kvscope::profiler

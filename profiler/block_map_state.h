@@ -1,0 +1,70 @@
+// Every physical KV-cache block at one moment, rebuilt from the engine's block
+// events alone: who references it, whether its hash is in the prefix cache,
+// and which tokens it holds. Applying a run's events in order gives exactly
+// the KV manager's state after each of them (tests check it against the
+// engine), so a recording replays the block map of any moment.
+#pragma once
+
+#include "engine/events/engine_event.h"
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace kvscope::profiler {
+
+enum class BlockUse : std::uint8_t {
+    free,   // on the free list: no owner, no cached content
+    cached, // no owner, but its hash is in the prefix cache (reusable until evicted)
+    used,   // referenced by one request or more
+};
+
+struct BlockState {
+    std::vector<std::int64_t> owners; // requests referencing it, in the order they took it
+    bool hashed = false;              // its hash is registered in the prefix cache
+    std::uint64_t hash = 0;           // valid when hashed
+    std::int64_t cached_by = -1;      // the request whose tokens it caches (when hashed)
+    std::int32_t first_token = -1;    // that request's first token in it (when hashed)
+    std::int32_t entries = -1;        // entries left after token eviction rewrote it; -1: not
+    std::int64_t reuses = 0;          // prefix-cache hits on it since it was last allocated
+
+    BlockUse use() const;
+    int ref_count() const { return static_cast<int>(owners.size()); }
+};
+
+struct BlockCounts {
+    int used = 0;
+    int cached = 0;
+    int free = 0;
+    int shared = 0; // used by more than one request
+};
+
+class BlockMapState {
+public:
+    explicit BlockMapState(int blocks = 0, int block_size = 16);
+
+    // Applies `event` when it is a block event (allocated, shared, unshared,
+    // freed, cached, evicted, compacted) and returns true; false otherwise.
+    // Unknown block ids grow the map rather than fail.
+    bool apply(const events::EngineEvent& event);
+
+    int block_size() const { return block_size_; }
+    const std::vector<BlockState>& blocks() const { return blocks_; }
+    BlockCounts counts() const;
+    // The blocks `request` references, in block-table order (empty: none).
+    const std::vector<std::int32_t>& block_table(std::int64_t request) const;
+    // Where `block` sits in `request`'s block table; -1 when it does not.
+    int table_index(std::int64_t request, std::int32_t block) const;
+
+    static bool is_block_event(events::EventKind kind);
+
+private:
+    BlockState& at(std::int32_t block);
+    void drop_owner(std::int64_t request, std::int32_t block);
+
+    int block_size_ = 16;
+    std::vector<BlockState> blocks_;
+    std::unordered_map<std::int64_t, std::vector<std::int32_t>> tables_;
+};
+
+} // namespace kvscope::profiler

@@ -1,0 +1,33 @@
+// Hands engine events from the engine's thread to a viewer's thread: the
+// engine's on_event() appends under a mutex and returns at once; the viewer
+// take()s everything that has come, a frame at a time, and feeds its RunStore.
+#pragma once
+
+#include "engine/events/engine_event.h"
+
+#include <mutex>
+#include <vector>
+
+namespace kvscope::profiler {
+
+class LiveEventQueue final : public events::EventSink {
+public:
+    void on_event(const events::EngineEvent& event) override {
+        const std::lock_guard lock(mutex_);
+        pending_.push_back(event);
+    }
+    // Everything queued since the last call, in order.
+    std::vector<events::EngineEvent> take() {
+        std::vector<events::EngineEvent> taken;
+        taken.reserve(64);
+        const std::lock_guard lock(mutex_);
+        taken.swap(pending_);
+        return taken;
+    }
+
+private:
+    std::mutex mutex_;
+    std::vector<events::EngineEvent> pending_;
+};
+
+} // namespace kvscope::profiler

@@ -1,0 +1,401 @@
+#include "profiler/run_store.h"
+
+#include <algorithm>
+
+namespace kvscope::profiler {
+
+using events::EngineEvent;
+using events::EventKind;
+
+std::string_view step_phase_name(StepPhase phase) {
+    switch (phase) {
+    case StepPhase::prefill:
+        return "prefill";
+    case StepPhase::decode:
+        return "decode";
+    case StepPhase::mixed:
+        return "mixed";
+    case StepPhase::idle:
+        return "idle";
+    }
+    return "idle";
+}
+
+StepPhase StepSpan::phase() const {
+    switch (phase_code) {
+    case 1:
+        return StepPhase::prefill;
+    case 2:
+        return StepPhase::decode;
+    case 3:
+        return StepPhase::mixed;
+    default:
+        break;
+    }
+    // Older recordings: one token per sequence is decoding; a completed
+    // prompt also yields a token, so only "no single-token chunk" is certain.
+    if (sequences == 0) {
+        return StepPhase::idle;
+    }
+    if (scheduled_tokens == sequences) {
+        return StepPhase::decode;
+    }
+    return decode_tokens > 0 && prefill_tokens > 0 && decode_tokens == sequences
+               ? StepPhase::prefill
+               : StepPhase::mixed;
+}
+
+std::string_view lane_state_name(LaneState state) {
+    switch (state) {
+    case LaneState::waiting:
+        return "waiting";
+    case LaneState::prefill:
+        return "prefill";
+    case LaneState::decode:
+        return "decode";
+    case LaneState::preempted:
+        return "preempted";
+    }
+    return "waiting";
+}
+
+double RequestRecord::ttft_ms() const {
+    if (first_token_ns < 0 || arrival_ns < 0) {
+        return -1;
+    }
+    return static_cast<double>(first_token_ns - arrival_ns) * 1e-6;
+}
+
+double RequestRecord::tpot_ms() const {
+    if (output_times_ns.size() >= 2) {
+        return static_cast<double>(output_times_ns.back() - output_times_ns.front()) * 1e-6 /
+               static_cast<double>(output_times_ns.size() - 1);
+    }
+    // Recordings without token events: finish time over the tokens after the first.
+    if (generated >= 2 && first_token_ns >= 0 && end_ns >= first_token_ns) {
+        return static_cast<double>(end_ns - first_token_ns) * 1e-6 /
+               static_cast<double>(generated - 1);
+    }
+    return -1;
+}
+
+std::string RequestRecord::state_at(std::int64_t t_ns) const {
+    if (arrival_ns < 0 || t_ns < arrival_ns) {
+        return "not arrived";
+    }
+    if (end_ns >= 0 && t_ns >= end_ns) {
+        return outcome.empty() ? "finished" : outcome;
+    }
+    // The last lane that began at or before t.
+    const auto lane =
+        std::upper_bound(lanes.begin(), lanes.end(), t_ns,
+                         [](std::int64_t t, const LaneSpan& span) { return t < span.begin_ns; });
+    if (lane == lanes.begin()) {
+        return "waiting";
+    }
+    return std::string(lane_state_name(std::prev(lane)->state));
+}
+
+std::string RequestRecord::text(std::int64_t first, std::int64_t last) const {
+    const auto prompt = static_cast<std::int64_t>(prompt_pieces.size());
+    const auto total = prompt + static_cast<std::int64_t>(output_pieces.size());
+    first = std::max<std::int64_t>(0, first);
+    last = std::min(last, total);
+    std::string text;
+    for (std::int64_t i = first; i < last; ++i) {
+        text += i < prompt ? prompt_pieces[static_cast<std::size_t>(i)]
+                           : output_pieces[static_cast<std::size_t>(i - prompt)];
+    }
+    return text;
+}
+
+std::string RequestRecord::output_text(std::int64_t until_ns) const {
+    std::string text;
+    for (std::size_t i = 0; i < output_pieces.size() && output_times_ns[i] <= until_ns; ++i) {
+        text += output_pieces[i];
+    }
+    return text;
+}
+
+double CounterTrack::value_at(std::int64_t t, double fallback) const {
+    const auto after = std::upper_bound(t_ns.begin(), t_ns.end(), t);
+    if (after == t_ns.begin()) {
+        return fallback;
+    }
+    return values[static_cast<std::size_t>(after - t_ns.begin() - 1)];
+}
+
+RunStore::RunStore()
+    : counters_(static_cast<std::size_t>(Counter::count_)) {
+    cpu_ops_.name = "CPU ops";
+    const auto name = [this](Counter c, const char* text, const char* unit) {
+        counters_[static_cast<std::size_t>(c)].name = text;
+        counters_[static_cast<std::size_t>(c)].unit = unit;
+    };
+    name(Counter::used_blocks, "Used blocks", "blocks");
+    name(Counter::cached_blocks, "Cached blocks", "blocks");
+    name(Counter::free_blocks, "Free blocks", "blocks");
+    name(Counter::fragmentation, "Fragmentation", "share");
+    name(Counter::kv_bytes_used, "KV bytes used", "bytes");
+    name(Counter::prefix_hit_rate, "Prefix hit rate", "share");
+    name(Counter::running, "Sequences in step", "sequences");
+}
+
+std::int32_t RunStore::intern(const std::string& name) {
+    const auto [it, inserted] =
+        name_ids_.try_emplace(name, static_cast<std::int32_t>(names_.size()));
+    if (inserted) {
+        names_.push_back(name);
+    }
+    return it->second;
+}
+
+const RequestRecord* RunStore::request(std::int64_t id) const {
+    const auto it = request_index_.find(id);
+    return it == request_index_.end() ? nullptr : &requests_[it->second];
+}
+
+RequestRecord& RunStore::record(std::int64_t id) {
+    const auto [it, inserted] = request_index_.try_emplace(id, requests_.size());
+    if (inserted) {
+        requests_.emplace_back().id = id;
+    }
+    return requests_[it->second];
+}
+
+const CounterTrack& RunStore::counter(Counter which) const {
+    return counters_[static_cast<std::size_t>(which)];
+}
+
+void RunStore::add_counter(Counter which, std::int64_t t_ns, double value) {
+    CounterTrack& track = counters_[static_cast<std::size_t>(which)];
+    track.t_ns.push_back(t_ns);
+    track.values.push_back(value);
+}
+
+void RunStore::open_lane(RequestRecord& r, std::int64_t t_ns, LaneState state) {
+    close_lane(r, t_ns);
+    r.lanes.push_back({t_ns, -1, state});
+}
+
+void RunStore::close_lane(RequestRecord& r, std::int64_t t_ns) {
+    if (!r.lanes.empty() && r.lanes.back().end_ns < 0) {
+        r.lanes.back().end_ns = t_ns;
+    }
+}
+
+void RunStore::add_gpu_track(SpanTrack track) {
+    for (const Span& span : track.spans) {
+        start_ns_ = start_ns_ == 0 ? span.begin_ns : std::min(start_ns_, span.begin_ns);
+        end_ns_ = std::max(end_ns_, span.end_ns);
+    }
+    gpu_tracks_.push_back(std::move(track));
+}
+
+void RunStore::apply_block_event(const EngineEvent& event) {
+    if (block_events_.size() % kCheckpointEvery == 0) {
+        checkpoints_.push_back(block_map_);
+    }
+    EngineEvent compact = event;
+    compact.text.clear();
+    block_events_.push_back(std::move(compact));
+    block_map_.apply(event);
+
+    const auto block = static_cast<std::size_t>(event.block);
+    if (block >= node_of_block_.size()) {
+        node_of_block_.resize(block + 1, -1);
+    }
+    std::int32_t& node = node_of_block_[block];
+    switch (event.kind) {
+    case EventKind::block_cached: {
+        PrefixNode n;
+        n.block = event.block;
+        n.cached_by = event.request;
+        n.first_token = static_cast<std::int32_t>(event.b);
+        n.cached_ns = event.time_ns;
+        n.hash = static_cast<std::uint64_t>(event.a);
+        // The parent is the block before it in the same request's table.
+        const std::vector<std::int32_t>& table = block_map_.block_table(event.request);
+        const int index = block_map_.table_index(event.request, event.block);
+        if (index > 0) {
+            const auto previous =
+                static_cast<std::size_t>(table[static_cast<std::size_t>(index) - 1]);
+            if (previous < node_of_block_.size()) {
+                n.parent = node_of_block_[previous];
+            }
+        }
+        node = static_cast<std::int32_t>(prefix_nodes_.size());
+        if (n.parent >= 0) {
+            prefix_nodes_[static_cast<std::size_t>(n.parent)].children.push_back(node);
+        }
+        prefix_nodes_.push_back(std::move(n));
+        break;
+    }
+    case EventKind::block_shared:
+        if (node >= 0) {
+            ++prefix_nodes_[static_cast<std::size_t>(node)].reuses;
+        }
+        break;
+    case EventKind::block_evicted:
+    case EventKind::block_allocated:
+        if (node >= 0) {
+            prefix_nodes_[static_cast<std::size_t>(node)].evicted_ns = event.time_ns;
+            node = -1;
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+void RunStore::append(const EngineEvent& event) {
+    if (event_count_ == 0 || (start_ns_ == 0 && event.time_ns > 0)) {
+        start_ns_ = event.time_ns;
+    }
+    ++event_count_;
+    end_ns_ = std::max(end_ns_, event.kind == EventKind::op_slice ? event.a : event.time_ns);
+    if (BlockMapState::is_block_event(event.kind)) {
+        apply_block_event(event);
+        return;
+    }
+    const std::int64_t t = event.time_ns;
+    switch (event.kind) {
+    case EventKind::run_config:
+        total_blocks_ = static_cast<int>(event.a);
+        block_size_ = static_cast<int>(event.b);
+        run_config_ = event.text;
+        if (block_events_.empty()) {
+            block_map_ = BlockMapState(total_blocks_, block_size_);
+        }
+        break;
+    case EventKind::step_begin: {
+        StepSpan step;
+        step.begin_ns = t;
+        step.end_ns = -1;
+        step.step = event.a;
+        step.scheduled_tokens = static_cast<std::int32_t>(event.b);
+        step.sequences = static_cast<std::int32_t>(event.c);
+        step.phase_code = static_cast<std::int8_t>(event.d);
+        steps_.push_back(step);
+        add_counter(Counter::running, t, static_cast<double>(event.c));
+        break;
+    }
+    case EventKind::step_end:
+        if (!steps_.empty() && steps_.back().end_ns < 0) {
+            StepSpan& step = steps_.back();
+            step.end_ns = t;
+            step.prefill_tokens = static_cast<std::int32_t>(event.b);
+            step.decode_tokens = static_cast<std::int32_t>(event.c);
+        }
+        break;
+    case EventKind::op_slice:
+        cpu_ops_.spans.push_back(
+            {t, event.a, intern(event.text), static_cast<std::int32_t>(event.b)});
+        break;
+    case EventKind::request_arrived: {
+        RequestRecord& r = record(event.request);
+        r.arrival_ns = t;
+        r.prompt_tokens = static_cast<std::int32_t>(event.a);
+        r.prompt_pieces = events::decode_pieces(event.text);
+        open_lane(r, t, LaneState::waiting);
+        break;
+    }
+    case EventKind::request_admitted: {
+        RequestRecord& r = record(event.request);
+        if (r.admitted_ns < 0) {
+            r.admitted_ns = t;
+            r.cached_tokens = static_cast<std::int32_t>(event.a);
+            r.computed_tokens = static_cast<std::int32_t>(event.b);
+            hit_tokens_ += event.a;
+            prompt_tokens_ += r.prompt_tokens;
+            if (prompt_tokens_ > 0) {
+                add_counter(Counter::prefix_hit_rate, t,
+                            static_cast<double>(hit_tokens_) / static_cast<double>(prompt_tokens_));
+            }
+        }
+        open_lane(r, t, LaneState::prefill);
+        break;
+    }
+    case EventKind::first_token: {
+        RequestRecord& r = record(event.request);
+        r.first_token_ns = t;
+        open_lane(r, t, LaneState::decode);
+        break;
+    }
+    case EventKind::token_sampled: {
+        RequestRecord& r = record(event.request);
+        r.output_pieces.push_back(event.text);
+        r.output_times_ns.push_back(t);
+        r.generated = static_cast<std::int32_t>(event.b);
+        // Back to decoding after a preemption's recompute.
+        if (!r.lanes.empty() && r.lanes.back().state == LaneState::prefill &&
+            r.first_token_ns >= 0) {
+            open_lane(r, t, LaneState::decode);
+        }
+        break;
+    }
+    case EventKind::request_preempted: {
+        RequestRecord& r = record(event.request);
+        ++r.preemptions;
+        open_lane(r, t, LaneState::preempted);
+        break;
+    }
+    case EventKind::request_finished:
+    case EventKind::request_aborted:
+    case EventKind::request_rejected: {
+        RequestRecord& r = record(event.request);
+        close_lane(r, t);
+        r.end_ns = t;
+        r.outcome = event.kind == EventKind::request_finished  ? "finished"
+                    : event.kind == EventKind::request_aborted ? "aborted"
+                                                               : "rejected";
+        r.reason = event.text;
+        if (event.kind == EventKind::request_finished) {
+            r.generated = static_cast<std::int32_t>(event.a);
+        }
+        break;
+    }
+    case EventKind::tokens_evicted:
+        record(event.request).evicted_tokens += event.a;
+        break;
+    case EventKind::cache_fill:
+        add_counter(Counter::fragmentation, t,
+                    event.b > 0 ? 1.0 - static_cast<double>(event.a) / static_cast<double>(event.b)
+                                : 0.0);
+        break;
+    case EventKind::memory_sample:
+        add_counter(Counter::used_blocks, t, static_cast<double>(event.a));
+        add_counter(Counter::cached_blocks, t, static_cast<double>(event.b));
+        add_counter(Counter::free_blocks, t, static_cast<double>(event.c));
+        if (total_blocks_ == 0) {
+            total_blocks_ = static_cast<int>(event.d);
+        }
+        break;
+    case EventKind::kv_bytes:
+        add_counter(Counter::kv_bytes_used, t, static_cast<double>(event.a));
+        bytes_per_block_ = event.d;
+        kv_formats_ = event.text;
+        break;
+    default:
+        break;
+    }
+}
+
+BlockMapState RunStore::block_map_at(std::int64_t t_ns) const {
+    // Block events after t are the first with a later time.
+    const auto end = std::upper_bound(
+        block_events_.begin(), block_events_.end(), t_ns,
+        [](std::int64_t t, const EngineEvent& event) { return t < event.time_ns; });
+    const auto count = static_cast<std::size_t>(end - block_events_.begin());
+    if (count == block_events_.size()) {
+        return block_map_;
+    }
+    const std::size_t checkpoint = count / kCheckpointEvery;
+    BlockMapState state = checkpoints_[checkpoint];
+    for (std::size_t i = checkpoint * kCheckpointEvery; i < count; ++i) {
+        state.apply(block_events_[i]);
+    }
+    return state;
+}
+
+} // namespace kvscope::profiler
