@@ -8,6 +8,7 @@
 #include "app/cli/gpu_capture.h"
 #include "app/cli/serving_options.h"
 #include "app/cli/throttled_backend.h"
+#include "engine/events/tee_sink.h"
 #include "engine/gpu_devices.h"
 #include "engine/sched/llm_engine.h"
 #include "engine/workload/run_workload.h"
@@ -72,25 +73,6 @@ private:
     std::ostream& out_;
 };
 
-// Hands each event to several sinks.
-class TeeSink final : public events::EventSink {
-public:
-    void add(events::EventSink* sink) {
-        if (sink != nullptr) {
-            sinks_.push_back(sink);
-        }
-    }
-    void on_event(const events::EngineEvent& e) override {
-        for (events::EventSink* sink : sinks_) {
-            sink->on_event(e);
-        }
-    }
-    bool empty() const { return sinks_.empty(); }
-
-private:
-    std::vector<events::EventSink*> sinks_;
-};
-
 double percentile(std::vector<double> values, double p) {
     if (values.empty()) {
         return 0;
@@ -153,7 +135,7 @@ int run_run(RunOptions& options) {
         recorder->set_metadata("requests", std::to_string(specs.size()));
         recorder->set_metadata("backend", backend->name());
     }
-    TeeSink tee;
+    events::TeeSink tee;
     tee.add(sink.get());
     tee.add(recorder.get());
     sched::EngineConfig config = options.serving.engine_config();

@@ -29,7 +29,8 @@ KvManagerStats KvManager::stats() const {
     return s;
 }
 
-void KvManager::emit(EventKind kind, std::int64_t request, BlockId block, std::int64_t a) const {
+void KvManager::emit_event(EventKind kind, std::int64_t request, BlockId block,
+                           std::int64_t a) const {
     events::EngineEvent event;
     event.kind = kind;
     event.request = request;
@@ -106,12 +107,12 @@ std::optional<BlockId> KvManager::take_block(std::int64_t request) {
         Block& evicted = blocks_[static_cast<std::size_t>(block)];
         evicted.in_lru = false;
         forget_hash(block);
-        emit(EventKind::block_evicted, request, block);
+        emit_event(EventKind::block_evicted, request, block);
     } else {
         return std::nullopt;
     }
     blocks_[static_cast<std::size_t>(block)].ref = 1;
-    emit(EventKind::block_allocated, request, block);
+    emit_event(EventKind::block_allocated, request, block);
     return block;
 }
 
@@ -139,7 +140,7 @@ void KvManager::reference(std::int64_t request, BlockId block) {
         b.in_lru = false;
     }
     ++b.ref;
-    emit(EventKind::block_shared, request, block);
+    emit_event(EventKind::block_shared, request, block);
 }
 
 int KvManager::blocks_needed(const SequenceBlocks& sequence, std::int32_t new_length) const {
@@ -240,7 +241,7 @@ void KvManager::unreference(std::int64_t request, BlockId block, std::vector<Blo
                                " released more often than referenced");
     }
     if (--b.ref > 0) {
-        emit(EventKind::block_unshared, request, block, b.ref);
+        emit_event(EventKind::block_unshared, request, block, b.ref);
         return;
     }
     released.push_back(block);
@@ -252,7 +253,7 @@ void KvManager::unreference(std::int64_t request, BlockId block, std::vector<Blo
         free_.push_back(block);
         b.in_free = true;
     }
-    emit(EventKind::block_freed, request, block, b.hashed ? 1 : 0);
+    emit_event(EventKind::block_freed, request, block, b.hashed ? 1 : 0);
 }
 
 std::vector<BlockId> KvManager::release(std::int64_t request, SequenceBlocks& sequence) {
@@ -283,7 +284,7 @@ KvManager::make_private(std::int64_t request, SequenceBlocks& sequence, int firs
             slot = *take_block(request);
         } else if (b.hashed) {
             forget_hash(slot); // its content is about to change
-            emit(EventKind::block_evicted, request, slot);
+            emit_event(EventKind::block_evicted, request, slot);
         }
     }
     sequence.block_hashes.clear();

@@ -25,8 +25,8 @@ LlmEngine::LlmEngine(runner::Backend& backend, const EngineConfig& config, event
         !problem.empty()) {
         throw std::invalid_argument(problem);
     }
-    emit(EventKind::run_config, -1, backend.num_blocks(), backend.block_size(), 0, 0,
-         describe_config());
+    emit_event(EventKind::run_config, -1, backend.num_blocks(), backend.block_size(), 0, 0,
+               describe_config());
     if (config.record_ops && sink != nullptr) {
         backend.set_op_observer(this);
     }
@@ -75,8 +75,8 @@ std::string LlmEngine::describe_config() const {
         .dump();
 }
 
-void LlmEngine::emit(EventKind kind, std::int64_t request, std::int64_t a, std::int64_t b,
-                     std::int64_t c, std::int64_t d, std::string text) {
+void LlmEngine::emit_event(EventKind kind, std::int64_t request, std::int64_t a, std::int64_t b,
+                           std::int64_t c, std::int64_t d, std::string text) {
     events::EngineEvent event;
     event.kind = kind;
     event.request = request;
@@ -106,7 +106,7 @@ std::int64_t LlmEngine::add_request(RequestSpec spec) {
         }
         pieces = events::encode_pieces(prompt);
     }
-    emit(EventKind::request_arrived, r->id, r->prompt_length(), 0, 0, 0, std::move(pieces));
+    emit_event(EventKind::request_arrived, r->id, r->prompt_length(), 0, 0, 0, std::move(pieces));
     if (std::string reason = scheduler_.rejection_reason(*r); !reason.empty()) {
         finish(*r, RequestState::rejected, std::move(reason));
     } else if (const std::string problem = r->spec.sampling.problem(); !problem.empty()) {
@@ -130,14 +130,14 @@ void LlmEngine::finish(Request& request, RequestState state, std::string reason)
     request.finish_ns = host_now_ns();
     switch (state) {
     case RequestState::aborted:
-        emit(EventKind::request_aborted, request.id);
+        emit_event(EventKind::request_aborted, request.id);
         break;
     case RequestState::rejected:
-        emit(EventKind::request_rejected, request.id, 0, 0, 0, 0, request.finish_reason);
+        emit_event(EventKind::request_rejected, request.id, 0, 0, 0, 0, request.finish_reason);
         break;
     default:
-        emit(EventKind::request_finished, request.id, request.generated, 0, 0, 0,
-             request.finish_reason);
+        emit_event(EventKind::request_finished, request.id, request.generated, 0, 0, 0,
+                   request.finish_reason);
         break;
     }
 }
@@ -197,18 +197,18 @@ StepStats LlmEngine::step() {
         finish(*r, RequestState::rejected, r->finish_reason);
     }
     for (Request* r : plan.preempted) {
-        emit(EventKind::request_preempted, r->id, r->accounting.preemptions);
+        emit_event(EventKind::request_preempted, r->id, r->accounting.preemptions);
     }
     for (Request* r : plan.admitted) {
         if (r->admitted_ns < 0) {
             r->admitted_ns = host_now_ns();
         }
         const RequestAccounting& a = r->accounting;
-        emit(EventKind::prefix_lookup, r->id, r->computed,
-             static_cast<std::int64_t>(r->tokens.size()), a.shared_short_tokens);
-        emit(EventKind::request_admitted, r->id, r->computed,
-             static_cast<std::int64_t>(r->tokens.size()) - r->computed, a.blocks_hit,
-             a.blocks_missed);
+        emit_event(EventKind::prefix_lookup, r->id, r->computed,
+                   static_cast<std::int64_t>(r->tokens.size()), a.shared_short_tokens);
+        emit_event(EventKind::request_admitted, r->id, r->computed,
+                   static_cast<std::int64_t>(r->tokens.size()) - r->computed, a.blocks_hit,
+                   a.blocks_missed);
     }
     stats.sequences = static_cast<int>(plan.chunks.size());
     stats.preempted = static_cast<int>(plan.preempted.size());
@@ -219,8 +219,8 @@ StepStats LlmEngine::step() {
     const char* phase = phase_name(plan); // a literal: it outlives the NVTX range
     const std::string_view phase_text(phase);
     const std::int64_t phase_code = phase_text == "prefill" ? 1 : phase_text == "decode" ? 2 : 3;
-    emit(EventKind::step_begin, -1, stats.step, scheduled_tokens, stats.sequences,
-         plan.chunks.empty() ? 0 : phase_code);
+    emit_event(EventKind::step_begin, -1, stats.step, scheduled_tokens, stats.sequences,
+               plan.chunks.empty() ? 0 : phase_code);
 
     if (!plan.chunks.empty()) {
         std::vector<runner::SequenceStep> steps;
@@ -284,12 +284,12 @@ StepStats LlmEngine::step() {
             r.tokens.push_back(next);
             ++r.generated;
             if (config_.token_piece && sink_ != nullptr) {
-                emit(EventKind::token_sampled, r.id, next, r.generated, 0, 0,
-                     config_.token_piece(next));
+                emit_event(EventKind::token_sampled, r.id, next, r.generated, 0, 0,
+                           config_.token_piece(next));
             }
             if (r.generated == 1) {
                 r.first_token_ns = host_now_ns();
-                emit(EventKind::first_token, r.id);
+                emit_event(EventKind::first_token, r.id);
             }
             const std::int64_t capacity =
                 static_cast<std::int64_t>(kv_.total_blocks()) * kv_.block_size();
@@ -308,9 +308,9 @@ StepStats LlmEngine::step() {
         entries += r->blocks.length;
         slots += static_cast<std::int64_t>(r->blocks.block_table.size()) * kv_.block_size();
     }
-    emit(EventKind::cache_fill, -1, entries, slots);
+    emit_event(EventKind::cache_fill, -1, entries, slots);
     const kv::KvManagerStats memory = kv_.stats();
-    emit(EventKind::memory_sample, -1, memory.used, memory.cached, memory.free, memory.total);
+    emit_event(EventKind::memory_sample, -1, memory.used, memory.cached, memory.free, memory.total);
     if (memory.total > 0) {
         const std::int64_t block_bytes = backend_.kv_cache_bytes() / memory.total;
         events::emit_now(sink_, {.kind = EventKind::kv_bytes,
@@ -320,7 +320,7 @@ StepStats LlmEngine::step() {
                                  .d = block_bytes,
                                  .text = backend_.cache_format().describe()});
     }
-    emit(EventKind::step_end, -1, stats.step, stats.prefill_tokens, stats.decode_tokens);
+    emit_event(EventKind::step_end, -1, stats.step, stats.prefill_tokens, stats.decode_tokens);
     stats.seconds = static_cast<double>(host_now_ns() - start) * 1e-9;
     return stats;
 }
@@ -356,8 +356,8 @@ void LlmEngine::apply_eviction(Request& r, std::size_t batch_index, bool prompt_
         compact_sequence(r.id, kept, r.blocks, r.attention, kv_, backend_);
     if (outcome.evicted_tokens > 0) {
         r.accounting.evicted_tokens += outcome.evicted_tokens;
-        emit(EventKind::tokens_evicted, r.id, outcome.evicted_tokens, outcome.blocks_released,
-             r.blocks.length);
+        emit_event(EventKind::tokens_evicted, r.id, outcome.evicted_tokens, outcome.blocks_released,
+                   r.blocks.length);
         for (const auto& [block, held] : outcome.rewritten) {
             events::EngineEvent event;
             event.kind = EventKind::block_compacted;

@@ -75,8 +75,9 @@ public:
     std::string describe_config() const;
 
 private:
-    void emit(events::EventKind kind, std::int64_t request, std::int64_t a = 0, std::int64_t b = 0,
-              std::int64_t c = 0, std::int64_t d = 0, std::string text = {});
+    void emit_event(events::EventKind kind, std::int64_t request, std::int64_t a = 0,
+                    std::int64_t b = 0, std::int64_t c = 0, std::int64_t d = 0,
+                    std::string text = {});
     void finish(Request& request, RequestState state, std::string reason);
     void release_blocks(Request& request);
     void apply_eviction(Request& request, std::size_t batch_index, bool prompt_done);
