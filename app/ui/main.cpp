@@ -29,6 +29,14 @@ int main(int argc, char** argv) {
     window.show();
     if (options.demo) {
         window.start_demo();
+    } else if (!options.recording_path.isEmpty()) {
+        // A file that does not open is said on stderr too: the command line
+        // asked for it.
+        QObject::connect(&window, &kvscope::ui::MainWindow::recording_failed,
+                         [](const QString& message) {
+                             std::fprintf(stderr, "kvscope-ui: %s\n", qPrintable(message));
+                         });
+        window.open_recording(options.recording_path);
     }
 
     if (!options.screenshot_path.isEmpty()) {

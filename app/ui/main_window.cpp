@@ -1,43 +1,412 @@
 #include "app/ui/main_window.h"
 
+#include "app/ui/block_map_view.h"
+#include "app/ui/compare_view.h"
+#include "app/ui/engine_controller.h"
+#include "app/ui/kernel_summary_panel.h"
+#include "app/ui/occupancy_chart.h"
+#include "app/ui/plot_export.h"
+#include "app/ui/prefix_view.h"
+#include "app/ui/replay_bar.h"
+#include "app/ui/requests_panel.h"
+#include "app/ui/run_panel.h"
 #include "app/ui/start_page.h"
+#include "app/ui/teaching_presets.h"
+#include "app/ui/timeline_view.h"
 #include "kvscope/build_info.h"
+#include "profiler/recording_events.h"
+
+#include <limits>
 
 #include <QAction>
 #include <QApplication>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QKeySequence>
+#include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QPointer>
+#include <QProgressDialog>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSplitter>
 #include <QStatusBar>
+#include <QTabWidget>
+#include <QThread>
+#include <QTimer>
+#include <QVBoxLayout>
 
 namespace kvscope::ui {
+namespace {
+
+// Views refresh at 10 Hz while live: smooth enough to watch blocks fill,
+// cheap enough to leave the CPU to the engine.
+constexpr int kFrameMs = 100;
+
+} // namespace
 
 MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent) {
     setWindowTitle(tr("kvscope"));
     setObjectName("kvscopeMainWindow");
-    start_page_ = new StartPage(this);
-    setCentralWidget(start_page_);
+    engine_ = new EngineController(this);
+    create_views();
     create_menus();
-    statusBar()->showMessage(tr("Ready"));
-    resize(1280, 800);
+    mode_label_ = new QLabel(tr("No run"));
+    statusBar()->addPermanentWidget(mode_label_);
+    statusBar()->showMessage(tr("Ready: start a demo from the run panel, or open a recording"));
+    resize(1440, 900);
+
+    frame_timer_ = new QTimer(this);
+    frame_timer_->setInterval(kFrameMs);
+    connect(frame_timer_, &QTimer::timeout, this, &MainWindow::tick);
+
+    connect(run_panel_, &RunPanel::start_requested, this, &MainWindow::start_run);
+    connect(run_panel_, &RunPanel::pause_toggled, engine_, &EngineController::set_paused);
+    connect(run_panel_, &RunPanel::stop_requested, engine_, &EngineController::stop);
+    connect(engine_, &EngineController::started, this, [this] {
+        set_store(std::make_shared<profiler::RunStore>(), Mode::live);
+        run_panel_->set_running(true);
+        frame_timer_->start();
+    });
+    connect(engine_, &EngineController::status, this, [this](const QString& text) {
+        run_panel_->set_status(text);
+        statusBar()->showMessage(text);
+    });
+    connect(engine_, &EngineController::loading, run_panel_, &RunPanel::set_loading);
+    connect(engine_, &EngineController::progress, run_panel_, &RunPanel::set_progress);
+    connect(engine_, &EngineController::finished, this, [this](const QString& summary) {
+        tick(); // the last events
+        frame_timer_->stop();
+        run_panel_->set_running(false);
+        run_panel_->set_status(summary);
+        statusBar()->showMessage(summary);
+        emit run_finished(summary);
+    });
+    connect(engine_, &EngineController::failed, this, [this](const QString& message) {
+        tick();
+        frame_timer_->stop();
+        run_panel_->set_running(false);
+        run_panel_->set_loading(false);
+        run_panel_->set_status(tr("Failed: %1").arg(message));
+        statusBar()->showMessage(tr("The run failed"));
+        // Window-modal but not blocking: the event loop (and tests) go on.
+        auto* box = new QMessageBox(QMessageBox::Warning, tr("The run failed"), message,
+                                    QMessageBox::Ok, this);
+        box->setObjectName("runFailedMessage");
+        box->setAttribute(Qt::WA_DeleteOnClose);
+        box->open();
+    });
+
+    connect(replay_bar_, &ReplayBar::time_changed, this, &MainWindow::show_time);
+    connect(replay_bar_, &ReplayBar::following_changed, this, [this](bool following) {
+        timeline_->set_follow_live(following && mode_ == Mode::live);
+        if (following && store_) {
+            show_time(store_->end_ns());
+        }
+    });
+    connect(timeline_, &TimelineView::cursor_requested, this, [this](qint64 t) {
+        replay_bar_->set_following(false);
+        replay_bar_->set_time_ns(t);
+        show_time(replay_bar_->time_ns());
+    });
+    connect(block_map_, &BlockMapView::request_selected, this, [this](qint64 id) {
+        requests_->select_request(id);
+        tabs_->setCurrentWidget(requests_);
+    });
+    connect(prefix_, &PrefixView::request_selected, requests_, &RequestsPanel::select_request);
+}
+
+MainWindow::~MainWindow() {
+    if (cancel_load_) {
+        *cancel_load_ = true;
+    }
+    // Views point into the store: detach them before it goes.
+    engine_->stop();
+}
+
+void MainWindow::create_views() {
+    run_panel_ = new RunPanel;
+    auto* scroll = new QScrollArea;
+    scroll->setWidget(run_panel_);
+    scroll->setWidgetResizable(true);
+    scroll->setMinimumWidth(360);
+    auto* dock = new QDockWidget(tr("Run"), this);
+    dock->setObjectName("runDock");
+    dock->setWidget(scroll);
+    dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
+    addDockWidget(Qt::LeftDockWidgetArea, dock);
+
+    block_map_ = new BlockMapView;
+    occupancy_ = new OccupancyChart;
+    timeline_ = new TimelineView;
+    requests_ = new RequestsPanel;
+    prefix_ = new PrefixView;
+    kernels_ = new KernelSummaryPanel;
+    compare_ = new CompareView;
+    start_page_ = new StartPage;
+    replay_bar_ = new ReplayBar;
+
+    auto* top = new QSplitter(Qt::Horizontal);
+    top->addWidget(block_map_);
+    top->addWidget(occupancy_);
+    top->setStretchFactor(0, 1);
+    top->setStretchFactor(1, 1);
+    tabs_ = new QTabWidget;
+    tabs_->setObjectName("viewTabs");
+    tabs_->addTab(requests_, tr("Requests"));
+    tabs_->addTab(prefix_, tr("Prefix hits"));
+    tabs_->addTab(kernels_, tr("Kernels and ops"));
+    tabs_->addTab(compare_, tr("Compare"));
+    tabs_->addTab(start_page_, tr("Machine"));
+    auto* split = new QSplitter(Qt::Vertical);
+    split->addWidget(top);
+    split->addWidget(timeline_);
+    split->addWidget(tabs_);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 3);
+    split->setStretchFactor(2, 3);
+
+    auto* central = new QWidget;
+    auto* layout = new QVBoxLayout(central);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(split, 1);
+    layout->addWidget(replay_bar_);
+    setCentralWidget(central);
 }
 
 void MainWindow::create_menus() {
     QMenu* file_menu = menuBar()->addMenu(tr("&File"));
+    QAction* open =
+        file_menu->addAction(tr("&Open recording…"), this, &MainWindow::choose_recording);
+    open->setShortcut(QKeySequence::Open);
+    file_menu->addAction(tr("&Compare recordings…"), this, &MainWindow::choose_comparison);
+    QMenu* export_menu = file_menu->addMenu(tr("&Export view"));
+    const auto add_export = [this, export_menu](const QString& name, QWidget* view) {
+        export_menu->addAction(tr("%1 as PNG or SVG…").arg(name), this,
+                               [this, view, name] { export_view(view, name); });
+    };
+    add_export(tr("Block map"), block_map_);
+    add_export(tr("Occupancy"), occupancy_);
+    add_export(tr("Timeline"), timeline_);
+    add_export(tr("Prefix hits"), prefix_);
+    file_menu->addSeparator();
     QAction* quit = file_menu->addAction(tr("&Quit"), qApp, &QApplication::quit);
     quit->setShortcut(QKeySequence::Quit);
+
+    QMenu* run_menu = menuBar()->addMenu(tr("&Run"));
+    QMenu* demos = run_menu->addMenu(tr("&Demos"));
+    for (const TeachingPreset& preset : teaching_presets()) {
+        const QString id = preset.id;
+        demos->addAction(preset.title, this, [this, id] {
+            run_panel_->choose_preset(id);
+            start_run();
+        });
+    }
+    run_menu->addAction(tr("&Start"), this, &MainWindow::start_run);
+    run_menu->addAction(tr("S&top"), engine_, &EngineController::stop);
 
     QMenu* help_menu = menuBar()->addMenu(tr("&Help"));
     help_menu->addAction(tr("&About kvscope"), this, &MainWindow::show_about);
 }
 
+void MainWindow::set_store(std::shared_ptr<profiler::RunStore> store, Mode mode) {
+    // Views first, then the old store goes (they point into it).
+    const profiler::RunStore* raw = store.get();
+    block_map_->set_store(raw);
+    occupancy_->set_store(raw);
+    timeline_->set_store(raw);
+    requests_->set_store(raw);
+    prefix_->set_store(raw);
+    kernels_->set_store(raw);
+    store_ = std::move(store);
+    mode_ = mode;
+    const bool live = mode == Mode::live;
+    replay_bar_->set_range(raw ? raw->start_ns() : 0, raw ? raw->end_ns() : 0);
+    replay_bar_->set_following(live);
+    replay_bar_->live_button()->setEnabled(live);
+    timeline_->set_follow_live(live);
+    if (!live) {
+        timeline_->fit_all();
+    }
+    mode_label_->setText(live  ? tr("Live")
+                         : raw ? tr("Replay: %1").arg(QFileInfo(recording_path_).fileName())
+                               : tr("No run"));
+    show_time(live || !raw ? std::numeric_limits<qint64>::max() : raw->end_ns());
+}
+
+void MainWindow::tick() {
+    if (!store_ || mode_ != Mode::live) {
+        return;
+    }
+    const std::vector<events::EngineEvent> batch = engine_->events()->take();
+    for (const events::EngineEvent& event : batch) {
+        store_->append(event);
+    }
+    replay_bar_->set_range(store_->start_ns(), store_->end_ns());
+    if (replay_bar_->following()) {
+        shown_ns_ = store_->end_ns();
+    }
+    refresh_views();
+}
+
+void MainWindow::show_time(qint64 t_ns) {
+    if (store_) {
+        t_ns = std::min<qint64>(t_ns, store_->end_ns());
+    }
+    shown_ns_ = t_ns;
+    refresh_views();
+}
+
+void MainWindow::refresh_views() {
+    block_map_->set_time_ns(shown_ns_);
+    occupancy_->set_time_ns(shown_ns_);
+    requests_->set_time_ns(shown_ns_);
+    prefix_->set_time_ns(shown_ns_);
+    kernels_->set_time_ns(shown_ns_);
+    if (replay_bar_->following() && mode_ == Mode::live) {
+        timeline_->clear_cursor();
+    } else {
+        timeline_->set_cursor_ns(shown_ns_);
+    }
+    block_map_->refresh();
+    occupancy_->refresh();
+    timeline_->refresh();
+    requests_->refresh();
+    prefix_->refresh();
+    kernels_->refresh();
+}
+
 void MainWindow::start_demo() {
-    // The engine runs (kvscope generate, kvscope bench) but is not wired to
-    // the views yet; say so plainly rather than showing made-up data.
-    statusBar()->showMessage(
-        tr("Live demo: the views are not connected to the engine yet; meanwhile "
-           "'kvscope generate --chat --prompt ...' runs the model from a terminal."));
+    run_panel_->choose_preset(teaching_presets().front().id);
+    start_run();
+    statusBar()->showMessage(tr("Live demo: %1").arg(teaching_presets().front().title));
+}
+
+void MainWindow::start_run() {
+    if (engine_->running()) {
+        statusBar()->showMessage(tr("A run is under way: stop it first"));
+        return;
+    }
+    recording_path_.clear();
+    engine_->start(run_panel_->settings());
+}
+
+void MainWindow::open_recording(const QString& path) {
+    if (engine_->running()) {
+        engine_->stop();
+    }
+    if (cancel_load_) {
+        *cancel_load_ = true;
+    }
+    auto cancel = std::make_shared<std::atomic<bool>>(false);
+    cancel_load_ = cancel;
+    auto* dialog = new QProgressDialog(tr("Reading %1…").arg(QFileInfo(path).fileName()),
+                                       tr("Cancel"), 0, 1000, this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    dialog->setMinimumDuration(300);
+    dialog->setValue(0);
+    connect(dialog, &QProgressDialog::canceled, this, [cancel] { *cancel = true; });
+    statusBar()->showMessage(tr("Reading %1…").arg(path));
+
+    // The worker builds a store of its own and hands it over whole.
+    QPointer<MainWindow> self(this);
+    QPointer<QProgressDialog> progress(dialog);
+    QThread* worker = QThread::create([self, progress, cancel, path] {
+        auto store = std::make_shared<profiler::RunStore>();
+        QString error;
+        try {
+            profiler::load_recording(path.toStdString(), *store, [&](double share) {
+                QMetaObject::invokeMethod(qApp, [progress, share] {
+                    if (progress) {
+                        progress->setValue(static_cast<int>(share * 1000));
+                    }
+                });
+                return !cancel->load();
+            });
+        } catch (const std::exception& e) {
+            error = QString::fromUtf8(e.what());
+        }
+        QMetaObject::invokeMethod(qApp, [self, progress, cancel, store, error, path] {
+            // Read the flag first: closing the dialog would raise it.
+            const bool cancelled = cancel->load();
+            if (progress) {
+                progress->disconnect();
+                progress->deleteLater();
+            }
+            if (!self || cancelled) {
+                return;
+            }
+            if (!error.isEmpty()) {
+                self->statusBar()->showMessage(error);
+                auto* box = new QMessageBox(QMessageBox::Warning, tr("Cannot open the recording"),
+                                            error, QMessageBox::Ok, self);
+                box->setObjectName("openFailedMessage");
+                box->setAttribute(Qt::WA_DeleteOnClose);
+                box->open();
+                emit self->recording_failed(error);
+                return;
+            }
+            self->recording_path_ = path;
+            self->set_store(store, Mode::replay);
+            self->replay_bar_->set_time_ns(store->start_ns());
+            self->show_time(store->start_ns());
+            self->statusBar()->showMessage(
+                tr("Opened %1: %2 events, %3 requests, %4 s; press Play or drag the slider")
+                    .arg(path)
+                    .arg(store->event_count())
+                    .arg(store->requests().size())
+                    .arg(static_cast<double>(store->end_ns() - store->start_ns()) * 1e-9, 0, 'f',
+                         2));
+            emit self->recording_opened(path);
+        });
+    });
+    connect(worker, &QThread::finished, worker, &QObject::deleteLater);
+    worker->start();
+}
+
+void MainWindow::choose_recording() {
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Open recording"), QString(), tr("kvscope recordings (*.sqlite);;All files (*)"));
+    if (!path.isEmpty()) {
+        open_recording(path);
+    }
+}
+
+void MainWindow::choose_comparison() {
+    const QString base = QFileDialog::getOpenFileName(
+        this, tr("Base recording (before)"), recording_path_, tr("kvscope recordings (*.sqlite)"));
+    if (base.isEmpty()) {
+        return;
+    }
+    const QString now = QFileDialog::getOpenFileName(this, tr("New recording (after)"), base,
+                                                     tr("kvscope recordings (*.sqlite)"));
+    if (!now.isEmpty()) {
+        compare_recordings(base, now);
+    }
+}
+
+void MainWindow::compare_recordings(const QString& base, const QString& now) {
+    tabs_->setCurrentWidget(compare_);
+    compare_->set_files(base, now);
+    compare_->start();
+}
+
+void MainWindow::export_view(QWidget* view, const QString& name) {
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export %1").arg(name),
+                                                      name.toLower().replace(' ', '-') + ".png",
+                                                      tr("PNG image (*.png);;SVG image (*.svg)"));
+    if (path.isEmpty()) {
+        return;
+    }
+    const QString error = export_widget(*view, path);
+    if (!error.isEmpty()) {
+        QMessageBox::warning(this, tr("Export failed"), error);
+    } else {
+        statusBar()->showMessage(tr("Saved %1").arg(path));
+    }
 }
 
 void MainWindow::show_about() {

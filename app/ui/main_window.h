@@ -1,27 +1,108 @@
-// kvscope-ui's main window: menus, status bar and the central views.
+// kvscope-ui's main window: the run panel on the left; the block map and
+// occupancy over time, the timeline, and tabs for requests, prefix hits,
+// kernels and compare in the middle; the time scrubber at the bottom. Every
+// view reads one RunStore, fed live from the engine a frame at a time or
+// loaded from a recording, and shows the moment the scrubber selects.
 #pragma once
+
+#include "profiler/run_store.h"
+
+#include <atomic>
+#include <memory>
 
 #include <QMainWindow>
 
+class QLabel;
+class QTabWidget;
+class QTimer;
+
 namespace kvscope::ui {
 
+class BlockMapView;
+class CompareView;
+class EngineController;
+class KernelSummaryPanel;
+class OccupancyChart;
+class PrefixView;
+class ReplayBar;
+class RequestsPanel;
+class RunPanel;
 class StartPage;
+class TimelineView;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
     explicit MainWindow(QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    enum class Mode { empty, live, replay };
+    Mode mode() const { return mode_; }
+    const profiler::RunStore* store() const { return store_.get(); }
+    QString recording_path() const { return recording_path_; }
 
     StartPage* start_page() const { return start_page_; }
+    RunPanel* run_panel() const { return run_panel_; }
+    EngineController* engine() const { return engine_; }
+    BlockMapView* block_map() const { return block_map_; }
+    OccupancyChart* occupancy() const { return occupancy_; }
+    TimelineView* timeline() const { return timeline_; }
+    ReplayBar* replay_bar() const { return replay_bar_; }
+    RequestsPanel* requests() const { return requests_; }
+    PrefixView* prefix_view() const { return prefix_; }
+    KernelSummaryPanel* kernels() const { return kernels_; }
+    CompareView* compare_view() const { return compare_; }
+    QTabWidget* tabs() const { return tabs_; }
 
     // Starts the default live demo (kvscope-ui --demo).
     void start_demo();
+    // Starts a live run with the run panel's settings.
+    void start_run();
+    // Loads a recording on a worker thread; recording_opened or
+    // recording_failed follows.
+    void open_recording(const QString& path);
+    // Shows two recordings side by side in the Compare tab.
+    void compare_recordings(const QString& base, const QString& now);
+    // The moment every view shows (host-clock ns).
+    qint64 shown_time_ns() const { return shown_ns_; }
+    void show_time(qint64 t_ns);
+
+signals:
+    void recording_opened(const QString& path);
+    void recording_failed(const QString& message);
+    void run_finished(const QString& summary);
 
 private:
+    void create_views();
     void create_menus();
+    void set_store(std::shared_ptr<profiler::RunStore> store, Mode mode);
+    void tick();
+    void refresh_views();
+    void choose_recording();
+    void choose_comparison();
+    void export_view(QWidget* view, const QString& name);
     void show_about();
 
+    std::shared_ptr<profiler::RunStore> store_;
+    Mode mode_ = Mode::empty;
+    QString recording_path_;
+    qint64 shown_ns_ = 0;
+    std::shared_ptr<std::atomic<bool>> cancel_load_;
+
+    EngineController* engine_ = nullptr;
+    QTimer* frame_timer_ = nullptr;
     StartPage* start_page_ = nullptr;
+    RunPanel* run_panel_ = nullptr;
+    BlockMapView* block_map_ = nullptr;
+    OccupancyChart* occupancy_ = nullptr;
+    TimelineView* timeline_ = nullptr;
+    ReplayBar* replay_bar_ = nullptr;
+    RequestsPanel* requests_ = nullptr;
+    PrefixView* prefix_ = nullptr;
+    KernelSummaryPanel* kernels_ = nullptr;
+    CompareView* compare_ = nullptr;
+    QTabWidget* tabs_ = nullptr;
+    QLabel* mode_label_ = nullptr;
 };
 
 } // namespace kvscope::ui

@@ -17,6 +17,8 @@ UiOptionsResult parse_ui_options(const QStringList& arguments) {
     const QCommandLineOption after_option(
         "screenshot-after", "Seconds to run before taking the screenshot (default 2).", "SECONDS",
         "2");
+    parser.addPositionalArgument("recording", "A recording (.sqlite) to open for replay.",
+                                 "[FILE.sqlite]");
     parser.addOption(demo_option);
     parser.addOption(screenshot_option);
     parser.addOption(after_option);
@@ -35,14 +37,24 @@ UiOptionsResult parse_ui_options(const QStringList& arguments) {
         result.message = QString("kvscope-ui %1").arg(build_info::version);
         return result;
     }
-    if (!parser.positionalArguments().isEmpty()) {
-        result.message = QString("Unexpected argument: %1\nRun 'kvscope-ui --help' for usage.")
-                             .arg(parser.positionalArguments().first());
+    if (parser.positionalArguments().size() > 1) {
+        result.message = QString("Unexpected argument: %1 (one recording at a time)\nRun "
+                                 "'kvscope-ui --help' for usage.")
+                             .arg(parser.positionalArguments().at(1));
         result.exit_code = 2;
         return result;
     }
 
     UiOptions options;
+    if (!parser.positionalArguments().isEmpty()) {
+        options.recording_path = parser.positionalArguments().first();
+        if (parser.isSet(demo_option)) {
+            result.message = "--demo and a recording: choose one (the demo runs live, a "
+                             "recording replays)";
+            result.exit_code = 2;
+            return result;
+        }
+    }
     options.demo = parser.isSet(demo_option);
     options.screenshot_path = parser.value(screenshot_option);
     bool ok = false;

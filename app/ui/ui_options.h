@@ -12,6 +12,7 @@ struct UiOptions {
     bool demo = false;       // start the default live demo at once
     QString screenshot_path; // render the main window to this PNG, then exit
     double screenshot_after_s = 2.0;
+    QString recording_path; // open this recording for replay
 };
 
 struct UiOptionsResult {

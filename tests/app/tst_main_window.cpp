@@ -45,7 +45,7 @@ void TestMainWindow::opens_with_menus_and_title() {
     for (QAction* action : window.menuBar()->actions()) {
         menus << action->text();
     }
-    QCOMPARE(menus, (QStringList{"&File", "&Help"}));
+    QCOMPARE(menus, (QStringList{"&File", "&Run", "&Help"}));
 }
 
 void TestMainWindow::start_page_reports_missing_model() {

@@ -22,13 +22,19 @@ void TestUiOptions::accepted_data() {
     QTest::addColumn<bool>("demo");
     QTest::addColumn<QString>("screenshot");
     QTest::addColumn<double>("after");
+    QTest::addColumn<QString>("recording");
 
-    QTest::newRow("nothing") << QStringList{} << false << QString() << 2.0;
-    QTest::newRow("demo") << QStringList{"--demo"} << true << QString() << 2.0;
-    QTest::newRow("screenshot") << QStringList{"--screenshot", "a.png"} << false << "a.png" << 2.0;
+    QTest::newRow("nothing") << QStringList{} << false << QString() << 2.0 << QString();
+    QTest::newRow("demo") << QStringList{"--demo"} << true << QString() << 2.0 << QString();
+    QTest::newRow("screenshot") << QStringList{"--screenshot", "a.png"} << false << "a.png" << 2.0
+                                << QString();
     QTest::newRow("screenshot after")
         << QStringList{"--demo", "--screenshot", "a.png", "--screenshot-after", "0.5"} << true
-        << "a.png" << 0.5;
+        << "a.png" << 0.5 << QString();
+    QTest::newRow("recording") << QStringList{"run.sqlite"} << false << QString() << 2.0
+                               << "run.sqlite";
+    QTest::newRow("recording screenshot") << QStringList{"--screenshot", "a.png", "run.sqlite"}
+                                          << false << "a.png" << 2.0 << "run.sqlite";
 }
 
 void TestUiOptions::accepted() {
@@ -36,12 +42,14 @@ void TestUiOptions::accepted() {
     QFETCH(bool, demo);
     QFETCH(QString, screenshot);
     QFETCH(double, after);
+    QFETCH(QString, recording);
 
     const auto result = parse_ui_options(QStringList{"kvscope-ui"} + arguments);
     QVERIFY2(result.options.has_value(), qPrintable(result.message));
     QCOMPARE(result.options->demo, demo);
     QCOMPARE(result.options->screenshot_path, screenshot);
     QCOMPARE(result.options->screenshot_after_s, after);
+    QCOMPARE(result.options->recording_path, recording);
 }
 
 void TestUiOptions::refused_data() {
@@ -56,7 +64,8 @@ void TestUiOptions::refused_data() {
     QTest::newRow("negative delay")
         << QStringList{"--screenshot", "a.png", "--screenshot-after", "-1"} << "0 to 3600";
     QTest::newRow("delay without file") << QStringList{"--screenshot-after", "1"} << "--screenshot";
-    QTest::newRow("stray argument") << QStringList{"what.txt"} << "what.txt";
+    QTest::newRow("two recordings") << QStringList{"a.sqlite", "b.sqlite"} << "b.sqlite";
+    QTest::newRow("demo and a recording") << QStringList{"--demo", "a.sqlite"} << "choose one";
 }
 
 void TestUiOptions::refused() {

@@ -1,0 +1,67 @@
+// How the KV cache's blocks divide over time: stacked areas of used, cached
+// and free blocks, fragmentation (the share of slots in running requests'
+// blocks that hold nothing) on a second axis, and a line at the moment shown.
+// Series are decimated, and a refresh replaces their points without
+// rebuilding the chart, so live updates and long recordings stay cheap.
+#pragma once
+
+#include <cstddef>
+#include <limits>
+
+#include <QWidget>
+
+class QAreaSeries;
+class QChart;
+class QChartView;
+class QLineSeries;
+class QValueAxis;
+
+namespace kvscope::profiler {
+class RunStore;
+}
+
+namespace kvscope::ui {
+
+class OccupancyChart : public QWidget {
+    Q_OBJECT
+public:
+    explicit OccupancyChart(QWidget* parent = nullptr);
+
+    // The store is not owned; null shows an empty chart.
+    void set_store(const profiler::RunStore* store);
+    // Moves the cursor to `t_ns` (the chart shows the whole run around it;
+    // until called: the latest).
+    void set_time_ns(qint64 t_ns);
+    // The store grew (live): takes in its new samples.
+    void refresh();
+
+    qint64 time_ns() const { return time_ns_; }
+    // Series, by name: "Used", "Cached", "Free" (QAreaSeries, stacked: each
+    // upper line is the running sum), "Fragmentation (%)" and "Shown time".
+    QChart* chart() const { return chart_; }
+
+private:
+    void update_series();
+    void update_cursor();
+
+    const profiler::RunStore* store_ = nullptr;
+    qint64 time_ns_ = std::numeric_limits<qint64>::max(); // the latest until set
+    // What the series hold, so a refresh with nothing new does nothing.
+    std::size_t shown_samples_ = 0;
+    std::size_t shown_fragmentation_ = 0;
+    double blocks_max_ = 1;
+
+    QChart* chart_ = nullptr;
+    QChartView* view_ = nullptr;
+    QValueAxis* x_axis_ = nullptr;
+    QValueAxis* blocks_axis_ = nullptr;
+    QValueAxis* percent_axis_ = nullptr;
+    // Running sums: used, used + cached, used + cached + free.
+    QLineSeries* used_top_ = nullptr;
+    QLineSeries* cached_top_ = nullptr;
+    QLineSeries* free_top_ = nullptr;
+    QLineSeries* fragmentation_ = nullptr;
+    QLineSeries* cursor_ = nullptr;
+};
+
+} // namespace kvscope::ui

@@ -1,0 +1,238 @@
+// Comparing recordings in the app: the compare model shows the CLI's rows and
+// cells with coloured verdicts (QAbstractItemModelTester on it), the view
+// flags a slower recording written by the recorder as regressed, and bad
+// files give a clear message instead of a crash.
+#include "app/ui/compare_model.h"
+#include "app/ui/compare_view.h"
+#include "engine/events/engine_event.h"
+#include "profiler/recorder.h"
+
+#include <fstream>
+
+#include <QAbstractItemModelTester>
+#include <QBrush>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+namespace events = kvscope::events;
+namespace profiler = kvscope::profiler;
+namespace ui = kvscope::ui;
+
+namespace {
+
+constexpr int kTimeout_ms = 30000; // two small files; generous for a loaded machine
+
+std::vector<double> spread(double median, int n) {
+    std::vector<double> v;
+    for (int i = 0; i < n; ++i) {
+        v.push_back(median - 0.45 + 0.1 * (i % 10));
+    }
+    return v;
+}
+
+profiler::RecordingStats stats(double step_ms, double ttft_ms, double hit_rate) {
+    profiler::RecordingStats s;
+    s.step_ms_samples = spread(step_ms, 60);
+    s.ttft_ms_samples = spread(ttft_ms, 16);
+    s.tpot_ms_samples = spread(25, 16);
+    s.prefix_hit_rate = hit_rate;
+    return s;
+}
+
+int row_of_metric(const QAbstractItemModel& model, const QString& metric) {
+    for (int row = 0; row < model.rowCount(); ++row) {
+        if (model.index(row, ui::CompareModel::MetricColumn).data().toString() == metric) {
+            return row;
+        }
+    }
+    return -1;
+}
+
+QString verdict_of(const QAbstractItemModel& model, const QString& metric) {
+    const int row = row_of_metric(model, metric);
+    return row < 0 ? QString()
+                   : model.index(row, ui::CompareModel::VerdictColumn).data().toString().toLower();
+}
+
+// A recording of `steps` steps of about `step_ms` each (a little jitter, so
+// the samples are not all ties).
+void write_recording(const QString& path, int steps, double step_ms) {
+    profiler::Recorder recorder(path.toStdString(), {{"model_name", "test"}});
+    qint64 t = 1'000'000;
+    for (int i = 0; i < steps; ++i) {
+        events::EngineEvent begin;
+        begin.time_ns = t;
+        begin.kind = events::EventKind::step_begin;
+        begin.a = i;
+        begin.b = 1;
+        begin.c = 1;
+        recorder.on_event(begin);
+        t += static_cast<qint64>((step_ms + 0.05 * (i % 7)) * 1e6);
+        events::EngineEvent end = begin;
+        end.time_ns = t;
+        end.kind = events::EventKind::step_end;
+        end.b = 0;
+        recorder.on_event(end);
+        t += 100'000;
+    }
+    recorder.close();
+}
+
+} // namespace
+
+class TestCompareView : public QObject {
+    Q_OBJECT
+
+private slots:
+    void model_shows_the_cli_table();
+    void regression_summary_counts();
+    void slower_recording_is_regressed();
+    void bad_files_give_a_message_data();
+    void bad_files_give_a_message();
+};
+
+void TestCompareView::model_shows_the_cli_table() {
+    ui::CompareModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    const auto rows = profiler::compare_stats(stats(20, 300, 0.5), stats(26, 300, 0.5), {});
+    model.set_comparison(rows);
+    QCOMPARE(model.rowCount(), static_cast<int>(rows.size()));
+    QCOMPARE(model.columnCount(), 8);
+    QCOMPARE(model.headerData(ui::CompareModel::PValueColumn, Qt::Horizontal).toString(),
+             QStringLiteral("p"));
+
+    // Step time went from a median of 20 to 26 ms: +30%, regressed, in red.
+    const int step = row_of_metric(model, "step time");
+    QVERIFY(step >= 0);
+    const auto cell = [&](int row, int column) {
+        return model.index(row, column).data().toString();
+    };
+    QCOMPARE(cell(step, ui::CompareModel::UnitColumn), QStringLiteral("ms"));
+    QCOMPARE(cell(step, ui::CompareModel::BaseColumn), QStringLiteral("20.000"));
+    QCOMPARE(cell(step, ui::CompareModel::NewColumn), QStringLiteral("26.000"));
+    QCOMPARE(cell(step, ui::CompareModel::ChangeColumn), QStringLiteral("+30.0%"));
+    QCOMPARE(cell(step, ui::CompareModel::SamplesColumn), QStringLiteral("60/60"));
+    QCOMPARE(verdict_of(model, "step time"), QStringLiteral("regressed"));
+    QCOMPARE(model.index(step, ui::CompareModel::VerdictColumn)
+                 .data(Qt::ForegroundRole)
+                 .value<QBrush>()
+                 .color(),
+             QColor(0xc6, 0x28, 0x28));
+    const double p = model.index(step, ui::CompareModel::PValueColumn)
+                         .data(ui::CompareModel::SortRole)
+                         .toDouble();
+    QVERIFY(p >= 0 && p < 0.01);
+
+    // Unchanged timings are "same", uncoloured; single numbers have no test.
+    QCOMPARE(verdict_of(model, "time to first token"), QStringLiteral("same"));
+    const int ttft = row_of_metric(model, "time to first token");
+    QVERIFY(!model.index(ttft, ui::CompareModel::VerdictColumn).data(Qt::ForegroundRole).isValid());
+    const int preemptions = row_of_metric(model, "preemptions");
+    QCOMPARE(cell(preemptions, ui::CompareModel::PValueColumn), QStringLiteral("-"));
+    QCOMPARE(cell(preemptions, ui::CompareModel::SamplesColumn), QStringLiteral("-"));
+    QCOMPARE(model.regressions(), 1);
+
+    // Every cell is the CLI's text for it.
+    for (int row = 0; row < model.rowCount(); ++row) {
+        const profiler::MetricCells cells =
+            profiler::format_metric(rows[static_cast<std::size_t>(row)]);
+        QCOMPARE(cell(row, ui::CompareModel::MetricColumn), QString::fromStdString(cells.metric));
+        QCOMPARE(cell(row, ui::CompareModel::PValueColumn), QString::fromStdString(cells.p_value));
+        QCOMPARE(cell(row, ui::CompareModel::VerdictColumn), QString::fromStdString(cells.verdict));
+    }
+
+    // The other way round it is an improvement, in green.
+    model.set_comparison(profiler::compare_stats(stats(26, 300, 0.5), stats(20, 300, 0.5), {}));
+    QCOMPARE(verdict_of(model, "step time"), QStringLiteral("improved"));
+    QCOMPARE(model.index(row_of_metric(model, "step time"), ui::CompareModel::VerdictColumn)
+                 .data(Qt::ForegroundRole)
+                 .value<QBrush>()
+                 .color(),
+             QColor(0x2e, 0x7d, 0x32));
+    QCOMPARE(model.regressions(), 0);
+    model.clear();
+    QCOMPARE(model.rowCount(), 0);
+}
+
+void TestCompareView::regression_summary_counts() {
+    QCOMPARE(ui::regression_summary(0), QStringLiteral("No regression"));
+    QCOMPARE(ui::regression_summary(1), QStringLiteral("1 regression"));
+    QCOMPARE(ui::regression_summary(3), QStringLiteral("3 regressions"));
+    // A slower step and a lower hit rate: two.
+    const auto rows = profiler::compare_stats(stats(20, 300, 0.6), stats(26, 300, 0.5), {});
+    QCOMPARE(profiler::count_regressions(rows), 2);
+}
+
+void TestCompareView::slower_recording_is_regressed() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString base = dir.filePath("base.sqlite");
+    const QString slow = dir.filePath("slow.sqlite");
+    write_recording(base, 40, 10);
+    write_recording(slow, 40, 15);
+
+    ui::CompareView view;
+    QSignalSpy finished(&view, &ui::CompareView::finished);
+    view.set_files(base, slow);
+    view.start();
+    QVERIFY(view.is_running());
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, kTimeout_ms);
+    QVERIFY2(view.error_text().isEmpty(), qPrintable(view.error_text()));
+    QVERIFY(view.result() != nullptr);
+    QCOMPARE(view.result()->base.steps, std::int64_t{40});
+    QCOMPARE(verdict_of(*view.model(), "step time"), QStringLiteral("regressed"));
+    QCOMPARE(view.summary_text(), QStringLiteral("1 regression"));
+
+    // The same file on both sides: no regression.
+    view.set_files(base, base);
+    view.start();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 2, kTimeout_ms);
+    QCOMPARE(verdict_of(*view.model(), "step time"), QStringLiteral("same"));
+    QCOMPARE(view.summary_text(), QStringLiteral("No regression"));
+    QTRY_VERIFY(!view.is_running());
+}
+
+void TestCompareView::bad_files_give_a_message_data() {
+    QTest::addColumn<QString>("base");
+    QTest::addColumn<QString>("now");
+    QTest::addColumn<QStringList>("message_parts");
+
+    QTest::newRow("both missing") << "missing-base.sqlite"
+                                  << "missing-new.sqlite"
+                                  << QStringList{"base recording", "missing-base.sqlite"};
+    QTest::newRow("new not a recording")
+        << "good.sqlite"
+        << "text.sqlite" << QStringList{"new recording", "not a kvscope"};
+    QTest::newRow("no files") << ""
+                              << "" << QStringList{"Choose"};
+}
+
+void TestCompareView::bad_files_give_a_message() {
+    QFETCH(QString, base);
+    QFETCH(QString, now);
+    QFETCH(QStringList, message_parts);
+
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    write_recording(dir.filePath("good.sqlite"), 5, 1);
+    std::ofstream(dir.filePath("text.sqlite").toStdString()) << "not a database\n";
+    const auto in_dir = [&](const QString& name) {
+        return name.isEmpty() ? name : dir.filePath(name);
+    };
+
+    ui::CompareView view;
+    QSignalSpy finished(&view, &ui::CompareView::finished);
+    view.set_files(in_dir(base), in_dir(now));
+    view.start();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, kTimeout_ms);
+    for (const QString& part : message_parts) {
+        QVERIFY2(view.error_text().contains(part), qPrintable(view.error_text()));
+    }
+    QVERIFY(view.result() == nullptr);
+    QCOMPARE(view.model()->rowCount(), 0);
+    QCOMPARE(view.summary_text(), QString());
+}
+
+QTEST_MAIN(TestCompareView)
+#include "tst_compare_view.moc"

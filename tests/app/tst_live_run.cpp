@@ -1,0 +1,179 @@
+// The app end to end with the real model: a live run fills the views and is
+// recorded; pause holds the engine; the recording reopens and replays to the
+// same block map; bad models and bad files end in messages, not crashes.
+#include "app/ui/block_map_view.h"
+#include "app/ui/engine_controller.h"
+#include "app/ui/main_window.h"
+#include "app/ui/replay_bar.h"
+#include "app/ui/run_panel.h"
+#include "engine/model_path.h"
+#include "profiler/recording_events.h"
+
+#include <QFile>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSlider>
+#include <QTemporaryDir>
+#include <QTest>
+
+using kvscope::ui::MainWindow;
+
+namespace {
+
+#define REQUIRE_MODEL()                                                                            \
+    do {                                                                                           \
+        if (const std::string problem =                                                            \
+                kvscope::model_path_problem(kvscope::resolve_model_path());                        \
+            !problem.empty()) {                                                                    \
+            QSKIP(qPrintable("needs the model (run scripts/setup.sh): " +                          \
+                             QString::fromStdString(problem)));                                    \
+        }                                                                                          \
+    } while (false)
+
+// A small, quick run: shared-prefix requests a little apart, so later ones
+// hit the first one's cached prefix.
+kvscope::ui::RunSettings small_run(const QString& record_path) {
+    kvscope::ui::RunSettings s;
+    s.workload = "shared-prefix";
+    s.requests = 4;
+    s.rate = 4.0;
+    s.max_tokens = 6;
+    s.cache_blocks = 64;
+    s.threads = 2;
+    s.record_path = record_path.toStdString();
+    return s;
+}
+
+} // namespace
+
+class TestLiveRun : public QObject {
+    Q_OBJECT
+
+private slots:
+    void live_run_fills_views_then_replays_exactly();
+    void pause_holds_the_engine();
+    void missing_model_is_a_message();
+    void bad_recording_is_a_message();
+};
+
+void TestLiveRun::live_run_fills_views_then_replays_exactly() {
+    REQUIRE_MODEL();
+    QTemporaryDir dir;
+    const QString path = dir.filePath("live.sqlite");
+    MainWindow window;
+    window.show();
+    window.run_panel()->apply_settings(small_run(path));
+    QSignalSpy finished(&window, &MainWindow::run_finished);
+    QTest::mouseClick(window.run_panel()->start_button(), Qt::LeftButton);
+    QCOMPARE(window.mode(), MainWindow::Mode::live);
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 180000);
+    QVERIFY2(finished.at(0).at(0).toString().contains("4 of 4 requests finished"),
+             qPrintable(finished.at(0).at(0).toString()));
+
+    const kvscope::profiler::RunStore* live = window.store();
+    QVERIFY(live != nullptr);
+    QCOMPARE(live->requests().size(), std::size_t{4});
+    int hits = 0;
+    for (const auto& r : live->requests()) {
+        QCOMPARE(r.outcome, std::string("finished"));
+        QVERIFY(!r.prompt_pieces.empty()); // text reached the app
+        QCOMPARE(static_cast<int>(r.output_pieces.size()), r.generated);
+        hits += r.cached_tokens > 0 ? 1 : 0;
+    }
+    QVERIFY2(hits > 0, "no request hit the shared prefix");
+    QVERIFY(!live->prefix_nodes().empty());
+    QVERIFY(!live->steps().empty());
+    QVERIFY(!live->cpu_ops().spans.empty());
+    const auto& used = live->counter(kvscope::profiler::Counter::used_blocks);
+    QVERIFY(*std::max_element(used.values.begin(), used.values.end()) > 0);
+    const kvscope::profiler::BlockMapState live_end = live->block_map_now();
+    const std::int64_t live_events = live->event_count();
+
+    // Reopen what was recorded: the same events, the same block map.
+    QSignalSpy opened(&window, &MainWindow::recording_opened);
+    window.open_recording(path);
+    QTRY_VERIFY_WITH_TIMEOUT(opened.count() == 1, 60000);
+    QCOMPARE(window.mode(), MainWindow::Mode::replay);
+    const kvscope::profiler::RunStore* replay = window.store();
+    QCOMPARE(replay->event_count(), live_events);
+    const kvscope::profiler::BlockMapState replay_end = replay->block_map_at(replay->end_ns());
+    QCOMPARE(replay_end.blocks().size(), live_end.blocks().size());
+    for (std::size_t b = 0; b < live_end.blocks().size(); ++b) {
+        QCOMPARE(replay_end.blocks()[b].use(), live_end.blocks()[b].use());
+        QCOMPARE(replay_end.blocks()[b].hash, live_end.blocks()[b].hash);
+    }
+
+    // Scrub to the middle: every view shows that moment.
+    QSlider* slider = window.replay_bar()->slider();
+    slider->setValue(slider->maximum() / 2);
+    const qint64 middle = window.shown_time_ns();
+    QVERIFY(middle > replay->start_ns() && middle < replay->end_ns());
+    QCOMPARE(window.block_map()->time_ns(), middle);
+    // Play runs the cursor forward on its own.
+    window.replay_bar()->set_speed(10.0);
+    QTest::mouseClick(window.replay_bar()->play_button(), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(window.shown_time_ns() > middle, 5000);
+}
+
+void TestLiveRun::pause_holds_the_engine() {
+    REQUIRE_MODEL();
+    MainWindow window;
+    window.show();
+    kvscope::ui::RunSettings settings = small_run(QString());
+    settings.requests = 16;
+    settings.max_tokens = 64;
+    window.run_panel()->apply_settings(settings);
+    QSignalSpy finished(&window, &MainWindow::run_finished);
+    QTest::mouseClick(window.run_panel()->start_button(), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(window.store() && window.store()->steps().size() > 3, 120000);
+    QTest::mouseClick(window.run_panel()->pause_button(), Qt::LeftButton);
+    QVERIFY(window.engine()->paused());
+    QTest::qWait(500); // the step under way ends
+    const std::size_t steps = window.store()->steps().size();
+    QTest::qWait(700);
+    QCOMPARE(window.store()->steps().size(), steps);
+    QTest::mouseClick(window.run_panel()->pause_button(), Qt::LeftButton); // resume
+    QTRY_VERIFY_WITH_TIMEOUT(window.store()->steps().size() > steps, 30000);
+    QTest::mouseClick(window.run_panel()->stop_button(), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 60000);
+    QVERIFY2(finished.at(0).at(0).toString().startsWith("Stopped"),
+             qPrintable(finished.at(0).at(0).toString()));
+    QVERIFY(window.run_panel()->start_button()->isEnabled());
+}
+
+void TestLiveRun::missing_model_is_a_message() {
+    QTemporaryDir dir;
+    MainWindow window;
+    window.show();
+    kvscope::ui::RunSettings settings = small_run(QString());
+    settings.model_path = dir.filePath("absent.gguf").toStdString();
+    window.run_panel()->apply_settings(settings);
+    QTest::mouseClick(window.run_panel()->start_button(), Qt::LeftButton);
+    QMessageBox* box = nullptr;
+    QTRY_VERIFY((box = window.findChild<QMessageBox*>("runFailedMessage")) != nullptr);
+    QVERIFY2(box->text().contains("absent.gguf"), qPrintable(box->text()));
+    QVERIFY(window.run_panel()->start_button()->isEnabled());
+    QVERIFY(!window.engine()->running());
+}
+
+void TestLiveRun::bad_recording_is_a_message() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("junk.sqlite");
+    QFile junk(path);
+    QVERIFY(junk.open(QIODevice::WriteOnly));
+    junk.write(QByteArray(4096, 'j'));
+    junk.close();
+    MainWindow window;
+    window.show();
+    QSignalSpy failed(&window, &MainWindow::recording_failed);
+    window.open_recording(path);
+    QTRY_VERIFY_WITH_TIMEOUT(failed.count() == 1, 30000);
+    QVERIFY2(failed.at(0).at(0).toString().contains("not a kvscope recording"),
+             qPrintable(failed.at(0).at(0).toString()));
+    QCOMPARE(window.mode(), MainWindow::Mode::empty);
+    QTRY_VERIFY(window.findChild<QMessageBox*>("openFailedMessage") != nullptr);
+}
+
+QTEST_MAIN(TestLiveRun)
+#include "tst_live_run.moc"
