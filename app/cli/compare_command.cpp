@@ -53,27 +53,15 @@ int run_compare(CompareArgs& args) {
         std::printf("base: %s\nnew:  %s\n\n", args.base.c_str(), args.now.c_str());
         std::printf("%-28s %12s %12s %9s %10s %9s  %s\n", "metric", "base", "new", "change", "p",
                     "samples", "verdict");
+        // The same cells the app's compare view shows.
         for (const auto& m : rows) {
-            char p[32] = "-";
-            if (m.p_value >= 0) {
-                std::snprintf(p, sizeof p, "%.2g", m.p_value);
-            }
-            char samples[32] = "-";
-            if (m.base_samples > 0 || m.new_samples > 0) {
-                std::snprintf(samples, sizeof samples, "%lld/%lld",
-                              static_cast<long long>(m.base_samples),
-                              static_cast<long long>(m.new_samples));
-            }
-            std::printf("%-28s %12.3f %12.3f %+8.1f%% %10s %9s  %s\n",
-                        (m.name + (m.unit.empty() ? "" : " (" + m.unit + ")")).c_str(), m.base,
-                        m.now, 100 * m.change, p, samples,
-                        std::string(profiler::verdict_name(m.verdict)).c_str());
+            const profiler::MetricCells c = profiler::format_metric(m);
+            std::printf("%-28s %12s %12s %9s %10s %9s  %s\n",
+                        (c.metric + (c.unit.empty() ? "" : " (" + c.unit + ")")).c_str(),
+                        c.base.c_str(), c.now.c_str(), c.change.c_str(), c.p_value.c_str(),
+                        c.samples.c_str(), c.verdict.c_str());
         }
-        std::printf("\nTimings (medians) regress when more than %.0f%% slower with p < %.3g "
-                    "(one-sided Mann-Whitney U);\nthe prefix hit rate when it drops by more than "
-                    "%.0f points.\n",
-                    100 * args.options.threshold, args.options.alpha,
-                    100 * args.options.hit_rate_drop);
+        std::printf("\n%s\n", profiler::compare_criteria(args.options).c_str());
         std::printf("%s\n", regressed ? "REGRESSION" : "no regression");
     }
     return regressed ? exit_failure : exit_ok;

@@ -42,9 +42,12 @@ const BlockState& free_block() {
 }
 
 // How many tokens of prompt and output `r` had at `t_ns`, so a block that is
-// still filling shows only what it held then. Unknown for recordings without
-// per-token events: no limit.
+// still filling shows only what it held then. Unknown (no limit) without a
+// prompt length or, once decoding, without per-token events.
 std::int64_t tokens_at(const profiler::RequestRecord& r, qint64 t_ns) {
+    if (r.prompt_tokens <= 0) {
+        return std::numeric_limits<std::int64_t>::max();
+    }
     if (r.first_token_ns < 0 || t_ns < r.first_token_ns) {
         return r.prompt_tokens;
     }

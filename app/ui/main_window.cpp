@@ -154,6 +154,8 @@ void MainWindow::create_views() {
     top->addWidget(occupancy_);
     top->setStretchFactor(0, 1);
     top->setStretchFactor(1, 1);
+    occupancy_->setMinimumWidth(360);
+    top->setSizes({600, 480}); // the chart needs room for its axes
     tabs_ = new QTabWidget;
     tabs_->setObjectName("viewTabs");
     tabs_->addTab(requests_, tr("Requests"));

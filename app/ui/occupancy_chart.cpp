@@ -19,6 +19,8 @@ namespace {
 
 using profiler::Counter;
 
+constexpr qsizetype kSmoothPointLimit = 400;
+
 QAreaSeries* add_area(QChart* chart, const QString& name, QLineSeries* upper, QLineSeries* lower,
                       const QColor& colour) {
     auto* area = new QAreaSeries(upper, lower);
@@ -154,6 +156,9 @@ void OccupancyChart::update_series() {
         total_points.append(QPointF(x, total[i]));
         top = std::max(top, total[i]);
     }
+    // Antialiased, dense areas take several times as long to draw, and their
+    // edges are too close together for it to show.
+    view_->setRenderHint(QPainter::Antialiasing, used_points.size() < kSmoothPointLimit);
     used_top_->replace(used_points);
     cached_top_->replace(cached_points);
     free_top_->replace(total_points);

@@ -350,8 +350,11 @@ void TimelineView::paint_cursor(QPainter& painter) const {
     if (x < 0 || x > axis_.width()) {
         return;
     }
+    // Through the centre of the pixel column holding the time, so the line
+    // is one crisp pixel wide.
+    const double column = kLabelWidth + std::floor(x) + 0.5;
     painter.setPen(QPen(kCursor, 1));
-    painter.drawLine(QPointF(kLabelWidth + x + 0.5, 0), QPointF(kLabelWidth + x + 0.5, height()));
+    painter.drawLine(QPointF(column, 0), QPointF(column, height()));
 }
 
 } // namespace kvscope::ui
