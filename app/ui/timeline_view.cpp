@@ -44,6 +44,9 @@ TimelineView::TimelineView(QWidget* parent)
 void TimelineView::set_store(const profiler::RunStore* store) {
     store_ = store;
     fitted_ = true;
+    for (CounterSummary& summary : counter_summaries_) {
+        summary.clear();
+    }
     lane_scroll_->setValue(0);
     refresh();
 }
@@ -59,8 +62,7 @@ void TimelineView::refresh() {
     } else if (follow_live_) {
         axis_.scroll_to_end(axis_.data_end_ns());
     }
-    update_lane_scrollbar();
-    update();
+    view_changed();
 }
 
 void TimelineView::set_cursor_ns(qint64 ns) {
@@ -80,7 +82,7 @@ void TimelineView::set_follow_live(bool follow) {
     follow_live_ = follow;
     if (follow_live_ && !fitted_) {
         axis_.scroll_to_end(axis_.data_end_ns());
-        update();
+        view_changed();
     }
     emit follow_live_changed(follow_live_);
 }
@@ -88,13 +90,13 @@ void TimelineView::set_follow_live(bool follow) {
 void TimelineView::fit_all() {
     fitted_ = true;
     axis_.fit_data();
-    update();
+    view_changed();
 }
 
 void TimelineView::set_visible_range(qint64 begin_ns, qint64 end_ns) {
     fitted_ = false;
     axis_.fit(begin_ns, end_ns);
-    update();
+    view_changed();
 }
 
 QRect TimelineView::track_area() const {
@@ -126,22 +128,48 @@ int TimelineView::lanes_bottom() const {
     return std::max(lanes_top(), height() - counters);
 }
 
-int TimelineView::lane_height() const {
-    const std::size_t requests = store_ != nullptr ? store_->requests().size() : 0;
-    if (requests == 0) {
+std::vector<std::size_t> TimelineView::requests_in_view() const {
+    // Only requests alive somewhere in the visible range get a lane: zoomed
+    // in on a long run, the few dozen running requests fill the lane area
+    // instead of scrolling among thousands of finished ones.
+    std::vector<std::size_t> shown;
+    if (store_ == nullptr) {
+        return shown;
+    }
+    const std::vector<profiler::RequestRecord>& requests = store_->requests();
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+        const std::vector<profiler::LaneSpan>& lanes = requests[i].lanes;
+        if (lanes.empty()) {
+            continue;
+        }
+        const std::int64_t end = lanes.back().end_ns < 0 ? open_end_ns() : lanes.back().end_ns;
+        if (end > axis_.begin_ns() && lanes.front().begin_ns < axis_.end_ns()) {
+            shown.push_back(i);
+        }
+    }
+    return shown;
+}
+
+int TimelineView::lane_height(std::size_t lanes) const {
+    if (lanes == 0) {
         return kMaxLaneHeight;
     }
     // Lanes share the room left; below the minimum they scroll instead.
     const int room = lanes_bottom() - lanes_top();
-    return std::clamp(room / static_cast<int>(std::min<std::size_t>(requests, 1'000'000)),
+    return std::clamp(room / static_cast<int>(std::min<std::size_t>(lanes, 1'000'000)),
                       kMinLaneHeight, kMaxLaneHeight);
 }
 
+void TimelineView::view_changed() {
+    update_lane_scrollbar();
+    update();
+}
+
 void TimelineView::update_lane_scrollbar() {
-    const int requests = store_ != nullptr ? static_cast<int>(store_->requests().size()) : 0;
+    const auto lanes = static_cast<int>(requests_in_view().size());
     const int room = lanes_bottom() - lanes_top();
-    const int fitting = room / lane_height();
-    if (requests <= fitting) {
+    const int fitting = room / lane_height(static_cast<std::size_t>(lanes));
+    if (lanes <= fitting) {
         lane_scroll_->setValue(0);
         lane_scroll_->hide();
         return;
@@ -149,7 +177,7 @@ void TimelineView::update_lane_scrollbar() {
     // The scroll bar sits in the label column, so the time axis keeps its width.
     const int bar_width = style()->pixelMetric(QStyle::PM_ScrollBarExtent, nullptr, this);
     lane_scroll_->setGeometry(kLabelWidth - bar_width, lanes_top(), bar_width, room);
-    lane_scroll_->setRange(0, requests - fitting);
+    lane_scroll_->setRange(0, lanes - fitting);
     lane_scroll_->setPageStep(std::max(1, fitting));
     lane_scroll_->setSingleStep(1);
     lane_scroll_->show();
@@ -169,12 +197,12 @@ std::vector<TimelineView::Row> TimelineView::rows() const {
         for (std::size_t i = 0; i < store_->gpu_tracks().size(); ++i) {
             add(RowKind::gpu, i, kSpanRowHeight);
         }
-        const int lane = lane_height();
+        const std::vector<std::size_t> shown = requests_in_view();
+        const int lane = lane_height(shown.size());
         const int bottom = lanes_bottom();
-        const std::size_t requests = store_->requests().size();
         for (auto i = static_cast<std::size_t>(lane_scroll_->value());
-             i < requests && y + lane <= bottom; ++i) {
-            add(RowKind::lane, i, lane);
+             i < shown.size() && y + lane <= bottom; ++i) {
+            add(RowKind::lane, shown[i], lane);
         }
     }
     y = lanes_bottom();
@@ -221,7 +249,7 @@ QRect TimelineView::row_rect(const QString& name) const {
 void TimelineView::resizeEvent(QResizeEvent* event) {
     QWidget::resizeEvent(event);
     axis_.set_width(track_area().width());
-    update_lane_scrollbar();
+    view_changed();
 }
 
 void TimelineView::zoom_by(double x, double factor) {
@@ -231,14 +259,14 @@ void TimelineView::zoom_by(double x, double factor) {
     if (follow_live_) {
         axis_.scroll_to_end(axis_.data_end_ns());
     }
-    update();
+    view_changed();
 }
 
 void TimelineView::pan_by(double dx_px) {
     fitted_ = false;
     set_follow_live(false);
     axis_.pan_by(dx_px);
-    update();
+    view_changed();
 }
 
 void TimelineView::mousePressEvent(QMouseEvent* event) {
@@ -533,8 +561,11 @@ QColor TimelineView::name_color(std::string_view name) {
         hash = (hash ^ static_cast<unsigned char>(c)) * 16777619u;
     }
     // Light, moderately saturated: dark text stays readable on every hue.
-    return QColor::fromHsl(static_cast<int>(hash % 360), 150 + static_cast<int>(hash >> 16) % 60,
-                           170 + static_cast<int>(hash >> 24) % 20);
+    // Rounded to 8-bit RGB, the colour painted pixels have.
+    return QColor(QColor::fromHsl(static_cast<int>(hash % 360),
+                                  150 + static_cast<int>(hash >> 16) % 60,
+                                  170 + static_cast<int>(hash >> 24) % 20)
+                      .rgb());
 }
 
 } // namespace kvscope::ui

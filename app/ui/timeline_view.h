@@ -1,5 +1,5 @@
 // The zoomable timeline of one run: steps coloured by phase, CPU ops, GPU
-// tracks, one lane per request and the block counters, under a time ruler,
+// tracks, a lane for each request alive in view, and the block counters, under a time ruler,
 // with a cursor line for the replay scrubber. It reads a RunStore directly
 // (never copies it) and paints every track from a folded drawing plan, so a
 // repaint costs the same with a thousand events in view or a million.
@@ -8,9 +8,11 @@
 // +/- zoom, arrows pan, Shift+wheel or Up/Down scroll the request lanes.
 #pragma once
 
+#include "app/ui/counter_columns.h"
 #include "app/ui/time_axis.h"
 #include "profiler/run_store.h"
 
+#include <array>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -109,7 +111,7 @@ private:
     enum class RowKind { steps, cpu_ops, gpu, lane, counter };
     struct Row {
         RowKind kind;
-        std::size_t index; // GPU track, request or counter row
+        std::size_t index; // GPU track, request (in store_->requests()) or counter row
         QRect rect;        // full width, label column included
     };
 
@@ -119,8 +121,12 @@ private:
     QString row_label(const Row& row) const;
     int lanes_top() const;
     int lanes_bottom() const;
-    int lane_height() const;
+    // Indexes into store_->requests() of those alive in the visible range.
+    std::vector<std::size_t> requests_in_view() const;
+    int lane_height(std::size_t lanes) const;
     void update_lane_scrollbar();
+    // After every change of the visible range or size: lanes, scroll bar, repaint.
+    void view_changed();
     std::int64_t open_end_ns() const;
 
     // Every user zoom and pan goes through here: it ends "fit the run".
@@ -146,6 +152,8 @@ private:
     bool follow_live_ = false;
     bool fitted_ = true; // showing the whole run: keep showing it as it grows
     QScrollBar* lane_scroll_ = nullptr;
+    // Per counter row, kept up to date as the store grows (painting is const).
+    mutable std::array<CounterSummary, std::size(kCounterRows)> counter_summaries_;
 
     bool pressed_ = false;
     bool dragging_ = false;

@@ -2,6 +2,7 @@
 // counters reduced to one column of pixels per sample bucket, and the cursor.
 // Nothing here walks a whole track: spans come from fold_spans(), counter
 // samples from the visible range only.
+#include "app/ui/counter_columns.h"
 #include "app/ui/span_folding.h"
 #include "app/ui/timeline_view.h"
 
@@ -116,6 +117,9 @@ void TimelineView::paintEvent(QPaintEvent* event) {
         painter.setClipping(false);
         paint_row_label(painter, row);
     }
+    // Lanes have no borders of their own (they may be 4 px): one line above them.
+    painter.setPen(palette().mid().color());
+    painter.drawLine(0, lanes_top(), width(), lanes_top());
     paint_ruler(painter);
     paint_cursor(painter);
 }
@@ -160,7 +164,7 @@ void TimelineView::paint_row_label(QPainter& painter, const Row& row) const {
     painter.fillRect(label, palette().window());
     painter.setPen(palette().mid().color());
     painter.drawLine(label.topRight(), label.bottomRight());
-    if (row.kind != RowKind::lane || row.index == 0) {
+    if (row.kind != RowKind::lane) {
         painter.drawLine(row.rect.topLeft(), row.rect.topRight());
     }
     const QFontMetrics metrics = painter.fontMetrics();
@@ -250,33 +254,17 @@ void TimelineView::paint_counter(QPainter& painter, const Row& row) const {
         return;
     }
     const QRect area = row.rect.adjusted(kLabelWidth, 4, 0, -2);
-    const auto columns = static_cast<std::size_t>(std::ceil(axis_.width()));
-    // Samples in view, plus the one in effect at the left edge.
-    auto first = static_cast<std::size_t>(
-        std::upper_bound(track.t_ns.begin(), track.t_ns.end(), axis_.begin_ns()) -
-        track.t_ns.begin());
-    first = first > 0 ? first - 1 : 0;
-    const auto last = static_cast<std::size_t>(
-        std::lower_bound(track.t_ns.begin() + static_cast<std::ptrdiff_t>(first), track.t_ns.end(),
-                         axis_.end_ns()) -
-        track.t_ns.begin());
-
-    // One bucket per pixel column: the lowest, highest and last sample in it.
-    // A million samples become a few thousand numbers before anything is drawn.
-    constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
-    std::vector<double> low(columns, kNone);
-    std::vector<double> high(columns, kNone);
-    std::vector<double> final_value(columns, kNone);
-    double visible_max = 0;
-    for (std::size_t i = first; i < last; ++i) {
-        const double x = std::floor(axis_.x_of(track.t_ns[i]));
-        const auto column =
-            static_cast<std::size_t>(std::clamp(x, 0.0, static_cast<double>(columns - 1)));
-        const double value = track.values[i];
-        low[column] = std::isnan(low[column]) ? value : std::min(low[column], value);
-        high[column] = std::isnan(high[column]) ? value : std::max(high[column], value);
-        final_value[column] = value;
-        visible_max = std::max(visible_max, value);
+    // One bucket per pixel column: a million samples become a few thousand
+    // numbers before anything is drawn.
+    CounterSummary& summary = counter_summaries_[row.index];
+    summary.update(track);
+    const CounterColumns buckets = summary.columns(track, axis_);
+    const std::vector<CounterColumn>& columns = buckets.columns;
+    double visible_max = buckets.has_carried ? buckets.carried : 0;
+    for (const CounterColumn& column : columns) {
+        if (column.has_samples) {
+            visible_max = std::max(visible_max, column.high);
+        }
     }
 
     // Scale to the capacity when the run says what it is, so the chart reads
@@ -299,27 +287,29 @@ void TimelineView::paint_counter(QPainter& painter, const Row& row) const {
     const double end_x = std::min(axis_.x_of(store_->end_ns()), axis_.width());
     QPolygonF outline;
     std::vector<QLineF> spreads; // columns whose samples disagree: min..max
-    double carried = kNone;
-    for (std::size_t column = 0; column < columns && static_cast<double>(column) < end_x;
-         ++column) {
+    constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+    double carried = buckets.has_carried ? buckets.carried : kNone;
+    for (std::size_t index = 0; index < columns.size() && static_cast<double>(index) < end_x;
+         ++index) {
+        const CounterColumn& column = columns[index];
         double top = carried;
-        if (!std::isnan(final_value[column])) {
-            double bottom = low[column];
-            top = high[column];
+        if (column.has_samples) {
+            double bottom = column.low;
+            top = column.high;
             if (!std::isnan(carried)) {
                 bottom = std::min(bottom, carried);
                 top = std::max(top, carried);
             }
             if (bottom < top) {
-                const double x = area.left() + static_cast<double>(column) + 0.5;
+                const double x = area.left() + static_cast<double>(index) + 0.5;
                 spreads.emplace_back(x, y_of(bottom), x, y_of(top));
             }
-            carried = final_value[column];
+            carried = column.last;
         }
         if (std::isnan(top)) {
             continue; // before the first sample
         }
-        const double x = area.left() + static_cast<double>(column);
+        const double x = area.left() + static_cast<double>(index);
         outline << QPointF(x, y_of(top)) << QPointF(x + 1, y_of(top));
     }
     if (outline.isEmpty()) {

@@ -1,9 +1,12 @@
 // The timeline's arithmetic: nanoseconds <-> pixels, zoom and pan with their
-// limits, ruler ticks, and the folding that keeps a track's drawing plan
-// within O(width) rectangles however many spans are in view.
+// limits, ruler ticks, the folding that keeps a track's drawing plan within
+// O(width) rectangles however many spans are in view, and counters reduced
+// to one bucket per pixel column.
+#include "app/ui/counter_columns.h"
 #include "app/ui/span_folding.h"
 #include "app/ui/time_axis.h"
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -74,6 +77,10 @@ private slots:
     void off_screen_spans_are_excluded();
     void open_span_ends_at_open_end();
     void rect_at_finds_the_rect_under_x();
+
+    void counter_columns_match_sample_by_sample_data();
+    void counter_columns_match_sample_by_sample();
+    void counter_summary_follows_a_growing_track();
 };
 
 void TestTimeAxis::maps_round_trip_data() {
@@ -446,6 +453,112 @@ void TestTimeAxis::rect_at_finds_the_rect_under_x() {
     QCOMPARE(kvscope::ui::rect_at(plan, 30.8)->first, std::size_t(1));
     QCOMPARE(kvscope::ui::rect_at(plan, 60)->count, std::size_t(5));
     QVERIFY(kvscope::ui::rect_at(plan, 80) == nullptr);
+}
+
+namespace {
+
+// The reference: every sample in view, one by one.
+kvscope::ui::CounterColumns brute_force_columns(const kvscope::profiler::CounterTrack& track,
+                                                const TimeAxis& axis) {
+    kvscope::ui::CounterColumns result;
+    result.columns.resize(static_cast<std::size_t>(std::ceil(axis.width())));
+    for (std::size_t i = 0; i < track.t_ns.size(); ++i) {
+        if (track.t_ns[i] < axis.begin_ns()) {
+            result.carried = track.values[i];
+            result.has_carried = true;
+            continue;
+        }
+        const double x = std::floor(axis.x_of(track.t_ns[i]));
+        if (x >= static_cast<double>(result.columns.size())) {
+            break;
+        }
+        kvscope::ui::CounterColumn& column = result.columns[static_cast<std::size_t>(x)];
+        const double value = track.values[i];
+        column.low = column.has_samples ? std::min(column.low, value) : value;
+        column.high = column.has_samples ? std::max(column.high, value) : value;
+        column.last = value;
+        column.has_samples = true;
+    }
+    return result;
+}
+
+kvscope::profiler::CounterTrack random_walk(std::size_t samples, std::uint64_t seed) {
+    std::mt19937_64 random(seed);
+    kvscope::profiler::CounterTrack track;
+    std::int64_t t = 0;
+    double value = 1000;
+    for (std::size_t i = 0; i < samples; ++i) {
+        t += 1 + static_cast<std::int64_t>(random() % 2'000);
+        value += static_cast<double>(random() % 21) - 10;
+        track.t_ns.push_back(t);
+        track.values.push_back(value);
+    }
+    return track;
+}
+
+void compare_columns(const kvscope::ui::CounterColumns& got,
+                     const kvscope::ui::CounterColumns& want) {
+    QCOMPARE(got.has_carried, want.has_carried);
+    if (want.has_carried) {
+        QCOMPARE(got.carried, want.carried);
+    }
+    QCOMPARE(got.columns.size(), want.columns.size());
+    for (std::size_t c = 0; c < want.columns.size(); ++c) {
+        QVERIFY2(got.columns[c].has_samples == want.columns[c].has_samples,
+                 qPrintable(QString("column %1").arg(c)));
+        if (want.columns[c].has_samples) {
+            QCOMPARE(got.columns[c].low, want.columns[c].low);
+            QCOMPARE(got.columns[c].high, want.columns[c].high);
+            QCOMPARE(got.columns[c].last, want.columns[c].last);
+        }
+    }
+}
+
+} // namespace
+
+void TestTimeAxis::counter_columns_match_sample_by_sample_data() {
+    QTest::addColumn<double>("from");
+    QTest::addColumn<double>("to");
+    QTest::newRow("all: ~700 samples a column") << 0.0 << 1.0;
+    QTest::newRow("10%") << 0.3 << 0.4;
+    QTest::newRow("1%: a few a column") << 0.5 << 0.51;
+    QTest::newRow("0.01%: empty columns between samples") << 0.7 << 0.7001;
+    QTest::newRow("the start, with no sample before it") << 0.0 << 0.001;
+}
+
+void TestTimeAxis::counter_columns_match_sample_by_sample() {
+    QFETCH(double, from);
+    QFETCH(double, to);
+    const kvscope::profiler::CounterTrack track = random_walk(1'000'000, 7);
+    const std::int64_t length = track.t_ns.back();
+    TimeAxis axis = axis_over(0, length, 1460);
+    axis.fit(static_cast<std::int64_t>(from * static_cast<double>(length)),
+             static_cast<std::int64_t>(to * static_cast<double>(length)));
+    kvscope::ui::CounterSummary summary;
+    summary.update(track);
+    compare_columns(summary.columns(track, axis), brute_force_columns(track, axis));
+}
+
+void TestTimeAxis::counter_summary_follows_a_growing_track() {
+    const kvscope::profiler::CounterTrack full = random_walk(50'000, 11);
+    kvscope::profiler::CounterTrack growing;
+    kvscope::ui::CounterSummary summary;
+    // Grows in uneven steps (live), summarised after each, as painting does.
+    for (const std::size_t size : {std::size_t(10), std::size_t(64), std::size_t(65),
+                                   std::size_t(1'000), std::size_t(33'333), full.t_ns.size()}) {
+        growing.t_ns.assign(full.t_ns.begin(),
+                            full.t_ns.begin() + static_cast<std::ptrdiff_t>(size));
+        growing.values.assign(full.values.begin(),
+                              full.values.begin() + static_cast<std::ptrdiff_t>(size));
+        summary.update(growing);
+        const TimeAxis axis = axis_over(0, growing.t_ns.back(), 300);
+        compare_columns(summary.columns(growing, axis), brute_force_columns(growing, axis));
+    }
+    // Another, shorter track: summarised afresh, not mixed with the old one.
+    const kvscope::profiler::CounterTrack other = random_walk(5'000, 12);
+    summary.update(other);
+    const TimeAxis axis = axis_over(0, other.t_ns.back(), 300);
+    compare_columns(summary.columns(other, axis), brute_force_columns(other, axis));
 }
 
 QTEST_APPLESS_MAIN(TestTimeAxis)

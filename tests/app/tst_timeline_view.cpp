@@ -51,9 +51,9 @@ EngineEvent engine_event(std::int64_t t, EventKind kind, std::int64_t request = 
     return e;
 }
 
-// Ten 100 us steps (a prefill, then decodes) with five ops each, two
-// requests, a memory sample after every step, then a burst of 2000 tiny ops
-// that fold into one block when the whole run is in view.
+// Ten 100 us steps (a prefill, then decodes) with five ops each and a GPU
+// kernel each, two requests, a memory sample after every step, then a burst
+// of 2000 tiny ops that fold into one block when the whole run is in view.
 std::unique_ptr<RunStore> synthetic_run() {
     std::vector<EngineEvent> events;
     events.push_back(engine_event(kStart, EventKind::run_config, -1, 64, 16, 0, 0, "{}"));
@@ -102,6 +102,14 @@ std::unique_ptr<RunStore> synthetic_run() {
     for (const EngineEvent& e : events) {
         store->append(e);
     }
+    // One GPU stream with a 40 us kernel in every step.
+    kvscope::profiler::SpanTrack kernels;
+    kernels.name = "GPU stream 7";
+    for (int step = 0; step < kSteps; ++step) {
+        kernels.spans.push_back({step_begin(step) + 5'000, step_begin(step) + 45'000,
+                                 store->intern("paged_attention"), 7});
+    }
+    store->add_gpu_track(std::move(kernels));
     return store;
 }
 
@@ -129,6 +137,7 @@ private slots:
     void tooltips_name_what_is_under_pointer();
     void follow_live_keeps_right_edge_at_store_end();
     void many_requests_get_thin_scrolling_lanes();
+    void lanes_only_for_requests_alive_in_view();
     void empty_and_null_store_paint();
 
 private:
@@ -244,6 +253,15 @@ void TestTimelineView::steps_and_lanes_painted_in_phase_colours() {
     // Between two steps: no step colour.
     QVERIFY(image.pixelColor(x_at(step_begin(5) - 5'000), steps_y) != decode);
 
+    // GPU kernels in their name's colour, nothing between them.
+    const int gpu_y = view_->row_rect("GPU stream 7").top() + 2;
+    const QColor kernel = TimelineView::name_color("paged_attention");
+    QCOMPARE(image.pixelColor(x_at(step_begin(3) + 30'000), gpu_y), kernel);
+    QVERIFY(image.pixelColor(x_at(step_begin(3) + 70'000), gpu_y) != kernel);
+    // The same name gets the same colour every time; another name another.
+    QCOMPARE(TimelineView::name_color("paged_attention"), kernel);
+    QVERIFY(TimelineView::name_color("attention") != kernel);
+
     // Request 1's lane: waiting before its prefill, decoding after its first token.
     const QRect lane = view_->row_rect("Request 1");
     QVERIFY(!lane.isEmpty());
@@ -292,6 +310,9 @@ void TestTimelineView::tooltips_name_what_is_under_pointer() {
     const QString op = view_->tooltip_at(at("CPU ops", step_begin(2) + 50'000));
     QVERIFY2(op.contains("attention") && op.contains("layer 2") && op.contains("19.0 us"),
              qPrintable(op));
+    const QString kernel = view_->tooltip_at(at("GPU stream 7", step_begin(3) + 20'000));
+    QVERIFY2(kernel.startsWith("paged_attention") && kernel.contains("40.0 us"),
+             qPrintable(kernel));
     const QString lane = view_->tooltip_at(at("Request 1", step_begin(4)));
     QVERIFY2(lane.startsWith("decode") && lane.contains("Request 1") && lane.contains("96 prompt"),
              qPrintable(lane));
@@ -347,6 +368,8 @@ void TestTimelineView::many_requests_get_thin_scrolling_lanes() {
     for (int r = 0; r < 500; ++r) {
         store->append(engine_event(kStart + r * 1'000, EventKind::request_arrived, r, 10));
     }
+    // All still waiting a while later.
+    store->append(engine_event(kStart + 600'000, EventKind::memory_sample, -1, 0, 0, 64, 64));
     view_->set_store(store.get());
     const QRect first = view_->row_rect("Request 0");
     QCOMPARE(first.height(), 4);
@@ -361,6 +384,22 @@ void TestTimelineView::many_requests_get_thin_scrolling_lanes() {
     send_wheel(view_.get(), first.center(), 120 * 200, Qt::ShiftModifier);
     QVERIFY(!view_->row_rect("Request 0").isEmpty());
     view_->set_store(nullptr);
+}
+
+void TestTimelineView::lanes_only_for_requests_alive_in_view() {
+    QVERIFY(!view_->row_rect("Request 1").isEmpty());
+    QVERIFY(!view_->row_rect("Request 2").isEmpty());
+    // After request 1 finished only request 2 is still decoding.
+    const std::int64_t last_end = step_begin(kSteps - 1) + kStepNs;
+    view_->set_visible_range(last_end + 10'000, store_->end_ns());
+    QVERIFY(view_->row_rect("Request 1").isEmpty());
+    const QRect lane = view_->row_rect("Request 2");
+    QVERIFY(!lane.isEmpty());
+    QCOMPARE(lane.top(), view_->row_rect("GPU stream 7").bottom() + 1);
+    // Before request 2 arrived only request 1 was there.
+    view_->set_visible_range(kStart, kStart + 4'000);
+    QVERIFY(!view_->row_rect("Request 1").isEmpty());
+    QVERIFY(view_->row_rect("Request 2").isEmpty());
 }
 
 void TestTimelineView::empty_and_null_store_paint() {
