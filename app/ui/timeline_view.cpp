@@ -33,7 +33,6 @@ QString q(std::string_view text) {
 TimelineView::TimelineView(QWidget* parent)
     : QWidget(parent) {
     setFocusPolicy(Qt::StrongFocus);
-    setMouseTracking(false);
     setAttribute(Qt::WA_OpaquePaintEvent);
     lane_scroll_ = new QScrollBar(Qt::Vertical, this);
     lane_scroll_->hide();
@@ -109,7 +108,8 @@ QSize TimelineView::sizeHint() const {
 }
 
 QSize TimelineView::minimumSizeHint() const {
-    return {kLabelWidth + 200, lanes_top() + 3 * kCounterHeight + 4 * kMinLaneHeight};
+    const int counters = static_cast<int>(std::size(kCounterRows)) * kCounterHeight;
+    return {kLabelWidth + 200, lanes_top() + counters + 4 * kMinLaneHeight};
 }
 
 std::int64_t TimelineView::open_end_ns() const {

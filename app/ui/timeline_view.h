@@ -4,8 +4,9 @@
 // (never copies it) and paints every track from a folded drawing plan, so a
 // repaint costs the same with a thousand events in view or a million.
 //
-// Wheel zooms around the pointer, drag pans, double-click fits the run;
-// +/- zoom, arrows pan, Shift+wheel or Up/Down scroll the request lanes.
+// Wheel zooms around the pointer, drag pans, double-click fits the run, a
+// click asks for the cursor there; +/- zoom, arrows pan, Home fits, and
+// Shift+wheel, Up/Down or Page Up/Down scroll the request lanes.
 #pragma once
 
 #include "app/ui/counter_columns.h"
@@ -58,7 +59,8 @@ public:
     QRect track_area() const;
     // The row called `name` ("Steps", "CPU ops", a GPU track's name,
     // "Request 7", "Used blocks", "Cached blocks", "KV bytes"), label column
-    // included; empty when it is not on screen (a request scrolled away).
+    // included; empty when it is not on screen (a request scrolled away, or
+    // not alive in the visible range).
     QRect row_rect(const QString& name) const;
     // What the tooltip at `pos` says; empty over nothing.
     QString tooltip_at(QPoint pos) const;
