@@ -7,6 +7,7 @@
 #include "app/ui/occupancy_chart.h"
 #include "app/ui/plot_export.h"
 #include "app/ui/prefix_view.h"
+#include "app/ui/quality_panel.h"
 #include "app/ui/replay_bar.h"
 #include "app/ui/requests_panel.h"
 #include "app/ui/run_panel.h"
@@ -83,6 +84,13 @@ MainWindow::MainWindow(QWidget* parent)
         run_panel_->set_running(false);
         run_panel_->set_status(summary);
         statusBar()->showMessage(summary);
+        // A run that trades quality for memory says how much, unasked.
+        const bool lossy = last_run_.eviction.enabled() ||
+                           last_run_.cache_format.key != kv::KvFormat::f16 ||
+                           last_run_.cache_format.value != kv::KvFormat::f16;
+        if (lossy) {
+            run_panel_->quality()->measure(last_run_);
+        }
         emit run_finished(summary);
     });
     connect(engine_, &EngineController::failed, this, [this](const QString& message) {
@@ -117,6 +125,8 @@ MainWindow::MainWindow(QWidget* parent)
         tabs_->setCurrentWidget(requests_);
     });
     connect(prefix_, &PrefixView::request_selected, requests_, &RequestsPanel::select_request);
+    connect(run_panel_->quality(), &QualityPanel::measure_requested, this,
+            [this] { run_panel_->quality()->measure(run_panel_->settings()); });
 }
 
 MainWindow::~MainWindow() {
@@ -293,7 +303,8 @@ void MainWindow::start_run() {
         return;
     }
     recording_path_.clear();
-    engine_->start(run_panel_->settings());
+    last_run_ = run_panel_->settings();
+    engine_->start(last_run_);
 }
 
 void MainWindow::open_recording(const QString& path) {

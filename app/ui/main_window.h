@@ -5,6 +5,7 @@
 // loaded from a recording, and shows the moment the scrubber selects.
 #pragma once
 
+#include "app/ui/run_settings.h"
 #include "profiler/run_store.h"
 
 #include <atomic>
@@ -88,6 +89,7 @@ private:
     QString recording_path_;
     qint64 shown_ns_ = 0;
     std::shared_ptr<std::atomic<bool>> cancel_load_;
+    RunSettings last_run_;
 
     EngineController* engine_ = nullptr;
     QTimer* frame_timer_ = nullptr;

@@ -1,5 +1,6 @@
 #include "app/ui/run_panel.h"
 
+#include "app/ui/quality_panel.h"
 #include "app/ui/teaching_presets.h"
 #include "engine/workload/workload.h"
 
@@ -69,6 +70,11 @@ RunPanel::RunPanel(QWidget* parent)
     explanation_->setOpenExternalLinks(false);
     explanation_->setMinimumHeight(120);
     layout->addWidget(explanation_, 1);
+    auto* quality_group = new QGroupBox(tr("Quality lost"));
+    auto* quality_layout = new QVBoxLayout(quality_group);
+    quality_ = new QualityPanel;
+    quality_layout->addWidget(quality_);
+    layout->addWidget(quality_group);
 
     layout->addWidget(build_engine_group());
     layout->addWidget(build_workload_group());

@@ -20,6 +20,8 @@ class QTextBrowser;
 
 namespace kvscope::ui {
 
+class QualityPanel;
+
 class RunPanel : public QWidget {
     Q_OBJECT
 public:
@@ -39,6 +41,7 @@ public:
     QPushButton* start_button() const { return start_; }
     QPushButton* pause_button() const { return pause_; }
     QPushButton* stop_button() const { return stop_; }
+    QualityPanel* quality() const { return quality_; }
 
 signals:
     void start_requested();
@@ -54,6 +57,7 @@ private:
 
     QComboBox* preset_ = nullptr;
     QTextBrowser* explanation_ = nullptr;
+    QualityPanel* quality_ = nullptr;
     QLineEdit* model_ = nullptr;
     QComboBox* backend_ = nullptr;
     QSpinBox* threads_ = nullptr;

@@ -4,6 +4,7 @@
 #include "app/ui/block_map_view.h"
 #include "app/ui/engine_controller.h"
 #include "app/ui/main_window.h"
+#include "app/ui/quality_panel.h"
 #include "app/ui/replay_bar.h"
 #include "app/ui/run_panel.h"
 #include "engine/model_path.h"
@@ -53,6 +54,7 @@ class TestLiveRun : public QObject {
 private slots:
     void live_run_fills_views_then_replays_exactly();
     void pause_holds_the_engine();
+    void quality_panel_reports_what_formats_cost();
     void missing_model_is_a_message();
     void bad_recording_is_a_message();
 };
@@ -140,6 +142,27 @@ void TestLiveRun::pause_holds_the_engine() {
     QVERIFY2(finished.at(0).at(0).toString().startsWith("Stopped"),
              qPrintable(finished.at(0).at(0).toString()));
     QVERIFY(window.run_panel()->start_button()->isEnabled());
+}
+
+void TestLiveRun::quality_panel_reports_what_formats_cost() {
+    REQUIRE_MODEL();
+    kvscope::ui::QualityPanel panel;
+    QSignalSpy measured(&panel, &kvscope::ui::QualityPanel::measured);
+    QSignalSpy failed(&panel, &kvscope::ui::QualityPanel::failed);
+    kvscope::ui::RunSettings settings;
+    settings.cache_format = {kvscope::kv::KvFormat::q8_0, kvscope::kv::KvFormat::q4_0};
+    settings.eviction.kind = kvscope::kv::EvictionKind::streaming;
+    settings.eviction.budget = 256;
+    settings.threads = 2;
+    panel.measure(settings);
+    QVERIFY(panel.measuring());
+    QTRY_VERIFY_WITH_TIMEOUT(measured.count() + failed.count() == 1, 300000);
+    QCOMPARE(failed.count(), 0);
+    const QString text = measured.at(0).at(0).toString();
+    // Per 32 values q8_0 takes 34 bytes and q4_0 18, f16 64 each: 52 of 128, 59% less.
+    QVERIFY2(text.contains("K q8_0, V q4_0") && text.contains("(59% less)"), qPrintable(text));
+    QVERIFY2(text.contains("streaming") && text.contains("KL "), qPrintable(text));
+    QVERIFY(!panel.measuring());
 }
 
 void TestLiveRun::missing_model_is_a_message() {
