@@ -79,9 +79,19 @@ bool BlockMapState::apply(const events::EngineEvent& event) {
         tables_[event.request].push_back(block);
         break;
     case EventKind::block_unshared:
-    case EventKind::block_freed:
         drop_owner(event.request, block);
         break;
+    case EventKind::block_freed: {
+        // The last reference went: no owner is left, whoever the events
+        // named (recordings from before block_unshared never dropped the
+        // others).
+        const std::vector<std::int64_t> owners = b.owners;
+        for (const std::int64_t owner : owners) {
+            drop_owner(owner, block);
+        }
+        drop_owner(event.request, block);
+        break;
+    }
     case EventKind::block_cached:
         b.hashed = true;
         b.hash = static_cast<std::uint64_t>(event.a);

@@ -23,7 +23,13 @@ void open_read_only(const std::filesystem::path& path, Database& database) {
     }
 }
 
-void read_events(sqlite3* db, RunStore& store, const LoadProgress& progress) {
+// Far above any real cache (a 16-token block of a tiny model is still
+// kilobytes), low enough that a damaged id cannot make the map allocate
+// gigabytes.
+constexpr std::int64_t kMaxBlockId = (1 << 24) - 1;
+
+void read_events(sqlite3* db, const std::string& path_name, RunStore& store,
+                 const LoadProgress& progress) {
     Statement count(db, "SELECT count(*) FROM KVSCOPE_EVENTS");
     const std::int64_t total = count.next() ? count.int64(0) : 0;
     Statement rows(db, "SELECT t_ns, kind, request, block, a, b, c, d, text FROM KVSCOPE_EVENTS "
@@ -38,7 +44,13 @@ void read_events(sqlite3* db, RunStore& store, const LoadProgress& progress) {
         event.time_ns = rows.int64(0);
         event.kind = static_cast<events::EventKind>(kind);
         event.request = rows.is_null(2) ? -1 : rows.int64(2);
-        event.block = rows.is_null(3) ? -1 : static_cast<std::int32_t>(rows.int64(3));
+        const std::int64_t block = rows.is_null(3) ? -1 : rows.int64(3);
+        if (block < -1 || block > kMaxBlockId) {
+            throw RecordingError(path_name + ": event " + std::to_string(read + 1) +
+                                 " names block " + std::to_string(block) +
+                                 ", not a block id; the file is damaged");
+        }
+        event.block = static_cast<std::int32_t>(block);
         event.a = rows.int64(4);
         event.b = rows.int64(5);
         event.c = rows.int64(6);
@@ -146,7 +158,7 @@ void load_recording(const std::filesystem::path& path, RunStore& store,
                     const LoadProgress& progress) {
     Database database;
     open_read_only(path, database);
-    read_events(database.db, store, progress);
+    read_events(database.db, path.string(), store, progress);
     read_kernels(database.db, store);
     read_nvtx(database.db, store);
     if (progress) {

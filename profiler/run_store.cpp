@@ -193,7 +193,17 @@ void RunStore::add_gpu_track(SpanTrack track) {
 }
 
 void RunStore::apply_block_event(const EngineEvent& event) {
-    if (block_events_.size() % kCheckpointEvery == 0) {
+    if (event.block < 0) {
+        return; // not a block the engine could have named
+    }
+    // A checkpoint costs a copy of every block: space them by the cache's
+    // size too, so checkpoints stay a fraction of the events they stand for.
+    const std::size_t every =
+        std::max<std::size_t>(kCheckpointEvery, static_cast<std::size_t>(total_blocks_));
+    if (checkpoint_every_ == 0) {
+        checkpoint_every_ = every;
+    }
+    if (block_events_.size() % checkpoint_every_ == 0) {
         checkpoints_.push_back(block_map_);
     }
     EngineEvent compact = event;
@@ -390,9 +400,9 @@ BlockMapState RunStore::block_map_at(std::int64_t t_ns) const {
     if (count == block_events_.size()) {
         return block_map_;
     }
-    const std::size_t checkpoint = count / kCheckpointEvery;
+    const std::size_t checkpoint = count / checkpoint_every_;
     BlockMapState state = checkpoints_[checkpoint];
-    for (std::size_t i = checkpoint * kCheckpointEvery; i < count; ++i) {
+    for (std::size_t i = checkpoint * checkpoint_every_; i < count; ++i) {
         state.apply(block_events_[i]);
     }
     return state;

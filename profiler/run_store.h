@@ -189,10 +189,11 @@ private:
     std::vector<PrefixNode> prefix_nodes_;
     std::vector<std::int32_t> node_of_block_; // -1: the block holds no cached prefix
 
-    // Block map replay: every block event, and the state after each
-    // kCheckpointEvery of them.
+    // Block map replay: every block event, and the state after every N of
+    // them (N: kCheckpointEvery, or the cache's block count when larger).
     static constexpr std::size_t kCheckpointEvery = 2048;
     std::vector<events::EngineEvent> block_events_;
+    std::size_t checkpoint_every_ = 0;       // N: fixed at the first block event
     std::vector<BlockMapState> checkpoints_; // [i]: after block_events_[0 .. i*N)
     BlockMapState block_map_;
 };

@@ -100,7 +100,8 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
             metadata["model_path"] = model_path.path.string();
             metadata["workload"] = settings.workload;
             metadata["recorded_by"] = "kvscope-ui";
-            recorder = std::make_unique<profiler::Recorder>(settings.record_path, metadata, true);
+            // Never over an existing file: it may be the run to compare with.
+            recorder = std::make_unique<profiler::Recorder>(settings.record_path, metadata, false);
         }
         emit loading(true);
         emit status(tr("Loading %1 …").arg(QString::fromStdString(model_path.path.string())));

@@ -79,6 +79,9 @@ MainWindow::MainWindow(QWidget* parent)
     connect(engine_, &EngineController::loading, run_panel_, &RunPanel::set_loading);
     connect(engine_, &EngineController::progress, run_panel_, &RunPanel::set_progress);
     connect(engine_, &EngineController::finished, this, [this](const QString& summary) {
+        if (engine_->running()) {
+            return; // a new run began before this one's end reached the window
+        }
         tick(); // the last events
         frame_timer_->stop();
         run_panel_->set_running(false);
@@ -91,9 +94,15 @@ MainWindow::MainWindow(QWidget* parent)
         if (lossy) {
             run_panel_->quality()->measure(last_run_);
         }
+        if (!last_run_.record_path.empty()) {
+            run_panel_->advance_record_path();
+        }
         emit run_finished(summary);
     });
     connect(engine_, &EngineController::failed, this, [this](const QString& message) {
+        if (engine_->running()) {
+            return;
+        }
         tick();
         frame_timer_->stop();
         run_panel_->set_running(false);
@@ -125,6 +134,8 @@ MainWindow::MainWindow(QWidget* parent)
         tabs_->setCurrentWidget(requests_);
     });
     connect(prefix_, &PrefixView::request_selected, requests_, &RequestsPanel::select_request);
+    connect(tabs_, &QTabWidget::currentChanged, this,
+            [this](int index) { refresh_tab(tabs_->widget(index)); });
     connect(run_panel_->quality(), &QualityPanel::measure_requested, this,
             [this] { run_panel_->quality()->measure(run_panel_->settings()); });
 }
@@ -133,8 +144,12 @@ MainWindow::~MainWindow() {
     if (cancel_load_) {
         *cancel_load_ = true;
     }
-    // Views point into the store: detach them before it goes.
+    if (loader_) {
+        loader_->wait(); // it stops at its next progress report
+    }
     engine_->stop();
+    // Views point into the store: detach them before it goes.
+    set_store(nullptr, Mode::empty);
 }
 
 void MainWindow::create_views() {
@@ -273,22 +288,40 @@ void MainWindow::show_time(qint64 t_ns) {
 }
 
 void MainWindow::refresh_views() {
-    block_map_->set_time_ns(shown_ns_);
+    // set_time_ns() of a view that moved redraws it; refresh() picks up what
+    // the store gained. Once each, never both.
+    const bool moved = shown_ns_ != refreshed_ns_;
+    refreshed_ns_ = shown_ns_;
+    if (moved) {
+        block_map_->set_time_ns(shown_ns_);
+    } else {
+        block_map_->refresh();
+    }
     occupancy_->set_time_ns(shown_ns_);
-    requests_->set_time_ns(shown_ns_);
-    prefix_->set_time_ns(shown_ns_);
-    kernels_->set_time_ns(shown_ns_);
+    occupancy_->refresh();
     if (replay_bar_->following() && mode_ == Mode::live) {
         timeline_->clear_cursor();
     } else {
         timeline_->set_cursor_ns(shown_ns_);
     }
-    block_map_->refresh();
-    occupancy_->refresh();
     timeline_->refresh();
-    requests_->refresh();
-    prefix_->refresh();
-    kernels_->refresh();
+    refresh_tab(tabs_->currentWidget());
+}
+
+// Only the tab in sight is kept up to date (their tables and trees cost time
+// in proportion to the run); switching tabs brings the new one up to date.
+void MainWindow::refresh_tab(QWidget* tab) {
+    if (tab == requests_) {
+        requests_->set_time_ns(shown_ns_); // refreshes
+    } else if (tab == prefix_) {
+        if (prefix_->time_ns() != shown_ns_) {
+            prefix_->set_time_ns(shown_ns_); // refreshes
+        } else {
+            prefix_->refresh();
+        }
+    } else if (tab == kernels_) {
+        kernels_->set_time_ns(shown_ns_); // refreshes, at most twice a second
+    }
 }
 
 void MainWindow::start_demo() {
@@ -302,6 +335,10 @@ void MainWindow::start_run() {
         statusBar()->showMessage(tr("A run is under way: stop it first"));
         return;
     }
+    if (cancel_load_) {
+        *cancel_load_ = true; // a recording still loading must not replace the live run
+    }
+    run_panel_->quality()->cancel(); // its threads would distort the run's timings
     recording_path_.clear();
     last_run_ = run_panel_->settings();
     engine_->start(last_run_);
@@ -349,7 +386,7 @@ void MainWindow::open_recording(const QString& path) {
                 progress->disconnect();
                 progress->deleteLater();
             }
-            if (!self || cancelled) {
+            if (!self || cancelled || self->engine_->running()) {
                 return;
             }
             if (!error.isEmpty()) {
@@ -377,6 +414,7 @@ void MainWindow::open_recording(const QString& path) {
         });
     });
     connect(worker, &QThread::finished, worker, &QObject::deleteLater);
+    loader_ = worker;
     worker->start();
 }
 

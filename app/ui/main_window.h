@@ -12,6 +12,8 @@
 #include <memory>
 
 #include <QMainWindow>
+#include <QPointer>
+#include <QThread>
 
 class QLabel;
 class QTabWidget;
@@ -79,6 +81,7 @@ private:
     void set_store(std::shared_ptr<profiler::RunStore> store, Mode mode);
     void tick();
     void refresh_views();
+    void refresh_tab(QWidget* tab);
     void choose_recording();
     void choose_comparison();
     void export_view(QWidget* view, const QString& name);
@@ -88,7 +91,9 @@ private:
     Mode mode_ = Mode::empty;
     QString recording_path_;
     qint64 shown_ns_ = 0;
+    qint64 refreshed_ns_ = -1; // the time the views last showed
     std::shared_ptr<std::atomic<bool>> cancel_load_;
+    QPointer<QThread> loader_; // the recording being read, if any
     RunSettings last_run_;
 
     EngineController* engine_ = nullptr;

@@ -62,7 +62,9 @@ QualityPanel::QualityPanel(QWidget* parent)
     button_ = new QPushButton(tr("Measure quality lost"));
     button_->setObjectName("measureQuality");
     button_->setToolTip(tr("KL divergence, top-1 agreement and perplexity against an f32 "
-                           "cache, as `kvscope eval` reports them"));
+                           "cache on the first %1 tokens of an evaluation text (the measures "
+                           "`kvscope eval` reports for whole texts)")
+                            .arg(kTokens));
     layout->addWidget(result_);
     layout->addWidget(progress_);
     layout->addWidget(button_);
@@ -70,8 +72,20 @@ QualityPanel::QualityPanel(QWidget* parent)
 }
 
 QualityPanel::~QualityPanel() {
+    cancel();
+    if (worker_) {
+        worker_->wait(); // it stops after its chunk and finds no panel
+    }
+}
+
+void QualityPanel::cancel() {
     if (cancel_) {
-        *cancel_ = true; // the worker stops after its chunk and finds no panel
+        *cancel_ = true;
+    }
+    if (measuring_) {
+        measuring_ = false;
+        progress_->setVisible(false);
+        result_->setText(tr("Measurement cancelled."));
     }
 }
 
@@ -80,11 +94,9 @@ QString QualityPanel::result_text() const {
 }
 
 void QualityPanel::measure(const RunSettings& settings) {
-    if (cancel_) {
-        *cancel_ = true;
-    }
-    auto cancel = std::make_shared<std::atomic<bool>>(false);
-    cancel_ = cancel;
+    cancel();
+    auto stop = std::make_shared<std::atomic<bool>>(false);
+    cancel_ = stop;
     const int generation = ++generation_;
     measuring_ = true;
     progress_->setValue(0);
@@ -93,7 +105,7 @@ void QualityPanel::measure(const RunSettings& settings) {
                          .arg(QString::fromStdString(settings.cache_format.describe())));
 
     QPointer<QualityPanel> self(this);
-    QThread* worker = QThread::create([self, cancel, generation, settings] {
+    QThread* worker = QThread::create([self, stop, generation, settings] {
         QString text;
         QString error;
         try {
@@ -115,15 +127,16 @@ void QualityPanel::measure(const RunSettings& settings) {
             options.format = settings.cache_format;
             options.eviction = settings.eviction;
             options.block_size = settings.block_size;
-            options.threads = settings.threads;
+            // Two threads at most: it runs beside the app, maybe beside a new run.
+            options.threads = settings.threads > 0 ? std::min(settings.threads, 2) : 2;
             options.prompt_tokens = 128; // then 32-token chunks: eviction acts as it goes
-            options.progress = [self, cancel](double share) {
+            options.progress = [self, stop](double share) {
                 QMetaObject::invokeMethod(qApp, [self, share] {
                     if (self) {
                         self->progress_->setValue(static_cast<int>(share * 100));
                     }
                 });
-                return !cancel->load();
+                return !stop->load();
             };
             const workload::QualityResult result =
                 workload::measure_kv_quality(model, tokens, options);
@@ -133,8 +146,8 @@ void QualityPanel::measure(const RunSettings& settings) {
         } catch (const std::exception& e) {
             error = QString::fromUtf8(e.what());
         }
-        QMetaObject::invokeMethod(qApp, [self, cancel, generation, text, error] {
-            if (!self || cancel->load() || generation != self->generation_) {
+        QMetaObject::invokeMethod(qApp, [self, stop, generation, text, error] {
+            if (!self || stop->load() || generation != self->generation_) {
                 return;
             }
             self->measuring_ = false;
@@ -149,6 +162,7 @@ void QualityPanel::measure(const RunSettings& settings) {
         });
     });
     connect(worker, &QThread::finished, worker, &QObject::deleteLater);
+    worker_ = worker;
     worker->start();
 }
 

@@ -10,6 +10,8 @@
 #include <atomic>
 #include <memory>
 
+#include <QPointer>
+#include <QThread>
 #include <QWidget>
 
 class QLabel;
@@ -31,6 +33,8 @@ public:
     // way is cancelled first.
     void measure(const RunSettings& settings);
     bool measuring() const { return measuring_; }
+    // Stops a measurement under way (its result is dropped).
+    void cancel();
     QString result_text() const;
     QPushButton* measure_button() const { return button_; }
 
@@ -46,6 +50,7 @@ private:
     bool measuring_ = false;
     int generation_ = 0; // of the latest measure(); older workers' results are dropped
     std::shared_ptr<std::atomic<bool>> cancel_;
+    QPointer<QThread> worker_;
 };
 
 } // namespace kvscope::ui

@@ -9,6 +9,7 @@
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -16,6 +17,7 @@
 #include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSpinBox>
 #include <QStandardItemModel>
 #include <QTextBrowser>
@@ -371,6 +373,27 @@ void RunPanel::set_loading(bool loading) {
 void RunPanel::set_progress(int done, int total) {
     progress_->setRange(0, std::max(1, total));
     progress_->setValue(done);
+}
+
+void RunPanel::advance_record_path() {
+    const QFileInfo current(record_path_->text().trimmed());
+    if (!current.exists()) {
+        return;
+    }
+    QString stem = current.completeBaseName();
+    // "run-2" goes on to "run-3", not "run-2-2".
+    static const QRegularExpression numbered("^(.*)-(\\d+)$");
+    int number = 2;
+    if (const QRegularExpressionMatch match = numbered.match(stem); match.hasMatch()) {
+        stem = match.captured(1);
+        number = match.captured(2).toInt() + 1;
+    }
+    const QString suffix = current.suffix().isEmpty() ? QString() : "." + current.suffix();
+    QString next;
+    do {
+        next = current.dir().filePath(QString("%1-%2%3").arg(stem).arg(number++).arg(suffix));
+    } while (QFileInfo::exists(next));
+    record_path_->setText(next);
 }
 
 void RunPanel::set_status(const QString& text) {

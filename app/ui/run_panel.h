@@ -37,6 +37,9 @@ public:
     void set_loading(bool loading);
     void set_progress(int done, int total);
     void set_status(const QString& text);
+    // After a recorded run: the record path moves on to a name no file has
+    // ("run.sqlite" -> "run-2.sqlite"), so recording again never overwrites.
+    void advance_record_path();
 
     QPushButton* start_button() const { return start_; }
     QPushButton* pause_button() const { return pause_; }

@@ -60,12 +60,13 @@ TeachingPreset eviction() {
         "<b>StreamingLLM</b> eviction each sequence keeps only 4 attention-sink tokens and a "
         "recent window (a 256-token budget); older entries are dropped and whole blocks return "
         "to the pool.</p>"
-        "<p><b>Watch:</b> the used blocks in the occupancy chart stay low however long the "
-        "document; the requests table counts the evicted tokens. The memory saved is the gap to "
-        "the same run without eviction.</p>"
-        "<p><b>Quality lost:</b> dropped tokens change the model's answers. Measure it with "
-        "<code>kvscope eval --eviction streaming --kv-budget 256</code> (KL divergence and "
-        "top-1 agreement against the full cache).</p>");
+        "<p><b>Watch:</b> the used blocks in the occupancy chart and the KV bytes row of the "
+        "timeline stay low however long the document: blocks go back to the pool as tokens are "
+        "dropped. The memory saved is the gap to the same run without eviction.</p>"
+        "<p><b>Quality lost:</b> dropped tokens change the model's answers. When the run ends, "
+        "<i>Quality lost</i> below scores the first 512 tokens of an evaluation text against a "
+        "full f32 cache (KL divergence, top-1 agreement); <code>kvscope eval --eviction "
+        "streaming --kv-budget 256</code> does it for whole texts.</p>");
     p.settings.workload = "long-doc";
     p.settings.requests = 6;
     p.settings.rate = 1.0;
@@ -84,10 +85,12 @@ TeachingPreset quantisation() {
         "<p>Keys stored as <b>q8_0</b> and values as <b>q4_0</b> (blocks of 32 values with "
         "an fp16 scale) instead of f16: the same cache bytes hold about 2.5 times as many "
         "tokens.</p>"
-        "<p><b>Watch:</b> the block map's legend shows the formats and bytes per block; the "
-        "occupancy chart's KV bytes stay far below an f16 run's for the same blocks.</p>"
-        "<p><b>Quality lost:</b> <code>kvscope eval --cache-type-k q8_0 --cache-type-v q4_0</code> "
-        "reports the KL divergence of next-token distributions against an f32 cache.</p>");
+        "<p><b>Watch:</b> the block map's legend shows the formats and bytes per block; the KV "
+        "bytes row of the timeline stays far below an f16 run's for the same blocks.</p>"
+        "<p><b>Quality lost:</b> when the run ends, <i>Quality lost</i> below reports the bytes "
+        "per token against f16 and the KL divergence of next-token distributions against an "
+        "f32 cache on the first 512 tokens of an evaluation text; <code>kvscope eval "
+        "--cache-type-k q8_0 --cache-type-v q4_0</code> does it for whole texts.</p>");
     p.settings.workload = "shared-prefix";
     p.settings.requests = 16;
     p.settings.rate = 3.0;

@@ -84,6 +84,9 @@ void apply_eviction(Lane& test, const kv::EvictionConfig& eviction, bool& compre
 QualityResult measure_kv_quality(std::shared_ptr<const model::LlamaModel> model,
                                  const std::vector<std::int32_t>& tokens,
                                  const QualityOptions& options) {
+    if (options.prompt_tokens < 1 || options.chunk < 1 || options.block_size < 1) {
+        throw std::runtime_error("quality needs at least one token per step and per block");
+    }
     if (tokens.size() < 2) {
         throw std::runtime_error("quality needs a text of at least two tokens");
     }

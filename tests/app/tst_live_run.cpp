@@ -56,6 +56,7 @@ private slots:
     void pause_holds_the_engine();
     void quality_panel_reports_what_formats_cost();
     void missing_model_is_a_message();
+    void record_path_moves_on_to_a_free_name();
     void bad_recording_is_a_message();
 };
 
@@ -178,6 +179,20 @@ void TestLiveRun::missing_model_is_a_message() {
     QVERIFY2(box->text().contains("absent.gguf"), qPrintable(box->text()));
     QVERIFY(window.run_panel()->start_button()->isEnabled());
     QVERIFY(!window.engine()->running());
+}
+
+void TestLiveRun::record_path_moves_on_to_a_free_name() {
+    QTemporaryDir dir;
+    kvscope::ui::RunPanel panel;
+    panel.apply_settings(small_run(dir.filePath("run.sqlite")));
+    panel.advance_record_path(); // nothing there yet: keep the name
+    QCOMPARE(QString::fromStdString(panel.settings().record_path), dir.filePath("run.sqlite"));
+    for (const char* name : {"run.sqlite", "run-2.sqlite"}) {
+        QFile file(dir.filePath(name));
+        QVERIFY(file.open(QIODevice::WriteOnly));
+    }
+    panel.advance_record_path();
+    QCOMPARE(QString::fromStdString(panel.settings().record_path), dir.filePath("run-3.sqlite"));
 }
 
 void TestLiveRun::bad_recording_is_a_message() {

@@ -1,0 +1,160 @@
+// RunStore beyond what the engine soak checks: recordings from before
+// block_unshared, damaged block ids, text and lanes read back from a file.
+#include "profiler/recorder.h"
+#include "profiler/recording_events.h"
+#include "profiler/run_store.h"
+
+#include <sqlite3.h>
+
+#include <QTemporaryDir>
+#include <QTest>
+
+using kvscope::events::EngineEvent;
+using kvscope::events::EventKind;
+using kvscope::profiler::BlockUse;
+using kvscope::profiler::RunStore;
+
+namespace {
+
+EngineEvent make_event(std::int64_t t, EventKind kind, std::int64_t request = -1,
+                       std::int32_t block = -1, std::int64_t a = 0, std::int64_t b = 0) {
+    EngineEvent e;
+    e.time_ns = t;
+    e.kind = kind;
+    e.request = request;
+    e.block = block;
+    e.a = a;
+    e.b = b;
+    return e;
+}
+
+// Two requests share block 0 (cached by the first), then both end.
+std::vector<EngineEvent> shared_block_run(bool with_unshared) {
+    std::vector<EngineEvent> events{
+        make_event(1, EventKind::run_config, -1, -1, 4, 2),
+        make_event(2, EventKind::request_arrived, 0, -1, 3),
+        make_event(3, EventKind::block_allocated, 0, 0),
+        make_event(4, EventKind::block_cached, 0, 0, 0x1234, 0),
+        make_event(5, EventKind::request_arrived, 1, -1, 3),
+        make_event(6, EventKind::block_shared, 1, 0),
+    };
+    if (with_unshared) {
+        events.push_back(make_event(7, EventKind::block_unshared, 0, 0, 1));
+    }
+    events.push_back(make_event(8, EventKind::block_freed, 1, 0, 1));
+    return events;
+}
+
+} // namespace
+
+class TestRunStore : public QObject {
+    Q_OBJECT
+
+private slots:
+    void freed_block_has_no_owner_data();
+    void freed_block_has_no_owner();
+    void damaged_block_id_is_refused();
+    void recording_reads_back_text_and_lanes();
+};
+
+void TestRunStore::freed_block_has_no_owner_data() {
+    QTest::addColumn<bool>("with_unshared");
+    QTest::newRow("current events") << true;
+    QTest::newRow("recorded before block_unshared") << false;
+}
+
+void TestRunStore::freed_block_has_no_owner() {
+    QFETCH(bool, with_unshared);
+    RunStore store;
+    for (const EngineEvent& e : shared_block_run(with_unshared)) {
+        store.append(e);
+    }
+    const auto& block = store.block_map_now().blocks().at(0);
+    QCOMPARE(block.use(), BlockUse::cached); // its hash stays: reusable
+    QCOMPARE(block.ref_count(), 0);
+    QVERIFY(store.block_map_now().block_table(0).empty());
+    QVERIFY(store.block_map_now().block_table(1).empty());
+    // Before the end both held it.
+    QCOMPARE(store.block_map_at(6).blocks().at(0).ref_count(), 2);
+    QCOMPARE(store.prefix_nodes().size(), std::size_t{1});
+    QCOMPARE(store.prefix_nodes()[0].reuses, std::int64_t{1});
+}
+
+void TestRunStore::damaged_block_id_is_refused() {
+    // In memory: a negative id is ignored, not indexed.
+    RunStore store;
+    store.append(make_event(1, EventKind::run_config, -1, -1, 4, 2));
+    EngineEvent bad = make_event(2, EventKind::block_cached, 0, -7, 1, 0);
+    store.append(bad);
+    QCOMPARE(store.block_map_now().blocks().size(), std::size_t{4});
+    QVERIFY(store.prefix_nodes().empty());
+
+    // In a file: a damaged id is a clear error, not a huge allocation.
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("damaged.sqlite").toStdString();
+    {
+        kvscope::profiler::Recorder recorder(path, {});
+        for (const EngineEvent& e : shared_block_run(true)) {
+            recorder.on_event(e);
+        }
+        recorder.close();
+    }
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(db, "UPDATE KVSCOPE_EVENTS SET block = 4000000000 WHERE block = 0",
+                          nullptr, nullptr, nullptr),
+             SQLITE_OK);
+    sqlite3_close(db);
+    RunStore loaded;
+    try {
+        kvscope::profiler::load_recording(path, loaded);
+        QFAIL("a damaged block id was accepted");
+    } catch (const kvscope::profiler::RecordingError& e) {
+        QVERIFY2(std::string(e.what()).find("damaged") != std::string::npos, e.what());
+    }
+}
+
+void TestRunStore::recording_reads_back_text_and_lanes() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("text.sqlite").toStdString();
+    std::vector<EngineEvent> events = shared_block_run(true);
+    events[1].text = kvscope::events::encode_pieces({"Hel", "lo", " \xc3"});
+    events.push_back(make_event(9, EventKind::request_admitted, 0, -1, 0, 3));
+    events.push_back(make_event(10, EventKind::first_token, 0));
+    EngineEvent token = make_event(10, EventKind::token_sampled, 0, -1, 42, 1);
+    token.text = "\xa9!"; // completes the character the prompt's last piece began
+    events.push_back(token);
+    events.push_back(make_event(12, EventKind::request_preempted, 0, -1, 1));
+    EngineEvent done = make_event(20, EventKind::request_finished, 0, -1, 1);
+    done.text = "token limit";
+    events.push_back(done);
+    {
+        kvscope::profiler::Recorder recorder(path, {});
+        for (const EngineEvent& e : events) {
+            recorder.on_event(e);
+        }
+        recorder.close();
+    }
+    RunStore store;
+    double last_progress = -1;
+    kvscope::profiler::load_recording(path, store, [&](double share) {
+        last_progress = share;
+        return true;
+    });
+    QCOMPARE(last_progress, 1.0);
+    const kvscope::profiler::RequestRecord* r = store.request(0);
+    QVERIFY(r != nullptr);
+    QCOMPARE(r->text(0, 4), std::string("Hello \xc3\xa9!"));
+    QCOMPARE(r->output_text(10), std::string("\xa9!"));
+    QCOMPARE(r->output_text(9), std::string());
+    QCOMPARE(r->state_at(5), std::string("waiting"));
+    QCOMPARE(r->state_at(9), std::string("prefill"));
+    QCOMPARE(r->state_at(11), std::string("decode"));
+    QCOMPARE(r->state_at(15), std::string("preempted"));
+    QCOMPARE(r->state_at(25), std::string("finished"));
+    QCOMPARE(r->reason, std::string("token limit"));
+    QCOMPARE(r->ttft_ms(), 8e-6);
+}
+
+QTEST_GUILESS_MAIN(TestRunStore)
+#include "tst_run_store.moc"
