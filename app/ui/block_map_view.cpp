@@ -298,7 +298,15 @@ QString BlockMapView::tooltip_for_block(int block) const {
         last = first + block_size;
     } else if (!b.owners.empty()) {
         const int position = s->table_index(b.owners.front(), block);
-        if (position >= 0) {
+        const profiler::RequestRecord* owner = store_->request(b.owners.front());
+        // Once token eviction has compacted a request's cache, a block's
+        // place in its table no longer says which tokens it holds.
+        const bool compacted = b.entries >= 0 || (owner != nullptr && owner->evicted_tokens > 0);
+        if (compacted) {
+            lines << QString("Cache entries of request %1 (token eviction has moved them; "
+                             "positions unknown)")
+                         .arg(b.owners.front());
+        } else if (position >= 0) {
             request = b.owners.front();
             first = position * block_size;
             last = first + block_size;
