@@ -401,10 +401,12 @@ void MainWindow::open_recording(const QString& path) {
             }
             self->recording_path_ = path;
             self->set_store(store, Mode::replay);
-            self->replay_bar_->set_time_ns(store->start_ns());
-            self->show_time(store->start_ns());
+            // The whole run at a glance first; Play replays it from the start.
+            self->replay_bar_->set_time_ns(store->end_ns());
+            self->show_time(store->end_ns());
             self->statusBar()->showMessage(
-                tr("Opened %1: %2 events, %3 requests, %4 s; press Play or drag the slider")
+                tr("Opened %1: %2 events, %3 requests, %4 s; Play replays it, the slider picks a "
+                   "moment")
                     .arg(path)
                     .arg(store->event_count())
                     .arg(store->requests().size())
