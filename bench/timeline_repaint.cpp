@@ -13,6 +13,7 @@
 #include "app/ui/span_folding.h"
 #include "app/ui/timeline_view.h"
 #include "profiler/run_store.h"
+#include "tests/support/engine_events.h"
 
 #include <algorithm>
 #include <chrono>
@@ -41,15 +42,7 @@ constexpr std::int64_t kBytesPerBlock = 368'640; // a 16-token f16 block of Smol
 events::EngineEvent make_event(std::int64_t t, events::EventKind kind, std::int64_t request = -1,
                                std::int64_t a = 0, std::int64_t b = 0, std::int64_t c = 0,
                                std::int64_t d = 0) {
-    events::EngineEvent e;
-    e.time_ns = t;
-    e.kind = kind;
-    e.request = request;
-    e.a = a;
-    e.b = b;
-    e.c = c;
-    e.d = d;
-    return e;
+    return kvscope::test::engine_event(t, kind, request, -1, a, b, c, d);
 }
 
 void build_run(profiler::RunStore& store, int steps) {

@@ -19,7 +19,6 @@ public:
     // Everything queued since the last call, in order.
     std::vector<events::EngineEvent> take() {
         std::vector<events::EngineEvent> taken;
-        taken.reserve(64);
         const std::lock_guard lock(mutex_);
         taken.swap(pending_);
         return taken;

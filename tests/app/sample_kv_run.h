@@ -20,6 +20,7 @@
 
 #include "engine/events/engine_event.h"
 #include "profiler/run_store.h"
+#include "tests/support/engine_events.h"
 
 #include <cstdint>
 #include <string>
@@ -37,17 +38,7 @@ inline events::EngineEvent kv_event(std::int64_t t_ms, events::EventKind kind,
                                     std::int64_t request = -1, std::int32_t block = -1,
                                     std::int64_t a = 0, std::int64_t b = 0, std::int64_t c = 0,
                                     std::int64_t d = 0, std::string text = {}) {
-    events::EngineEvent event;
-    event.time_ns = t_ms * kMs;
-    event.kind = kind;
-    event.request = request;
-    event.block = block;
-    event.a = a;
-    event.b = b;
-    event.c = c;
-    event.d = d;
-    event.text = std::move(text);
-    return event;
+    return test::engine_event(t_ms * kMs, kind, request, block, a, b, c, d, std::move(text));
 }
 
 inline std::vector<std::string> sample_prompt(int request) {

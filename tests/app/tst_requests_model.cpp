@@ -7,6 +7,7 @@
 #include "app/ui/requests_panel.h"
 #include "engine/events/engine_event.h"
 #include "profiler/run_store.h"
+#include "tests/support/engine_events.h"
 
 #include <cmath>
 
@@ -28,14 +29,7 @@ constexpr qint64 kMs = 1'000'000;
 
 events::EngineEvent make_event(qint64 t_ms, events::EventKind kind, qint64 request, qint64 a = 0,
                                qint64 b = 0, std::string text = {}) {
-    events::EngineEvent e;
-    e.time_ns = t_ms * kMs;
-    e.kind = kind;
-    e.request = request;
-    e.a = a;
-    e.b = b;
-    e.text = std::move(text);
-    return e;
+    return kvscope::test::engine_event(t_ms * kMs, kind, request, -1, a, b, 0, 0, std::move(text));
 }
 
 // Three requests, by the millisecond:

@@ -4,6 +4,7 @@
 // what is under the pointer (or how many events a folded block holds).
 #include "app/ui/timeline_view.h"
 #include "profiler/run_store.h"
+#include "tests/support/engine_events.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -39,16 +40,7 @@ std::int64_t step_begin(int step) {
 EngineEvent engine_event(std::int64_t t, EventKind kind, std::int64_t request = -1,
                          std::int64_t a = 0, std::int64_t b = 0, std::int64_t c = 0,
                          std::int64_t d = 0, std::string text = {}) {
-    EngineEvent e;
-    e.time_ns = t;
-    e.kind = kind;
-    e.request = request;
-    e.a = a;
-    e.b = b;
-    e.c = c;
-    e.d = d;
-    e.text = std::move(text);
-    return e;
+    return kvscope::test::engine_event(t, kind, request, -1, a, b, c, d, std::move(text));
 }
 
 // Ten 100 us steps (a prefill, then decodes) with five ops each and a GPU

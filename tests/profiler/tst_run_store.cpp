@@ -3,6 +3,7 @@
 #include "profiler/recorder.h"
 #include "profiler/recording_events.h"
 #include "profiler/run_store.h"
+#include "tests/support/engine_events.h"
 
 #include <sqlite3.h>
 
@@ -13,35 +14,24 @@ using kvscope::events::EngineEvent;
 using kvscope::events::EventKind;
 using kvscope::profiler::BlockUse;
 using kvscope::profiler::RunStore;
+using kvscope::test::engine_event;
 
 namespace {
-
-EngineEvent make_event(std::int64_t t, EventKind kind, std::int64_t request = -1,
-                       std::int32_t block = -1, std::int64_t a = 0, std::int64_t b = 0) {
-    EngineEvent e;
-    e.time_ns = t;
-    e.kind = kind;
-    e.request = request;
-    e.block = block;
-    e.a = a;
-    e.b = b;
-    return e;
-}
 
 // Two requests share block 0 (cached by the first), then both end.
 std::vector<EngineEvent> shared_block_run(bool with_unshared) {
     std::vector<EngineEvent> events{
-        make_event(1, EventKind::run_config, -1, -1, 4, 2),
-        make_event(2, EventKind::request_arrived, 0, -1, 3),
-        make_event(3, EventKind::block_allocated, 0, 0),
-        make_event(4, EventKind::block_cached, 0, 0, 0x1234, 0),
-        make_event(5, EventKind::request_arrived, 1, -1, 3),
-        make_event(6, EventKind::block_shared, 1, 0),
+        engine_event(1, EventKind::run_config, -1, -1, 4, 2),
+        engine_event(2, EventKind::request_arrived, 0, -1, 3),
+        engine_event(3, EventKind::block_allocated, 0, 0),
+        engine_event(4, EventKind::block_cached, 0, 0, 0x1234, 0),
+        engine_event(5, EventKind::request_arrived, 1, -1, 3),
+        engine_event(6, EventKind::block_shared, 1, 0),
     };
     if (with_unshared) {
-        events.push_back(make_event(7, EventKind::block_unshared, 0, 0, 1));
+        events.push_back(engine_event(7, EventKind::block_unshared, 0, 0, 1));
     }
-    events.push_back(make_event(8, EventKind::block_freed, 1, 0, 1));
+    events.push_back(engine_event(8, EventKind::block_freed, 1, 0, 1));
     return events;
 }
 
@@ -83,8 +73,8 @@ void TestRunStore::freed_block_has_no_owner() {
 void TestRunStore::damaged_block_id_is_refused() {
     // In memory: a negative id is ignored, not indexed.
     RunStore store;
-    store.append(make_event(1, EventKind::run_config, -1, -1, 4, 2));
-    EngineEvent bad = make_event(2, EventKind::block_cached, 0, -7, 1, 0);
+    store.append(engine_event(1, EventKind::run_config, -1, -1, 4, 2));
+    EngineEvent bad = engine_event(2, EventKind::block_cached, 0, -7, 1, 0);
     store.append(bad);
     QCOMPARE(store.block_map_now().blocks().size(), std::size_t{4});
     QVERIFY(store.prefix_nodes().empty());
@@ -119,13 +109,13 @@ void TestRunStore::recording_reads_back_text_and_lanes() {
     const std::string path = dir.filePath("text.sqlite").toStdString();
     std::vector<EngineEvent> events = shared_block_run(true);
     events[1].text = kvscope::events::encode_pieces({"Hel", "lo", " \xc3"});
-    events.push_back(make_event(9, EventKind::request_admitted, 0, -1, 0, 3));
-    events.push_back(make_event(10, EventKind::first_token, 0));
-    EngineEvent token = make_event(10, EventKind::token_sampled, 0, -1, 42, 1);
+    events.push_back(engine_event(9, EventKind::request_admitted, 0, -1, 0, 3));
+    events.push_back(engine_event(10, EventKind::first_token, 0));
+    EngineEvent token = engine_event(10, EventKind::token_sampled, 0, -1, 42, 1);
     token.text = "\xa9!"; // completes the character the prompt's last piece began
     events.push_back(token);
-    events.push_back(make_event(12, EventKind::request_preempted, 0, -1, 1));
-    EngineEvent done = make_event(20, EventKind::request_finished, 0, -1, 1);
+    events.push_back(engine_event(12, EventKind::request_preempted, 0, -1, 1));
+    EngineEvent done = engine_event(20, EventKind::request_finished, 0, -1, 1);
     done.text = "token limit";
     events.push_back(done);
     {
