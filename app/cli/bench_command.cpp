@@ -44,9 +44,11 @@ BenchRow run_case(const EngineOptions& engine, std::shared_ptr<const model::Llam
                   int batch, int context, const BenchOptions& options) {
     const int per_sequence = context + options.decode_steps;
     // Whole blocks per sequence: each sequence rounds up to its own last block.
-    const int blocks_per_sequence = (per_sequence + engine.block_size - 1) / engine.block_size;
-    auto backend = engine.make_backend(model, batch * blocks_per_sequence * engine.block_size,
-                                       /*announce=*/false);
+    const int block_size_asked = engine.config.block_size;
+    const int blocks_per_sequence = (per_sequence + block_size_asked - 1) / block_size_asked;
+    auto backend =
+        engine.make_backend(model, std::int64_t{batch} * blocks_per_sequence * block_size_asked,
+                            /*announce=*/false);
     const int block_size = backend->block_size();
     const int vocab = backend->vocab_size();
     kv::BlockAllocator allocator(backend->num_blocks());
@@ -120,7 +122,11 @@ BenchRow run_case(const EngineOptions& engine, std::shared_ptr<const model::Llam
     return row;
 }
 
-int run_bench(const BenchOptions& options) {
+int run_bench(BenchOptions& options) {
+    if (const std::string problem = options.engine.resolve(); !problem.empty()) {
+        std::cerr << "kvscope bench: " << problem << "\n";
+        return exit_usage;
+    }
     const auto model = options.engine.load_model();
     std::vector<BenchRow> rows;
     if (!options.json) {

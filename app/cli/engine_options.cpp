@@ -1,36 +1,25 @@
 #include "app/cli/engine_options.h"
 
-#include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/matmul.h"
-#include "engine/model_path.h"
+#include "engine/session/backend_factory.h"
+#include "engine/session/cache_size.h"
+#include "engine/session/model_loading.h"
 
-#include <cstdio>
 #include <iostream>
-#include <stdexcept>
 
 namespace kvscope::cli {
-namespace {
-
-std::string readable_bytes(std::int64_t bytes) {
-    char text[32];
-    if (bytes >= 1024 * 1024) {
-        std::snprintf(text, sizeof text, "%.1f MiB",
-                      static_cast<double>(bytes) / (1024.0 * 1024.0));
-    } else {
-        std::snprintf(text, sizeof text, "%.1f KiB", static_cast<double>(bytes) / 1024.0);
-    }
-    return text;
-}
-
-} // namespace
 
 void EngineOptions::add_to(CLI::App& app) {
-    app.add_option("-m,--model", model_path,
+    app.add_option("-m,--model", config.model_path,
                    "GGUF model file (default: $KVSCOPE_MODEL, else the model setup.sh fetched)")
         ->check(CLI::ExistingFile);
-    app.add_option("-t,--threads", threads, "CPU threads (default: all)")
+    app.add_option("--backend", backend,
+                   "Where the model runs: auto (the GPU when this build can use one, else the "
+                   "CPU), cpu or cuda")
+        ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+        ->capture_default_str();
+    app.add_option("-t,--threads", config.backend.threads, "CPU threads (default: all)")
         ->check(CLI::NonNegativeNumber);
-    app.add_option("--block-size", block_size, "Tokens per KV-cache block")
+    app.add_option("--block-size", config.block_size, "Tokens per KV-cache block")
         ->check(CLI::Range(1, 1024))
         ->capture_default_str();
     const auto format_option = [&app](const char* flags, kv::KvFormat& target, const char* what) {
@@ -49,49 +38,66 @@ void EngineOptions::add_to(CLI::App& app) {
                 },
                 "FORMAT");
     };
-    format_option("--cache-type-k", cache_format.key, "K");
-    format_option("--cache-type-v", cache_format.value, "V");
-    app.add_option("--cache-tokens", cache_tokens,
+    format_option("--cache-type-k", config.cache_format.key, "K");
+    format_option("--cache-type-v", config.cache_format.value, "V");
+    // The cache's size, one way at a time (session::CacheSize), vLLM's names.
+    session::CacheSize& size = config.cache;
+    app.add_option("--num-gpu-blocks-override", size.num_blocks,
+                   "KV-cache capacity in blocks (on the CPU too)")
+        ->check(CLI::Range(2, 1 << 30));
+    app.add_option("--kv-cache-memory-bytes", size.memory_bytes,
+                   "KV-cache capacity in bytes; units allowed (512MiB, 2GiB)")
+        ->transform(CLI::AsSizeValue(false))
+        ->type_name("SIZE");
+    app.add_option("--gpu-memory-utilization", size.memory_utilization,
+                   "KV-cache capacity as a share of free device memory on a GPU, of "
+                   "--cpu-memory-budget on the CPU")
+        ->check(CLI::Range(0.0001, 1.0));
+    app.add_option("--cpu-memory-budget", size.budget_bytes,
+                   "What --gpu-memory-utilization is a share of on the CPU (default: the "
+                   "memory available now); units allowed")
+        ->transform(CLI::AsSizeValue(false))
+        ->type_name("SIZE");
+    app.add_option("--cache-tokens", size.tokens,
                    "KV-cache capacity in tokens (default: what the run needs)")
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--max-model-len", config.max_model_len,
+                   "Longest request, prompt and output: longer prompts are rejected, outputs "
+                   "stop there (default: the model's context)")
+        ->check(CLI::Range(1, 1 << 30));
+}
+
+std::string EngineOptions::resolve() {
+    const std::optional<session::BackendKind> kind = session::parse_backend_kind(backend);
+    if (!kind) {
+        return "unknown backend '" + backend + "'; one of " + session::backend_kind_names();
+    }
+    config.backend.kind = *kind;
+    return config.cache.problem();
 }
 
 std::shared_ptr<const model::LlamaModel> EngineOptions::load_model() const {
-    ModelPath path = resolve_model_path();
-    if (!model_path.empty()) {
-        path = {model_path, false};
-    }
-    if (const std::string problem = model_path_problem(path); !problem.empty()) {
-        throw std::runtime_error(problem);
-    }
-    auto model = model::LlamaModel::load(path.path);
-    const model::LlamaConfig& c = model->config();
-    std::cerr << "model: " << path.path.string() << " ("
-              << (c.name.empty() ? c.architecture : c.name) << ", " << c.layers << " layers, "
-              << c.hidden << " wide, " << c.heads << "/" << c.kv_heads << " heads, "
-              << readable_bytes(model->weights().total_bytes()) << " of weights)\n";
+    const std::filesystem::path path = session::model_file(config.model_path);
+    auto model = session::load_model(path);
+    std::cerr << "model: " << path.string() << " (" << session::describe_model(*model) << ")\n";
     return model;
 }
 
 std::unique_ptr<runner::Backend>
 EngineOptions::make_backend(std::shared_ptr<const model::LlamaModel> model,
-                            int default_cache_tokens, bool announce) const {
-    const int tokens = cache_tokens > 0 ? cache_tokens : default_cache_tokens;
-    cpu::CpuBackendOptions options;
-    options.block_size = block_size;
-    options.num_blocks = (tokens + block_size - 1) / block_size;
-    options.threads = threads;
-    options.cache_format = cache_format;
-    auto backend = std::make_unique<cpu::CpuBackend>(std::move(model), options);
-    if (!announce) {
-        return backend;
+                            std::int64_t default_tokens, bool announce) const {
+    const session::BackendKind kind = session::resolve_backend_kind(config.backend.kind);
+    session::KvCacheSpec cache;
+    cache.block_size = config.block_size;
+    cache.format = config.cache_format;
+    cache.num_blocks =
+        session::resolve_num_blocks(config.cache, model->config(), cache.format, cache.block_size,
+                                    default_tokens, session::backend_memory_bytes(kind));
+    auto made = session::make_backend(config.backend, std::move(model), cache);
+    if (announce) {
+        std::cerr << "backend: " << session::describe_backend(*made) << "\n";
     }
-    std::cerr << "backend: cpu, " << backend->threads() << " threads, " << cpu::matmul_kernel_name()
-              << " kernels; KV cache " << options.num_blocks << " blocks x " << block_size
-              << " tokens (" << readable_bytes(backend->kv_cache_bytes()) << ", "
-              << cache_format.describe() << ", " << backend->kv_store().bytes_per_token()
-              << " B/token)\n";
-    return backend;
+    return made;
 }
 
 } // namespace kvscope::cli

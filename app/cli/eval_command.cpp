@@ -1,13 +1,13 @@
 // `kvscope eval`: what a KV format and an eviction policy cost in quality.
 // Each evaluation text is scored teacher-forced against a full f32 cache
-// (workload::measure_kv_quality). Reports KL divergence of the next-token
+// (quality::measure_kv_quality). Reports KL divergence of the next-token
 // distributions (mean, p99), top-1 agreement, perplexity and its change, and
 // bytes per cached token.
 #include "app/cli/command.h"
 #include "app/cli/engine_options.h"
 #include "app/cli/eviction_options.h"
+#include "engine/quality/kv_quality.h"
 #include "engine/workload/eval_texts.h"
-#include "engine/workload/kv_quality.h"
 
 #include <algorithm>
 #include <climits>
@@ -36,15 +36,15 @@ nlohmann::json evaluate(const EvalOptions& options, const kv::EvictionConfig& ev
     if (options.max_tokens > 0 && static_cast<int>(tokens.size()) > options.max_tokens) {
         tokens.resize(static_cast<std::size_t>(options.max_tokens));
     }
-    workload::QualityOptions quality;
-    quality.format = options.engine.cache_format;
-    quality.eviction = eviction;
-    quality.block_size = options.engine.block_size;
-    quality.threads = options.engine.threads;
-    quality.prompt_tokens = options.prompt_tokens;
-    quality.chunk = options.chunk;
-    const workload::QualityResult r = workload::measure_kv_quality(model, tokens, quality);
-    const kv::KvCacheFormat format = options.engine.cache_format;
+    quality::QualityOptions measure;
+    measure.format = options.engine.config.cache_format;
+    measure.eviction = eviction;
+    measure.block_size = options.engine.config.block_size;
+    measure.backend = options.engine.config.backend;
+    measure.prompt_tokens = options.prompt_tokens;
+    measure.chunk = options.chunk;
+    const quality::QualityResult r = quality::measure_kv_quality(model, tokens, measure);
+    const kv::KvCacheFormat format = options.engine.config.cache_format;
     return {
         {"text", text.name},
         {"tokens", r.tokens},
@@ -66,7 +66,11 @@ nlohmann::json evaluate(const EvalOptions& options, const kv::EvictionConfig& ev
 }
 
 int run_eval(EvalOptions& options) {
-    if (const std::string problem = options.eviction.resolve(options.engine.block_size);
+    if (const std::string problem = options.engine.resolve(); !problem.empty()) {
+        std::cerr << "kvscope eval: " << problem << "\n";
+        return exit_usage;
+    }
+    if (const std::string problem = options.eviction.resolve(options.engine.config.block_size);
         !problem.empty()) {
         std::cerr << "kvscope eval: " << problem << "\n";
         return exit_usage;

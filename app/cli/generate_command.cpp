@@ -26,7 +26,11 @@ struct GenerateOptions {
 
 volatile std::sig_atomic_t g_interrupted = 0;
 
-int run_generate(const GenerateOptions& options) {
+int run_generate(GenerateOptions& options) {
+    if (const std::string problem = options.engine.resolve(); !problem.empty()) {
+        std::cerr << "kvscope generate: " << problem << "\n";
+        return exit_usage;
+    }
     sampling::SamplingParams sampling = options.sampling;
     sampling.seed = options.seed.value_or(std::random_device{}());
     if (const std::string problem = sampling.problem(); !problem.empty()) {

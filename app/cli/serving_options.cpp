@@ -20,22 +20,13 @@ void ServingOptions::add_to(CLI::App& app) {
         ->capture_default_str();
 }
 
-sched::EngineConfig ServingOptions::engine_config() const {
-    sched::EngineConfig config;
+void ServingOptions::apply(session::RunConfig& config) const {
     config.prefix_caching = !no_prefix_caching;
     config.scheduler.max_num_seqs = max_num_seqs;
     config.scheduler.max_num_batched_tokens = max_num_batched_tokens;
     config.scheduler.chunked_prefill = !no_chunked_prefill;
     config.scheduler.victim =
         sched::parse_victim_policy(victim).value_or(sched::VictimPolicy::newest);
-    return config;
-}
-
-std::string ServingOptions::describe() const {
-    return std::string("prefix caching ") + (no_prefix_caching ? "off" : "on") + ", " +
-           std::to_string(max_num_seqs) + " sequences / " + std::to_string(max_num_batched_tokens) +
-           " tokens a step, chunked prefill " + (no_chunked_prefill ? "off" : "on") +
-           ", preempting the " + victim;
 }
 
 } // namespace kvscope::cli

@@ -3,7 +3,7 @@
 // vLLM's where it has the knob.
 #pragma once
 
-#include "engine/sched/llm_engine.h"
+#include "engine/session/run_config.h"
 
 #include <CLI/CLI.hpp>
 #include <string>
@@ -18,8 +18,8 @@ struct ServingOptions {
     std::string victim = "newest";
 
     void add_to(CLI::App& app);
-    sched::EngineConfig engine_config() const;
-    std::string describe() const;
+    // Sets prefix caching and the scheduler's limits in `config`.
+    void apply(session::RunConfig& config) const;
 };
 
 } // namespace kvscope::cli

@@ -2,8 +2,9 @@
 
 #include "engine/model/llama_model.h"
 #include "engine/model_path.h"
+#include "engine/quality/kv_quality.h"
+#include "engine/session/model_loading.h"
 #include "engine/workload/eval_texts.h"
-#include "engine/workload/kv_quality.h"
 
 #include <QApplication>
 #include <QLabel>
@@ -16,7 +17,7 @@
 namespace kvscope::ui {
 namespace {
 
-QString describe(const workload::QualityResult& r, const RunSettings& s, const QString& text) {
+QString describe(const quality::QualityResult& r, const RunSettings& s, const QString& text) {
     QString line;
     const double kib = r.bytes_per_token / 1024.0;
     const double f16_kib = r.reference_bytes_per_token / 1024.0;
@@ -109,26 +110,21 @@ void QualityPanel::measure(const RunSettings& settings) {
         QString text;
         QString error;
         try {
-            ModelPath path = resolve_model_path();
-            if (!settings.model_path.empty()) {
-                path = {settings.model_path, false};
-            }
-            if (const std::string problem = model_path_problem(path); !problem.empty()) {
-                throw std::runtime_error(problem);
-            }
-            const auto model = model::LlamaModel::load(path.path);
+            const auto model = session::load_model(session::model_file(settings.model_path));
             if (workload::eval_texts().empty()) {
                 throw std::runtime_error("this build has no evaluation texts");
             }
             const workload::EvalText& eval = workload::eval_texts().front();
             std::vector<std::int32_t> tokens = model->tokenizer().encode(eval.text, false);
             tokens.resize(std::min<std::size_t>(tokens.size(), kTokens));
-            workload::QualityOptions options;
+            quality::QualityOptions options;
             options.format = settings.cache_format;
             options.eviction = settings.eviction;
             options.block_size = settings.block_size;
             // Two threads at most: it runs beside the app, maybe beside a new run.
-            options.threads = settings.threads > 0 ? std::min(settings.threads, 2) : 2;
+            options.backend = settings.backend;
+            options.backend.threads =
+                settings.backend.threads > 0 ? std::min(settings.backend.threads, 2) : 2;
             options.prompt_tokens = 128; // then 32-token chunks: eviction acts as it goes
             options.progress = [self, stop](double share) {
                 QMetaObject::invokeMethod(qApp, [self, share] {
@@ -138,8 +134,8 @@ void QualityPanel::measure(const RunSettings& settings) {
                 });
                 return !stop->load();
             };
-            const workload::QualityResult result =
-                workload::measure_kv_quality(model, tokens, options);
+            const quality::QualityResult result =
+                quality::measure_kv_quality(model, tokens, options);
             text =
                 describe(result, settings,
                          QString::fromUtf8(eval.name.data(), static_cast<int>(eval.name.size())));

@@ -1,6 +1,6 @@
 // "Quality lost": what the run's KV format and eviction policy cost against a
 // full f32 cache, measured on an evaluation text in the background
-// (workload::measure_kv_quality, as `kvscope eval`), shown beside the memory
+// (quality::measure_kv_quality, as `kvscope eval`), shown beside the memory
 // they save. The eviction and quantisation demos measure it when their run
 // ends.
 #pragma once

@@ -128,12 +128,15 @@ QWidget* RunPanel::build_engine_group() {
     form->addRow(tr("Model:"), model_row);
 
     backend_ = new QComboBox;
-    backend_->addItem(tr("CPU"), "cpu");
-    backend_->addItem(tr("CUDA"), "cuda");
+    backend_->addItem(tr("Auto"), static_cast<int>(session::BackendKind::automatic));
+    backend_->addItem(tr("CPU"), static_cast<int>(session::BackendKind::cpu));
+    backend_->addItem(tr("CUDA"), static_cast<int>(session::BackendKind::cuda));
+    backend_->setItemData(0, tr("The GPU when this build can use one, else the CPU"),
+                          Qt::ToolTipRole);
     // The CUDA backend is not in the engine yet: listed, but not offered.
     if (auto* items = qobject_cast<QStandardItemModel*>(backend_->model())) {
-        items->item(1)->setEnabled(false);
-        items->item(1)->setToolTip(tr("The CUDA backend is not part of this build yet"));
+        items->item(2)->setEnabled(false);
+        items->item(2)->setToolTip(tr("The CUDA backend is not part of this build yet"));
     }
     threads_ = spin(0, 256, 0, tr("CPU threads (0: all)"));
     threads_->setSpecialValueText(tr("all"));
@@ -148,9 +151,20 @@ QWidget* RunPanel::build_engine_group() {
     form->addRow(tr("Block size:"), block_size_);
     cache_size_ = spin(2, 1 << 20, 256, tr("KV-cache capacity"));
     cache_size_->setObjectName("cacheSize");
+    // The same choices as the command line's (session::CacheSize).
     cache_unit_ = new QComboBox;
-    cache_unit_->addItem(tr("blocks"));
-    cache_unit_->addItem(tr("MiB"));
+    cache_unit_->addItem(tr("blocks"), static_cast<int>(CacheUnit::blocks));
+    cache_unit_->addItem(tr("MiB"), static_cast<int>(CacheUnit::mebibytes));
+    cache_unit_->addItem(tr("tokens"), static_cast<int>(CacheUnit::tokens));
+    cache_unit_->addItem(tr("% of memory"), static_cast<int>(CacheUnit::percent_of_memory));
+    cache_unit_->setItemData(0, tr("--num-gpu-blocks-override"), Qt::ToolTipRole);
+    cache_unit_->setItemData(1, tr("--kv-cache-memory-bytes"), Qt::ToolTipRole);
+    cache_unit_->setItemData(2, tr("--cache-tokens"), Qt::ToolTipRole);
+    cache_unit_->setItemData(
+        3,
+        tr("--gpu-memory-utilization: of free device memory on a GPU, of the memory available "
+           "now on the CPU"),
+        Qt::ToolTipRole);
     auto* cache_row = new QHBoxLayout;
     cache_row->addWidget(cache_size_, 1);
     cache_row->addWidget(cache_unit_);
@@ -270,13 +284,24 @@ void RunPanel::update_eviction_enabled() {
 RunSettings RunPanel::settings() const {
     RunSettings s;
     s.model_path = model_->text().trimmed().toStdString();
-    s.backend = backend_->currentData().toString().toStdString();
-    s.threads = threads_->value();
+    s.backend.kind = static_cast<session::BackendKind>(backend_->currentData().toInt());
+    s.backend.threads = threads_->value();
     s.block_size = block_size_->value();
-    if (cache_unit_->currentIndex() == 1) {
-        s.cache_bytes = std::int64_t{cache_size_->value()} * 1024 * 1024;
-    } else {
-        s.cache_blocks = cache_size_->value();
+    s.cache = {};
+    const int size = cache_size_->value();
+    switch (static_cast<CacheUnit>(cache_unit_->currentData().toInt())) {
+    case CacheUnit::blocks:
+        s.cache.num_blocks = size;
+        break;
+    case CacheUnit::mebibytes:
+        s.cache.memory_bytes = std::int64_t{size} * 1024 * 1024;
+        break;
+    case CacheUnit::tokens:
+        s.cache.tokens = size;
+        break;
+    case CacheUnit::percent_of_memory:
+        s.cache.memory_utilization = std::min(size, 100) / 100.0;
+        break;
     }
     s.cache_format.key = static_cast<kv::KvFormat>(key_format_->currentData().toInt());
     s.cache_format.value = static_cast<kv::KvFormat>(value_format_->currentData().toInt());
@@ -286,10 +311,10 @@ RunSettings RunPanel::settings() const {
     s.scheduler.max_num_seqs = max_seqs_->value();
     s.scheduler.max_num_batched_tokens = max_batched_tokens_->value();
     s.workload = workload_->currentText().trimmed().toStdString();
-    s.requests = requests_->value();
-    s.rate = rate_->value();
-    s.max_tokens = max_tokens_->value();
-    s.seed = static_cast<std::uint64_t>(seed_->value());
+    s.preset.requests = requests_->value();
+    s.preset.rate = rate_->value();
+    s.preset.max_tokens = max_tokens_->value();
+    s.preset.seed = static_cast<std::uint64_t>(seed_->value());
     if (record_->isChecked()) {
         s.record_path = record_path_->text().trimmed().toStdString();
     }
@@ -298,16 +323,23 @@ RunSettings RunPanel::settings() const {
 
 void RunPanel::apply_settings(const RunSettings& s) {
     model_->setText(QString::fromStdString(s.model_path));
-    select_data(backend_, 0);
-    threads_->setValue(s.threads);
+    select_data(backend_, static_cast<int>(s.backend.kind));
+    threads_->setValue(s.backend.threads);
     block_size_->setValue(s.block_size);
-    if (s.cache_bytes > 0) {
-        cache_unit_->setCurrentIndex(1);
-        cache_size_->setValue(static_cast<int>(s.cache_bytes / (1024 * 1024)));
-    } else {
-        cache_unit_->setCurrentIndex(0);
-        cache_size_->setValue(s.cache_blocks);
+    CacheUnit unit = CacheUnit::blocks;
+    int size = s.cache.num_blocks;
+    if (s.cache.memory_bytes > 0) {
+        unit = CacheUnit::mebibytes;
+        size = static_cast<int>(s.cache.memory_bytes / (1024 * 1024));
+    } else if (s.cache.tokens > 0) {
+        unit = CacheUnit::tokens;
+        size = static_cast<int>(s.cache.tokens);
+    } else if (s.cache.memory_utilization > 0) {
+        unit = CacheUnit::percent_of_memory;
+        size = static_cast<int>(s.cache.memory_utilization * 100 + 0.5);
     }
+    select_data(cache_unit_, static_cast<int>(unit));
+    cache_size_->setValue(size);
     select_data(key_format_, static_cast<int>(s.cache_format.key));
     select_data(value_format_, static_cast<int>(s.cache_format.value));
     select_data(eviction_, static_cast<int>(s.eviction.kind));
@@ -319,10 +351,10 @@ void RunPanel::apply_settings(const RunSettings& s) {
     max_seqs_->setValue(s.scheduler.max_num_seqs);
     max_batched_tokens_->setValue(s.scheduler.max_num_batched_tokens);
     workload_->setCurrentText(QString::fromStdString(s.workload));
-    requests_->setValue(s.requests);
-    rate_->setValue(s.rate);
-    max_tokens_->setValue(s.max_tokens);
-    seed_->setValue(static_cast<int>(s.seed));
+    requests_->setValue(s.preset.requests);
+    rate_->setValue(s.preset.rate);
+    max_tokens_->setValue(s.preset.max_tokens);
+    seed_->setValue(static_cast<int>(s.preset.seed));
     record_->setChecked(!s.record_path.empty());
     if (!s.record_path.empty()) {
         record_path_->setText(QString::fromStdString(s.record_path));

@@ -52,6 +52,7 @@ signals:
     void stop_requested();
 
 private:
+    enum class CacheUnit { blocks, mebibytes, tokens, percent_of_memory };
     QWidget* build_engine_group();
     QWidget* build_workload_group();
     void browse_model();

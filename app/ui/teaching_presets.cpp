@@ -21,9 +21,9 @@ TeachingPreset prefix_caching() {
         "<p><b>Try:</b> record this run, untick <i>Prefix caching</i>, record again, and compare "
         "the two recordings (File › Compare): the hit rate falls to zero and TTFT rises.</p>");
     p.settings.workload = "shared-prefix";
-    p.settings.requests = 24;
-    p.settings.rate = 3.0;
-    p.settings.max_tokens = 40;
+    p.settings.preset.requests = 24;
+    p.settings.preset.rate = 3.0;
+    p.settings.preset.max_tokens = 40;
     return p;
 }
 
@@ -43,11 +43,11 @@ TeachingPreset paging() {
         "block tables grow and every block is smaller.</p>");
     p.settings.workload = "poisson";
     p.settings.block_size = 64;
-    p.settings.cache_blocks = 96;
+    p.settings.cache.num_blocks = 96;
     p.settings.prefix_caching = false;
-    p.settings.requests = 24;
-    p.settings.rate = 4.0;
-    p.settings.max_tokens = 48;
+    p.settings.preset.requests = 24;
+    p.settings.preset.rate = 4.0;
+    p.settings.preset.max_tokens = 48;
     return p;
 }
 
@@ -68,10 +68,10 @@ TeachingPreset eviction() {
         "full f32 cache (KL divergence, top-1 agreement); <code>kvscope eval --eviction "
         "streaming --kv-budget 256</code> does it for whole texts.</p>");
     p.settings.workload = "long-doc";
-    p.settings.requests = 6;
-    p.settings.rate = 1.0;
-    p.settings.max_tokens = 32;
-    p.settings.cache_blocks = 256;
+    p.settings.preset.requests = 6;
+    p.settings.preset.rate = 1.0;
+    p.settings.preset.max_tokens = 32;
+    p.settings.cache.num_blocks = 256;
     p.settings.eviction.kind = kv::EvictionKind::streaming;
     p.settings.eviction.budget = 256;
     return p;
@@ -92,8 +92,8 @@ TeachingPreset quantisation() {
         "f32 cache on the first 512 tokens of an evaluation text; <code>kvscope eval "
         "--cache-type-k q8_0 --cache-type-v q4_0</code> does it for whole texts.</p>");
     p.settings.workload = "shared-prefix";
-    p.settings.requests = 16;
-    p.settings.rate = 3.0;
+    p.settings.preset.requests = 16;
+    p.settings.preset.rate = 3.0;
     p.settings.cache_format.key = kv::KvFormat::q8_0;
     p.settings.cache_format.value = kv::KvFormat::q4_0;
     return p;
@@ -112,11 +112,11 @@ TeachingPreset preemption() {
         "request, and their TTFT grows.</p>"
         "<p><b>Try:</b> double the cache blocks and the preemptions vanish.</p>");
     p.settings.workload = "mixed";
-    p.settings.requests = 20;
-    p.settings.rate = 6.0;
-    p.settings.max_tokens = 64;
+    p.settings.preset.requests = 20;
+    p.settings.preset.rate = 6.0;
+    p.settings.preset.max_tokens = 64;
     p.settings.block_size = 16;
-    p.settings.cache_blocks = 40;
+    p.settings.cache.num_blocks = 40;
     return p;
 }
 

@@ -63,6 +63,7 @@ std::string LlmEngine::describe_config() const {
         {"prefix_caching", config_.prefix_caching},
         {"max_num_seqs", s.max_num_seqs},
         {"max_num_batched_tokens", s.max_num_batched_tokens},
+        {"max_model_len", s.max_model_len},
         {"chunked_prefill", s.chunked_prefill},
         {"preemption_victim", victim_policy_name(s.victim)},
         {"eviction", kv::eviction_kind_name(e.kind)},

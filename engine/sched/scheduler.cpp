@@ -87,6 +87,12 @@ std::string Scheduler::rejection_reason(const Request& request) const {
     if (request.tokens.empty()) {
         return "the prompt is empty";
     }
+    if (config_.max_model_len > 0 &&
+        static_cast<std::int64_t>(request.tokens.size()) >= config_.max_model_len) {
+        return "its " + std::to_string(request.tokens.size()) +
+               " prompt tokens leave no room under the model length of " +
+               std::to_string(config_.max_model_len) + " (--max-model-len)";
+    }
     const std::int64_t capacity = static_cast<std::int64_t>(kv_.total_blocks()) * kv_.block_size();
     if (static_cast<std::int64_t>(request.tokens.size()) + 1 > capacity) {
         return "it needs " + std::to_string(request.tokens.size() + 1) +

@@ -31,6 +31,7 @@ struct SchedulerConfig {
     int max_num_batched_tokens = 1024; // tokens in one step (vLLM --max-num-batched-tokens)
     bool chunked_prefill = true;       // split prompts longer than the budget over steps
     VictimPolicy victim = VictimPolicy::newest;
+    int max_model_len = 0; // longest prompt + output (vLLM --max-model-len); 0: no limit
 };
 
 struct ScheduledChunk {

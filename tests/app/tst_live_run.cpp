@@ -37,11 +37,11 @@ namespace {
 kvscope::ui::RunSettings small_run(const QString& record_path) {
     kvscope::ui::RunSettings s;
     s.workload = "shared-prefix";
-    s.requests = 4;
-    s.rate = 4.0;
-    s.max_tokens = 6;
-    s.cache_blocks = 64;
-    s.threads = 2;
+    s.preset.requests = 4;
+    s.preset.rate = 4.0;
+    s.preset.max_tokens = 6;
+    s.cache.num_blocks = 64;
+    s.backend.threads = 2;
     s.record_path = record_path.toStdString();
     return s;
 }
@@ -124,8 +124,8 @@ void TestLiveRun::pause_holds_the_engine() {
     MainWindow window;
     window.show();
     kvscope::ui::RunSettings settings = small_run(QString());
-    settings.requests = 16;
-    settings.max_tokens = 64;
+    settings.preset.requests = 16;
+    settings.preset.max_tokens = 64;
     window.run_panel()->apply_settings(settings);
     QSignalSpy finished(&window, &MainWindow::run_finished);
     QTest::mouseClick(window.run_panel()->start_button(), Qt::LeftButton);
@@ -154,7 +154,7 @@ void TestLiveRun::quality_panel_reports_what_formats_cost() {
     settings.cache_format = {kvscope::kv::KvFormat::q8_0, kvscope::kv::KvFormat::q4_0};
     settings.eviction.kind = kvscope::kv::EvictionKind::streaming;
     settings.eviction.budget = 256;
-    settings.threads = 2;
+    settings.backend.threads = 2;
     panel.measure(settings);
     QVERIFY(panel.measuring());
     QTRY_VERIFY_WITH_TIMEOUT(measured.count() + failed.count() == 1, 300000);

@@ -38,6 +38,9 @@ private slots:
     void eval_ranks_formats();
     void run_serves_a_trace_and_reports_prefix_hits();
     void run_rejects_a_malformed_trace_with_its_line();
+    void run_sizes_the_cache_data();
+    void run_sizes_the_cache();
+    void run_counts_a_rejected_prompt_as_never_run();
     void record_then_stats();
     void compare_gates_a_slower_run();
     void compare_passes_two_runs_of_one_build();
@@ -79,6 +82,14 @@ void TestCli::exit_status_and_message_data() {
     QTest::newRow("record without --out") << QStringList{"record"} << 2 << "--out";
     QTest::newRow("bad victim") << QStringList{"run", "--preemption-victim", "random"} << 2
                                 << "--preemption-victim";
+    QTest::newRow("two cache sizes")
+        << QStringList{"run", "--num-gpu-blocks-override", "64", "--cache-tokens", "1024"} << 2
+        << "one way";
+    QTest::newRow("utilization above 1")
+        << QStringList{"run", "--gpu-memory-utilization", "1.5"} << 2 << "--gpu-memory-utilization";
+    QTest::newRow("bad memory size")
+        << QStringList{"run", "--kv-cache-memory-bytes", "lots"} << 2 << "--kv-cache-memory-bytes";
+    QTest::newRow("unknown backend") << QStringList{"run", "--backend", "tpu"} << 2 << "--backend";
 }
 
 void TestCli::exit_status_and_message() {
@@ -262,6 +273,58 @@ void TestCli::run_serves_a_trace_and_reports_prefix_hits() {
     const QByteArray text = log.readAll();
     QVERIFY(text.contains("\"kind\":\"block_shared\""));
     QVERIFY(text.contains("\"kind\":\"request_finished\""));
+}
+
+void TestCli::run_sizes_the_cache_data() {
+    QTest::addColumn<QStringList>("arguments");
+    QTest::addColumn<int>("blocks");
+    // SmolLM2 at f16: 23,040 B a token, 368,640 B a 16-token block.
+    QTest::newRow("blocks") << QStringList{"--num-gpu-blocks-override", "40"} << 40;
+    QTest::newRow("tokens, the old flag") << QStringList{"--cache-tokens", "1000"} << 63;
+    QTest::newRow("bytes with a unit") << QStringList{"--kv-cache-memory-bytes", "23MiB"} << 65;
+    QTest::newRow("share of a CPU budget")
+        << QStringList{"--gpu-memory-utilization", "0.5", "--cpu-memory-budget", "100MiB"} << 142;
+    QTest::newRow("default") << QStringList{} << 512;
+}
+
+void TestCli::run_sizes_the_cache() {
+    SKIP_WITHOUT_MODEL();
+    QFETCH(QStringList, arguments);
+    QFETCH(int, blocks);
+    const auto result = run_process(
+        KVSCOPE_CLI_PATH,
+        QStringList{"run", "--requests", "1", "-n", "1", "--all-at-once", "--json"} + arguments);
+    QVERIFY2(result.exit_code == 0, qPrintable(result.err));
+    const QJsonObject summary = QJsonDocument::fromJson(result.out.toUtf8()).object();
+    QCOMPARE(summary.value("total_blocks").toInt(), blocks);
+}
+
+void TestCli::run_counts_a_rejected_prompt_as_never_run() {
+    SKIP_WITHOUT_MODEL();
+    QTemporaryDir dir;
+    const QString trace = dir.filePath("trace.jsonl");
+    QFile file(trace);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    // A prompt longer than the whole cache, then one of three token ids.
+    file.write("{\"prompt\": \"" + QByteArray(" apple").repeated(700) + "\", \"max_tokens\": 2}\n");
+    file.write("{\"prompt_ids\": [1, 2, 3], \"max_tokens\": 2}\n");
+    file.close();
+    const auto result =
+        run_process(KVSCOPE_CLI_PATH, {"run", "--workload", trace, "--cache-tokens", "512",
+                                       "--all-at-once", "--json", "--per-request"});
+    QVERIFY2(result.exit_code == 0, qPrintable(result.err));
+    const QJsonObject summary = QJsonDocument::fromJson(result.out.toUtf8()).object();
+    QCOMPARE(summary.value("rejected").toInt(), 1);
+    const int long_prompt =
+        summary.value("per_request").toArray()[0].toObject().value("prompt_tokens").toInt();
+    QVERIFY(long_prompt > 512);
+    QCOMPARE(summary.value("prompt_tokens").toInt(), long_prompt + 3);
+    QCOMPARE(summary.value("prompt_computed_tokens").toInt(), 3); // not long_prompt + 3
+    QCOMPARE(summary.value("prompt_not_run_tokens").toInt(), long_prompt);
+    const auto text = run_process(
+        KVSCOPE_CLI_PATH, {"run", "--workload", trace, "--cache-tokens", "512", "--all-at-once"});
+    QVERIFY2(text.out.contains("3 computed, " + QString::number(long_prompt) + " never run"),
+             qPrintable(text.out));
 }
 
 void TestCli::run_rejects_a_malformed_trace_with_its_line() {

@@ -8,21 +8,22 @@
 #include "engine/kv/eviction_policy.h"
 #include "engine/kv/kv_format.h"
 #include "engine/model/llama_model.h"
+#include "engine/session/backend_factory.h"
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
 
-namespace kvscope::workload {
+namespace kvscope::quality {
 
 struct QualityOptions {
     kv::KvCacheFormat format;
     kv::EvictionConfig eviction;
     int block_size = 16;
-    int threads = 0;         // 0: all hardware threads
-    int prompt_tokens = 512; // prefilled at once (SnapKV compresses these)
-    int chunk = 32;          // tokens per teacher-forced step after the prompt
+    session::BackendSpec backend; // both caches run on it
+    int prompt_tokens = 512;      // prefilled at once (SnapKV compresses these)
+    int chunk = 32;               // tokens per teacher-forced step after the prompt
     // Called after each chunk with the share done; false cancels (the
     // result then covers what was scored so far).
     std::function<bool(double)> progress;
@@ -49,4 +50,4 @@ QualityResult measure_kv_quality(std::shared_ptr<const model::LlamaModel> model,
                                  const std::vector<std::int32_t>& tokens,
                                  const QualityOptions& options);
 
-} // namespace kvscope::workload
+} // namespace kvscope::quality

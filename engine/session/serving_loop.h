@@ -9,13 +9,14 @@
 
 #include <functional>
 
-namespace kvscope::workload {
+namespace kvscope::session {
 
 // Throws std::invalid_argument naming the request when token ids fall
 // outside the vocabulary.
-std::vector<sched::RequestSpec> to_request_specs(const std::vector<WorkloadRequest>& requests,
-                                                 const tokenizer::Tokenizer& tokenizer,
-                                                 const sampling::SamplingParams& default_sampling);
+std::vector<sched::RequestSpec>
+to_request_specs(const std::vector<workload::WorkloadRequest>& requests,
+                 const tokenizer::Tokenizer& tokenizer,
+                 const sampling::SamplingParams& default_sampling);
 
 struct DriveOptions {
     // Arrivals on the wall clock (the engine idles until the next one), or
@@ -30,4 +31,4 @@ std::vector<std::int64_t> drive(sched::LlmEngine& engine,
                                 const std::vector<sched::RequestSpec>& specs,
                                 const DriveOptions& options);
 
-} // namespace kvscope::workload
+} // namespace kvscope::session

@@ -1,19 +1,20 @@
-#include "engine/workload/run_workload.h"
+#include "engine/session/serving_loop.h"
 
 #include "engine/tokenizer/chat_template.h"
 
 #include <chrono>
 #include <thread>
 
-namespace kvscope::workload {
+namespace kvscope::session {
 
-std::vector<sched::RequestSpec> to_request_specs(const std::vector<WorkloadRequest>& requests,
-                                                 const tokenizer::Tokenizer& tokenizer,
-                                                 const sampling::SamplingParams& default_sampling) {
+std::vector<sched::RequestSpec>
+to_request_specs(const std::vector<workload::WorkloadRequest>& requests,
+                 const tokenizer::Tokenizer& tokenizer,
+                 const sampling::SamplingParams& default_sampling) {
     std::vector<sched::RequestSpec> specs;
     specs.reserve(requests.size());
     for (std::size_t i = 0; i < requests.size(); ++i) {
-        const WorkloadRequest& r = requests[i];
+        const workload::WorkloadRequest& r = requests[i];
         sched::RequestSpec spec;
         spec.arrival_seconds = r.arrival_seconds;
         spec.max_tokens = r.max_tokens;
@@ -80,4 +81,4 @@ std::vector<std::int64_t> drive(sched::LlmEngine& engine,
     return ids;
 }
 
-} // namespace kvscope::workload
+} // namespace kvscope::session

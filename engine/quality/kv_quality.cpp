@@ -1,6 +1,5 @@
-#include "engine/workload/kv_quality.h"
+#include "engine/quality/kv_quality.h"
 
-#include "engine/cpu/cpu_backend.h"
 #include "engine/kv/kv_manager.h"
 #include "engine/sched/token_eviction.h"
 
@@ -9,12 +8,12 @@
 #include <cmath>
 #include <stdexcept>
 
-namespace kvscope::workload {
+namespace kvscope::quality {
 namespace {
 
 // One sequence on one backend: its blocks, and the attention it captured.
 struct Lane {
-    std::unique_ptr<cpu::CpuBackend> backend;
+    std::unique_ptr<runner::Backend> backend;
     std::unique_ptr<kv::KvManager> kv;
     kv::SequenceBlocks blocks;
     std::vector<float> attention;
@@ -99,12 +98,7 @@ QualityResult measure_kv_quality(std::shared_ptr<const model::LlamaModel> model,
     const int blocks = (total + block_size - 1) / block_size + 2;
     const auto make_lane = [&](const kv::KvCacheFormat& format) {
         Lane lane;
-        cpu::CpuBackendOptions backend_options;
-        backend_options.block_size = block_size;
-        backend_options.num_blocks = blocks;
-        backend_options.threads = options.threads;
-        backend_options.cache_format = format;
-        lane.backend = std::make_unique<cpu::CpuBackend>(model, backend_options);
+        lane.backend = session::make_backend(options.backend, model, {block_size, blocks, format});
         lane.kv = std::make_unique<kv::KvManager>(blocks, block_size, false);
         return lane;
     };
@@ -195,4 +189,4 @@ QualityResult measure_kv_quality(std::shared_ptr<const model::LlamaModel> model,
     return r;
 }
 
-} // namespace kvscope::workload
+} // namespace kvscope::quality

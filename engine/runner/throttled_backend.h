@@ -9,21 +9,22 @@
 #include <memory>
 #include <thread>
 
-namespace kvscope::cli {
+namespace kvscope::runner {
 
-class ThrottledBackend final : public runner::Backend {
+class ThrottledBackend final : public Backend {
 public:
-    ThrottledBackend(std::unique_ptr<runner::Backend> inner, int delay_ms)
+    ThrottledBackend(std::unique_ptr<Backend> inner, int delay_ms)
         : inner_(std::move(inner))
         , delay_(delay_ms) {}
 
+    const Backend& inner() const { return *inner_; }
     std::string name() const override { return inner_->name(); }
     int vocab_size() const override { return inner_->vocab_size(); }
     int block_size() const override { return inner_->block_size(); }
     int num_blocks() const override { return inner_->num_blocks(); }
     kv::KvCacheFormat cache_format() const override { return inner_->cache_format(); }
     std::int64_t kv_cache_bytes() const override { return inner_->kv_cache_bytes(); }
-    void forward(const runner::ForwardBatch& batch, float* logits) override {
+    void forward(const ForwardBatch& batch, float* logits) override {
         inner_->set_op_observer(op_observer_); // the engine set it on this wrapper
         inner_->forward(batch, logits);
         std::this_thread::sleep_for(delay_);
@@ -39,8 +40,8 @@ public:
     }
 
 private:
-    std::unique_ptr<runner::Backend> inner_;
+    std::unique_ptr<Backend> inner_;
     std::chrono::milliseconds delay_;
 };
 
-} // namespace kvscope::cli
+} // namespace kvscope::runner

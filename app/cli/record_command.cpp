@@ -1,0 +1,27 @@
+// `kvscope record`: serves a workload like run and records every engine
+// event (and, on a GPU, CUPTI activity) into an SQLite recording.
+#include "app/cli/command.h"
+#include "app/cli/gpu_capture.h"
+#include "app/cli/serve_workload.h"
+
+namespace kvscope::cli {
+
+Command add_record_command(CLI::App& app) {
+    auto options = std::make_shared<ServeWorkloadOptions>();
+    CLI::App* parser = app.add_subcommand(
+        "record", "Serve a workload like run and record every engine event into an SQLite "
+                  "recording");
+    parser->add_option("-o,--out", options->out_path, "The recording to write (.sqlite)")
+        ->required();
+    options->command = "record";
+    parser->add_flag("--force", options->overwrite, "Replace the file if it exists");
+    parser->add_option("--gpu-capture", options->gpu_capture, kGpuCaptureHelp)
+        ->check(CLI::IsMember({"auto", "on", "off"}))
+        ->capture_default_str();
+    add_workload_options(parser, options);
+    return {parser, [options] {
+                return serve_workload(*options);
+            }};
+}
+
+} // namespace kvscope::cli

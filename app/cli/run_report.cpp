@@ -1,0 +1,49 @@
+#include "app/cli/run_report.h"
+
+#include <cstdio>
+
+namespace kvscope::cli {
+
+void print_summary(const session::RunSummary& s, const session::RunConfig& config,
+                   bool per_request) {
+    const auto ll = [](std::int64_t v) {
+        return static_cast<long long>(v);
+    };
+    std::printf("requests        %zu: %d finished, %d aborted, %d rejected\n", s.requests.size(),
+                s.finished, s.aborted, s.rejected);
+    // Prompt tokens split three ways that add up: taken from the prefix
+    // cache, computed, and never run (rejected requests, unreached rests of
+    // aborted ones).
+    std::printf("prompt tokens   %lld: %lld from the prefix cache (%.1f%%), %lld computed",
+                ll(s.prompt_tokens), ll(s.prefix_hit_tokens), 100 * s.prefix_hit_rate(),
+                ll(s.prompt_computed_tokens));
+    if (s.prompt_not_run_tokens > 0) {
+        std::printf(", %lld never run", ll(s.prompt_not_run_tokens));
+    }
+    std::printf("\n                %lld shared with a cached block but fewer than a block\n",
+                ll(s.shared_short_tokens));
+    std::printf("preemptions     %d: %lld tokens recomputed, %lld found cached again\n",
+                s.preemptions, ll(s.recomputed_tokens), ll(s.resumed_hit_tokens));
+    if (config.eviction.enabled()) {
+        std::printf("eviction        %lld tokens dropped (%s)\n", ll(s.evicted_tokens),
+                    config.eviction.describe().c_str());
+    }
+    std::printf("generated       %lld tokens in %.2f s (%.1f tokens/s), %lld steps\n",
+                ll(s.generated_tokens), s.seconds, s.output_tokens_per_second(), ll(s.steps));
+    std::printf("first token     p50 %.0f ms, p99 %.0f ms after arrival\n", s.ttft_ms_p50,
+                s.ttft_ms_p99);
+    std::printf("KV blocks       peak %d of %d in use\n", s.peak_blocks_used, s.total_blocks);
+    if (!per_request) {
+        return;
+    }
+    std::printf("\n%6s %-9s %7s %7s %8s %8s %6s %8s  %s\n", "id", "state", "prompt", "cached",
+                "computed", "recomp", "out", "ttft ms", "reason");
+    for (const session::RequestSummary& r : s.requests) {
+        std::printf("%6lld %-9s %7lld %7lld %8lld %8lld %6lld %8.0f  %s\n", ll(r.id),
+                    r.state.c_str(), ll(r.prompt_tokens), ll(r.accounting.prefix_hit_tokens),
+                    ll(r.accounting.computed_tokens), ll(r.accounting.recomputed_tokens),
+                    ll(r.generated_tokens), r.ttft_ms, r.reason.c_str());
+    }
+}
+
+} // namespace kvscope::cli

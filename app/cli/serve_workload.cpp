@@ -1,0 +1,211 @@
+// Serving a workload (a preset or a JSONL trace) with continuous batching,
+// prefix caching and the chosen KV formats through one ServingSession, then
+// printing where every request's K/V came from and how fast it went.
+// --events writes every engine event as JSON lines; --out records them.
+#include "app/cli/serve_workload.h"
+
+#include "app/cli/command.h"
+#include "app/cli/gpu_capture.h"
+#include "app/cli/run_report.h"
+#include "engine/events/tee_sink.h"
+#include "engine/gpu_devices.h"
+#include "engine/session/model_loading.h"
+#include "engine/session/run_summary.h"
+#include "engine/session/serving_session.h"
+#include "profiler/recorder.h"
+#include "profiler/run_metadata.h"
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+namespace kvscope::cli {
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+// Writes each event as one JSON object per line.
+class JsonlEventSink final : public events::EventSink {
+public:
+    explicit JsonlEventSink(std::ostream& out)
+        : out_(out) {}
+    void on_event(const events::EngineEvent& e) override {
+        nlohmann::json j{{"t_ns", e.time_ns}, {"kind", events::event_kind_name(e.kind)}};
+        if (e.request >= 0) {
+            j["request"] = e.request;
+        }
+        if (e.block >= 0) {
+            j["block"] = e.block;
+        }
+        j["a"] = e.a;
+        j["b"] = e.b;
+        j["c"] = e.c;
+        j["d"] = e.d;
+        if (!e.text.empty()) {
+            j["text"] = e.text;
+        }
+        out_ << j.dump() << '\n';
+    }
+
+private:
+    std::ostream& out_;
+};
+
+} // namespace
+
+int serve_workload(ServeWorkloadOptions& options) {
+    if (std::string problem = options.engine.resolve(); !problem.empty()) {
+        std::cerr << "kvscope " << options.command << ": " << problem << "\n";
+        return exit_usage;
+    }
+    if (const std::string problem = options.eviction.resolve(options.engine.config.block_size);
+        !problem.empty()) {
+        std::cerr << "kvscope " << options.command << ": " << problem << "\n";
+        return exit_usage;
+    }
+    session::RunConfig config = options.engine.config;
+    options.serving.apply(config);
+    config.eviction = options.eviction.config;
+    config.workload = options.workload;
+    config.preset = options.preset;
+    config.temperature = options.temperature;
+    config.real_time = !options.all_at_once;
+    config.backend.throttle_ms = options.throttle_ms;
+    const bool recording = !options.out_path.empty();
+    config.record_ops = recording; // per-op CPU slices in recordings
+    config.token_text = recording; // text for the app's tooltips and requests table
+
+    // The recording and GPU capture start before the model loads: a file in
+    // the way fails at once, and the weights' upload is captured too.
+    std::unique_ptr<profiler::Recorder> recorder;
+    std::unique_ptr<profiler::CuptiTracer> tracer;
+    const std::filesystem::path model_file = session::run_model_file(config);
+    if (recording) {
+        recorder = std::make_unique<profiler::Recorder>(
+            options.out_path, profiler::run_metadata(config, model_file, "kvscope record"),
+            options.overwrite);
+        recorder->set_gpu_devices(query_gpu_devices().devices);
+        tracer = start_gpu_capture(options.gpu_capture, *recorder);
+    }
+    std::ofstream events_file;
+    std::unique_ptr<JsonlEventSink> sink;
+    if (!options.events_path.empty()) {
+        events_file.open(options.events_path, std::ios::trunc);
+        if (!events_file) {
+            throw std::runtime_error("cannot write " + options.events_path);
+        }
+        sink = std::make_unique<JsonlEventSink>(events_file);
+    }
+    events::TeeSink tee;
+    tee.add(sink.get());
+    tee.add(recorder.get());
+
+    config.model_path = model_file.string();
+    session::ServingSession run(config, tee.empty() ? nullptr : &tee);
+    std::cerr << "model: " << model_file.string() << " (" << session::describe_model(run.model())
+              << ")\n";
+    std::cerr << "backend: " << session::describe_backend(run.backend()) << "\n";
+    if (recorder) {
+        profiler::add_session_metadata(*recorder, run);
+    }
+    std::fprintf(stderr, "serving %zu requests: %s\n", run.request_count(),
+                 config.describe().c_str());
+
+    g_interrupted = 0;
+    auto previous = std::signal(SIGINT, [](int) { g_interrupted = 1; });
+    const auto start = std::chrono::steady_clock::now();
+    int peak_used = 0;
+    session::ServingSession::ServeOptions serve;
+    serve.stop_requested = [] {
+        return g_interrupted != 0;
+    };
+    serve.on_step = [&](const sched::StepStats& s) {
+        peak_used = std::max(peak_used, run.engine().kv().stats().used);
+        if (s.step % 50 == 0) {
+            std::fprintf(stderr, "\rstep %lld: %zu of %zu requests done, %zu running  ",
+                         static_cast<long long>(s.step), run.ended_requests(), run.request_count(),
+                         run.engine().scheduler().running_count());
+        }
+    };
+    const std::vector<std::int64_t> ids = run.serve(serve);
+    std::signal(SIGINT, previous);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (run.engine().steps() > 0) {
+        std::fputs("\n", stderr); // end the progress line
+    }
+
+    const model::LlamaConfig& shape = run.model().config();
+    const session::RunSummary summary = session::summarize_run(
+        run.engine(), ids, options.workload, seconds, peak_used,
+        kv::kv_bytes_per_token(run.backend().cache_format(), shape.layers, shape.kv_heads,
+                               shape.head_dim, run.backend().block_size()));
+    if (recorder) {
+        if (tracer) {
+            tracer->stop(); // hands the last GPU records over before the file closes
+        }
+        recorder->set_metadata("summary", summary.to_json(false));
+        recorder->set_metadata("complete", g_interrupted != 0 ? "interrupted" : "yes");
+        recorder->close();
+        const profiler::RecorderStats written = recorder->stats();
+        std::fprintf(stderr, "recorded %lld events and %lld GPU records in %lld commits to %s\n",
+                     static_cast<long long>(written.events),
+                     static_cast<long long>(written.gpu_records),
+                     static_cast<long long>(written.commits), options.out_path.c_str());
+        if (written.dropped_gpu_records > 0) {
+            std::fprintf(stderr,
+                         "warning: CUPTI dropped %lld GPU records (its buffers were full)\n",
+                         static_cast<long long>(written.dropped_gpu_records));
+        }
+    }
+    if (options.json) {
+        std::cout << summary.to_json(options.per_request, 2) << "\n";
+    } else {
+        print_summary(summary, config, options.per_request);
+    }
+    return g_interrupted != 0 ? 130 : exit_ok;
+}
+
+void add_workload_options(CLI::App* parser, const std::shared_ptr<ServeWorkloadOptions>& options) {
+    parser
+        ->add_option("-w,--workload", options->workload,
+                     "A preset or a JSONL trace file. Presets:\n" +
+                         workload::workload_preset_help())
+        ->capture_default_str();
+    parser->add_option("--requests", options->preset.requests, "Requests a preset makes")
+        ->check(CLI::Range(1, 1'000'000))
+        ->capture_default_str();
+    parser->add_option("--rate", options->preset.rate, "Preset arrivals per second (Poisson)")
+        ->check(CLI::Range(0.001, 1e6))
+        ->capture_default_str();
+    parser->add_option("--seed", options->preset.seed, "Seed of the preset and of sampling")
+        ->capture_default_str();
+    parser->add_option("-n,--max-tokens", options->preset.max_tokens, "Tokens per preset request")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    parser
+        ->add_option("--temperature,--temp", options->temperature,
+                     "Sampling temperature of requests that set none; 0 is greedy")
+        ->check(CLI::Range(0.0, 100.0))
+        ->capture_default_str();
+    parser->add_flag("--all-at-once", options->all_at_once,
+                     "Submit every request at the start instead of at its arrival time");
+    parser->add_option("--events", options->events_path,
+                       "Write every engine event to this file as JSON lines");
+    parser->add_flag("--json", options->json, "Print the summary as JSON");
+    parser->add_flag("--per-request", options->per_request, "Also list every request");
+    parser
+        ->add_option("--throttle-ms", options->throttle_ms,
+                     "Sleep this long in every step's forward pass, a stand-in for a slower "
+                     "build (to try regression gates)")
+        ->check(CLI::Range(0, 60000));
+    options->engine.add_to(*parser);
+    options->serving.add_to(*parser);
+    options->eviction.add_to(*parser);
+}
+
+} // namespace kvscope::cli

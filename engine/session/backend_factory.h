@@ -1,0 +1,59 @@
+// The one place backends are made: `cpu` today, `cuda` once the CUDA backend
+// lands, and `auto` (the GPU when there is one this build can use, else the
+// CPU). The CLI, the app, the quality measurement and the benchmarks all ask
+// here, so a new backend plugs in once.
+#pragma once
+
+#include "engine/kv/kv_format.h"
+#include "engine/model/llama_model.h"
+#include "engine/runner/backend.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kvscope::session {
+
+enum class BackendKind {
+    automatic, // the best backend this build and machine have
+    cpu,
+    cuda,
+};
+
+std::string_view backend_kind_name(BackendKind kind); // "auto", "cpu", "cuda"
+std::optional<BackendKind> parse_backend_kind(std::string_view name);
+std::string backend_kind_names(); // "auto, cpu, cuda", for help texts
+
+struct BackendSpec {
+    BackendKind kind = BackendKind::automatic;
+    int threads = 0;     // CPU threads; 0: all hardware threads
+    int throttle_ms = 0; // sleep in every forward pass: a stand-in for a slower build
+};
+
+// The paged KV pool a backend allocates.
+struct KvCacheSpec {
+    int block_size = 16;
+    int num_blocks = 0;
+    kv::KvCacheFormat format;
+};
+
+// What `kind` runs on here: `auto` resolved. Throws std::runtime_error saying
+// why when the kind cannot run in this build or on this machine.
+BackendKind resolve_backend_kind(BackendKind kind);
+
+// The memory a --gpu-memory-utilization share is taken of on `resolved`:
+// free device memory on a GPU, available host memory on the CPU.
+std::int64_t backend_memory_bytes(BackendKind resolved);
+
+// Allocates the KV pool; throws std::runtime_error (kind unavailable) or
+// std::bad_alloc / std::invalid_argument (the pool does not fit).
+std::unique_ptr<runner::Backend> make_backend(const BackendSpec& spec,
+                                              std::shared_ptr<const model::LlamaModel> model,
+                                              const KvCacheSpec& cache);
+
+// "cpu, 2 threads, avx2 kernels; KV cache 512 blocks x 16 tokens (180.0 MiB,
+// f16, 23040 B/token)", for the line a run prints when it starts.
+std::string describe_backend(const runner::Backend& backend);
+
+} // namespace kvscope::session

@@ -1,0 +1,38 @@
+#include "engine/session/model_loading.h"
+
+#include "engine/model_path.h"
+#include "engine/session/cache_size.h"
+
+#include <stdexcept>
+
+namespace kvscope::session {
+
+std::filesystem::path model_file(const std::string& option) {
+    ModelPath path = resolve_model_path();
+    if (!option.empty()) {
+        path = {option, false};
+    }
+    if (const std::string problem = model_path_problem(path); !problem.empty()) {
+        throw std::runtime_error(problem);
+    }
+    return path.path;
+}
+
+std::shared_ptr<const model::LlamaModel> load_model(const std::filesystem::path& file) {
+    return model::LlamaModel::load(file);
+}
+
+std::string model_name(const model::LlamaModel& model) {
+    const model::LlamaConfig& c = model.config();
+    return c.name.empty() ? c.architecture : c.name;
+}
+
+std::string describe_model(const model::LlamaModel& model) {
+    const model::LlamaConfig& c = model.config();
+    return model_name(model) + ", " + std::to_string(c.layers) + " layers, " +
+           std::to_string(c.hidden) + " wide, " + std::to_string(c.heads) + "/" +
+           std::to_string(c.kv_heads) + " heads, " + readable_bytes(model.weights().total_bytes()) +
+           " of weights";
+}
+
+} // namespace kvscope::session

@@ -1,0 +1,26 @@
+// Finding and loading the model a run names, with the same checks and
+// messages for every caller (CLI, app, quality measurement).
+#pragma once
+
+#include "engine/model/llama_model.h"
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace kvscope::session {
+
+// The file `option` names, or $KVSCOPE_MODEL, or the model setup.sh fetched
+// (when `option` is empty). Throws std::runtime_error saying what to run
+// when the file is missing or unreadable.
+std::filesystem::path model_file(const std::string& option);
+
+// Throws gguf::GgufError naming the file and the problem.
+std::shared_ptr<const model::LlamaModel> load_model(const std::filesystem::path& file);
+
+std::string model_name(const model::LlamaModel& model); // the GGUF's name, else its architecture
+
+// "SmolLM2 135M Instruct, 30 layers, 576 wide, 9/3 heads, 85.0 MiB of weights"
+std::string describe_model(const model::LlamaModel& model);
+
+} // namespace kvscope::session

@@ -1,0 +1,65 @@
+// What a served workload came to: where each request's K/V came from (the
+// prefix cache, computed, recomputed after preemption), how many tokens came
+// out and how fast. `kvscope run` prints it, recordings keep it as JSON.
+#pragma once
+
+#include "engine/sched/llm_engine.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvscope::session {
+
+struct RequestSummary {
+    std::int64_t id = -1;
+    std::string state;
+    std::string reason;
+    std::int64_t prompt_tokens = 0;
+    std::int64_t prompt_computed_tokens = 0; // prompt tokens whose K/V were computed (not hits)
+    sched::RequestAccounting accounting;
+    std::int64_t generated_tokens = 0;
+    double ttft_ms = -1; // -1: no first token
+};
+
+struct RunSummary {
+    std::string workload;
+    std::int64_t prompt_tokens = 0;          // of every request, run or not
+    std::int64_t prompt_computed_tokens = 0; // K/V computed (never hits, never unrun prompts)
+    std::int64_t prompt_not_run_tokens = 0;  // prompts of rejected requests, and the unreached
+                                             // rest of aborted ones
+    std::int64_t prefix_hit_tokens = 0;
+    std::int64_t shared_short_tokens = 0;
+    std::int64_t computed_tokens = 0; // K/V computed for the first time, prompt and output
+    std::int64_t recomputed_tokens = 0;
+    std::int64_t resumed_hit_tokens = 0;
+    std::int64_t generated_tokens = 0;
+    std::int64_t evicted_tokens = 0;
+    int preemptions = 0;
+    int finished = 0;
+    int aborted = 0;
+    int rejected = 0;
+    std::int64_t steps = 0;
+    double seconds = 0;
+    double ttft_ms_p50 = 0;
+    double ttft_ms_p99 = 0;
+    int peak_blocks_used = 0;
+    int total_blocks = 0;
+    double kv_bytes_per_token = 0;
+    std::vector<RequestSummary> requests;
+
+    double prefix_hit_rate() const; // of all prompt tokens
+    double output_tokens_per_second() const;
+    // `per_request`: include the request rows. `indent` as nlohmann's dump.
+    std::string to_json(bool per_request, int indent = -1) const;
+};
+
+// `ids` in workload order; `peak_blocks_used` as the caller sampled it.
+RunSummary summarize_run(const sched::LlmEngine& engine, const std::vector<std::int64_t>& ids,
+                         const std::string& workload, double seconds, int peak_blocks_used,
+                         double kv_bytes_per_token);
+
+// Nearest-rank percentile (p in [0, 1]) of `values`; 0 when empty.
+double percentile(std::vector<double> values, double p);
+
+} // namespace kvscope::session

@@ -1,0 +1,25 @@
+#include "profiler/run_metadata.h"
+
+#include "kvscope/build_info.h"
+#include "profiler/machine_info.h"
+
+namespace kvscope::profiler {
+
+std::map<std::string, std::string> run_metadata(const session::RunConfig& config,
+                                                const std::filesystem::path& model_file,
+                                                const std::string& recorded_by) {
+    std::map<std::string, std::string> metadata = machine_info();
+    metadata["kvscope_version"] = build_info::version;
+    metadata["model_path"] = model_file.string();
+    metadata["workload"] = config.workload;
+    metadata["recorded_by"] = recorded_by;
+    return metadata;
+}
+
+void add_session_metadata(Recorder& recorder, const session::ServingSession& session) {
+    for (const auto& [key, value] : session.recording_metadata()) {
+        recorder.set_metadata(key, value);
+    }
+}
+
+} // namespace kvscope::profiler

@@ -1,0 +1,25 @@
+// What every recording of a served run says about itself, written the same
+// way whether `kvscope record` or the app made it: the machine, the kvscope
+// version, the model file and workload (known before the model loads, so a
+// file in the way fails first), then what the session built.
+#pragma once
+
+#include "engine/session/run_config.h"
+#include "engine/session/serving_session.h"
+#include "profiler/recorder.h"
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+namespace kvscope::profiler {
+
+// `recorded_by`: "kvscope record", "kvscope-ui".
+std::map<std::string, std::string> run_metadata(const session::RunConfig& config,
+                                                const std::filesystem::path& model_file,
+                                                const std::string& recorded_by);
+
+// The session's own metadata (model name, requests, backend, run config).
+void add_session_metadata(Recorder& recorder, const session::ServingSession& session);
+
+} // namespace kvscope::profiler
