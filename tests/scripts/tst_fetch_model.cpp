@@ -201,6 +201,10 @@ void TestFetchModel::kvscope_model_skips_the_fetch() {
         run_process(python(), {script(), "--cache-dir", cache}, environment);
     QVERIFY2(result.exit_code == 0, qPrintable(result.err));
     QVERIFY(result.out.contains("nothing to fetch"));
+    // Not the pinned model: the golden tests will fail, and it says so now.
+    QVERIFY2(result.err.contains("not the pinned SmolLM2 model") &&
+                 result.err.contains("KVSCOPE_SKIP_GOLDEN"),
+             qPrintable(result.err));
     QVERIFY(!QFileInfo::exists(cache));
 }
 
