@@ -40,6 +40,7 @@ bool EngineController::start(const RunSettings& settings) {
     }
     stop_ = false;
     paused_ = false;
+    steps_run_ = 0;
     auto queue = std::make_shared<profiler::LiveEventQueue>();
     {
         const std::lock_guard lock(queue_mutex_);
@@ -73,7 +74,9 @@ void EngineController::stop() {
 
 void EngineController::wait_while_paused() {
     std::unique_lock lock(pause_mutex_);
+    holding_ = paused_.load() && !stop_.load();
     resume_.wait(lock, [this] { return !paused_.load() || stop_.load(); });
+    holding_ = false;
 }
 
 // Signals emitted here are queued to the window's thread (the controller
@@ -116,6 +119,7 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
             return stop_.load();
         };
         serve.on_step = [&](const sched::StepStats& step) {
+            steps_run_ = step.step + 1;
             if (step.step % 8 == 0) {
                 emit progress(static_cast<int>(run->ended_requests()), total);
             }

@@ -31,6 +31,9 @@ public:
     void stop(); // finished() follows once the engine has let go
     bool running() const { return running_.load(); }
     bool paused() const { return paused_.load(); }
+    // The engine thread is parked by a pause (the step under way has ended).
+    bool holding() const { return holding_.load(); }
+    std::int64_t steps_run() const { return steps_run_.load(); } // of the current run
 
     // What the engine has emitted since the last take(); the queue of the
     // current run (a new run gets a new queue).
@@ -53,6 +56,8 @@ private:
     std::atomic<bool> running_{false};
     std::atomic<bool> stop_{false};
     std::atomic<bool> paused_{false};
+    std::atomic<bool> holding_{false};
+    std::atomic<std::int64_t> steps_run_{0};
     std::mutex pause_mutex_;
     std::condition_variable resume_;
     mutable std::mutex queue_mutex_;

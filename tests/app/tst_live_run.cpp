@@ -132,9 +132,14 @@ void TestLiveRun::pause_holds_the_engine() {
     QTRY_VERIFY_WITH_TIMEOUT(window.store() && window.store()->steps().size() > 3, 120000);
     QTest::mouseClick(window.run_panel()->pause_button(), Qt::LeftButton);
     QVERIFY(window.engine()->paused());
-    QTest::qWait(500); // the step under way ends
+    // The step under way ends, however long it takes, and the views catch up.
+    QTRY_VERIFY_WITH_TIMEOUT(window.engine()->holding(), 60000);
+    const std::int64_t run = window.engine()->steps_run();
+    QTRY_COMPARE_WITH_TIMEOUT(static_cast<std::int64_t>(window.store()->steps().size()), run,
+                              10000);
     const std::size_t steps = window.store()->steps().size();
-    QTest::qWait(700);
+    QTest::qWait(700); // held: no step in this time
+    QCOMPARE(window.engine()->steps_run(), run);
     QCOMPARE(window.store()->steps().size(), steps);
     QTest::mouseClick(window.run_panel()->pause_button(), Qt::LeftButton); // resume
     QTRY_VERIFY_WITH_TIMEOUT(window.store()->steps().size() > steps, 30000);
