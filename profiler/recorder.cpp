@@ -11,8 +11,6 @@
 namespace kvscope::profiler {
 namespace {
 
-constexpr auto kCommitInterval = std::chrono::milliseconds(100);
-
 constexpr const char* kInsertEvents =
     "INSERT INTO KVSCOPE_EVENTS (t_ns, kind, request, block, a, b, c, d, text) VALUES ";
 constexpr const char* kEventRow = "(?, ?, ?, ?, ?, ?, ?, ?, ?)";
@@ -232,7 +230,7 @@ void Recorder::writer_loop() {
         bool stopping;
         {
             std::unique_lock lock(mutex_);
-            wake_.wait_for(lock, kCommitInterval, [this] { return stopping_; });
+            wake_.wait_for(lock, kRecorderCommitInterval, [this] { return stopping_; });
             std::swap(pending, queue_);
             stopping = stopping_;
         }

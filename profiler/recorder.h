@@ -1,14 +1,16 @@
 // Writes engine events and GPU activity into a recording as they happen.
 // on_event() and on_gpu_activity() only queue (the engine's thread never
 // waits on the disk); a writer thread of its own commits the queue in one
-// transaction at least every 100 ms, in WAL mode, so a run killed at any
-// moment leaves a file that opens with everything up to its last commit.
+// transaction every kRecorderCommitInterval, in WAL mode, so a run killed at
+// any moment leaves a file that opens with everything up to its last commit:
+// it loses at most the last interval or so of events.
 #pragma once
 
 #include "engine/events/engine_event.h"
 #include "profiler/gpu_activity.h"
 #include "profiler/recording.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -20,6 +22,8 @@
 struct sqlite3;
 
 namespace kvscope::profiler {
+
+inline constexpr std::chrono::milliseconds kRecorderCommitInterval{100};
 
 struct RecorderStats {
     std::int64_t events = 0;              // engine events written

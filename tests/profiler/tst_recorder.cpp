@@ -2,6 +2,7 @@
 // leaves a file that opens with everything up to its last commit; files that
 // are not recordings, are truncated or come from a newer kvscope are refused
 // with a clear message.
+#include "engine/util/host_clock.h"
 #include "profiler/recorder.h"
 
 #include <chrono>
@@ -51,6 +52,7 @@ private slots:
     void events_and_metadata_read_back();
     void refuses_to_overwrite();
     void survives_sigkill();
+    void a_kill_loses_at_most_the_last_commits();
     void bad_files_are_refused_data();
     void bad_files_are_refused();
 };
@@ -119,6 +121,44 @@ void TestRecorder::survives_sigkill() {
     QVERIFY(rows > 0);
     // Committed rows are whole and in order: t_ns runs 0..rows-1.
     QCOMPARE(query_int(path, "SELECT max(t_ns) FROM KVSCOPE_EVENTS"), rows - 1);
+}
+
+// The loss bound the header promises: the writer commits every
+// kRecorderCommitInterval whatever the queue holds, so events stamped with
+// the host clock survive a kill up to about that long before it. The slack
+// covers a commit under way and a loaded machine (ctest -j2 beside other
+// work); a recorder that committed only when its queue filled, on close, or
+// every couple of seconds fails it.
+void TestRecorder::a_kill_loses_at_most_the_last_commits() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("bound.sqlite").toStdString();
+    const pid_t child = fork();
+    QVERIFY(child >= 0);
+    if (child == 0) { // a steady trickle, like a decoding engine's
+        profiler::Recorder recorder(path, {{"model_name", "bound"}});
+        for (std::int64_t i = 0;; ++i) {
+            recorder.on_event(make_event(host_now_ns(), events::EventKind::memory_sample));
+            if (i % 20 == 0) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            }
+        }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    const std::int64_t killed_at = host_now_ns();
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    QVERIFY(WIFSIGNALED(status));
+    QCOMPARE(profiler::recording_problem(path), std::string());
+    const std::int64_t last = query_int(path, "SELECT max(t_ns) FROM KVSCOPE_EVENTS");
+    const double lost_ms = static_cast<double>(killed_at - last) / 1e6;
+    const double interval_ms =
+        std::chrono::duration<double, std::milli>(profiler::kRecorderCommitInterval).count();
+    qInfo("the kill lost the last %.0f ms of events (commit interval %.0f ms)", lost_ms,
+          interval_ms);
+    QVERIFY2(lost_ms >= 0, "the file holds events stamped after the kill");
+    QVERIFY2(lost_ms <= 3 * interval_ms + 700,
+             qPrintable(QString("lost %1 ms of events").arg(lost_ms)));
 }
 
 void TestRecorder::bad_files_are_refused_data() {
