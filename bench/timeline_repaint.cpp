@@ -10,8 +10,8 @@
 // The run is synthetic but shaped like a CPU recording: back-to-back steps
 // of 15 op slices each, a request arriving every 10 steps and decoding for
 // 150, a memory sample and a KV-bytes sample after every step.
-#include "app/ui/span_folding.h"
-#include "app/ui/timeline_view.h"
+#include "app/ui/views/span_folding.h"
+#include "app/ui/views/timeline_view.h"
 #include "profiler/run_store.h"
 #include "tests/support/engine_events.h"
 

@@ -1,7 +1,7 @@
 // kvscope-ui: the desktop app.
+#include "app/ui/export/window_screenshot.h"
 #include "app/ui/main_window.h"
 #include "app/ui/ui_options.h"
-#include "app/ui/window_screenshot.h"
 #include "kvscope/build_info.h"
 
 #include <cstdio>

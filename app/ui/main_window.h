@@ -5,7 +5,7 @@
 // loaded from a recording, and shows the moment the scrubber selects.
 #pragma once
 
-#include "app/ui/run_settings.h"
+#include "app/ui/run/run_settings.h"
 #include "profiler/run_store.h"
 
 #include <atomic>

@@ -1,9 +1,9 @@
 // The block map paints every block's state at the moment shown (live or
 // scrubbed back), says in its tooltip what a block holds down to the text of
 // its tokens, selects a block's request on a click, and exports as PNG/SVG.
-#include "app/ui/block_map_view.h"
-#include "app/ui/plot_export.h"
-#include "app/ui/request_colors.h"
+#include "app/ui/export/plot_export.h"
+#include "app/ui/views/block_map_view.h"
+#include "app/ui/views/request_colors.h"
 #include "profiler/run_store.h"
 #include "tests/app/sample_kv_run.h"
 

@@ -2,8 +2,8 @@
 // cells with coloured verdicts (QAbstractItemModelTester on it), the view
 // flags a slower recording written by the recorder as regressed, and bad
 // files give a clear message instead of a crash.
-#include "app/ui/compare_model.h"
-#include "app/ui/compare_view.h"
+#include "app/ui/models/compare_model.h"
+#include "app/ui/panels/compare_view.h"
 #include "engine/events/engine_event.h"
 #include "profiler/recorder.h"
 

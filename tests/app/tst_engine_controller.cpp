@@ -3,7 +3,7 @@
 // valid, readable file marked interrupted; settings problems and a record
 // path that cannot be written end in a message, never a crash, and leave the
 // controller ready for the next run.
-#include "app/ui/engine_controller.h"
+#include "app/ui/run/engine_controller.h"
 #include "profiler/recording.h"
 #include "profiler/recording_events.h"
 #include "profiler/recording_stats.h"

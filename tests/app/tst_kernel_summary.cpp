@@ -2,8 +2,8 @@
 // against a hand computation (all spans, and only those ended by a moment),
 // GPU tracks split into kernels, copies and NVTX ranges, and the panel's
 // coalesced live updates growing the table without a reset.
-#include "app/ui/kernel_summary_model.h"
-#include "app/ui/kernel_summary_panel.h"
+#include "app/ui/models/kernel_summary_model.h"
+#include "app/ui/panels/kernel_summary_panel.h"
 #include "engine/events/engine_event.h"
 #include "profiler/run_store.h"
 

@@ -1,12 +1,12 @@
 // The app end to end with the real model: a live run fills the views and is
 // recorded; pause holds the engine; the recording reopens and replays to the
 // same block map; bad models and bad files end in messages, not crashes.
-#include "app/ui/block_map_view.h"
-#include "app/ui/engine_controller.h"
 #include "app/ui/main_window.h"
-#include "app/ui/quality_panel.h"
-#include "app/ui/replay_bar.h"
-#include "app/ui/run_panel.h"
+#include "app/ui/panels/quality_panel.h"
+#include "app/ui/panels/replay_bar.h"
+#include "app/ui/panels/run_panel.h"
+#include "app/ui/run/engine_controller.h"
+#include "app/ui/views/block_map_view.h"
 #include "engine/model_path.h"
 #include "profiler/recording_events.h"
 

@@ -1,7 +1,7 @@
 // The main window opens, says which model it found, and renders to PNG.
+#include "app/ui/export/window_screenshot.h"
 #include "app/ui/main_window.h"
-#include "app/ui/start_page.h"
-#include "app/ui/window_screenshot.h"
+#include "app/ui/panels/start_page.h"
 
 #include <QFile>
 #include <QImage>

@@ -1,9 +1,9 @@
 // The occupancy chart stacks used, cached and free blocks over time with
 // fragmentation on a second axis; series are decimated so long runs stay
 // fast, yet keep their spikes; refresh() takes in what a live store adds.
-#include "app/ui/chart_series.h"
-#include "app/ui/occupancy_chart.h"
-#include "app/ui/plot_export.h"
+#include "app/ui/export/plot_export.h"
+#include "app/ui/views/chart_series.h"
+#include "app/ui/views/occupancy_chart.h"
 #include "profiler/run_store.h"
 #include "tests/app/sample_kv_run.h"
 

@@ -3,8 +3,8 @@
 // eviction; a newer snapshot that only adds rows inserts them (the view keeps
 // its expansion). The prefix view charts cached against computed tokens per
 // request and the hit rate over time.
-#include "app/ui/prefix_tree_model.h"
-#include "app/ui/prefix_view.h"
+#include "app/ui/models/prefix_tree_model.h"
+#include "app/ui/views/prefix_view.h"
 #include "profiler/run_store.h"
 #include "tests/app/sample_kv_run.h"
 

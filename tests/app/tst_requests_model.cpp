@@ -3,8 +3,8 @@
 // snapshots that grow and change announced without resets (checked by
 // QAbstractItemModelTester), and the panel's text and selection following
 // live updates.
-#include "app/ui/requests_model.h"
-#include "app/ui/requests_panel.h"
+#include "app/ui/models/requests_model.h"
+#include "app/ui/panels/requests_panel.h"
 #include "engine/events/engine_event.h"
 #include "profiler/run_store.h"
 #include "tests/support/engine_events.h"

@@ -2,9 +2,9 @@
 // limits, ruler ticks, the folding that keeps a track's drawing plan within
 // O(width) rectangles however many spans are in view, and counters reduced
 // to one bucket per pixel column.
-#include "app/ui/counter_columns.h"
-#include "app/ui/span_folding.h"
-#include "app/ui/time_axis.h"
+#include "app/ui/views/counter_columns.h"
+#include "app/ui/views/span_folding.h"
+#include "app/ui/views/time_axis.h"
 
 #include <cmath>
 #include <cstdint>

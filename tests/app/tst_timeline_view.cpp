@@ -2,7 +2,7 @@
 // time under the pointer, the wheel zooms around it, dragging pans, steps are
 // painted in their phase's colour where the axis puts them, and tooltips say
 // what is under the pointer (or how many events a folded block holds).
-#include "app/ui/timeline_view.h"
+#include "app/ui/views/timeline_view.h"
 #include "profiler/run_store.h"
 #include "tests/support/engine_events.h"
 

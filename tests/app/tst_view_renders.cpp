@@ -4,14 +4,14 @@
 // README shows. KVSCOPE_SCREENSHOT_DIR=docs/images (scripts/update-screenshots.sh)
 // puts them there; otherwise they go to the build directory.
 #include "../support/run_process.h"
-#include "app/ui/block_map_view.h"
+#include "app/ui/export/plot_export.h"
 #include "app/ui/main_window.h"
-#include "app/ui/occupancy_chart.h"
-#include "app/ui/plot_export.h"
-#include "app/ui/prefix_view.h"
-#include "app/ui/replay_bar.h"
-#include "app/ui/requests_panel.h"
-#include "app/ui/timeline_view.h"
+#include "app/ui/panels/replay_bar.h"
+#include "app/ui/panels/requests_panel.h"
+#include "app/ui/views/block_map_view.h"
+#include "app/ui/views/occupancy_chart.h"
+#include "app/ui/views/prefix_view.h"
+#include "app/ui/views/timeline_view.h"
 #include "engine/model_path.h"
 
 #include <memory>

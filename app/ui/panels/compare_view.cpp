@@ -1,0 +1,240 @@
+#include "app/ui/panels/compare_view.h"
+
+#include "app/ui/models/compare_model.h"
+#include "profiler/recording.h"
+
+#include <exception>
+
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QTableView>
+#include <QThread>
+#include <QVBoxLayout>
+
+namespace kvscope::ui {
+
+// Reads both recordings and compares them, on a thread of its own; emits
+// exactly one of its two signals. Lives in this file: nothing else uses it.
+class CompareWorker : public QObject {
+    Q_OBJECT
+public:
+    CompareWorker(QString base, QString now, profiler::CompareOptions options)
+        : base_(std::move(base))
+        , now_(std::move(now))
+        , options_(options) {}
+
+    void run() {
+        auto result = std::make_shared<CompareResult>();
+        result->options = options_;
+        QString which = tr("base");
+        try {
+            result->base = profiler::compute_stats(base_.toStdString());
+            which = tr("new");
+            result->now = profiler::compute_stats(now_.toStdString());
+            result->rows = profiler::compare_stats(result->base, result->now, options_);
+        } catch (const std::exception& e) {
+            emit failed(
+                tr("Cannot read the %1 recording: %2").arg(which, QString::fromUtf8(e.what())));
+            return;
+        }
+        emit finished(std::shared_ptr<const CompareResult>(std::move(result)));
+    }
+
+signals:
+    void finished(std::shared_ptr<const kvscope::ui::CompareResult> result);
+    void failed(const QString& message);
+
+private:
+    const QString base_;
+    const QString now_;
+    const profiler::CompareOptions options_;
+};
+
+CompareView::CompareView(QWidget* parent)
+    : QWidget(parent) {
+    const profiler::CompareOptions defaults;
+    const auto file_row = [this](QLineEdit*& edit, const QString& name, const QString& title) {
+        edit = new QLineEdit(this);
+        edit->setObjectName(name);
+        edit->setPlaceholderText(tr("a .sqlite recording"));
+        auto* browse_button = new QPushButton(tr("Browse…"), this);
+        connect(browse_button, &QPushButton::clicked, this,
+                [this, edit, title] { browse(edit, title); });
+        auto* row = new QHBoxLayout;
+        row->addWidget(edit, 1);
+        row->addWidget(browse_button);
+        return row;
+    };
+    auto* form = new QFormLayout;
+    form->addRow(tr("Base:"), file_row(base_edit_, "baseFile", tr("Base recording")));
+    form->addRow(tr("New:"), file_row(new_edit_, "newFile", tr("New recording")));
+
+    threshold_spin_ = new QDoubleSpinBox(this);
+    threshold_spin_->setObjectName("threshold");
+    threshold_spin_->setRange(0, 1000);
+    threshold_spin_->setDecimals(1);
+    threshold_spin_->setSuffix(tr(" %"));
+    threshold_spin_->setToolTip(tr("Smallest change of a timing's median that counts"));
+    alpha_spin_ = new QDoubleSpinBox(this);
+    alpha_spin_->setObjectName("alpha");
+    alpha_spin_->setRange(0.0001, 0.5);
+    alpha_spin_->setDecimals(4);
+    alpha_spin_->setSingleStep(0.005);
+    alpha_spin_->setToolTip(tr("Significance level of the one-sided Mann-Whitney U test"));
+    set_options(defaults);
+    compare_button_ = new QPushButton(tr("Compare"), this);
+    compare_button_->setObjectName("compareButton");
+    connect(compare_button_, &QPushButton::clicked, this, &CompareView::start);
+    auto* settings = new QHBoxLayout;
+    settings->addWidget(new QLabel(tr("Threshold:"), this));
+    settings->addWidget(threshold_spin_);
+    settings->addWidget(new QLabel(tr("Alpha:"), this));
+    settings->addWidget(alpha_spin_);
+    settings->addStretch(1);
+    settings->addWidget(compare_button_);
+    form->addRow(settings);
+
+    status_label_ = new QLabel(this);
+    status_label_->setObjectName("compareStatus");
+    status_label_->setWordWrap(true);
+    status_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+    model_ = new CompareModel(this);
+    table_ = new QTableView(this);
+    table_->setObjectName("compareTable");
+    table_->setModel(model_);
+    table_->verticalHeader()->hide();
+    table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    table_->horizontalHeader()->setStretchLastSection(true);
+
+    criteria_label_ = new QLabel(this);
+    criteria_label_->setWordWrap(true);
+
+    auto* layout = new QVBoxLayout(this);
+    layout->addLayout(form);
+    layout->addWidget(status_label_);
+    layout->addWidget(table_, 1);
+    layout->addWidget(criteria_label_);
+}
+
+CompareView::~CompareView() {
+    for (const QPointer<QThread>& thread : threads_) {
+        if (thread) {
+            thread->wait();
+        }
+    }
+}
+
+void CompareView::set_files(const QString& base, const QString& now) {
+    base_edit_->setText(base);
+    new_edit_->setText(now);
+}
+
+QString CompareView::base_file() const {
+    return base_edit_->text();
+}
+
+QString CompareView::new_file() const {
+    return new_edit_->text();
+}
+
+profiler::CompareOptions CompareView::options() const {
+    profiler::CompareOptions options;
+    options.threshold = threshold_spin_->value() / 100;
+    options.alpha = alpha_spin_->value();
+    options.hit_rate_drop = hit_rate_drop_;
+    return options;
+}
+
+void CompareView::set_options(const profiler::CompareOptions& options) {
+    threshold_spin_->setValue(100 * options.threshold);
+    alpha_spin_->setValue(options.alpha);
+    hit_rate_drop_ = options.hit_rate_drop;
+}
+
+QString CompareView::summary_text() const {
+    return result_ ? regression_summary(model_->regressions()) : QString();
+}
+
+void CompareView::start() {
+    const QString base = base_file().trimmed();
+    const QString now = new_file().trimmed();
+    const int generation = ++generation_;
+    if (base.isEmpty() || now.isEmpty()) {
+        on_failed(tr("Choose a base and a new recording to compare."));
+        return;
+    }
+    auto* worker = new CompareWorker(base, now, options());
+    QThread* thread = QThread::create([worker] { worker->run(); });
+    // The worker lives on this thread and emits from its own: the
+    // connections are queued, and die with this view if it goes first.
+    connect(worker, &CompareWorker::finished, this,
+            [this, generation](const std::shared_ptr<const CompareResult>& result) {
+                if (generation == generation_) {
+                    on_result(result);
+                }
+            });
+    connect(worker, &CompareWorker::failed, this, [this, generation](const QString& message) {
+        if (generation == generation_) {
+            on_failed(message);
+        }
+    });
+    connect(thread, &QThread::finished, this, [this] {
+        --running_;
+        compare_button_->setEnabled(running_ == 0);
+    });
+    connect(thread, &QThread::finished, worker, &QObject::deleteLater);
+    connect(thread, &QThread::finished, thread, &QObject::deleteLater);
+    threads_.removeAll(QPointer<QThread>());
+    threads_.append(thread);
+    ++running_;
+    compare_button_->setEnabled(false);
+    show_status(
+        tr("Comparing %1 with %2…").arg(QFileInfo(now).fileName(), QFileInfo(base).fileName()),
+        false);
+    thread->start();
+}
+
+void CompareView::on_result(const std::shared_ptr<const CompareResult>& result) {
+    result_ = result;
+    error_.clear();
+    model_->set_comparison(result->rows);
+    criteria_label_->setText(QString::fromStdString(profiler::compare_criteria(result->options)));
+    show_status(summary_text(), model_->regressions() > 0);
+    emit finished();
+}
+
+void CompareView::on_failed(const QString& message) {
+    result_.reset();
+    error_ = message;
+    model_->clear();
+    criteria_label_->clear();
+    show_status(message, true);
+    emit finished();
+}
+
+void CompareView::show_status(const QString& text, bool error) {
+    status_label_->setText(text);
+    status_label_->setStyleSheet(error ? QStringLiteral("color: #c62828; font-weight: bold;")
+                                       : QString());
+}
+
+void CompareView::browse(QLineEdit* field, const QString& title) {
+    const QString start_dir = field->text().isEmpty() ? QString() : QFileInfo(field->text()).path();
+    const QString path = QFileDialog::getOpenFileName(
+        this, title, start_dir, tr("kvscope recordings (*.sqlite);;All files (*)"));
+    if (!path.isEmpty()) {
+        field->setText(path);
+    }
+}
+
+} // namespace kvscope::ui
+
+#include "compare_view.moc"

@@ -1,0 +1,154 @@
+#include "app/ui/run/engine_controller.h"
+
+#include "engine/events/tee_sink.h"
+#include "engine/session/serving_session.h"
+#include "profiler/recorder.h"
+#include "profiler/run_metadata.h"
+
+#include <chrono>
+
+namespace kvscope::ui {
+
+EngineController::EngineController(QObject* parent)
+    : QObject(parent)
+    , queue_(std::make_shared<profiler::LiveEventQueue>()) {}
+
+EngineController::~EngineController() {
+    stop();
+    join();
+}
+
+std::shared_ptr<profiler::LiveEventQueue> EngineController::events() const {
+    const std::lock_guard lock(queue_mutex_);
+    return queue_;
+}
+
+void EngineController::join() {
+    if (thread_.joinable()) {
+        thread_.join();
+    }
+}
+
+bool EngineController::start(const RunSettings& settings) {
+    if (running_.load()) {
+        return false;
+    }
+    join(); // the last run's thread has ended; reap it
+    if (const std::string problem = settings.problem(); !problem.empty()) {
+        emit failed(QString::fromStdString(problem));
+        return false;
+    }
+    stop_ = false;
+    paused_ = false;
+    steps_run_ = 0;
+    auto queue = std::make_shared<profiler::LiveEventQueue>();
+    {
+        const std::lock_guard lock(queue_mutex_);
+        queue_ = queue;
+    }
+    running_ = true;
+    emit started();
+    thread_ = std::thread([this, settings, queue] { run(settings, queue); });
+    return true;
+}
+
+void EngineController::set_paused(bool paused) {
+    {
+        const std::lock_guard lock(pause_mutex_);
+        paused_ = paused;
+    }
+    resume_.notify_all();
+    if (running_.load()) {
+        emit status(paused ? tr("Paused") : tr("Running"));
+    }
+}
+
+void EngineController::stop() {
+    {
+        const std::lock_guard lock(pause_mutex_);
+        stop_ = true;
+        paused_ = false;
+    }
+    resume_.notify_all();
+}
+
+void EngineController::wait_while_paused() {
+    std::unique_lock lock(pause_mutex_);
+    holding_ = paused_.load() && !stop_.load();
+    resume_.wait(lock, [this] { return !paused_.load() || stop_.load(); });
+    holding_ = false;
+}
+
+// Signals emitted here are queued to the window's thread (the controller
+// lives there), so nothing below touches a widget.
+void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveEventQueue> queue) {
+    try {
+        const std::filesystem::path model_file = session::run_model_file(settings);
+        settings.model_path = model_file.string();
+        // The recording opens first: a file in the way fails before the wait.
+        // Never over an existing file: it may be the run to compare with.
+        std::unique_ptr<profiler::Recorder> recorder;
+        if (!settings.record_path.empty()) {
+            recorder = std::make_unique<profiler::Recorder>(
+                settings.record_path, profiler::run_metadata(settings, model_file, "kvscope-ui"),
+                false);
+        }
+        events::TeeSink tee;
+        tee.add(queue.get());
+        tee.add(recorder.get());
+
+        emit loading(true);
+        emit status(tr("Loading %1 …").arg(QString::fromStdString(model_file.string())));
+        std::unique_ptr<session::ServingSession> run;
+        try {
+            run = std::make_unique<session::ServingSession>(settings, &tee);
+        } catch (...) {
+            emit loading(false);
+            throw;
+        }
+        emit loading(false);
+        if (recorder) {
+            profiler::add_session_metadata(*recorder, *run);
+        }
+        emit status(tr("Running: %1").arg(QString::fromStdString(settings.describe())));
+
+        const auto start = std::chrono::steady_clock::now();
+        const int total = static_cast<int>(run->request_count());
+        session::ServingSession::ServeOptions serve;
+        serve.stop_requested = [this] {
+            return stop_.load();
+        };
+        serve.on_step = [&](const sched::StepStats& step) {
+            steps_run_ = step.step + 1;
+            if (step.step % 8 == 0) {
+                emit progress(static_cast<int>(run->ended_requests()), total);
+            }
+            wait_while_paused();
+        };
+        run->serve(serve);
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        int done = 0;
+        for (const std::int64_t id : run->engine().request_ids()) {
+            done += run->engine().request(id).state == sched::RequestState::finished ? 1 : 0;
+        }
+        emit progress(total, total);
+        if (recorder) {
+            recorder->set_metadata("complete", stop_.load() ? "interrupted" : "yes");
+            recorder->close();
+        }
+        QString summary = stop_.load() ? tr("Stopped after %1 s: %2 of %3 requests finished")
+                                       : tr("Done in %1 s: %2 of %3 requests finished");
+        summary = summary.arg(seconds, 0, 'f', 1).arg(done).arg(total);
+        if (!settings.record_path.empty()) {
+            summary += tr("; recorded to %1").arg(QString::fromStdString(settings.record_path));
+        }
+        running_ = false;
+        emit finished(summary);
+    } catch (const std::exception& e) {
+        running_ = false;
+        emit failed(QString::fromUtf8(e.what()));
+    }
+}
+
+} // namespace kvscope::ui

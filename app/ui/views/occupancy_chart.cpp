@@ -1,0 +1,189 @@
+#include "app/ui/views/occupancy_chart.h"
+
+#include "app/ui/export/plot_export.h"
+#include "app/ui/views/chart_series.h"
+#include "profiler/run_store.h"
+
+#include <algorithm>
+
+#include <QAreaSeries>
+#include <QChart>
+#include <QChartView>
+#include <QLineSeries>
+#include <QPen>
+#include <QVBoxLayout>
+#include <QValueAxis>
+
+namespace kvscope::ui {
+namespace {
+
+using profiler::Counter;
+
+constexpr qsizetype kSmoothPointLimit = 400;
+
+QAreaSeries* add_area(QChart* chart, const QString& name, QLineSeries* upper, QLineSeries* lower,
+                      const QColor& colour) {
+    auto* area = new QAreaSeries(upper, lower);
+    area->setName(name);
+    area->setBrush(colour);
+    area->setPen(QPen(colour.darker(130), 1));
+    chart->addSeries(area);
+    return area;
+}
+
+} // namespace
+
+OccupancyChart::OccupancyChart(QWidget* parent)
+    : QWidget(parent)
+    , chart_(new QChart) {
+    chart_->setTitle("KV-cache blocks");
+    chart_->setAnimationOptions(QChart::NoAnimation);
+    chart_->legend()->setAlignment(Qt::AlignBottom);
+    chart_->setMargins(QMargins(4, 4, 4, 4));
+
+    // The line series are the areas' edges, not series of the chart; the
+    // chart is their parent so they outlive the areas that read them.
+    used_top_ = new QLineSeries(chart_);
+    cached_top_ = new QLineSeries(chart_);
+    free_top_ = new QLineSeries(chart_);
+    QAreaSeries* used = add_area(chart_, "Used", used_top_, nullptr, QColor(76, 120, 168));
+    QAreaSeries* cached = add_area(chart_, "Cached", cached_top_, used_top_, QColor(242, 193, 78));
+    QAreaSeries* free_area =
+        add_area(chart_, "Free", free_top_, cached_top_, QColor(215, 215, 215));
+
+    fragmentation_ = new QLineSeries(chart_);
+    fragmentation_->setName("Fragmentation (%)");
+    fragmentation_->setPen(QPen(QColor(200, 40, 40), 1.5));
+    chart_->addSeries(fragmentation_);
+
+    x_axis_ = new QValueAxis(chart_);
+    x_axis_->setTitleText("Time (s)");
+    x_axis_->setLabelFormat("%.3g");
+    blocks_axis_ = new QValueAxis(chart_);
+    blocks_axis_->setTitleText("Blocks");
+    blocks_axis_->setLabelFormat("%d");
+    percent_axis_ = new QValueAxis(chart_);
+    percent_axis_->setTitleText("Fragmentation (%)");
+    percent_axis_->setRange(0, 100);
+    percent_axis_->setLabelFormat("%d");
+    chart_->addAxis(x_axis_, Qt::AlignBottom);
+    chart_->addAxis(blocks_axis_, Qt::AlignLeft);
+    chart_->addAxis(percent_axis_, Qt::AlignRight);
+    for (QAreaSeries* area : {used, cached, free_area}) {
+        area->attachAxis(x_axis_);
+        area->attachAxis(blocks_axis_);
+    }
+    fragmentation_->attachAxis(x_axis_);
+    fragmentation_->attachAxis(percent_axis_);
+    cursor_ = add_time_cursor(chart_, x_axis_, blocks_axis_);
+
+    view_ = new QChartView(chart_, this);
+    view_->setRenderHint(QPainter::Antialiasing);
+    // The view's owner offers the context menu (plot export).
+    view_->setContextMenuPolicy(Qt::NoContextMenu);
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(view_);
+
+    setObjectName("block_occupancy");
+    add_export_menu(this);
+    update_series();
+    update_cursor();
+}
+
+void OccupancyChart::set_store(const profiler::RunStore* store) {
+    store_ = store;
+    shown_samples_ = 0;
+    shown_fragmentation_ = 0;
+    update_series();
+    update_cursor();
+}
+
+void OccupancyChart::set_time_ns(qint64 t_ns) {
+    time_ns_ = t_ns;
+    update_cursor();
+}
+
+void OccupancyChart::refresh() {
+    if (store_ != nullptr &&
+        (store_->counter(Counter::used_blocks).t_ns.size() != shown_samples_ ||
+         store_->counter(Counter::fragmentation).t_ns.size() != shown_fragmentation_)) {
+        update_series();
+    }
+    update_cursor();
+}
+
+void OccupancyChart::update_series() {
+    if (store_ == nullptr) {
+        for (QLineSeries* series : {used_top_, cached_top_, free_top_, fragmentation_}) {
+            series->clear();
+        }
+        x_axis_->setRange(0, 1);
+        blocks_axis_->setRange(0, 1);
+        blocks_max_ = 1;
+        return;
+    }
+    // Memory samples carry all three counts at once; the others are aligned
+    // to the used-block samples' times in case a source sampled them apart.
+    const profiler::CounterTrack& used = store_->counter(Counter::used_blocks);
+    const std::vector<double> cached_sum = [&] {
+        std::vector<double> sum = values_at(store_->counter(Counter::cached_blocks), used.t_ns);
+        for (std::size_t i = 0; i < sum.size(); ++i) {
+            sum[i] += used.values[i];
+        }
+        return sum;
+    }();
+    const std::vector<double> total = [&] {
+        std::vector<double> sum = values_at(store_->counter(Counter::free_blocks), used.t_ns);
+        for (std::size_t i = 0; i < sum.size(); ++i) {
+            sum[i] += cached_sum[i];
+        }
+        return sum;
+    }();
+    const std::vector<std::size_t> picked =
+        min_max_indices(used.t_ns, {&used.values, &cached_sum, &total});
+    QList<QPointF> used_points;
+    QList<QPointF> cached_points;
+    QList<QPointF> total_points;
+    used_points.reserve(static_cast<qsizetype>(picked.size()));
+    cached_points.reserve(static_cast<qsizetype>(picked.size()));
+    total_points.reserve(static_cast<qsizetype>(picked.size()));
+    double top = store_->total_blocks();
+    for (const std::size_t i : picked) {
+        const double x = seconds_since(store_->start_ns(), used.t_ns[i]);
+        used_points.append(QPointF(x, used.values[i]));
+        cached_points.append(QPointF(x, cached_sum[i]));
+        total_points.append(QPointF(x, total[i]));
+        top = std::max(top, total[i]);
+    }
+    // Antialiased, dense areas take several times as long to draw, and their
+    // edges are too close together for it to show.
+    view_->setRenderHint(QPainter::Antialiasing, used_points.size() < kSmoothPointLimit);
+    used_top_->replace(used_points);
+    cached_top_->replace(cached_points);
+    free_top_->replace(total_points);
+    fragmentation_->replace(
+        counter_points(store_->counter(Counter::fragmentation), store_->start_ns(), 100.0));
+
+    shown_samples_ = used.t_ns.size();
+    shown_fragmentation_ = store_->counter(Counter::fragmentation).t_ns.size();
+    blocks_max_ = std::max(1.0, top);
+    blocks_axis_->setRange(0, blocks_max_);
+    set_time_range(x_axis_, seconds_since(store_->start_ns(), store_->end_ns()));
+}
+
+void OccupancyChart::update_cursor() {
+    if (store_ == nullptr || store_->event_count() == 0) {
+        cursor_->clear();
+        return;
+    }
+    const qint64 t = std::clamp<qint64>(time_ns_, store_->start_ns(), store_->end_ns());
+    // The run's length grows live; the axis follows it.
+    const double end_s = std::max(1e-3, seconds_since(store_->start_ns(), store_->end_ns()));
+    if (x_axis_->max() != end_s) {
+        set_time_range(x_axis_, end_s);
+    }
+    move_time_cursor(cursor_, seconds_since(store_->start_ns(), t), 0, blocks_max_);
+}
+
+} // namespace kvscope::ui
