@@ -6,10 +6,10 @@
 //
 //   kvscope-bench-capture [--rounds N] [--batch B] [--prompt P] [--decode D]
 //                         [--threads T] [--model FILE] [--dir DIR]
-#include "engine/cpu/cpu_backend.h"
 #include "engine/model/llama_model.h"
 #include "engine/model_path.h"
 #include "engine/sched/llm_engine.h"
+#include "engine/session/backend_factory.h"
 #include "profiler/recorder.h"
 
 #include <algorithm>
@@ -36,7 +36,7 @@ struct Options {
 
 // Prefills `batch` random prompts, then returns the decode-only steps'
 // throughput in tokens per second.
-double run(cpu::CpuBackend& backend, const Options& o, int seed, events::EventSink* sink,
+double run(runner::Backend& backend, const Options& o, int seed, events::EventSink* sink,
            bool record_ops) {
     sched::EngineConfig config;
     config.prefix_caching = false; // every round computes the same work
@@ -110,10 +110,13 @@ int main(int argc, char** argv) {
         return 1;
     }
     const std::shared_ptr<const model::LlamaModel> model = model::LlamaModel::load(path.path);
-    cpu::CpuBackendOptions backend_options;
-    backend_options.threads = o.threads;
-    backend_options.num_blocks = o.batch * ((o.prompt + o.decode) / 16 + 2);
-    cpu::CpuBackend backend(model, backend_options);
+    session::BackendSpec spec;
+    spec.kind = session::BackendKind::cpu;
+    spec.threads = o.threads;
+    session::KvCacheSpec cache;
+    cache.num_blocks = o.batch * ((o.prompt + o.decode) / cache.block_size + 2);
+    const std::unique_ptr<runner::Backend> made = session::make_backend(spec, model, cache);
+    runner::Backend& backend = *made;
     const std::filesystem::path file = o.dir / "kvscope-bench-capture.sqlite";
 
     std::vector<double> off;

@@ -1,5 +1,7 @@
 #include "profiler/block_map_state.h"
 
+#include "engine/events/typed_events.h"
+
 #include <algorithm>
 
 namespace kvscope::profiler {
@@ -92,12 +94,14 @@ bool BlockMapState::apply(const events::EngineEvent& event) {
         drop_owner(event.request, block);
         break;
     }
-    case EventKind::block_cached:
+    case EventKind::block_cached: {
+        const auto cached = events::as<events::BlockCached>(event);
         b.hashed = true;
-        b.hash = static_cast<std::uint64_t>(event.a);
-        b.cached_by = event.request;
-        b.first_token = static_cast<std::int32_t>(event.b);
+        b.hash = cached.hash;
+        b.cached_by = cached.request;
+        b.first_token = static_cast<std::int32_t>(cached.first_token);
         break;
+    }
     case EventKind::block_evicted:
         b.hashed = false;
         b.hash = 0;
@@ -105,7 +109,7 @@ bool BlockMapState::apply(const events::EngineEvent& event) {
         b.first_token = -1;
         break;
     case EventKind::block_compacted:
-        b.entries = static_cast<std::int32_t>(event.a);
+        b.entries = static_cast<std::int32_t>(events::as<events::BlockCompacted>(event).entries);
         break;
     default:
         break;

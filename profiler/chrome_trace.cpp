@@ -1,7 +1,8 @@
 #include "profiler/chrome_trace.h"
 
-#include "engine/events/engine_event.h"
+#include "engine/events/typed_events.h"
 #include "profiler/chrome_trace_gpu.h"
+#include "profiler/event_rows.h"
 #include "profiler/recording.h"
 #include "profiler/sqlite_util.h"
 
@@ -28,16 +29,8 @@ struct Lane {
 } // namespace
 
 ChromeTraceSummary export_chrome_trace(const std::filesystem::path& recording, std::ostream& out) {
-    if (const std::string problem = recording_problem(recording); !problem.empty()) {
-        throw RecordingError(problem);
-    }
-    sqlite3* db = nullptr;
-    sqlite3_open_v2(recording.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-    sqlite3_stmt* q = nullptr;
-    sqlite3_prepare_v2(db,
-                       "SELECT t_ns, kind, request, block, a, b, c, d, text FROM KVSCOPE_EVENTS "
-                       "ORDER BY id",
-                       -1, &q, nullptr);
+    const ReadOnlyRecording file(recording);
+    sqlite3* db = file.db();
     nlohmann::json trace = nlohmann::json::array();
     ChromeTraceSummary summary;
     // Time zero: the earliest record of any kind (GPU records can precede
@@ -77,34 +70,36 @@ ChromeTraceSummary export_chrome_trace(const std::filesystem::path& recording, s
     };
     std::map<std::int64_t, std::pair<std::int64_t, nlohmann::json>> open_steps;
     std::map<std::int64_t, Lane> lanes;
-    while (sqlite3_step(q) == SQLITE_ROW) {
-        const std::int64_t t = sqlite3_column_int64(q, 0);
+    EventRows rows(db, recording.string());
+    events::EngineEvent event;
+    while (rows.next(event)) {
+        const std::int64_t t = event.time_ns;
         origin = origin < 0 ? t : origin;
-        const auto kind = static_cast<EventKind>(sqlite3_column_int(q, 1));
-        const std::int64_t request =
-            sqlite3_column_type(q, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(q, 2);
-        const std::int64_t a = sqlite3_column_int64(q, 4);
-        const std::int64_t b = sqlite3_column_int64(q, 5);
-        const std::int64_t c = sqlite3_column_int64(q, 6);
-        const std::int64_t d = sqlite3_column_int64(q, 7);
-        const char* text = reinterpret_cast<const char*>(sqlite3_column_text(q, 8));
+        const std::int64_t request = event.request;
         const std::int64_t tid = kRequestTrackBase + request;
-        switch (kind) {
-        case EventKind::step_begin:
-            open_steps[a] = {t, {{"scheduled_tokens", b}, {"sequences", c}}};
+        switch (event.kind) {
+        case EventKind::step_begin: {
+            const auto begin = events::as<events::StepBegin>(event);
+            open_steps[begin.step] = {
+                t, {{"scheduled_tokens", begin.scheduled_tokens}, {"sequences", begin.sequences}}};
             break;
-        case EventKind::step_end:
-            if (const auto it = open_steps.find(a); it != open_steps.end()) {
+        }
+        case EventKind::step_end: {
+            const auto end = events::as<events::StepEnd>(event);
+            if (const auto it = open_steps.find(end.step); it != open_steps.end()) {
                 nlohmann::json args = it->second.second;
-                args["prefill_tokens"] = b;
-                args["decode_tokens"] = c;
-                const std::string phase = b > 0 && c > 0 ? "mixed" : b > 0 ? "prefill" : "decode";
-                slice("step " + std::to_string(a) + " (" + phase + ")", kStepTrack,
+                args["prefill_tokens"] = end.prefill_tokens;
+                args["decode_tokens"] = end.decode_tokens;
+                const std::string phase = end.prefill_tokens > 0 && end.decode_tokens > 0 ? "mixed"
+                                          : end.prefill_tokens > 0 ? "prefill"
+                                                                   : "decode";
+                slice("step " + std::to_string(end.step) + " (" + phase + ")", kStepTrack,
                       it->second.first, t, std::move(args));
                 open_steps.erase(it);
                 ++summary.steps;
             }
             break;
+        }
         case EventKind::request_arrived:
             lanes[request].arrived = t;
             ++summary.requests;
@@ -121,11 +116,12 @@ ChromeTraceSummary export_chrome_trace(const std::filesystem::path& recording, s
             }
             lane.admitted = t;
             lane.arrived = -1;
+            const auto admitted = events::as<events::RequestAdmitted>(event);
             instant("admitted", tid, t,
-                    {{"cached_tokens", a},
-                     {"computed_tokens", b},
-                     {"blocks_hit", c},
-                     {"blocks_missed", d}});
+                    {{"cached_tokens", admitted.cached_tokens},
+                     {"computed_tokens", admitted.computed_tokens},
+                     {"blocks_hit", admitted.blocks_hit},
+                     {"blocks_missed", admitted.blocks_missed}});
             break;
         }
         case EventKind::first_token: {
@@ -145,60 +141,76 @@ ChromeTraceSummary export_chrome_trace(const std::filesystem::path& recording, s
             }
             lane = Lane{};
             lane.arrived = t; // queued again
-            instant("preempted", tid, t, {{"preemptions", a}});
+            instant("preempted", tid, t,
+                    {{"preemptions", events::as<events::RequestPreempted>(event).preemptions}});
             break;
         }
         case EventKind::request_finished:
         case EventKind::request_aborted:
         case EventKind::request_rejected: {
             Lane& lane = lanes[request];
+            std::string reason;
+            nlohmann::json decode_args = nlohmann::json::object();
+            if (event.kind == EventKind::request_finished) {
+                auto finished = events::as<events::RequestFinished>(event);
+                reason = std::move(finished.reason);
+                decode_args["generated_tokens"] = finished.generated_tokens;
+            } else if (event.kind == EventKind::request_rejected) {
+                reason = events::as<events::RequestRejected>(event).reason;
+            }
             if (lane.first_token >= 0) {
-                slice("decode", tid, lane.first_token, t, {{"generated_tokens", a}});
+                slice("decode", tid, lane.first_token, t, std::move(decode_args));
             } else if (lane.admitted >= 0) {
                 slice("prefill", tid, lane.admitted, t, nlohmann::json::object());
             } else if (lane.arrived >= 0) {
                 slice("queued", tid, lane.arrived, t, nlohmann::json::object());
             }
-            instant(std::string(events::event_kind_name(kind)), tid, t,
-                    {{"reason", text ? text : ""}});
+            instant(std::string(events::event_kind_name(event.kind)), tid, t, {{"reason", reason}});
             lanes.erase(request);
             break;
         }
-        case EventKind::tokens_evicted:
-            instant("tokens evicted", tid, t, {{"tokens", a}, {"blocks_released", b}});
+        case EventKind::tokens_evicted: {
+            const auto evicted = events::as<events::TokensEvicted>(event);
+            instant("tokens evicted", tid, t,
+                    {{"tokens", evicted.tokens}, {"blocks_released", evicted.blocks_released}});
             break;
-        case EventKind::op_slice:
-            slice(text ? text : "op", kOpTrack, t, a, {{"layer", b}, {"step", c}});
+        }
+        case EventKind::op_slice: {
+            const auto op = events::as<events::OpSlice>(event);
+            slice(op.op.empty() ? "op" : op.op, kOpTrack, t, op.end_ns,
+                  {{"layer", op.layer}, {"step", op.step}});
             ++summary.ops;
             break;
-        case EventKind::memory_sample:
+        }
+        case EventKind::memory_sample: {
+            const auto memory = events::as<events::MemorySample>(event);
             trace.push_back({{"name", "KV blocks"},
                              {"ph", "C"},
                              {"pid", kPid},
                              {"ts", us(t)},
-                             {"args", {{"used", a}, {"cached", b}, {"free", c}}}});
+                             {"args",
+                              {{"used", memory.used_blocks},
+                               {"cached", memory.cached_blocks},
+                               {"free", memory.free_blocks}}}});
             ++summary.counters;
             break;
-        case EventKind::cache_fill:
-            trace.push_back({{"name", "cache slots"},
-                             {"ph", "C"},
-                             {"pid", kPid},
-                             {"ts", us(t)},
-                             {"args", {{"filled", a}, {"empty", b - a}}}});
+        }
+        case EventKind::cache_fill: {
+            const auto fill = events::as<events::CacheFill>(event);
+            trace.push_back(
+                {{"name", "cache slots"},
+                 {"ph", "C"},
+                 {"pid", kPid},
+                 {"ts", us(t)},
+                 {"args", {{"filled", fill.entries}, {"empty", fill.capacity - fill.entries}}}});
             ++summary.counters;
             break;
+        }
         default:
             break;
         }
     }
-    sqlite3_finalize(q);
-    try {
-        append_gpu_tracks(db, origin, trace, summary);
-    } catch (...) {
-        sqlite3_close(db);
-        throw;
-    }
-    sqlite3_close(db);
+    append_gpu_tracks(db, origin, trace, summary);
     trace.push_back({{"name", "process_name"},
                      {"ph", "M"},
                      {"pid", kPid},

@@ -1,6 +1,7 @@
 #include "profiler/recorder.h"
 
 #include "profiler/nsight_tables.h"
+#include "profiler/recording_views.h"
 #include "profiler/sqlite_util.h"
 
 #include <chrono>
@@ -75,6 +76,7 @@ Recorder::Recorder(const std::filesystem::path& path,
         exec_sqlite(db_, kSchema, "creating " + path.string());
         exec_sqlite(db_, "BEGIN", "creating the recording");
         create_nsight_tables(db_);
+        create_recording_views(db_);
         {
             Statement kind(db_, "INSERT INTO ENUM_KVSCOPE_EVENT_KIND (id, name) VALUES (?, ?)");
             for (int k = 0; k < events::kEventKindCount; ++k) {

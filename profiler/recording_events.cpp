@@ -1,5 +1,6 @@
 #include "profiler/recording_events.h"
 
+#include "profiler/event_rows.h"
 #include "profiler/sqlite_util.h"
 
 #include <algorithm>
@@ -9,58 +10,15 @@
 namespace kvscope::profiler {
 namespace {
 
-struct Database {
-    sqlite3* db = nullptr;
-    ~Database() { sqlite3_close(db); }
-};
-
-void open_read_only(const std::filesystem::path& path, Database& database) {
-    if (const std::string problem = recording_problem(path); !problem.empty()) {
-        throw RecordingError(problem);
-    }
-    if (sqlite3_open_v2(path.c_str(), &database.db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-        throw RecordingError(path.string() + ": cannot be opened");
-    }
-}
-
-// Far above any real cache (a 16-token block of a tiny model is still
-// kilobytes), low enough that a damaged id cannot make the map allocate
-// gigabytes.
-constexpr std::int64_t kMaxBlockId = (1 << 24) - 1;
-
 void read_events(sqlite3* db, const std::string& path_name, RunStore& store,
                  const LoadProgress& progress) {
-    // Ids are assigned in order from 1, so the largest is the count without
-    // a scan of the table (progress only needs an estimate anyway).
-    Statement count(db, "SELECT coalesce(max(id), 0) FROM KVSCOPE_EVENTS");
-    const std::int64_t total = count.next() ? count.int64(0) : 0;
-    Statement rows(db, "SELECT t_ns, kind, request, block, a, b, c, d, text FROM KVSCOPE_EVENTS "
-                       "ORDER BY id");
-    std::int64_t read = 0;
+    const std::int64_t total = EventRows::estimated_count(db);
+    EventRows rows(db, path_name);
     events::EngineEvent event;
-    while (rows.next()) {
-        const std::int64_t kind = rows.int64(1);
-        if (kind < 0 || kind >= events::kEventKindCount) {
-            continue; // written by a newer kvscope: not ours to guess at
-        }
-        event.time_ns = rows.int64(0);
-        event.kind = static_cast<events::EventKind>(kind);
-        event.request = rows.is_null(2) ? -1 : rows.int64(2);
-        const std::int64_t block = rows.is_null(3) ? -1 : rows.int64(3);
-        if (block < -1 || block > kMaxBlockId) {
-            throw RecordingError(path_name + ": event " + std::to_string(read + 1) +
-                                 " names block " + std::to_string(block) +
-                                 ", not a block id; the file is damaged");
-        }
-        event.block = static_cast<std::int32_t>(block);
-        event.a = rows.int64(4);
-        event.b = rows.int64(5);
-        event.c = rows.int64(6);
-        event.d = rows.int64(7);
-        event.text = rows.is_null(8) ? std::string() : rows.text(8);
+    while (rows.next(event)) {
         store.append(event);
-        if (++read % 65536 == 0 && progress &&
-            !progress(0.95 * static_cast<double>(read) /
+        if (rows.rows_read() % 65536 == 0 && progress &&
+            !progress(0.95 * static_cast<double>(rows.rows_read()) /
                       static_cast<double>(std::max<std::int64_t>(total, 1)))) {
             throw RecordingCancelled();
         }
@@ -158,21 +116,19 @@ void read_nvtx(sqlite3* db, RunStore& store) {
 
 void load_recording(const std::filesystem::path& path, RunStore& store,
                     const LoadProgress& progress) {
-    Database database;
-    open_read_only(path, database);
-    read_events(database.db, path.string(), store, progress);
-    read_kernels(database.db, store);
-    read_nvtx(database.db, store);
+    const ReadOnlyRecording recording(path);
+    read_events(recording.db(), path.string(), store, progress);
+    read_kernels(recording.db(), store);
+    read_nvtx(recording.db(), store);
     if (progress) {
         progress(1.0);
     }
 }
 
 std::map<std::string, std::string> recording_metadata(const std::filesystem::path& path) {
-    Database database;
-    open_read_only(path, database);
+    const ReadOnlyRecording recording(path);
     std::map<std::string, std::string> metadata;
-    Statement rows(database.db, "SELECT key, value FROM KVSCOPE_META");
+    Statement rows(recording.db(), "SELECT key, value FROM KVSCOPE_META");
     while (rows.next()) {
         metadata[rows.text(0)] = rows.is_null(1) ? std::string() : rows.text(1);
     }

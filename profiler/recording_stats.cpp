@@ -1,12 +1,12 @@
 #include "profiler/recording_stats.h"
 
-#include "engine/events/engine_event.h"
+#include "engine/events/typed_events.h"
+#include "profiler/event_rows.h"
 #include "profiler/recording.h"
 
 #include <algorithm>
 #include <map>
 #include <numeric>
-#include <sqlite3.h>
 
 namespace kvscope::profiler {
 namespace {
@@ -45,29 +45,16 @@ Distribution Distribution::of(std::vector<double> samples) {
 }
 
 RecordingStats compute_stats(const std::filesystem::path& path) {
-    if (const std::string problem = recording_problem(path); !problem.empty()) {
-        throw RecordingError(problem);
-    }
-    sqlite3* db = nullptr;
-    sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+    const ReadOnlyRecording recording(path);
     RecordingStats s;
     s.path = path.string();
-    sqlite3_stmt* meta = nullptr;
-    if (sqlite3_prepare_v2(db, "SELECT value FROM KVSCOPE_META WHERE key = 'run_config'", -1, &meta,
-                           nullptr) == SQLITE_OK &&
-        sqlite3_step(meta) == SQLITE_ROW) {
-        s.run_config = reinterpret_cast<const char*>(sqlite3_column_text(meta, 0));
+    {
+        Statement meta(recording.db(), "SELECT value FROM KVSCOPE_META WHERE key = 'run_config'");
+        if (meta.next() && !meta.is_null(0)) {
+            s.run_config = meta.text(0);
+        }
     }
-    sqlite3_finalize(meta);
 
-    sqlite3_stmt* q = nullptr;
-    if (sqlite3_prepare_v2(
-            db, "SELECT t_ns, kind, request, a, b, c, d, text FROM KVSCOPE_EVENTS ORDER BY id", -1,
-            &q, nullptr) != SQLITE_OK) {
-        const std::string why = sqlite3_errmsg(db);
-        sqlite3_close(db);
-        throw RecordingError(path.string() + ": " + why);
-    }
     std::map<std::int64_t, RequestTimes> requests;
     std::map<std::int64_t, std::int64_t> step_begin; // step index -> t_ns
     std::int64_t first_t = -1;
@@ -75,52 +62,52 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
     double used_sum = 0;
     double cached_sum = 0;
     std::int64_t samples = 0;
-    while (sqlite3_step(q) == SQLITE_ROW) {
-        const std::int64_t t = sqlite3_column_int64(q, 0);
-        const auto kind = static_cast<EventKind>(sqlite3_column_int(q, 1));
-        const bool has_request = sqlite3_column_type(q, 2) != SQLITE_NULL;
-        const std::int64_t request = has_request ? sqlite3_column_int64(q, 2) : -1;
-        const std::int64_t a = sqlite3_column_int64(q, 3);
-        const std::int64_t b = sqlite3_column_int64(q, 4);
-        const std::int64_t c = sqlite3_column_int64(q, 5);
-        const std::int64_t d = sqlite3_column_int64(q, 6);
-        ++s.events;
+    EventRows rows(recording.db(), path.string());
+    events::EngineEvent event;
+    while (rows.next(event)) {
+        const std::int64_t t = event.time_ns;
         first_t = first_t < 0 ? t : first_t;
         last_t = t;
-        switch (kind) {
+        switch (event.kind) {
         case EventKind::step_begin:
-            step_begin[a] = t;
+            step_begin[events::as<events::StepBegin>(event).step] = t;
             break;
-        case EventKind::step_end:
-            if (const auto it = step_begin.find(a); it != step_begin.end()) {
+        case EventKind::step_end: {
+            const auto end = events::as<events::StepEnd>(event);
+            if (const auto it = step_begin.find(end.step); it != step_begin.end()) {
                 s.step_ms_samples.push_back(static_cast<double>(t - it->second) * 1e-6);
             }
             ++s.steps;
-            s.prefill_tokens += b;
-            s.decode_tokens += c;
+            s.prefill_tokens += end.prefill_tokens;
+            s.decode_tokens += end.decode_tokens;
             break;
+        }
         case EventKind::request_arrived:
-            requests[request].arrived = t;
+            requests[event.request].arrived = t;
             ++s.requests;
             break;
         case EventKind::prefix_lookup: {
-            RequestTimes& r = requests[request];
+            const auto lookup = events::as<events::PrefixLookup>(event);
+            RequestTimes& r = requests[lookup.request];
             if (!r.looked_up) { // first admission only: re-admissions are not new hits
                 r.looked_up = true;
-                s.prefix_hit_tokens += a;
-                s.prompt_tokens += b;
+                s.prefix_hit_tokens += lookup.hit_tokens;
+                s.prompt_tokens += lookup.prompt_tokens;
             }
             break;
         }
         case EventKind::first_token:
-            requests[request].first_token = t;
+            requests[event.request].first_token = t;
             break;
-        case EventKind::request_finished:
-            requests[request].finished = t;
-            requests[request].generated = a;
-            s.generated_tokens += a;
+        case EventKind::request_finished: {
+            const auto finished = events::as<events::RequestFinished>(event);
+            RequestTimes& r = requests[finished.request];
+            r.finished = t;
+            r.generated = finished.generated_tokens;
+            s.generated_tokens += finished.generated_tokens;
             ++s.finished;
             break;
+        }
         case EventKind::request_aborted:
             ++s.aborted;
             break;
@@ -131,35 +118,32 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
             ++s.preemptions;
             break;
         case EventKind::tokens_evicted:
-            s.evicted_tokens += a;
+            s.evicted_tokens += events::as<events::TokensEvicted>(event).tokens;
             break;
-        case EventKind::memory_sample:
-            s.peak_used_blocks = std::max(s.peak_used_blocks, a);
-            s.total_blocks = d;
-            used_sum += static_cast<double>(a);
-            cached_sum += static_cast<double>(b);
+        case EventKind::memory_sample: {
+            const auto memory = events::as<events::MemorySample>(event);
+            s.peak_used_blocks = std::max(s.peak_used_blocks, memory.used_blocks);
+            s.total_blocks = memory.total_blocks;
+            used_sum += static_cast<double>(memory.used_blocks);
+            cached_sum += static_cast<double>(memory.cached_blocks);
             ++samples;
-            (void)c;
             break;
-        case EventKind::kv_bytes:
-            s.kv_bytes_used_peak = std::max(s.kv_bytes_used_peak, a);
-            s.kv_bytes_per_block = d;
-            if (s.kv_formats.empty() && sqlite3_column_type(q, 7) != SQLITE_NULL) {
-                s.kv_formats = reinterpret_cast<const char*>(sqlite3_column_text(q, 7));
+        }
+        case EventKind::kv_bytes: {
+            auto bytes = events::as<events::KvBytes>(event);
+            s.kv_bytes_used_peak = std::max(s.kv_bytes_used_peak, bytes.used_bytes);
+            s.kv_bytes_per_block = bytes.bytes_per_block;
+            if (s.kv_formats.empty()) {
+                s.kv_formats = std::move(bytes.formats);
             }
             break;
+        }
         default:
             break;
         }
     }
-    sqlite3_finalize(q);
-    try {
-        s.times = summarise_time_by_name(db);
-    } catch (...) {
-        sqlite3_close(db);
-        throw;
-    }
-    sqlite3_close(db);
+    s.events = rows.rows_read();
+    s.times = summarise_time_by_name(recording.db());
 
     for (const auto& [id, r] : requests) {
         if (r.arrived >= 0 && r.first_token >= 0) {

@@ -1,5 +1,7 @@
 #include "profiler/run_store.h"
 
+#include "engine/events/typed_events.h"
+
 #include <algorithm>
 
 namespace kvscope::profiler {
@@ -7,30 +9,10 @@ namespace kvscope::profiler {
 using events::EngineEvent;
 using events::EventKind;
 
-std::string_view step_phase_name(StepPhase phase) {
-    switch (phase) {
-    case StepPhase::prefill:
-        return "prefill";
-    case StepPhase::decode:
-        return "decode";
-    case StepPhase::mixed:
-        return "mixed";
-    case StepPhase::idle:
-        return "idle";
-    }
-    return "idle";
-}
-
 StepPhase StepSpan::phase() const {
-    switch (phase_code) {
-    case 1:
-        return StepPhase::prefill;
-    case 2:
-        return StepPhase::decode;
-    case 3:
-        return StepPhase::mixed;
-    default:
-        break;
+    if (phase_code >= static_cast<int>(StepPhase::prefill) &&
+        phase_code <= static_cast<int>(StepPhase::mixed)) {
+        return static_cast<StepPhase>(phase_code);
     }
     // Older recordings: one token per sequence is decoding; a completed
     // prompt also yields a token, so only "no single-token chunk" is certain.
@@ -218,12 +200,13 @@ void RunStore::apply_block_event(const EngineEvent& event) {
     std::int32_t& node = node_of_block_[block];
     switch (event.kind) {
     case EventKind::block_cached: {
+        const auto cached = events::as<events::BlockCached>(event);
         PrefixNode n;
-        n.block = event.block;
-        n.cached_by = event.request;
-        n.first_token = static_cast<std::int32_t>(event.b);
+        n.block = cached.block;
+        n.cached_by = cached.request;
+        n.first_token = static_cast<std::int32_t>(cached.first_token);
         n.cached_ns = event.time_ns;
-        n.hash = static_cast<std::uint64_t>(event.a);
+        n.hash = cached.hash;
         // The parent is the block before it in the same request's table.
         const std::vector<std::int32_t>& table = block_map_.block_table(event.request);
         const int index = block_map_.table_index(event.request, event.block);
@@ -263,60 +246,70 @@ void RunStore::append(const EngineEvent& event) {
         start_ns_ = event.time_ns;
     }
     ++event_count_;
-    end_ns_ = std::max(end_ns_, event.kind == EventKind::op_slice ? event.a : event.time_ns);
+    end_ns_ = std::max(end_ns_, event.kind == EventKind::op_slice
+                                    ? events::as<events::OpSlice>(event).end_ns
+                                    : event.time_ns);
     if (BlockMapState::is_block_event(event.kind)) {
         apply_block_event(event);
         return;
     }
     const std::int64_t t = event.time_ns;
     switch (event.kind) {
-    case EventKind::run_config:
-        total_blocks_ = static_cast<int>(event.a);
-        block_size_ = static_cast<int>(event.b);
-        run_config_ = event.text;
+    case EventKind::run_config: {
+        auto config = events::as<events::RunConfig>(event);
+        total_blocks_ = static_cast<int>(config.blocks);
+        block_size_ = static_cast<int>(config.block_size);
+        run_config_ = std::move(config.settings);
         if (block_events_.empty()) {
             block_map_ = BlockMapState(total_blocks_, block_size_);
         }
         break;
+    }
     case EventKind::step_begin: {
+        const auto begin = events::as<events::StepBegin>(event);
         StepSpan step;
         step.begin_ns = t;
         step.end_ns = -1;
-        step.step = event.a;
-        step.scheduled_tokens = static_cast<std::int32_t>(event.b);
-        step.sequences = static_cast<std::int32_t>(event.c);
-        step.phase_code = static_cast<std::int8_t>(event.d);
+        step.step = begin.step;
+        step.scheduled_tokens = static_cast<std::int32_t>(begin.scheduled_tokens);
+        step.sequences = static_cast<std::int32_t>(begin.sequences);
+        step.phase_code = static_cast<std::int8_t>(begin.phase);
         steps_.push_back(step);
-        add_counter(Counter::running, t, static_cast<double>(event.c));
+        add_counter(Counter::running, t, static_cast<double>(begin.sequences));
         break;
     }
     case EventKind::step_end:
         if (!steps_.empty() && steps_.back().end_ns < 0) {
+            const auto end = events::as<events::StepEnd>(event);
             StepSpan& step = steps_.back();
             step.end_ns = t;
-            step.prefill_tokens = static_cast<std::int32_t>(event.b);
-            step.decode_tokens = static_cast<std::int32_t>(event.c);
+            step.prefill_tokens = static_cast<std::int32_t>(end.prefill_tokens);
+            step.decode_tokens = static_cast<std::int32_t>(end.decode_tokens);
         }
         break;
-    case EventKind::op_slice:
+    case EventKind::op_slice: {
+        const auto op = events::as<events::OpSlice>(event);
         cpu_ops_.spans.push_back(
-            {t, event.a, intern(event.text), static_cast<std::int32_t>(event.b)});
+            {t, op.end_ns, intern(op.op), static_cast<std::int32_t>(op.layer)});
         break;
+    }
     case EventKind::request_arrived: {
+        const auto arrived = events::as<events::RequestArrived>(event);
         RequestRecord& r = record(event.request);
         r.arrival_ns = t;
-        r.prompt_tokens = static_cast<std::int32_t>(event.a);
-        r.prompt_pieces = events::decode_pieces(event.text);
+        r.prompt_tokens = static_cast<std::int32_t>(arrived.prompt_tokens);
+        r.prompt_pieces = events::decode_pieces(arrived.prompt_pieces);
         open_lane(r, t, LaneState::waiting);
         break;
     }
     case EventKind::request_admitted: {
+        const auto admitted = events::as<events::RequestAdmitted>(event);
         RequestRecord& r = record(event.request);
         if (r.admitted_ns < 0) {
             r.admitted_ns = t;
-            r.cached_tokens = static_cast<std::int32_t>(event.a);
-            r.computed_tokens = static_cast<std::int32_t>(event.b);
-            hit_tokens_ += event.a;
+            r.cached_tokens = static_cast<std::int32_t>(admitted.cached_tokens);
+            r.computed_tokens = static_cast<std::int32_t>(admitted.computed_tokens);
+            hit_tokens_ += admitted.cached_tokens;
             prompt_tokens_ += r.prompt_tokens;
             if (prompt_tokens_ > 0) {
                 add_counter(Counter::prefix_hit_rate, t,
@@ -333,10 +326,11 @@ void RunStore::append(const EngineEvent& event) {
         break;
     }
     case EventKind::token_sampled: {
+        auto sampled = events::as<events::TokenSampled>(event);
         RequestRecord& r = record(event.request);
-        r.output_pieces.push_back(event.text);
+        r.output_pieces.push_back(std::move(sampled.piece));
         r.output_times_ns.push_back(t);
-        r.generated = static_cast<std::int32_t>(event.b);
+        r.generated = static_cast<std::int32_t>(sampled.generated);
         // Back to decoding after a preemption's recompute.
         if (!r.lanes.empty() && r.lanes.back().state == LaneState::prefill &&
             r.first_token_ns >= 0) {
@@ -359,33 +353,45 @@ void RunStore::append(const EngineEvent& event) {
         r.outcome = event.kind == EventKind::request_finished  ? "finished"
                     : event.kind == EventKind::request_aborted ? "aborted"
                                                                : "rejected";
-        r.reason = event.text;
         if (event.kind == EventKind::request_finished) {
-            r.generated = static_cast<std::int32_t>(event.a);
+            const auto finished = events::as<events::RequestFinished>(event);
+            r.generated = static_cast<std::int32_t>(finished.generated_tokens);
+            r.reason = finished.reason;
+        } else if (event.kind == EventKind::request_rejected) {
+            r.reason = events::as<events::RequestRejected>(event).reason;
+        } else {
+            r.reason.clear();
         }
         break;
     }
     case EventKind::tokens_evicted:
-        record(event.request).evicted_tokens += event.a;
+        record(event.request).evicted_tokens += events::as<events::TokensEvicted>(event).tokens;
         break;
-    case EventKind::cache_fill:
+    case EventKind::cache_fill: {
+        const auto fill = events::as<events::CacheFill>(event);
         add_counter(Counter::fragmentation, t,
-                    event.b > 0 ? 1.0 - static_cast<double>(event.a) / static_cast<double>(event.b)
-                                : 0.0);
+                    fill.capacity > 0 ? 1.0 - static_cast<double>(fill.entries) /
+                                                  static_cast<double>(fill.capacity)
+                                      : 0.0);
         break;
-    case EventKind::memory_sample:
-        add_counter(Counter::used_blocks, t, static_cast<double>(event.a));
-        add_counter(Counter::cached_blocks, t, static_cast<double>(event.b));
-        add_counter(Counter::free_blocks, t, static_cast<double>(event.c));
+    }
+    case EventKind::memory_sample: {
+        const auto memory = events::as<events::MemorySample>(event);
+        add_counter(Counter::used_blocks, t, static_cast<double>(memory.used_blocks));
+        add_counter(Counter::cached_blocks, t, static_cast<double>(memory.cached_blocks));
+        add_counter(Counter::free_blocks, t, static_cast<double>(memory.free_blocks));
         if (total_blocks_ == 0) {
-            total_blocks_ = static_cast<int>(event.d);
+            total_blocks_ = static_cast<int>(memory.total_blocks);
         }
         break;
-    case EventKind::kv_bytes:
-        add_counter(Counter::kv_bytes_used, t, static_cast<double>(event.a));
-        bytes_per_block_ = event.d;
-        kv_formats_ = event.text;
+    }
+    case EventKind::kv_bytes: {
+        auto bytes = events::as<events::KvBytes>(event);
+        add_counter(Counter::kv_bytes_used, t, static_cast<double>(bytes.used_bytes));
+        bytes_per_block_ = bytes.bytes_per_block;
+        kv_formats_ = std::move(bytes.formats);
         break;
+    }
     default:
         break;
     }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "engine/events/engine_event.h"
+#include "engine/events/typed_events.h"
 #include "profiler/block_map_state.h"
 
 #include <cstdint>
@@ -17,8 +18,9 @@
 
 namespace kvscope::profiler {
 
-enum class StepPhase : std::uint8_t { prefill, decode, mixed, idle };
-std::string_view step_phase_name(StepPhase phase);
+// What a step ran, as step_begin records it (or guessed, for older files).
+using events::step_phase_name;
+using events::StepPhase;
 
 struct StepSpan {
     std::int64_t begin_ns = 0;

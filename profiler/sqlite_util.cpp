@@ -25,6 +25,20 @@ bool table_exists(sqlite3* db, const char* table) {
     return s.next();
 }
 
+ReadOnlyRecording::ReadOnlyRecording(const std::filesystem::path& path) {
+    if (const std::string problem = recording_problem(path); !problem.empty()) {
+        throw RecordingError(problem);
+    }
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+        sqlite3_close(db_);
+        throw RecordingError(path.string() + ": cannot be opened");
+    }
+}
+
+ReadOnlyRecording::~ReadOnlyRecording() {
+    sqlite3_close(db_);
+}
+
 Statement::Statement(sqlite3* db, const char* sql)
     : db_(db) {
     check_sqlite(sqlite3_prepare_v2(db, sql, -1, &statement_, nullptr), db, sql);

@@ -6,6 +6,7 @@
 #include "profiler/recording.h"
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,21 @@ void check_sqlite(int rc, sqlite3* db, const std::string& what);
 // Runs one or more statements that return no rows.
 void exec_sqlite(sqlite3* db, const char* sql, const std::string& what);
 bool table_exists(sqlite3* db, const char* table);
+
+// A recording opened read-only and closed when this goes. Throws
+// RecordingError with the reason when `path` is not a readable recording.
+class ReadOnlyRecording {
+public:
+    explicit ReadOnlyRecording(const std::filesystem::path& path);
+    ~ReadOnlyRecording();
+    ReadOnlyRecording(const ReadOnlyRecording&) = delete;
+    ReadOnlyRecording& operator=(const ReadOnlyRecording&) = delete;
+
+    sqlite3* db() const { return db_; }
+
+private:
+    sqlite3* db_ = nullptr;
+};
 
 class Statement {
 public:

@@ -8,6 +8,7 @@
 #include "app/cli/gpu_capture.h"
 #include "app/cli/run_report.h"
 #include "engine/events/tee_sink.h"
+#include "engine/events/typed_events.h"
 #include "engine/gpu_devices.h"
 #include "engine/session/model_loading.h"
 #include "engine/session/run_summary.h"
@@ -28,26 +29,20 @@ namespace {
 
 volatile std::sig_atomic_t g_interrupted = 0;
 
-// Writes each event as one JSON object per line.
+// Writes each event as one JSON object per line, its fields by name.
 class JsonlEventSink final : public events::EventSink {
 public:
     explicit JsonlEventSink(std::ostream& out)
         : out_(out) {}
     void on_event(const events::EngineEvent& e) override {
         nlohmann::json j{{"t_ns", e.time_ns}, {"kind", events::event_kind_name(e.kind)}};
-        if (e.request >= 0) {
-            j["request"] = e.request;
-        }
-        if (e.block >= 0) {
-            j["block"] = e.block;
-        }
-        j["a"] = e.a;
-        j["b"] = e.b;
-        j["c"] = e.c;
-        j["d"] = e.d;
-        if (!e.text.empty()) {
-            j["text"] = e.text;
-        }
+        events::for_each_field(e, [&j]<class Value>(std::string_view name, const Value& value) {
+            if constexpr (std::is_same_v<Value, events::StepPhase>) {
+                j[std::string(name)] = events::step_phase_name(value);
+            } else {
+                j[std::string(name)] = value;
+            }
+        });
         out_ << j.dump() << '\n';
     }
 

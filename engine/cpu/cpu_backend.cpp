@@ -12,6 +12,7 @@ namespace kvscope::cpu {
 CpuBackend::CpuBackend(std::shared_ptr<const model::LlamaModel> model,
                        const CpuBackendOptions& options)
     : model_(std::move(model))
+    , weights_(CpuWeights::of(*model_))
     , options_(options)
     , pool_(options.threads)
     , kv_(KvGeometry{model_->config().layers, model_->config().kv_heads, model_->config().head_dim,
@@ -20,7 +21,7 @@ CpuBackend::CpuBackend(std::shared_ptr<const model::LlamaModel> model,
 
 void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
     const model::LlamaConfig& c = model_->config();
-    const model::LlamaWeights& w = model_->weights();
+    const CpuWeights& w = *weights_;
     const std::int64_t tokens = batch.token_count();
     if (tokens == 0) {
         return;
@@ -86,7 +87,7 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
         op_observer_->on_op(name, layer, begin, host_now_ns());
     };
     for (int l = 0; l < c.layers; ++l) {
-        const model::LayerWeights& layer = w.layers[static_cast<std::size_t>(l)];
+        const CpuLayerWeights& layer = w.layers[static_cast<std::size_t>(l)];
         const LayerKvView cache = kv_.layer(l);
         const nvtx::Range layer_range(nvtx::layer_name(l));
 

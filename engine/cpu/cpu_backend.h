@@ -2,6 +2,7 @@
 // all cores, with K/V in a paged cache it owns, stored in the formats chosen.
 #pragma once
 
+#include "engine/cpu/cpu_weights.h"
 #include "engine/cpu/kv_store.h"
 #include "engine/cpu/paged_attention.h"
 #include "engine/cpu/thread_pool.h"
@@ -43,6 +44,7 @@ public:
 
 private:
     std::shared_ptr<const model::LlamaModel> model_;
+    std::shared_ptr<const CpuWeights> weights_; // shared with the model's other CPU backends
     CpuBackendOptions options_;
     ThreadPool pool_;
     KvStore kv_;

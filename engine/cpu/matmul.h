@@ -6,6 +6,7 @@
 
 #include "engine/cpu/thread_pool.h"
 #include "engine/gguf/tensor_type.h"
+#include "engine/model/tensor_view.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -14,12 +15,9 @@
 
 namespace kvscope::cpu {
 
-struct WeightMatrix {
-    gguf::TensorType type = gguf::TensorType::F32;
-    std::int64_t rows = 0;     // output features
-    std::int64_t cols = 0;     // input features (contiguous within a row)
-    std::size_t row_bytes = 0; // bytes per row in `type`
-    const std::byte* data = nullptr;
+// A matrix as the kernels read it: the GGUF's view of it, or its rows
+// repacked for the fused kernels.
+struct WeightMatrix : model::TensorView {
     bool packed = false; // rows in the fused kernels' layout (packed_rows.h), not GGUF's
 };
 

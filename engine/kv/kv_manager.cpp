@@ -1,11 +1,11 @@
 #include "engine/kv/kv_manager.h"
 
+#include "engine/events/typed_events.h"
+
 #include <algorithm>
 #include <stdexcept>
 
 namespace kvscope::kv {
-
-using events::EventKind;
 
 KvManager::KvManager(int num_blocks, int block_size, bool prefix_caching)
     : block_size_(block_size)
@@ -27,16 +27,6 @@ KvManagerStats KvManager::stats() const {
     s.cached = static_cast<int>(lru_.size());
     s.used = s.total - s.free - s.cached;
     return s;
-}
-
-void KvManager::emit_event(EventKind kind, std::int64_t request, BlockId block,
-                           std::int64_t a) const {
-    events::EngineEvent event;
-    event.kind = kind;
-    event.request = request;
-    event.block = block;
-    event.a = a;
-    events::emit_now(sink_, std::move(event));
 }
 
 std::optional<BlockId> KvManager::find_cached(BlockHash hash,
@@ -107,12 +97,12 @@ std::optional<BlockId> KvManager::take_block(std::int64_t request) {
         Block& evicted = blocks_[static_cast<std::size_t>(block)];
         evicted.in_lru = false;
         forget_hash(block);
-        emit_event(EventKind::block_evicted, request, block);
+        events::emit_now(sink_, events::BlockEvicted{.block = block, .request = request});
     } else {
         return std::nullopt;
     }
     blocks_[static_cast<std::size_t>(block)].ref = 1;
-    emit_event(EventKind::block_allocated, request, block);
+    events::emit_now(sink_, events::BlockAllocated{.block = block, .request = request});
     return block;
 }
 
@@ -140,7 +130,7 @@ void KvManager::reference(std::int64_t request, BlockId block) {
         b.in_lru = false;
     }
     ++b.ref;
-    emit_event(EventKind::block_shared, request, block);
+    events::emit_now(sink_, events::BlockShared{.block = block, .request = request});
 }
 
 int KvManager::blocks_needed(const SequenceBlocks& sequence, std::int32_t new_length) const {
@@ -224,13 +214,11 @@ void KvManager::cache_full_blocks(std::int64_t request, SequenceBlocks& sequence
         block.tokens.assign(block_tokens.begin(), block_tokens.end());
         by_hash_.emplace(hash, id);
         by_parent_.emplace(parent, id);
-        events::EngineEvent event;
-        event.kind = EventKind::block_cached;
-        event.request = request;
-        event.block = id;
-        event.a = static_cast<std::int64_t>(hash); // bit pattern; viewers show it in hex
-        event.b = static_cast<std::int64_t>(b) * block_size_;
-        events::emit_now(sink_, std::move(event));
+        events::emit_now(
+            sink_, events::BlockCached{.block = id,
+                                       .request = request,
+                                       .hash = hash,
+                                       .first_token = static_cast<std::int64_t>(b) * block_size_});
     }
 }
 
@@ -241,7 +229,8 @@ void KvManager::unreference(std::int64_t request, BlockId block, std::vector<Blo
                                " released more often than referenced");
     }
     if (--b.ref > 0) {
-        emit_event(EventKind::block_unshared, request, block, b.ref);
+        events::emit_now(sink_, events::BlockUnshared{
+                                    .block = block, .request = request, .references_left = b.ref});
         return;
     }
     released.push_back(block);
@@ -253,7 +242,8 @@ void KvManager::unreference(std::int64_t request, BlockId block, std::vector<Blo
         free_.push_back(block);
         b.in_free = true;
     }
-    emit_event(EventKind::block_freed, request, block, b.hashed ? 1 : 0);
+    events::emit_now(
+        sink_, events::BlockFreed{.block = block, .request = request, .stays_cached = b.hashed});
 }
 
 std::vector<BlockId> KvManager::release(std::int64_t request, SequenceBlocks& sequence) {
@@ -284,7 +274,7 @@ KvManager::make_private(std::int64_t request, SequenceBlocks& sequence, int firs
             slot = *take_block(request);
         } else if (b.hashed) {
             forget_hash(slot); // its content is about to change
-            emit_event(EventKind::block_evicted, request, slot);
+            events::emit_now(sink_, events::BlockEvicted{.block = slot, .request = request});
         }
     }
     sequence.block_hashes.clear();

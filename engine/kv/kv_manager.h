@@ -125,8 +125,6 @@ private:
     void unreference(std::int64_t request, BlockId block, std::vector<BlockId>& released);
     void forget_hash(BlockId block);
     std::optional<BlockId> find_cached(BlockHash hash, std::span<const std::int32_t> tokens) const;
-    void emit_event(events::EventKind kind, std::int64_t request, BlockId block,
-                    std::int64_t a = 0) const;
 
     int block_size_;
     bool prefix_caching_;

@@ -8,7 +8,7 @@
 namespace kvscope::model {
 namespace {
 
-cpu::WeightMatrix matrix(const gguf::GgufFile& file, const std::string& name, int rows, int cols) {
+TensorView matrix(const gguf::GgufFile& file, const std::string& name, int rows, int cols) {
     const gguf::TensorInfo& tensor = file.require_tensor(name);
     if (tensor.shape.size() != 2 || tensor.shape[0] != static_cast<std::uint64_t>(cols) ||
         tensor.shape[1] != static_cast<std::uint64_t>(rows)) {
@@ -20,7 +20,7 @@ cpu::WeightMatrix matrix(const gguf::GgufFile& file, const std::string& name, in
                   std::string(gguf::tensor_type_name(tensor.type)) +
                   ", which kvscope cannot compute with yet");
     }
-    cpu::WeightMatrix w;
+    TensorView w;
     w.type = tensor.type;
     w.rows = rows;
     w.cols = cols;
@@ -42,52 +42,38 @@ std::vector<float> vector(const gguf::GgufFile& file, const std::string& name, i
     return values;
 }
 
-std::int64_t matrix_bytes(const cpu::WeightMatrix& w) {
-    return static_cast<std::int64_t>(w.row_bytes) * w.rows;
-}
-
 } // namespace
 
 LlamaWeights LlamaWeights::from_gguf(const gguf::GgufFile& file, const LlamaConfig& c) {
     LlamaWeights weights;
-    // Each matrix in the layout the kernels run fastest; the moved-from
-    // vectors keep their buffers, so the views stay valid.
-    const auto prepared = [&](const cpu::WeightMatrix& view) {
-        std::vector<std::byte> storage;
-        const cpu::WeightMatrix ready = cpu::prepare_for_matmul(view, storage);
-        if (!storage.empty()) {
-            weights.packed_storage.push_back(std::move(storage));
-        }
-        return ready;
-    };
     const int q_width = c.heads * c.head_dim;
     const int kv_width = c.kv_heads * c.head_dim;
-    weights.token_embedding = prepared(matrix(file, "token_embd.weight", c.vocab, c.hidden));
+    weights.token_embedding = matrix(file, "token_embd.weight", c.vocab, c.hidden);
     for (int l = 0; l < c.layers; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         LayerWeights layer;
         layer.attn_norm = vector(file, p + "attn_norm.weight", c.hidden);
-        layer.wq = prepared(matrix(file, p + "attn_q.weight", q_width, c.hidden));
-        layer.wk = prepared(matrix(file, p + "attn_k.weight", kv_width, c.hidden));
-        layer.wv = prepared(matrix(file, p + "attn_v.weight", kv_width, c.hidden));
-        layer.wo = prepared(matrix(file, p + "attn_output.weight", c.hidden, q_width));
+        layer.wq = matrix(file, p + "attn_q.weight", q_width, c.hidden);
+        layer.wk = matrix(file, p + "attn_k.weight", kv_width, c.hidden);
+        layer.wv = matrix(file, p + "attn_v.weight", kv_width, c.hidden);
+        layer.wo = matrix(file, p + "attn_output.weight", c.hidden, q_width);
         layer.ffn_norm = vector(file, p + "ffn_norm.weight", c.hidden);
-        layer.w_gate = prepared(matrix(file, p + "ffn_gate.weight", c.ffn_hidden, c.hidden));
-        layer.w_up = prepared(matrix(file, p + "ffn_up.weight", c.ffn_hidden, c.hidden));
-        layer.w_down = prepared(matrix(file, p + "ffn_down.weight", c.hidden, c.ffn_hidden));
+        layer.w_gate = matrix(file, p + "ffn_gate.weight", c.ffn_hidden, c.hidden);
+        layer.w_up = matrix(file, p + "ffn_up.weight", c.ffn_hidden, c.hidden);
+        layer.w_down = matrix(file, p + "ffn_down.weight", c.hidden, c.ffn_hidden);
         weights.layers.push_back(std::move(layer));
     }
     weights.output_norm = vector(file, "output_norm.weight", c.hidden);
     weights.output = c.tied_embeddings ? weights.token_embedding
-                                       : prepared(matrix(file, "output.weight", c.vocab, c.hidden));
+                                       : matrix(file, "output.weight", c.vocab, c.hidden);
     return weights;
 }
 
 std::int64_t LlamaWeights::total_bytes() const {
-    std::int64_t bytes = matrix_bytes(output);
+    std::int64_t bytes = output.bytes();
     for (const LayerWeights& l : layers) {
-        bytes += matrix_bytes(l.wq) + matrix_bytes(l.wk) + matrix_bytes(l.wv) + matrix_bytes(l.wo) +
-                 matrix_bytes(l.w_gate) + matrix_bytes(l.w_up) + matrix_bytes(l.w_down);
+        bytes += l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes() + l.w_gate.bytes() +
+                 l.w_up.bytes() + l.w_down.bytes();
         bytes +=
             static_cast<std::int64_t>((l.attn_norm.size() + l.ffn_norm.size()) * sizeof(float));
     }

@@ -1,5 +1,6 @@
 #include "engine/sched/llm_engine.h"
 
+#include "engine/events/typed_events.h"
 #include "engine/runner/forward_batch.h"
 #include "engine/sched/token_eviction.h"
 #include "engine/util/host_clock.h"
@@ -12,8 +13,6 @@
 
 namespace kvscope::sched {
 
-using events::EventKind;
-
 LlmEngine::LlmEngine(runner::Backend& backend, const EngineConfig& config, events::EventSink* sink)
     : backend_(backend)
     , config_(config)
@@ -25,8 +24,9 @@ LlmEngine::LlmEngine(runner::Backend& backend, const EngineConfig& config, event
         !problem.empty()) {
         throw std::invalid_argument(problem);
     }
-    emit_event(EventKind::run_config, -1, backend.num_blocks(), backend.block_size(), 0, 0,
-               describe_config());
+    events::emit_now(sink_, events::RunConfig{.blocks = backend.num_blocks(),
+                                              .block_size = backend.block_size(),
+                                              .settings = describe_config()});
     if (config.record_ops && sink != nullptr) {
         backend.set_op_observer(this);
     }
@@ -40,13 +40,13 @@ LlmEngine::~LlmEngine() {
 
 void LlmEngine::on_op(std::string_view name, int layer, std::int64_t begin_ns,
                       std::int64_t end_ns) {
-    events::EngineEvent event;
-    event.time_ns = begin_ns;
-    event.kind = EventKind::op_slice;
-    event.a = end_ns;
-    event.b = layer;
-    event.c = step_index_ - 1; // step() has counted the step it runs
-    event.text = std::string(name);
+    events::EngineEvent event = events::to_event(events::OpSlice{
+        .end_ns = end_ns,
+        .layer = layer,
+        .step = step_index_ - 1, // step() has counted the step it runs
+        .op = std::string(name),
+    });
+    event.time_ns = begin_ns; // stamped when it began, not now
     sink_->on_event(event);
 }
 
@@ -76,19 +76,6 @@ std::string LlmEngine::describe_config() const {
         .dump();
 }
 
-void LlmEngine::emit_event(EventKind kind, std::int64_t request, std::int64_t a, std::int64_t b,
-                           std::int64_t c, std::int64_t d, std::string text) {
-    events::EngineEvent event;
-    event.kind = kind;
-    event.request = request;
-    event.a = a;
-    event.b = b;
-    event.c = c;
-    event.d = d;
-    event.text = std::move(text);
-    events::emit_now(sink_, std::move(event));
-}
-
 std::int64_t LlmEngine::add_request(RequestSpec spec) {
     auto request = std::make_unique<Request>();
     request->id = next_id_++;
@@ -107,7 +94,9 @@ std::int64_t LlmEngine::add_request(RequestSpec spec) {
         }
         pieces = events::encode_pieces(prompt);
     }
-    emit_event(EventKind::request_arrived, r->id, r->prompt_length(), 0, 0, 0, std::move(pieces));
+    events::emit_now(sink_, events::RequestArrived{.request = r->id,
+                                                   .prompt_tokens = r->prompt_length(),
+                                                   .prompt_pieces = std::move(pieces)});
     if (std::string reason = scheduler_.rejection_reason(*r); !reason.empty()) {
         finish(*r, RequestState::rejected, std::move(reason));
     } else if (const std::string problem = r->spec.sampling.problem(); !problem.empty()) {
@@ -131,14 +120,16 @@ void LlmEngine::finish(Request& request, RequestState state, std::string reason)
     request.finish_ns = host_now_ns();
     switch (state) {
     case RequestState::aborted:
-        emit_event(EventKind::request_aborted, request.id);
+        events::emit_now(sink_, events::RequestAborted{.request = request.id});
         break;
     case RequestState::rejected:
-        emit_event(EventKind::request_rejected, request.id, 0, 0, 0, 0, request.finish_reason);
+        events::emit_now(
+            sink_, events::RequestRejected{.request = request.id, .reason = request.finish_reason});
         break;
     default:
-        emit_event(EventKind::request_finished, request.id, request.generated, 0, 0, 0,
-                   request.finish_reason);
+        events::emit_now(sink_, events::RequestFinished{.request = request.id,
+                                                        .generated_tokens = request.generated,
+                                                        .reason = request.finish_reason});
         break;
     }
 }
@@ -167,10 +158,12 @@ std::vector<std::int64_t> LlmEngine::request_ids() const {
 
 namespace {
 
-// The step's phase as its NVTX range names it: prompt tokens only, one
-// generated token per sequence only, or both in one batch (chunked prefill
-// beside decoding sequences).
-const char* phase_name(const ScheduleResult& plan) {
+// The step's phase: prompt tokens only, one generated token per sequence
+// only, or both in one batch (chunked prefill beside decoding sequences).
+events::StepPhase step_phase(const ScheduleResult& plan) {
+    if (plan.chunks.empty()) {
+        return events::StepPhase::idle;
+    }
     bool prefill = false;
     bool decode = false;
     for (const ScheduledChunk& chunk : plan.chunks) {
@@ -178,17 +171,16 @@ const char* phase_name(const ScheduleResult& plan) {
             chunk.tokens == 1 && chunk.request->computed >= chunk.request->prompt_length();
         (decoding ? decode : prefill) = true;
     }
-    return prefill && decode ? "mixed" : prefill ? "prefill" : "decode";
+    return prefill && decode ? events::StepPhase::mixed
+           : prefill         ? events::StepPhase::prefill
+                             : events::StepPhase::decode;
 }
 
 } // namespace
 
-StepStats LlmEngine::step() {
-    const std::int64_t start = host_now_ns();
-    StepStats stats;
-    stats.step = step_index_++;
-    const nvtx::Range step_range("step", stats.step);
-
+// Schedules the step and says so: rejections, preemptions, admissions with
+// their prefix hits, then step_begin.
+ScheduleResult LlmEngine::schedule(StepStats& stats) {
     ScheduleResult plan = [this] {
         const nvtx::Range range("schedule");
         return scheduler_.schedule();
@@ -198,18 +190,25 @@ StepStats LlmEngine::step() {
         finish(*r, RequestState::rejected, r->finish_reason);
     }
     for (Request* r : plan.preempted) {
-        emit_event(EventKind::request_preempted, r->id, r->accounting.preemptions);
+        events::emit_now(sink_, events::RequestPreempted{.request = r->id,
+                                                         .preemptions = r->accounting.preemptions});
     }
     for (Request* r : plan.admitted) {
         if (r->admitted_ns < 0) {
             r->admitted_ns = host_now_ns();
         }
         const RequestAccounting& a = r->accounting;
-        emit_event(EventKind::prefix_lookup, r->id, r->computed,
-                   static_cast<std::int64_t>(r->tokens.size()), a.shared_short_tokens);
-        emit_event(EventKind::request_admitted, r->id, r->computed,
-                   static_cast<std::int64_t>(r->tokens.size()) - r->computed, a.blocks_hit,
-                   a.blocks_missed);
+        const auto tokens = static_cast<std::int64_t>(r->tokens.size());
+        events::emit_now(sink_,
+                         events::PrefixLookup{.request = r->id,
+                                              .hit_tokens = r->computed,
+                                              .prompt_tokens = tokens,
+                                              .short_of_block_tokens = a.shared_short_tokens});
+        events::emit_now(sink_, events::RequestAdmitted{.request = r->id,
+                                                        .cached_tokens = r->computed,
+                                                        .computed_tokens = tokens - r->computed,
+                                                        .blocks_hit = a.blocks_hit,
+                                                        .blocks_missed = a.blocks_missed});
     }
     stats.sequences = static_cast<int>(plan.chunks.size());
     stats.preempted = static_cast<int>(plan.preempted.size());
@@ -217,111 +216,142 @@ StepStats LlmEngine::step() {
     for (const ScheduledChunk& chunk : plan.chunks) {
         scheduled_tokens += chunk.tokens;
     }
-    const char* phase = phase_name(plan); // a literal: it outlives the NVTX range
-    const std::string_view phase_text(phase);
-    const std::int64_t phase_code = phase_text == "prefill" ? 1 : phase_text == "decode" ? 2 : 3;
-    emit_event(EventKind::step_begin, -1, stats.step, scheduled_tokens, stats.sequences,
-               plan.chunks.empty() ? 0 : phase_code);
+    const events::StepPhase phase = step_phase(plan);
+    events::emit_now(sink_, events::StepBegin{.step = stats.step,
+                                              .scheduled_tokens = scheduled_tokens,
+                                              .sequences = stats.sequences,
+                                              .phase = phase});
+    return plan;
+}
 
-    if (!plan.chunks.empty()) {
-        std::vector<runner::SequenceStep> steps;
-        steps.reserve(plan.chunks.size());
-        const kv::EvictionConfig& eviction = config_.eviction;
-        for (const ScheduledChunk& chunk : plan.chunks) {
-            Request& r = *chunk.request;
-            const bool completes =
-                r.computed + chunk.tokens == static_cast<std::int32_t>(r.tokens.size());
-            runner::SequenceStep step{
-                &r.blocks,
-                std::span<const std::int32_t>(r.tokens).subspan(
-                    static_cast<std::size_t>(r.computed), static_cast<std::size_t>(chunk.tokens)),
-                false, !completes};
-            // Positions count tokens; the cache may hold fewer (evicted).
-            step.first_position = r.computed;
-            if (eviction.kind == kv::EvictionKind::h2o) {
-                step.capture_attention_from = 0;
-            } else if (eviction.kind == kv::EvictionKind::snapkv && !r.prompt_compressed &&
-                       r.computed + chunk.tokens >= r.prompt_length()) {
-                // The prompt's last window scores the rest.
-                step.capture_attention_from =
-                    std::max(0, r.prompt_length() - eviction.snapkv_window);
-            }
-            steps.push_back(step);
+// Runs the model over the scheduled chunks; returns what each sequence
+// asked of the pass (postprocess needs to know which produced logits).
+std::vector<runner::SequenceStep> LlmEngine::run(const ScheduleResult& plan) {
+    std::vector<runner::SequenceStep> steps;
+    steps.reserve(plan.chunks.size());
+    const kv::EvictionConfig& eviction = config_.eviction;
+    for (const ScheduledChunk& chunk : plan.chunks) {
+        Request& r = *chunk.request;
+        const bool completes =
+            r.computed + chunk.tokens == static_cast<std::int32_t>(r.tokens.size());
+        runner::SequenceStep step{
+            &r.blocks,
+            std::span<const std::int32_t>(r.tokens).subspan(static_cast<std::size_t>(r.computed),
+                                                            static_cast<std::size_t>(chunk.tokens)),
+            false, !completes};
+        // Positions count tokens; the cache may hold fewer (evicted).
+        step.first_position = r.computed;
+        if (eviction.kind == kv::EvictionKind::h2o) {
+            step.capture_attention_from = 0;
+        } else if (eviction.kind == kv::EvictionKind::snapkv && !r.prompt_compressed &&
+                   r.computed + chunk.tokens >= r.prompt_length()) {
+            // The prompt's last window scores the rest.
+            step.capture_attention_from = std::max(0, r.prompt_length() - eviction.snapkv_window);
         }
-        const runner::ForwardBatch batch =
-            runner::build_forward_batch(steps, backend_.block_size());
-        logits_.resize(batch.logit_tokens.size() * static_cast<std::size_t>(backend_.vocab_size()));
-        {
-            const nvtx::Range phase_range(phase);
-            backend_.forward(batch, logits_.data());
-        }
+        steps.push_back(step);
+    }
+    const runner::ForwardBatch batch = runner::build_forward_batch(steps, backend_.block_size());
+    logits_.resize(batch.logit_tokens.size() * static_cast<std::size_t>(backend_.vocab_size()));
+    {
+        // A literal: it outlives the NVTX range.
+        const nvtx::Range phase_range(events::step_phase_name(step_phase(plan)).data());
+        backend_.forward(batch, logits_.data());
+    }
 
-        std::size_t row = 0;
-        for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
-            Request& r = *plan.chunks[i].request;
-            const std::int32_t n = plan.chunks[i].tokens;
-            const std::int32_t end = r.computed + n;
-            // New work above the high-water mark; below it, recomputation.
-            const std::int32_t fresh = std::max(0, end - std::max(r.computed, r.high_water));
-            r.accounting.computed_tokens += fresh;
-            r.accounting.recomputed_tokens += n - fresh;
-            r.high_water = std::max(r.high_water, end);
-            const bool prompt_done = r.computed < r.prompt_length() && end >= r.prompt_length();
-            r.computed = end;
-            r.blocks.length += n;
-            kv_.cache_full_blocks(r.id, r.blocks, r.tokens, r.blocks.length, r.spec.cache_key);
-            apply_eviction(r, i, prompt_done);
-            if (steps[i].skip_logits) {
-                stats.prefill_tokens += n;
-                continue;
-            }
-            stats.prefill_tokens += n - 1;
-            ++stats.decode_tokens;
-            const std::span<const float> logits(
-                logits_.data() + row * static_cast<std::size_t>(backend_.vocab_size()),
-                static_cast<std::size_t>(backend_.vocab_size()));
-            ++row;
-            const std::int32_t next = r.sampler->sample(logits, r.tokens);
-            r.tokens.push_back(next);
-            ++r.generated;
-            if (config_.token_piece && sink_ != nullptr) {
-                emit_event(EventKind::token_sampled, r.id, next, r.generated, 0, 0,
-                           config_.token_piece(next));
-            }
-            if (r.generated == 1) {
-                r.first_token_ns = host_now_ns();
-                emit_event(EventKind::first_token, r.id);
-            }
-            const std::int64_t capacity =
-                static_cast<std::int64_t>(kv_.total_blocks()) * kv_.block_size();
-            if (!r.spec.ignore_eos && config_.ends_generation && config_.ends_generation(next)) {
-                finish(r, RequestState::finished, "end token");
-            } else if (r.generated >= r.spec.max_tokens) {
-                finish(r, RequestState::finished, "token limit");
-            } else if (static_cast<std::int64_t>(r.blocks.length) + 2 > capacity) {
-                finish(r, RequestState::finished, "cache full");
-            }
+    return steps;
+}
+
+// Advances each sequence past its chunk: prefix-cache registration,
+// eviction, sampling, and finishing those that are done.
+void LlmEngine::postprocess(const ScheduleResult& plan,
+                            const std::vector<runner::SequenceStep>& steps, StepStats& stats) {
+    std::size_t row = 0;
+    for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
+        Request& r = *plan.chunks[i].request;
+        const std::int32_t n = plan.chunks[i].tokens;
+        const std::int32_t end = r.computed + n;
+        // New work above the high-water mark; below it, recomputation.
+        const std::int32_t fresh = std::max(0, end - std::max(r.computed, r.high_water));
+        r.accounting.computed_tokens += fresh;
+        r.accounting.recomputed_tokens += n - fresh;
+        r.high_water = std::max(r.high_water, end);
+        const bool prompt_done = r.computed < r.prompt_length() && end >= r.prompt_length();
+        r.computed = end;
+        r.blocks.length += n;
+        kv_.cache_full_blocks(r.id, r.blocks, r.tokens, r.blocks.length, r.spec.cache_key);
+        apply_eviction(r, i, prompt_done);
+        if (steps[i].skip_logits) {
+            stats.prefill_tokens += n;
+            continue;
+        }
+        stats.prefill_tokens += n - 1;
+        ++stats.decode_tokens;
+        const std::span<const float> logits(
+            logits_.data() + row * static_cast<std::size_t>(backend_.vocab_size()),
+            static_cast<std::size_t>(backend_.vocab_size()));
+        ++row;
+        const std::int32_t next = r.sampler->sample(logits, r.tokens);
+        r.tokens.push_back(next);
+        ++r.generated;
+        if (config_.token_piece && sink_ != nullptr) {
+            events::emit_now(sink_, events::TokenSampled{.request = r.id,
+                                                         .token = next,
+                                                         .generated = r.generated,
+                                                         .piece = config_.token_piece(next)});
+        }
+        if (r.generated == 1) {
+            r.first_token_ns = host_now_ns();
+            events::emit_now(sink_, events::FirstToken{.request = r.id});
+        }
+        const std::int64_t capacity =
+            static_cast<std::int64_t>(kv_.total_blocks()) * kv_.block_size();
+        if (!r.spec.ignore_eos && config_.ends_generation && config_.ends_generation(next)) {
+            finish(r, RequestState::finished, "end token");
+        } else if (r.generated >= r.spec.max_tokens) {
+            finish(r, RequestState::finished, "token limit");
+        } else if (static_cast<std::int64_t>(r.blocks.length) + 2 > capacity) {
+            finish(r, RequestState::finished, "cache full");
         }
     }
+}
+
+// The cache after the step: fill, blocks and bytes.
+void LlmEngine::sample_cache() {
     std::int64_t entries = 0;
     std::int64_t slots = 0;
     for (const Request* r : scheduler_.running()) {
         entries += r->blocks.length;
         slots += static_cast<std::int64_t>(r->blocks.block_table.size()) * kv_.block_size();
     }
-    emit_event(EventKind::cache_fill, -1, entries, slots);
+    events::emit_now(sink_, events::CacheFill{.entries = entries, .capacity = slots});
     const kv::KvManagerStats memory = kv_.stats();
-    emit_event(EventKind::memory_sample, -1, memory.used, memory.cached, memory.free, memory.total);
+    events::emit_now(sink_, events::MemorySample{.used_blocks = memory.used,
+                                                 .cached_blocks = memory.cached,
+                                                 .free_blocks = memory.free,
+                                                 .total_blocks = memory.total});
     if (memory.total > 0) {
         const std::int64_t block_bytes = backend_.kv_cache_bytes() / memory.total;
-        events::emit_now(sink_, {.kind = EventKind::kv_bytes,
-                                 .a = memory.used * block_bytes,
-                                 .b = memory.cached * block_bytes,
-                                 .c = memory.free * block_bytes,
-                                 .d = block_bytes,
-                                 .text = backend_.cache_format().describe()});
+        events::emit_now(sink_, events::KvBytes{.used_bytes = memory.used * block_bytes,
+                                                .cached_bytes = memory.cached * block_bytes,
+                                                .free_bytes = memory.free * block_bytes,
+                                                .bytes_per_block = block_bytes,
+                                                .formats = backend_.cache_format().describe()});
     }
-    emit_event(EventKind::step_end, -1, stats.step, stats.prefill_tokens, stats.decode_tokens);
+}
+
+StepStats LlmEngine::step() {
+    const std::int64_t start = host_now_ns();
+    StepStats stats;
+    stats.step = step_index_++;
+    const nvtx::Range step_range("step", stats.step);
+    const ScheduleResult plan = schedule(stats);
+    if (!plan.chunks.empty()) {
+        postprocess(plan, run(plan), stats);
+    }
+    sample_cache();
+    events::emit_now(sink_, events::StepEnd{.step = stats.step,
+                                            .prefill_tokens = stats.prefill_tokens,
+                                            .decode_tokens = stats.decode_tokens});
     stats.seconds = static_cast<double>(host_now_ns() - start) * 1e-9;
     return stats;
 }
@@ -357,15 +387,13 @@ void LlmEngine::apply_eviction(Request& r, std::size_t batch_index, bool prompt_
         compact_sequence(r.id, kept, r.blocks, r.attention, kv_, backend_);
     if (outcome.evicted_tokens > 0) {
         r.accounting.evicted_tokens += outcome.evicted_tokens;
-        emit_event(EventKind::tokens_evicted, r.id, outcome.evicted_tokens, outcome.blocks_released,
-                   r.blocks.length);
+        events::emit_now(sink_, events::TokensEvicted{.request = r.id,
+                                                      .tokens = outcome.evicted_tokens,
+                                                      .blocks_released = outcome.blocks_released,
+                                                      .entries_left = r.blocks.length});
         for (const auto& [block, held] : outcome.rewritten) {
-            events::EngineEvent event;
-            event.kind = EventKind::block_compacted;
-            event.request = r.id;
-            event.block = block;
-            event.a = held;
-            events::emit_now(sink_, std::move(event));
+            events::emit_now(
+                sink_, events::BlockCompacted{.block = block, .request = r.id, .entries = held});
         }
     }
 }

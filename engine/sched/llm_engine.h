@@ -8,6 +8,7 @@
 #include "engine/kv/eviction_policy.h"
 #include "engine/kv/kv_manager.h"
 #include "engine/runner/backend.h"
+#include "engine/runner/forward_batch.h"
 #include "engine/sched/request.h"
 #include "engine/sched/scheduler.h"
 
@@ -75,9 +76,13 @@ public:
     std::string describe_config() const;
 
 private:
-    void emit_event(events::EventKind kind, std::int64_t request, std::int64_t a = 0,
-                    std::int64_t b = 0, std::int64_t c = 0, std::int64_t d = 0,
-                    std::string text = {});
+    // step() in its three stages, then the cache's state after it.
+    ScheduleResult schedule(StepStats& stats);
+    std::vector<runner::SequenceStep> run(const ScheduleResult& plan);
+    void postprocess(const ScheduleResult& plan, const std::vector<runner::SequenceStep>& steps,
+                     StepStats& stats);
+    void sample_cache();
+
     void finish(Request& request, RequestState state, std::string reason);
     void release_blocks(Request& request);
     void apply_eviction(Request& request, std::size_t batch_index, bool prompt_done);

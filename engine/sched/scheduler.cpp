@@ -99,13 +99,16 @@ std::string Scheduler::rejection_reason(const Request& request) const {
                " tokens of KV cache, more than the whole cache holds (" + std::to_string(capacity) +
                ")";
     }
-    if (!config_.chunked_prefill &&
-        static_cast<std::int64_t>(request.tokens.size()) > config_.max_num_batched_tokens) {
-        return "its " + std::to_string(request.tokens.size()) +
+    if (!config_.chunked_prefill && request.prompt_length() > config_.max_num_batched_tokens) {
+        return "its " + std::to_string(request.prompt_length()) +
                " prompt tokens exceed the step budget of " +
                std::to_string(config_.max_num_batched_tokens) + " and chunked prefill is off";
     }
     return {};
+}
+
+bool Scheduler::must_run_whole(const Request& request) const {
+    return !config_.chunked_prefill && request.accounting.preemptions == 0;
 }
 
 Request* Scheduler::pick_victim(const std::vector<Request*>& candidates) const {
@@ -142,7 +145,7 @@ ScheduleResult Scheduler::schedule() {
     for (std::size_t i = 0; i < running_.size() && budget > 0;) {
         Request* request = running_[i];
         std::int32_t n = request->remaining_to_compute();
-        if (n <= 0 || (!config_.chunked_prefill && n > budget)) {
+        if (n <= 0 || (must_run_whole(*request) && n > budget)) {
             ++i;
             continue;
         }
@@ -183,7 +186,7 @@ ScheduleResult Scheduler::schedule() {
         const kv::PrefixMatch preview = kv_.match_prefix(request->tokens, request->spec.cache_key);
         const auto to_compute =
             static_cast<std::int32_t>(request->tokens.size()) - preview.hit_tokens;
-        if (!config_.chunked_prefill && to_compute > budget) {
+        if (must_run_whole(*request) && to_compute > budget) {
             break; // first come, first served: later requests wait too
         }
         const std::optional<kv::PrefixMatch> match =

@@ -73,6 +73,11 @@ public:
     std::string rejection_reason(const Request& request) const;
 
 private:
+    // Without chunked prefill a prompt is computed in one step. A request
+    // resumed after a preemption recomputes its prompt and what it had
+    // generated, which may exceed the step budget; it catches up in chunks
+    // rather than being refused mid-generation.
+    bool must_run_whole(const Request& request) const;
     Request* pick_victim(const std::vector<Request*>& candidates) const;
     void preempt(Request* victim, ScheduleResult& result);
 

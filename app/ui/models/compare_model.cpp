@@ -9,11 +9,6 @@
 namespace kvscope::ui {
 namespace {
 
-bool numeric(int column) {
-    return column != CompareModel::MetricColumn && column != CompareModel::UnitColumn &&
-           column != CompareModel::VerdictColumn;
-}
-
 const std::string& cell(const profiler::MetricCells& cells, int column) {
     switch (column) {
     case CompareModel::MetricColumn:
@@ -35,119 +30,83 @@ const std::string& cell(const profiler::MetricCells& cells, int column) {
     }
 }
 
-QVariant raw_value(const profiler::MetricComparison& m, const profiler::MetricCells& cells,
-                   int column) {
-    switch (column) {
-    case CompareModel::BaseColumn:
-        return m.base;
-    case CompareModel::NewColumn:
-        return m.now;
-    case CompareModel::ChangeColumn:
-        return m.change;
-    case CompareModel::PValueColumn:
-        return m.p_value;
-    case CompareModel::SamplesColumn:
-        return static_cast<qint64>(std::min(m.base_samples, m.new_samples));
-    case CompareModel::VerdictColumn:
-        return static_cast<int>(m.verdict);
-    default:
-        return QString::fromStdString(cell(cells, column));
-    }
-}
-
 } // namespace
 
 CompareModel::CompareModel(QObject* parent)
-    : QAbstractTableModel(parent) {}
+    // The CLI's column names.
+    : TableModel({{tr("metric"), false},
+                  {tr("unit"), false},
+                  {tr("base")},
+                  {tr("new")},
+                  {tr("change")},
+                  {tr("p")},
+                  {tr("samples")},
+                  {tr("verdict"), false}},
+                 parent) {}
 
 void CompareModel::set_comparison(std::vector<profiler::MetricComparison> rows) {
-    beginResetModel();
-    rows_ = std::move(rows);
-    cells_.clear();
-    for (const profiler::MetricComparison& m : rows_) {
-        cells_.push_back(profiler::format_metric(m));
+    std::vector<CompareRow> compared;
+    compared.reserve(rows.size());
+    for (profiler::MetricComparison& m : rows) {
+        profiler::MetricCells cells = profiler::format_metric(m);
+        compared.push_back({std::move(m), std::move(cells)});
     }
-    endResetModel();
+    reset_rows(std::move(compared));
 }
 
 void CompareModel::clear() {
     set_comparison({});
 }
 
-int CompareModel::rowCount(const QModelIndex& parent) const {
-    return parent.isValid() ? 0 : static_cast<int>(rows_.size());
+int CompareModel::regressions() const {
+    std::vector<profiler::MetricComparison> metrics;
+    for (const CompareRow& row : rows_) {
+        metrics.push_back(row.metric);
+    }
+    return profiler::count_regressions(metrics);
 }
 
-int CompareModel::columnCount(const QModelIndex& parent) const {
-    return parent.isValid() ? 0 : ColumnCount;
+QString CompareModel::display(const CompareRow& row, int column) const {
+    return QString::fromStdString(cell(row.cells, column));
 }
 
-QVariant CompareModel::data(const QModelIndex& index, int role) const {
-    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) {
-        return {};
-    }
-    const auto row = static_cast<std::size_t>(index.row());
-    const profiler::MetricComparison& m = rows_[row];
-    switch (role) {
-    case Qt::DisplayRole:
-        return QString::fromStdString(cell(cells_[row], index.column()));
-    case SortRole:
-        return raw_value(m, cells_[row], index.column());
-    case Qt::TextAlignmentRole:
-        return static_cast<int>(numeric(index.column()) ? Qt::AlignRight | Qt::AlignVCenter
-                                                        : Qt::AlignLeft | Qt::AlignVCenter);
-    case Qt::ForegroundRole:
-        if (index.column() == VerdictColumn && m.verdict == profiler::Verdict::regressed) {
-            return QBrush(QColor(0xc6, 0x28, 0x28));
-        }
-        if (index.column() == VerdictColumn && m.verdict == profiler::Verdict::improved) {
-            return QBrush(QColor(0x2e, 0x7d, 0x32));
-        }
-        return {};
-    case Qt::FontRole:
-        if (index.column() == VerdictColumn && m.verdict == profiler::Verdict::regressed) {
-            QFont bold;
-            bold.setBold(true);
-            return bold;
-        }
-        return {};
-    default:
-        return {};
-    }
-}
-
-QVariant CompareModel::headerData(int section, Qt::Orientation orientation, int role) const {
-    if (orientation != Qt::Horizontal || section < 0 || section >= ColumnCount) {
-        return {};
-    }
-    if (role == Qt::TextAlignmentRole) {
-        return static_cast<int>(numeric(section) ? Qt::AlignRight | Qt::AlignVCenter
-                                                 : Qt::AlignLeft | Qt::AlignVCenter);
-    }
-    if (role != Qt::DisplayRole) {
-        return {};
-    }
-    // The CLI's column names.
-    switch (section) {
-    case MetricColumn:
-        return tr("metric");
-    case UnitColumn:
-        return tr("unit");
+QVariant CompareModel::sort_value(const CompareRow& row, int column) const {
+    const profiler::MetricComparison& m = row.metric;
+    switch (column) {
     case BaseColumn:
-        return tr("base");
+        return m.base;
     case NewColumn:
-        return tr("new");
+        return m.now;
     case ChangeColumn:
-        return tr("change");
+        return m.change;
     case PValueColumn:
-        return tr("p");
+        return m.p_value;
     case SamplesColumn:
-        return tr("samples");
+        return static_cast<qint64>(std::min(m.base_samples, m.new_samples));
     case VerdictColumn:
-        return tr("verdict");
+        return static_cast<int>(m.verdict);
     default:
+        return display(row, column);
+    }
+}
+
+QVariant CompareModel::cell_role(const CompareRow& row, int column, int role) const {
+    if (column != VerdictColumn) {
         return {};
     }
+    const profiler::Verdict verdict = row.metric.verdict;
+    if (role == Qt::ForegroundRole && verdict == profiler::Verdict::regressed) {
+        return QBrush(QColor(0xc6, 0x28, 0x28));
+    }
+    if (role == Qt::ForegroundRole && verdict == profiler::Verdict::improved) {
+        return QBrush(QColor(0x2e, 0x7d, 0x32));
+    }
+    if (role == Qt::FontRole && verdict == profiler::Verdict::regressed) {
+        QFont bold;
+        bold.setBold(true);
+        return bold;
+    }
+    return {};
 }
 
 QString regression_summary(int regressions) {

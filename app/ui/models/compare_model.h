@@ -3,15 +3,20 @@
 // every cell comes from profiler::format_metric(), the CLI's own formatting.
 #pragma once
 
+#include "app/ui/models/table_model.h"
 #include "profiler/compare.h"
 
 #include <vector>
 
-#include <QAbstractTableModel>
-
 namespace kvscope::ui {
 
-class CompareModel : public QAbstractTableModel {
+// One metric compared, and its cells as text (formatted once).
+struct CompareRow {
+    profiler::MetricComparison metric;
+    profiler::MetricCells cells;
+};
+
+class CompareModel : public TableModel<CompareRow> {
     Q_OBJECT
 public:
     enum Column {
@@ -25,26 +30,18 @@ public:
         VerdictColumn,
         ColumnCount
     };
-    // Raw values (numbers, not text) for sorting: use with a proxy's sortRole.
-    static constexpr int SortRole = Qt::UserRole;
 
     explicit CompareModel(QObject* parent = nullptr);
 
     // A new comparison replaces the old one entirely (a reset).
     void set_comparison(std::vector<profiler::MetricComparison> rows);
     void clear();
-    const std::vector<profiler::MetricComparison>& comparison() const { return rows_; }
-    int regressions() const { return profiler::count_regressions(rows_); }
-
-    int rowCount(const QModelIndex& parent = {}) const override;
-    int columnCount(const QModelIndex& parent = {}) const override;
-    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation orientation,
-                        int role = Qt::DisplayRole) const override;
+    int regressions() const;
 
 private:
-    std::vector<profiler::MetricComparison> rows_;
-    std::vector<profiler::MetricCells> cells_; // rows_ as text, formatted once
+    QString display(const CompareRow& row, int column) const override;
+    QVariant sort_value(const CompareRow& row, int column) const override;
+    QVariant cell_role(const CompareRow& row, int column, int role) const override;
 };
 
 // The one-line outcome: "No regression", "1 regression", "3 regressions".

@@ -41,14 +41,7 @@ bool is_copy(const std::string& name) {
     return name.starts_with("[CUDA memcpy") || name.starts_with("[CUDA memset");
 }
 
-int alignment(int column) {
-    const bool text =
-        column == KernelSummaryModel::KindColumn || column == KernelSummaryModel::NameColumn;
-    return static_cast<int>(text ? Qt::AlignLeft | Qt::AlignVCenter
-                                 : Qt::AlignRight | Qt::AlignVCenter);
-}
-
-QVariant raw_value(const KernelSummaryRow& row, int column) {
+QVariant value_of(const KernelSummaryRow& row, int column) {
     const profiler::NamedDurations& d = row.durations;
     switch (column) {
     case KernelSummaryModel::KindColumn:
@@ -76,8 +69,8 @@ QVariant raw_value(const KernelSummaryRow& row, int column) {
     }
 }
 
-QString display_value(const KernelSummaryRow& row, int column) {
-    const QVariant raw = raw_value(row, column);
+QString text_of(const KernelSummaryRow& row, int column) {
+    const QVariant raw = value_of(row, column);
     switch (column) {
     case KernelSummaryModel::KindColumn:
     case KernelSummaryModel::NameColumn:
@@ -154,7 +147,17 @@ std::vector<KernelSummaryRow> kernel_summary_rows(const profiler::TimeSummaries&
 }
 
 KernelSummaryModel::KernelSummaryModel(QObject* parent)
-    : QAbstractTableModel(parent) {}
+    : TableModel({{tr("Kind"), false},
+                  {tr("Name"), false},
+                  {tr("Time %")},
+                  {tr("Total (ms)")},
+                  {tr("Instances")},
+                  {tr("Mean (us)")},
+                  {tr("Median (us)")},
+                  {tr("Min (us)")},
+                  {tr("Max (us)")},
+                  {tr("StdDev (us)")}},
+                 parent) {}
 
 void KernelSummaryModel::set_rows(std::vector<KernelSummaryRow> rows) {
     // Where each shown name is in the new rows; any missing means a reset.
@@ -179,7 +182,7 @@ void KernelSummaryModel::set_rows(std::vector<KernelSummaryRow> rows) {
     for (std::size_t i = 0; i < rows_.size(); ++i) {
         const KernelSummaryRow& now = rows[source[i]];
         for (int column = PercentColumn; column < ColumnCount && !changed; ++column) {
-            changed = raw_value(now, column) != raw_value(rows_[i], column);
+            changed = value_of(now, column) != value_of(rows_[i], column);
         }
         rows_[i] = std::move(rows[source[i]]);
     }
@@ -202,68 +205,18 @@ void KernelSummaryModel::set_rows(std::vector<KernelSummaryRow> rows) {
     }
 }
 
-int KernelSummaryModel::rowCount(const QModelIndex& parent) const {
-    return parent.isValid() ? 0 : static_cast<int>(rows_.size());
+QString KernelSummaryModel::display(const KernelSummaryRow& row, int column) const {
+    return text_of(row, column);
 }
 
-int KernelSummaryModel::columnCount(const QModelIndex& parent) const {
-    return parent.isValid() ? 0 : ColumnCount;
+QVariant KernelSummaryModel::sort_value(const KernelSummaryRow& row, int column) const {
+    return value_of(row, column);
 }
 
-QVariant KernelSummaryModel::data(const QModelIndex& index, int role) const {
-    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) {
-        return {};
-    }
-    const KernelSummaryRow& row = rows_[static_cast<std::size_t>(index.row())];
-    switch (role) {
-    case Qt::DisplayRole:
-        return display_value(row, index.column());
-    case SortRole:
-        return raw_value(row, index.column());
-    case Qt::TextAlignmentRole:
-        return alignment(index.column());
-    case Qt::ToolTipRole:
-        return index.column() == NameColumn ? QString::fromStdString(row.durations.name)
-                                            : QVariant();
-    default:
-        return {};
-    }
-}
-
-QVariant KernelSummaryModel::headerData(int section, Qt::Orientation orientation, int role) const {
-    if (orientation != Qt::Horizontal || section < 0 || section >= ColumnCount) {
-        return {};
-    }
-    if (role == Qt::TextAlignmentRole) {
-        return alignment(section);
-    }
-    if (role != Qt::DisplayRole) {
-        return {};
-    }
-    switch (section) {
-    case KindColumn:
-        return tr("Kind");
-    case NameColumn:
-        return tr("Name");
-    case PercentColumn:
-        return tr("Time %");
-    case TotalColumn:
-        return tr("Total (ms)");
-    case InstancesColumn:
-        return tr("Instances");
-    case MeanColumn:
-        return tr("Mean (us)");
-    case MedianColumn:
-        return tr("Median (us)");
-    case MinColumn:
-        return tr("Min (us)");
-    case MaxColumn:
-        return tr("Max (us)");
-    case StdDevColumn:
-        return tr("StdDev (us)");
-    default:
-        return {};
-    }
+QVariant KernelSummaryModel::cell_role(const KernelSummaryRow& row, int column, int role) const {
+    return role == Qt::ToolTipRole && column == NameColumn
+               ? QVariant(QString::fromStdString(row.durations.name))
+               : QVariant();
 }
 
 } // namespace kvscope::ui

@@ -4,11 +4,10 @@
 // the run in memory, so it works live and in replay, up to the moment shown.
 #pragma once
 
+#include "app/ui/models/table_model.h"
 #include "profiler/time_by_name.h"
 
 #include <vector>
-
-#include <QAbstractTableModel>
 
 namespace kvscope::profiler {
 class RunStore;
@@ -32,7 +31,7 @@ profiler::TimeSummaries live_time_summaries(const profiler::RunStore& store, qin
 // The rows of all four summaries, kind by kind, largest total first.
 std::vector<KernelSummaryRow> kernel_summary_rows(const profiler::TimeSummaries& summaries);
 
-class KernelSummaryModel : public QAbstractTableModel {
+class KernelSummaryModel : public TableModel<KernelSummaryRow> {
     Q_OBJECT
 public:
     enum Column {
@@ -48,9 +47,7 @@ public:
         StdDevColumn,
         ColumnCount
     };
-    // Raw values (numbers in ms or us as the header says, not text) for
-    // sorting: use with a proxy's sortRole.
-    static constexpr int SortRole = Qt::UserRole;
+    // SortRole gives numbers in ms or us, as the header says.
 
     explicit KernelSummaryModel(QObject* parent = nullptr);
 
@@ -58,16 +55,11 @@ public:
     // selected view stays put as numbers grow); new names are inserted; a
     // reset only when a shown name disappears (scrubbing back in time).
     void set_rows(std::vector<KernelSummaryRow> rows);
-    const std::vector<KernelSummaryRow>& rows() const { return rows_; }
-
-    int rowCount(const QModelIndex& parent = {}) const override;
-    int columnCount(const QModelIndex& parent = {}) const override;
-    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation orientation,
-                        int role = Qt::DisplayRole) const override;
 
 private:
-    std::vector<KernelSummaryRow> rows_;
+    QString display(const KernelSummaryRow& row, int column) const override;
+    QVariant sort_value(const KernelSummaryRow& row, int column) const override;
+    QVariant cell_role(const KernelSummaryRow& row, int column, int role) const override;
 };
 
 } // namespace kvscope::ui

@@ -35,16 +35,6 @@ QString prompt_preview(const profiler::RequestRecord& r) {
     return cut ? text + QStringLiteral(u"…") : text;
 }
 
-bool numeric(int column) {
-    return column != RequestsModel::StateColumn && column != RequestsModel::PromptColumn;
-}
-
-// As an int: what Qt 6.4's delegates and header views read back.
-int alignment(int column) {
-    return static_cast<int>(numeric(column) ? Qt::AlignRight | Qt::AlignVCenter
-                                            : Qt::AlignLeft | Qt::AlignVCenter);
-}
-
 QVariant raw_value(const RequestRow& row, int column) {
     switch (column) {
     case RequestsModel::IdColumn:
@@ -136,7 +126,17 @@ std::vector<RequestRow> request_rows(const profiler::RunStore& store, qint64 t_n
 }
 
 RequestsModel::RequestsModel(QObject* parent)
-    : QAbstractTableModel(parent) {}
+    : TableModel({{tr("Id")},
+                  {tr("State"), false},
+                  {tr("Prompt tokens")},
+                  {tr("Cached tokens")},
+                  {tr("Computed")},
+                  {tr("Generated")},
+                  {tr("TTFT (ms)")},
+                  {tr("TPOT (ms)")},
+                  {tr("Preemptions")},
+                  {tr("Prompt"), false}},
+                 parent) {}
 
 void RequestsModel::set_snapshot(std::vector<RequestRow> rows) {
     const int old_count = static_cast<int>(rows_.size());
@@ -206,70 +206,17 @@ int RequestsModel::row_of(qint64 id) const {
     return it == rows_.end() ? -1 : static_cast<int>(it - rows_.begin());
 }
 
-int RequestsModel::rowCount(const QModelIndex& parent) const {
-    return parent.isValid() ? 0 : static_cast<int>(rows_.size());
+QString RequestsModel::display(const RequestRow& row, int column) const {
+    return display_value(row, column);
 }
 
-int RequestsModel::columnCount(const QModelIndex& parent) const {
-    return parent.isValid() ? 0 : ColumnCount;
+QVariant RequestsModel::sort_value(const RequestRow& row, int column) const {
+    return raw_value(row, column);
 }
 
-QVariant RequestsModel::data(const QModelIndex& index, int role) const {
-    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) {
-        return {};
-    }
-    const RequestRow& row = rows_[static_cast<std::size_t>(index.row())];
-    switch (role) {
-    case Qt::DisplayRole:
-        return display_value(row, index.column());
-    case SortRole:
-        return raw_value(row, index.column());
-    case Qt::TextAlignmentRole:
-        return alignment(index.column());
-    case Qt::ToolTipRole:
-        if (index.column() == PromptColumn) {
-            return row.prompt_preview;
-        }
-        return {};
-    default:
-        return {};
-    }
-}
-
-QVariant RequestsModel::headerData(int section, Qt::Orientation orientation, int role) const {
-    if (orientation != Qt::Horizontal || section < 0 || section >= ColumnCount) {
-        return {};
-    }
-    if (role == Qt::TextAlignmentRole) {
-        return alignment(section);
-    }
-    if (role != Qt::DisplayRole) {
-        return {};
-    }
-    switch (section) {
-    case IdColumn:
-        return tr("Id");
-    case StateColumn:
-        return tr("State");
-    case PromptTokensColumn:
-        return tr("Prompt tokens");
-    case CachedTokensColumn:
-        return tr("Cached tokens");
-    case ComputedTokensColumn:
-        return tr("Computed");
-    case GeneratedColumn:
-        return tr("Generated");
-    case TtftColumn:
-        return tr("TTFT (ms)");
-    case TpotColumn:
-        return tr("TPOT (ms)");
-    case PreemptionsColumn:
-        return tr("Preemptions");
-    case PromptColumn:
-        return tr("Prompt");
-    default:
-        return {};
-    }
+QVariant RequestsModel::cell_role(const RequestRow& row, int column, int role) const {
+    return role == Qt::ToolTipRole && column == PromptColumn ? QVariant(row.prompt_preview)
+                                                             : QVariant();
 }
 
 } // namespace kvscope::ui

@@ -5,9 +5,10 @@
 // cells instead of resetting, and the view's selection and scroll survive.
 #pragma once
 
+#include "app/ui/models/table_model.h"
+
 #include <vector>
 
-#include <QAbstractTableModel>
 #include <QString>
 
 namespace kvscope::profiler {
@@ -35,7 +36,7 @@ struct RequestRow {
 // The requests that arrived by `t_ns`, in arrival order, as they stood then.
 std::vector<RequestRow> request_rows(const profiler::RunStore& store, qint64 t_ns);
 
-class RequestsModel : public QAbstractTableModel {
+class RequestsModel : public TableModel<RequestRow> {
     Q_OBJECT
 public:
     enum Column {
@@ -51,29 +52,20 @@ public:
         PromptColumn,
         ColumnCount
     };
-    // Raw values (numbers, not text) for sorting: use with a proxy's sortRole.
-    static constexpr int SortRole = Qt::UserRole;
-
     explicit RequestsModel(QObject* parent = nullptr);
 
     // Replaces the rows with `rows`, announcing only what changed: appended
     // rows are inserted, dropped trailing rows removed (scrubbing back),
     // changed cells reported; a reset only when the ids no longer line up.
     void set_snapshot(std::vector<RequestRow> rows);
-    const std::vector<RequestRow>& rows() const { return rows_; }
     // The row of request `id`, -1 when it is not shown.
     int row_of(qint64 id) const;
 
-    int rowCount(const QModelIndex& parent = {}) const override;
-    int columnCount(const QModelIndex& parent = {}) const override;
-    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation orientation,
-                        int role = Qt::DisplayRole) const override;
-
 private:
+    QString display(const RequestRow& row, int column) const override;
+    QVariant sort_value(const RequestRow& row, int column) const override;
+    QVariant cell_role(const RequestRow& row, int column, int role) const override;
     void announce_changes(const std::vector<RequestRow>& old_rows, int common);
-
-    std::vector<RequestRow> rows_;
 };
 
 } // namespace kvscope::ui
