@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <vector>
 
 #include <QTest>
 
@@ -50,6 +51,8 @@ private slots:
     void follows_softmax_at_temperature();
     void top_k_top_p_min_p_keep_the_right_tokens_data();
     void top_k_top_p_min_p_keep_the_right_tokens();
+    void top_k_top_p_follow_the_renormalised_distribution_data();
+    void top_k_top_p_follow_the_renormalised_distribution();
     void same_seed_same_tokens();
     void repetition_penalty_discourages_recent_tokens();
     void invalid_parameters_are_explained();
@@ -119,6 +122,67 @@ void TestSampler::top_k_top_p_min_p_keep_the_right_tokens() {
         seen << token;
     }
     QCOMPARE(seen, allowed);
+}
+
+void TestSampler::top_k_top_p_follow_the_renormalised_distribution_data() {
+    QTest::addColumn<int>("top_k");
+    QTest::addColumn<float>("top_p");
+    QTest::addColumn<float>("temperature");
+    QTest::addColumn<std::vector<double>>("expected"); // per token id, 0: never drawn
+    // Probabilities by token id 0..7: 0.30, 0.05, 0.20, 0.15, 0.10, 0.12, 0.03,
+    // 0.05 (in descending order: ids 0, 2, 3, 5, 4, then 1 and 7, then 6).
+    // Top-k 3 keeps ids 0, 2, 3, together 0.65.
+    QTest::newRow("top-k 3") << 3 << 1.0f << 1.0f
+                             << std::vector<double>{0.30 / 0.65, 0, 0.20 / 0.65, 0.15 / 0.65,
+                                                    0,           0, 0,           0};
+    // Top-p 0.7: running sums 0.30, 0.50, 0.65, 0.77: ids 0, 2, 3, 5 (0.77).
+    QTest::newRow("top-p 0.7") << 0 << 0.7f << 1.0f
+                               << std::vector<double>{0.30 / 0.77, 0, 0.20 / 0.77,
+                                                      0.15 / 0.77, 0, 0.12 / 0.77,
+                                                      0,           0};
+    // Top-k 5 first (0.87 in all), then top-p 0.8 on the renormalised five:
+    // 0.345, 0.575, 0.747, 0.885: ids 0, 2, 3, 5. (Top-p 0.8 on the whole
+    // distribution would keep id 4 too.) Temperature 0.5 last squares the
+    // kept probabilities: 0.09, 0.04, 0.0225, 0.0144, together 0.1669.
+    QTest::newRow("top-k 5, top-p 0.8, T=0.5")
+        << 5 << 0.8f << 0.5f
+        << std::vector<double>{
+               0.09 / 0.1669, 0, 0.04 / 0.1669, 0.0225 / 0.1669, 0, 0.0144 / 0.1669, 0, 0};
+}
+
+void TestSampler::top_k_top_p_follow_the_renormalised_distribution() {
+    QFETCH(int, top_k);
+    QFETCH(float, top_p);
+    QFETCH(float, temperature);
+    QFETCH(std::vector<double>, expected);
+    SamplingParams p = plain(temperature);
+    p.top_k = top_k;
+    p.top_p = top_p;
+    Sampler sampler(p);
+    constexpr int kDraws = 200000;
+    const auto freq =
+        frequencies(sampler, logits_for({0.30, 0.05, 0.20, 0.15, 0.10, 0.12, 0.03, 0.05}), kDraws);
+    for (const auto& [token, f] : freq) {
+        QVERIFY2(token >= 0 && token < static_cast<int>(expected.size()) &&
+                     expected[static_cast<std::size_t>(token)] > 0,
+                 qPrintable(QString("token %1 was drawn %2 times but is filtered out")
+                                .arg(token)
+                                .arg(f * kDraws)));
+    }
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+        const double want = expected[i];
+        const double seen = freq.count(static_cast<int>(i)) ? freq.at(static_cast<int>(i)) : 0.0;
+        // Binomial standard error of the frequency; allow 5 of them
+        // (under 0.006 here: far below any token's share or the gaps between
+        // the distributions a wrong filter order would give).
+        const double error = std::sqrt(want * (1 - want) / kDraws);
+        QVERIFY2(std::abs(seen - want) <= 5 * error,
+                 qPrintable(QString("token %1: drawn %2, expected %3 (standard error %4)")
+                                .arg(i)
+                                .arg(seen)
+                                .arg(want)
+                                .arg(error)));
+    }
 }
 
 void TestSampler::same_seed_same_tokens() {
