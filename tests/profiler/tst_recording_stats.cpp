@@ -3,7 +3,7 @@
 // against numbers computed from those times (step-time percentiles by
 // Distribution::of's definition, TTFT, TPOT, the prefix hit rate at first
 // admission, preemptions, block occupancy).
-#include "engine/events/engine_event.h"
+#include "engine/events/typed_events.h"
 #include "profiler/recorder.h"
 #include "profiler/recording_stats.h"
 
@@ -16,7 +16,6 @@
 
 using namespace kvscope;
 using events::EngineEvent;
-using events::EventKind;
 
 namespace {
 
@@ -24,16 +23,12 @@ constexpr std::int64_t kMs = 1'000'000; // ns
 constexpr std::int64_t kStart = 5'000 * kMs;
 constexpr int kSteps = 61;
 
-EngineEvent event(std::int64_t t, EventKind kind, std::int64_t request = -1, std::int64_t a = 0,
-                  std::int64_t b = 0, std::int64_t c = 0, std::int64_t d = 0) {
-    EngineEvent e;
+// A typed event stamped at `t`: the events are written the way the engine
+// writes them (engine/events/typed_events.h).
+template <class Typed>
+EngineEvent at(std::int64_t t, const Typed& typed) {
+    EngineEvent e = events::to_event(typed);
     e.time_ns = t;
-    e.kind = kind;
-    e.request = request;
-    e.a = a;
-    e.b = b;
-    e.c = c;
-    e.d = d;
     return e;
 }
 
@@ -45,9 +40,13 @@ std::vector<EngineEvent> steps() {
     std::int64_t t = kStart;
     for (int i = 0; i < kSteps; ++i) {
         const std::int64_t ms = (37 * i) % kSteps + 1;
-        out.push_back(event(t, EventKind::step_begin, -1, i, i + 3, 2, 3));
+        out.push_back(at(t, events::StepBegin{.step = i,
+                                              .scheduled_tokens = i + 3,
+                                              .sequences = 2,
+                                              .phase = events::StepPhase::mixed}));
         t += ms * kMs;
-        out.push_back(event(t, EventKind::step_end, -1, i, i + 1, 2));
+        out.push_back(
+            at(t, events::StepEnd{.step = i, .prefill_tokens = i + 1, .decode_tokens = 2}));
         t += kMs;
     }
     return out;
@@ -63,37 +62,48 @@ std::vector<EngineEvent> steps() {
 //      finishes at 115 with 9 tokens (TPOT 60 / 8 = 7.5)
 //   4: arrives at 40, looks up 0 of 50, is aborted before its first token
 std::vector<EngineEvent> requests() {
-    const auto at = [](std::int64_t ms) {
+    const auto ms = [](std::int64_t ms) {
         return kStart + ms * kMs;
     };
+    const auto lookup = [](std::int64_t request, std::int64_t hit, std::int64_t prompt) {
+        return events::PrefixLookup{.request = request, .hit_tokens = hit, .prompt_tokens = prompt};
+    };
     return {
-        event(at(10), EventKind::request_arrived, 1, 64),
-        event(at(11), EventKind::prefix_lookup, 1, 32, 64),
-        event(at(11), EventKind::request_admitted, 1, 32, 32, 2, 2),
-        event(at(20), EventKind::request_arrived, 2, 100),
-        event(at(21), EventKind::prefix_lookup, 2, 0, 100),
-        event(at(30), EventKind::request_arrived, 3, 36),
-        event(at(31), EventKind::prefix_lookup, 3, 16, 36),
-        event(at(40), EventKind::request_arrived, 4, 50),
-        event(at(41), EventKind::prefix_lookup, 4, 0, 50),
-        event(at(45), EventKind::request_preempted, 2, 7),
-        event(at(50), EventKind::first_token, 1),
-        event(at(55), EventKind::first_token, 3),
-        event(at(60), EventKind::request_aborted, 4),
-        event(at(90), EventKind::request_finished, 1, 5),
-        event(at(100), EventKind::prefix_lookup, 2, 96, 100),
-        event(at(115), EventKind::request_finished, 3, 9),
-        event(at(120), EventKind::first_token, 2),
-        event(at(130), EventKind::request_finished, 2, 1),
+        at(ms(10), events::RequestArrived{.request = 1, .prompt_tokens = 64}),
+        at(ms(11), lookup(1, 32, 64)),
+        at(ms(11), events::RequestAdmitted{.request = 1,
+                                           .cached_tokens = 32,
+                                           .computed_tokens = 32,
+                                           .blocks_hit = 2,
+                                           .blocks_missed = 2}),
+        at(ms(20), events::RequestArrived{.request = 2, .prompt_tokens = 100}),
+        at(ms(21), lookup(2, 0, 100)),
+        at(ms(30), events::RequestArrived{.request = 3, .prompt_tokens = 36}),
+        at(ms(31), lookup(3, 16, 36)),
+        at(ms(40), events::RequestArrived{.request = 4, .prompt_tokens = 50}),
+        at(ms(41), lookup(4, 0, 50)),
+        at(ms(45), events::RequestPreempted{.request = 2, .preemptions = 1}),
+        at(ms(50), events::FirstToken{.request = 1}),
+        at(ms(55), events::FirstToken{.request = 3}),
+        at(ms(60), events::RequestAborted{.request = 4}),
+        at(ms(90), events::RequestFinished{.request = 1, .generated_tokens = 5}),
+        at(ms(100), lookup(2, 96, 100)),
+        at(ms(115), events::RequestFinished{.request = 3, .generated_tokens = 9}),
+        at(ms(120), events::FirstToken{.request = 2}),
+        at(ms(130), events::RequestFinished{.request = 2, .generated_tokens = 1}),
     };
 }
 
 // Used blocks 3, 7 and 5 of 16, cached 1, 2 and 6.
 std::vector<EngineEvent> memory() {
+    const auto sample = [](std::int64_t used, std::int64_t cached, std::int64_t free) {
+        return events::MemorySample{
+            .used_blocks = used, .cached_blocks = cached, .free_blocks = free, .total_blocks = 16};
+    };
     return {
-        event(kStart + 12 * kMs, EventKind::memory_sample, -1, 3, 1, 12, 16),
-        event(kStart + 56 * kMs, EventKind::memory_sample, -1, 7, 2, 7, 16),
-        event(kStart + 116 * kMs, EventKind::memory_sample, -1, 5, 6, 5, 16),
+        at(kStart + 12 * kMs, sample(3, 1, 12)),
+        at(kStart + 56 * kMs, sample(7, 2, 7)),
+        at(kStart + 116 * kMs, sample(5, 6, 5)),
     };
 }
 

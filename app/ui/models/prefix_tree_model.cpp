@@ -69,7 +69,9 @@ PrefixTreeSnapshot prefix_tree_snapshot(const profiler::RunStore& store, std::in
 }
 
 PrefixTreeModel::PrefixTreeModel(QObject* parent)
-    : QAbstractItemModel(parent) {}
+    : QAbstractItemModel(parent)
+    , columns_(
+          {{"Prefix text", false}, {"Block"}, {"Reuses"}, {"Cached at (s)"}, {"Status", false}}) {}
 
 PrefixTreeModel::Layout PrefixTreeModel::layout_of(const PrefixTreeSnapshot& snapshot) {
     Layout layout;
@@ -230,7 +232,7 @@ int PrefixTreeModel::rowCount(const QModelIndex& parent) const {
 }
 
 int PrefixTreeModel::columnCount(const QModelIndex&) const {
-    return column_count;
+    return columns_.count();
 }
 
 QString PrefixTreeModel::prefix_text(int node) const {
@@ -284,10 +286,7 @@ QVariant PrefixTreeModel::data(const QModelIndex& index, int role) const {
         }
         return QString("Hash 0x%1").arg(static_cast<qulonglong>(node.hash), 16, 16, QChar('0'));
     case Qt::TextAlignmentRole:
-        if (index.column() != text_column && index.column() != status_column) {
-            return QVariant::fromValue(Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
-        }
-        return {};
+        return columns_.alignment(index.column());
     case Qt::ForegroundRole:
         return gone ? QVariant(QColor(Qt::gray)) : QVariant();
     case request_role:
@@ -300,23 +299,7 @@ QVariant PrefixTreeModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant PrefixTreeModel::headerData(int section, Qt::Orientation orientation, int role) const {
-    if (orientation != Qt::Horizontal || role != Qt::DisplayRole) {
-        return {};
-    }
-    switch (section) {
-    case text_column:
-        return QString("Prefix text");
-    case block_column:
-        return QString("Block");
-    case reuses_column:
-        return QString("Reuses");
-    case cached_at_column:
-        return QString("Cached at (s)");
-    case status_column:
-        return QString("Status");
-    default:
-        return {};
-    }
+    return columns_.header_data(section, orientation, role);
 }
 
 } // namespace kvscope::ui

@@ -5,6 +5,7 @@
 // so the view keeps its expansion and selection while a run goes on.
 #pragma once
 
+#include "app/ui/models/table_model.h"
 #include "profiler/run_store.h"
 
 #include <cstdint>
@@ -70,6 +71,7 @@ private:
     bool evicted(const profiler::PrefixNode& node) const;
     QString prefix_text(int node) const;
 
+    TableColumns columns_;
     PrefixTreeSnapshot snapshot_;
     Layout layout_;
 };

@@ -1,8 +1,8 @@
-// What the app's tables share: rows held by value, a header and an alignment
-// per column (numbers right, text left), and three roles every table answers
-// the same way (the cell's text, a raw value to sort by, its alignment). A
-// table says what its cells hold; any other role (tooltips, colours, fonts)
-// it answers in cell_role().
+// What the app's tables share: a header and an alignment per column (numbers
+// right, text left; TableColumns, which the prefix tree uses too), rows held
+// by value, and three roles every table answers the same way (the cell's
+// text, a raw value to sort by, its alignment). A table says what its cells
+// hold; any other role (tooltips, colours, fonts) it answers in cell_role().
 #pragma once
 
 #include <vector>
@@ -17,6 +17,36 @@ struct TableColumn {
     bool numeric = true; // right-aligned
 };
 
+// A model's columns: their count, header data and cell alignment.
+class TableColumns {
+public:
+    explicit TableColumns(std::vector<TableColumn> columns)
+        : columns_(std::move(columns)) {}
+
+    int count() const { return static_cast<int>(columns_.size()); }
+
+    // As an int: what Qt 6.4's delegates and header views read back.
+    int alignment(int column) const {
+        const bool numeric = columns_[static_cast<std::size_t>(column)].numeric;
+        return static_cast<int>((numeric ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter);
+    }
+
+    QVariant header_data(int section, Qt::Orientation orientation, int role) const {
+        if (orientation != Qt::Horizontal || section < 0 || section >= count()) {
+            return {};
+        }
+        if (role == Qt::TextAlignmentRole) {
+            return alignment(section);
+        }
+        return role == Qt::DisplayRole
+                   ? QVariant(columns_[static_cast<std::size_t>(section)].header)
+                   : QVariant();
+    }
+
+private:
+    std::vector<TableColumn> columns_;
+};
+
 template <class Row>
 class TableModel : public QAbstractTableModel {
 public:
@@ -29,7 +59,7 @@ public:
         return parent.isValid() ? 0 : static_cast<int>(rows_.size());
     }
     int columnCount(const QModelIndex& parent = {}) const override {
-        return parent.isValid() ? 0 : static_cast<int>(columns_.size());
+        return parent.isValid() ? 0 : columns_.count();
     }
 
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override {
@@ -44,7 +74,7 @@ public:
         case SortRole:
             return sort_value(row, index.column());
         case Qt::TextAlignmentRole:
-            return alignment(index.column());
+            return columns_.alignment(index.column());
         default:
             return cell_role(row, index.column(), role);
         }
@@ -52,15 +82,7 @@ public:
 
     QVariant headerData(int section, Qt::Orientation orientation,
                         int role = Qt::DisplayRole) const override {
-        if (orientation != Qt::Horizontal || section < 0 || section >= columnCount()) {
-            return {};
-        }
-        if (role == Qt::TextAlignmentRole) {
-            return alignment(section);
-        }
-        return role == Qt::DisplayRole
-                   ? QVariant(columns_[static_cast<std::size_t>(section)].header)
-                   : QVariant();
+        return columns_.header_data(section, orientation, role);
     }
 
 protected:
@@ -82,12 +104,7 @@ protected:
     std::vector<Row> rows_;
 
 private:
-    int alignment(int column) const {
-        const bool numeric = columns_[static_cast<std::size_t>(column)].numeric;
-        return static_cast<int>((numeric ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter);
-    }
-
-    std::vector<TableColumn> columns_;
+    TableColumns columns_;
 };
 
 } // namespace kvscope::ui
