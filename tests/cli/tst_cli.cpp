@@ -19,6 +19,16 @@
 
 using kvscope::test::run_process;
 
+namespace {
+
+// Writes `text` to `path`; false when it cannot.
+bool write_file(const QString& path, const QByteArray& text) {
+    QFile file(path);
+    return file.open(QIODevice::WriteOnly) && file.write(text) == text.size();
+}
+
+} // namespace
+
 #define SKIP_WITHOUT_MODEL()                                                                       \
     if (const std::string problem = kvscope::model_path_problem(kvscope::resolve_model_path());    \
         !problem.empty()) {                                                                        \
@@ -173,10 +183,7 @@ void TestCli::generate_is_repeatable_with_a_seed() {
 void TestCli::generate_reports_an_invalid_model_file() {
     QTemporaryDir dir;
     const QString path = dir.filePath("not-a-model.gguf");
-    QFile file(path);
-    QVERIFY(file.open(QIODevice::WriteOnly));
-    file.write("this is not a GGUF file at all");
-    file.close();
+    QVERIFY(write_file(path, "this is not a GGUF file at all"));
     const auto result = run_process(KVSCOPE_CLI_PATH, {"generate", "-p", "hi", "-m", path});
     QCOMPARE(result.exit_code, 1);
     QVERIFY2(result.err.contains("not a GGUF file") && result.err.contains(path),
@@ -319,18 +326,16 @@ void TestCli::run_serves_a_trace_and_reports_prefix_hits() {
     SKIP_WITHOUT_MODEL();
     QTemporaryDir dir;
     const QString trace = dir.filePath("trace.jsonl");
-    QFile file(trace);
-    QVERIFY(file.open(QIODevice::WriteOnly));
     // Two requests with one long shared prefix; the second arrives later.
     const QByteArray shared =
         QByteArray("The quick brown fox jumps over the lazy dog. ").repeated(8);
-    file.write("# a comment line\n");
-    file.write("{\"arrival\": 0, \"prompt\": \"" + shared +
-               "One\", \"max_tokens\": 3, "
-               "\"temperature\": 0}\n");
-    file.write("{\"arrival\": 0.2, \"prompt\": \"" + shared + "Two\", \"max_tokens\": 3}\n");
-    file.write("{\"arrival\": 0.3, \"prompt_ids\": [1, 2, 3], \"max_tokens\": 2}\n");
-    file.close();
+    QByteArray lines = "# a comment line\n";
+    lines.append("{\"arrival\": 0, \"prompt\": \"" + shared +
+                 "One\", \"max_tokens\": 3, "
+                 "\"temperature\": 0}\n");
+    lines.append("{\"arrival\": 0.2, \"prompt\": \"" + shared + "Two\", \"max_tokens\": 3}\n");
+    lines.append("{\"arrival\": 0.3, \"prompt_ids\": [1, 2, 3], \"max_tokens\": 2}\n");
+    QVERIFY(write_file(trace, lines));
     const QString events = dir.filePath("events.jsonl");
     const auto result = run_process(KVSCOPE_CLI_PATH, {"run", "--workload", trace, "--json",
                                                        "--per-request", "--events", events});
@@ -348,6 +353,10 @@ void TestCli::run_serves_a_trace_and_reports_prefix_hits() {
     const QByteArray text = log.readAll();
     QVERIFY(text.contains("\"kind\":\"block_shared\""));
     QVERIFY(text.contains("\"kind\":\"request_finished\""));
+    // Fields by name (engine/events/typed_events.h), not a/b/c/d.
+    QVERIFY(text.contains("\"cached_tokens\":"));
+    QVERIFY(text.contains("\"generated_tokens\":3"));
+    QVERIFY(!text.contains("\"a\":"));
 }
 
 void TestCli::run_sizes_the_cache_data() {
@@ -378,12 +387,10 @@ void TestCli::run_counts_a_rejected_prompt_as_never_run() {
     SKIP_WITHOUT_MODEL();
     QTemporaryDir dir;
     const QString trace = dir.filePath("trace.jsonl");
-    QFile file(trace);
-    QVERIFY(file.open(QIODevice::WriteOnly));
     // A prompt longer than the whole cache, then one of three token ids.
-    file.write("{\"prompt\": \"" + QByteArray(" apple").repeated(700) + "\", \"max_tokens\": 2}\n");
-    file.write("{\"prompt_ids\": [1, 2, 3], \"max_tokens\": 2}\n");
-    file.close();
+    QVERIFY(write_file(trace, "{\"prompt\": \"" + QByteArray(" apple").repeated(700) +
+                                  "\", \"max_tokens\": 2}\n"
+                                  "{\"prompt_ids\": [1, 2, 3], \"max_tokens\": 2}\n"));
     const auto result =
         run_process(KVSCOPE_CLI_PATH, {"run", "--workload", trace, "--cache-tokens", "512",
                                        "--all-at-once", "--json", "--per-request"});
@@ -405,10 +412,8 @@ void TestCli::run_counts_a_rejected_prompt_as_never_run() {
 void TestCli::run_rejects_a_malformed_trace_with_its_line() {
     QTemporaryDir dir;
     const QString trace = dir.filePath("bad.jsonl");
-    QFile file(trace);
-    QVERIFY(file.open(QIODevice::WriteOnly));
-    file.write("{\"prompt\": \"fine\"}\n\n{\"prompt\": \"x\", \"max_tokens\": -3}\n");
-    file.close();
+    QVERIFY(
+        write_file(trace, "{\"prompt\": \"fine\"}\n\n{\"prompt\": \"x\", \"max_tokens\": -3}\n"));
     const auto result = run_process(KVSCOPE_CLI_PATH, {"run", "--workload", trace});
     QCOMPARE(result.exit_code, 1);
     QVERIFY2(result.err.contains("bad.jsonl:3:") && result.err.contains("max_tokens"),
@@ -419,13 +424,12 @@ void TestCli::record_then_stats() {
     SKIP_WITHOUT_MODEL();
     QTemporaryDir dir;
     const QString trace = dir.filePath("trace.jsonl");
-    QFile file(trace);
-    QVERIFY(file.open(QIODevice::WriteOnly));
     const QByteArray shared =
         QByteArray("A paged KV cache stores keys and values in blocks. ").repeated(6);
-    file.write("{\"prompt\": \"" + shared + "First.\", \"max_tokens\": 4, \"temperature\": 0}\n");
-    file.write("{\"arrival\": 0.3, \"prompt\": \"" + shared + "Second.\", \"max_tokens\": 4}\n");
-    file.close();
+    QVERIFY(write_file(trace, "{\"prompt\": \"" + shared +
+                                  "First.\", \"max_tokens\": 4, \"temperature\": 0}\n" +
+                                  "{\"arrival\": 0.3, \"prompt\": \"" + shared +
+                                  "Second.\", \"max_tokens\": 4}\n"));
     const QString recording = dir.filePath("run.sqlite");
     // GPU capture asked for: it runs, or (no GPU, a CPU-only build) the run
     // says why and records the rest; never a failure.
@@ -546,13 +550,12 @@ void TestCli::compare_gates_a_slower_run() {
     QFETCH(QString, verdict);
     if (gate_base_.isEmpty()) { // one real recording serves every row
         const QString trace = gate_dir_.filePath("trace.jsonl");
-        QFile file(trace);
-        QVERIFY(file.open(QIODevice::WriteOnly));
+        QByteArray lines;
         for (int i = 0; i < 8; ++i) {
-            file.write("{\"prompt\": \"Question " + QByteArray::number(i) +
-                       ": what is a cache?\", \"max_tokens\": 10, \"temperature\": 0}\n");
+            lines.append("{\"prompt\": \"Question " + QByteArray::number(i) +
+                         ": what is a cache?\", \"max_tokens\": 10, \"temperature\": 0}\n");
         }
-        file.close();
+        QVERIFY(write_file(trace, lines));
         const QString base = gate_dir_.filePath("base.sqlite");
         const auto recorded = run_process(KVSCOPE_CLI_PATH, {"record", "--workload", trace, "--out",
                                                              base, "--max-num-seqs", "4"});

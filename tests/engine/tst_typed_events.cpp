@@ -5,7 +5,9 @@
 // column meanings (recordings already written) still hold.
 #include "engine/events/typed_events.h"
 
+#include <array>
 #include <set>
+#include <tuple>
 
 #include <QTest>
 
@@ -115,66 +117,34 @@ void TestTypedEvents::fields_name_distinct_columns() {
 void TestTypedEvents::columns_keep_their_recorded_meaning() {
     // Recordings already written put these values in these columns; a typed
     // event that moved one would misread every older file.
-    EngineEvent e;
-    e.kind = EventKind::step_begin;
-    e.a = 7;
-    e.b = 300;
-    e.c = 5;
-    e.d = 3;
-    const StepBegin begin = as<StepBegin>(e);
-    QCOMPARE(begin.step, 7);
-    QCOMPARE(begin.scheduled_tokens, 300);
-    QCOMPARE(begin.sequences, 5);
-    QCOMPARE(begin.phase, StepPhase::mixed);
-
-    e = {};
-    e.kind = EventKind::block_cached;
-    e.block = 12;
-    e.request = 4;
-    e.a = -2; // the bits of 0xffff'ffff'ffff'fffe
-    e.b = 32;
-    const BlockCached cached = as<BlockCached>(e);
-    QCOMPARE(cached.block, 12);
-    QCOMPARE(cached.request, 4);
-    QCOMPARE(cached.hash, 0xffff'ffff'ffff'fffeull);
-    QCOMPARE(cached.first_token, 32);
-
-    e = {};
-    e.kind = EventKind::op_slice;
-    e.a = 9'000;
-    e.b = -1;
-    e.c = 3;
-    e.text = "attention";
-    const OpSlice op = as<OpSlice>(e);
-    QCOMPARE(op.end_ns, 9'000);
-    QCOMPARE(op.layer, -1);
-    QCOMPARE(op.step, 3);
-    QCOMPARE(op.op, std::string("attention"));
-
-    e = {};
-    e.kind = EventKind::memory_sample;
-    e.a = 1;
-    e.b = 2;
-    e.c = 3;
-    e.d = 6;
-    const MemorySample memory = as<MemorySample>(e);
-    QCOMPARE(memory.used_blocks, 1);
-    QCOMPARE(memory.cached_blocks, 2);
-    QCOMPARE(memory.free_blocks, 3);
-    QCOMPARE(memory.total_blocks, 6);
-
-    e = {};
-    e.kind = EventKind::request_admitted;
-    e.request = 3;
-    e.a = 64;
-    e.b = 10;
-    e.c = 4;
-    e.d = 1;
-    const RequestAdmitted admitted = as<RequestAdmitted>(e);
-    QCOMPARE(admitted.cached_tokens, 64);
-    QCOMPARE(admitted.computed_tokens, 10);
-    QCOMPARE(admitted.blocks_hit, 4);
-    QCOMPARE(admitted.blocks_missed, 1);
+    const auto row = [](EventKind kind, std::int64_t request, std::int32_t block,
+                        std::array<std::int64_t, 4> abcd, std::string text = {}) {
+        EngineEvent e;
+        e.kind = kind;
+        e.request = request;
+        e.block = block;
+        std::tie(e.a, e.b, e.c, e.d) = std::tuple_cat(abcd);
+        e.text = std::move(text);
+        return e;
+    };
+    QVERIFY(
+        as<StepBegin>(row(EventKind::step_begin, -1, -1, {7, 300, 5, 3})) ==
+        (StepBegin{.step = 7, .scheduled_tokens = 300, .sequences = 5, .phase = StepPhase::mixed}));
+    // The hash travels as the int64 of the same bits: -2 is 0xffff'ffff'ffff'fffe.
+    QVERIFY(as<BlockCached>(row(EventKind::block_cached, 4, 12, {-2, 32, 0, 0})) ==
+            (BlockCached{
+                .block = 12, .request = 4, .hash = 0xffff'ffff'ffff'fffeull, .first_token = 32}));
+    QVERIFY(as<OpSlice>(row(EventKind::op_slice, -1, -1, {9'000, -1, 3, 0}, "attention")) ==
+            (OpSlice{.end_ns = 9'000, .layer = -1, .step = 3, .op = "attention"}));
+    QVERIFY(
+        as<MemorySample>(row(EventKind::memory_sample, -1, -1, {1, 2, 3, 6})) ==
+        (MemorySample{.used_blocks = 1, .cached_blocks = 2, .free_blocks = 3, .total_blocks = 6}));
+    QVERIFY(as<RequestAdmitted>(row(EventKind::request_admitted, 3, -1, {64, 10, 4, 1})) ==
+            (RequestAdmitted{.request = 3,
+                             .cached_tokens = 64,
+                             .computed_tokens = 10,
+                             .blocks_hit = 4,
+                             .blocks_missed = 1}));
 }
 
 void TestTypedEvents::unknown_fields_and_kinds_are_refused() {

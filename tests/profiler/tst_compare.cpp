@@ -32,6 +32,12 @@ profiler::RecordingStats with_samples(std::vector<double> step, std::vector<doub
     return s;
 }
 
+// A run's samples: 60 steps around `step_ms`, 16 requests' TTFT around
+// 300 ms and TPOT around 25 ms, half of the prompt tokens from the cache.
+profiler::RecordingStats typical_run(std::mt19937& rng, double step_ms) {
+    return with_samples(noisy(rng, 60, step_ms), noisy(rng, 16, 300), noisy(rng, 16, 25), 0.5);
+}
+
 const profiler::MetricComparison* row_named(const std::vector<profiler::MetricComparison>& rows,
                                             const std::string& name) {
     for (const auto& m : rows) {
@@ -132,10 +138,8 @@ void TestCompare::same_distribution_is_not_flagged() {
     std::mt19937 rng(1);
     int flagged = 0;
     for (int trial = 0; trial < 200; ++trial) {
-        const auto base =
-            with_samples(noisy(rng, 60, 20), noisy(rng, 16, 300), noisy(rng, 16, 25), 0.5);
-        const auto now =
-            with_samples(noisy(rng, 60, 20), noisy(rng, 16, 300), noisy(rng, 16, 25), 0.5);
+        const auto base = typical_run(rng, 20);
+        const auto now = typical_run(rng, 20);
         for (const auto& m : profiler::compare_stats(base, now, {})) {
             flagged += m.verdict == profiler::Verdict::regressed;
         }
@@ -148,10 +152,8 @@ void TestCompare::slowdown_is_flagged() {
     std::mt19937 rng(2);
     int caught = 0;
     for (int trial = 0; trial < 50; ++trial) {
-        const auto base =
-            with_samples(noisy(rng, 60, 20), noisy(rng, 16, 300), noisy(rng, 16, 25), 0.5);
-        const auto now =
-            with_samples(noisy(rng, 60, 26), noisy(rng, 16, 300), noisy(rng, 16, 25), 0.5);
+        const auto base = typical_run(rng, 20);
+        const auto now = typical_run(rng, 26);
         const auto rows = profiler::compare_stats(base, now, {});
         caught += verdict_of(rows, "step time") == profiler::Verdict::regressed;
         // TTFT and TPOT were drawn from the same distributions on both sides:
