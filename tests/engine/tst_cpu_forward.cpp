@@ -206,9 +206,14 @@ void TestCpuForward::greedy_matches_transformers_fp32() {
         while (same_llama < llama.size() && generated[same_llama] == llama[same_llama]) {
             ++same_llama;
         }
-        qInfo("'%s': %zu of %zu greedy tokens identical to transformers (llama.cpp: %zu)",
-              qPrintable(c.value("prompt").toString()), same, expected.size(), same_llama);
-        QVERIFY2(same >= 32, qPrintable(QString("only %1 identical tokens").arg(same)));
+        qInfo("'%s': %zu of %zu greedy tokens identical to transformers (llama.cpp: %zu); "
+              "%zu before the first near-tie must be",
+              qPrintable(c.value("prompt").toString()), same, expected.size(), same_llama,
+              test::greedy_tokens_before_near_tie(c).size());
+        // Every token up to the reference's first near-tie: an fp32 forward
+        // pass that is right picks the same ones.
+        const QString mismatch = test::greedy_mismatch(c, generated);
+        QVERIFY2(mismatch.isEmpty(), qPrintable(mismatch));
     }
 }
 

@@ -4,8 +4,12 @@
 
 #include "engine/model_path.h"
 
+#include <cstdint>
+#include <vector>
+
 #include <QCryptographicHash>
 #include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QString>
@@ -42,6 +46,57 @@ inline QString golden_model_problem(const QJsonObject& golden) {
 
 inline std::string golden_model_path() {
     return resolve_model_path().path.string();
+}
+
+// A top-1 margin (the logit gap between the reference's two best tokens)
+// below this is a near-tie: float differences in the last bits may pick the
+// other token legitimately, and every token after it then differs too.
+inline constexpr double kNearTieMargin = 0.05;
+
+// The greedy tokens a golden case (an entry of "greedy") pins down:
+// transformers' tokens before the first step whose top-1 margin is below
+// `near_tie`.
+inline std::vector<std::int32_t> greedy_tokens_before_near_tie(const QJsonObject& golden_case,
+                                                               double near_tie = kNearTieMargin) {
+    const QJsonArray tokens = golden_case.value("tokens").toArray();
+    const QJsonArray margins = golden_case.value("top1_margins").toArray();
+    std::vector<std::int32_t> pinned;
+    for (qsizetype t = 0; t < tokens.size() && t < margins.size(); ++t) {
+        if (margins[t].toDouble() < near_tie) {
+            break;
+        }
+        pinned.push_back(tokens[t].toInt());
+    }
+    return pinned;
+}
+
+// Empty when `generated` starts with the tokens greedy_tokens_before_near_tie()
+// pins down; otherwise the first difference, to print.
+inline QString greedy_mismatch(const QJsonObject& golden_case,
+                               const std::vector<std::int32_t>& generated,
+                               double near_tie = kNearTieMargin) {
+    const std::vector<std::int32_t> pinned = greedy_tokens_before_near_tie(golden_case, near_tie);
+    const QString prompt = golden_case.value("prompt").toString();
+    for (std::size_t t = 0; t < pinned.size(); ++t) {
+        if (t >= generated.size()) {
+            return QString("'%1': %2 tokens generated, the reference pins %3 (no near-tie before)")
+                .arg(prompt)
+                .arg(generated.size())
+                .arg(pinned.size());
+        }
+        if (generated[t] != pinned[t]) {
+            return QString("'%1': token %2 is %3, transformers has %4 (top-1 margin %5, no "
+                           "near-tie before)")
+                .arg(prompt)
+                .arg(t)
+                .arg(generated[t])
+                .arg(pinned[t])
+                .arg(golden_case.value("top1_margins")
+                         .toArray()[static_cast<qsizetype>(t)]
+                         .toDouble());
+        }
+    }
+    return {};
 }
 
 } // namespace kvscope::test
