@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <stdexcept>
 #include <vector>
 
 namespace kvscope::profiler {
@@ -72,7 +73,10 @@ std::string steps_view() {
                  std::string(events::step_phase_name(p)) + "'";
     }
     phase += " ELSE NULL END";
-    // A step's two events share its index.
+    // A step's two events share its index, in the same column.
+    if (events::column_of(begin, "step") != events::column_of(end, "step")) {
+        throw std::logic_error("step_begin and step_end carry the step in different columns");
+    }
     return "CREATE VIEW IF NOT EXISTS KVSCOPE_STEPS AS\nSELECT " + col(begin, "step") +
            " AS step,\n    " + when(begin, "e.t_ns") + " AS begin_ns,\n    " + when(end, "e.t_ns") +
            " AS end_ns,\n    (" + when(end, "e.t_ns") + " - " + when(begin, "e.t_ns") +
@@ -99,6 +103,10 @@ std::string requests_view() {
     const auto last = [](EventKind kind, const std::string& value) {
         return "max(CASE WHEN e.kind = " + id(kind) + " THEN " + value + " END)";
     };
+    // Admitted after its last preemption: running; else back in the queue.
+    const auto last_id = [](EventKind kind) {
+        return "max(CASE WHEN e.kind = " + id(kind) + " THEN e.id END)";
+    };
     const auto count = [](EventKind kind) {
         return "count(CASE WHEN e.kind = " + id(kind) + " THEN 1 END)";
     };
@@ -106,7 +114,7 @@ std::string requests_view() {
     // and re-admissions are not new prefix hits (min() picks the row whose
     // other columns SQLite returns).
     const std::string first_admission =
-        "SELECT e.request AS request, min(e.id), " + col(admitted, "cached_tokens") +
+        "SELECT e.request AS request, min(e.id) AS first_id, " + col(admitted, "cached_tokens") +
         " AS cached_tokens, " + col(admitted, "computed_tokens") + " AS computed_tokens, " +
         col(admitted, "blocks_hit") + " AS blocks_hit, " + col(admitted, "blocks_missed") +
         " AS blocks_missed FROM KVSCOPE_EVENTS AS e WHERE e.kind = " + id(admitted) +
@@ -116,12 +124,13 @@ std::string requests_view() {
            "CASE WHEN " +
            count(finished) + " > 0 THEN 'finished' WHEN " + count(aborted) +
            " > 0 THEN 'aborted' WHEN " + count(rejected) + " > 0 THEN 'rejected' WHEN " +
-           count(admitted) + " > 0 THEN 'running' ELSE 'waiting' END AS state,\n    " +
-           first(arrived, "e.t_ns") + " AS arrival_ns,\n    " + first(admitted, "e.t_ns") +
-           " AS admitted_ns,\n    " + first(EventKind::first_token, "e.t_ns") +
-           " AS first_token_ns,\n    " + end_ns + " AS end_ns,\n    (" +
-           first(EventKind::first_token, "e.t_ns") + " - " + first(arrived, "e.t_ns") +
-           ") / 1e6 AS ttft_ms,\n    " + last(arrived, col(arrived, "prompt_tokens")) +
+           last_id(admitted) + " > coalesce(" + last_id(EventKind::request_preempted) +
+           ", 0) THEN 'running' ELSE 'waiting' END AS state,\n    " + first(arrived, "e.t_ns") +
+           " AS arrival_ns,\n    " + first(admitted, "e.t_ns") + " AS admitted_ns,\n    " +
+           first(EventKind::first_token, "e.t_ns") + " AS first_token_ns,\n    " + end_ns +
+           " AS end_ns,\n    (" + first(EventKind::first_token, "e.t_ns") + " - " +
+           first(arrived, "e.t_ns") + ") / 1e6 AS ttft_ms,\n    " +
+           last(arrived, col(arrived, "prompt_tokens")) +
            " AS prompt_tokens,\n    f.cached_tokens AS cached_tokens,\n    f.computed_tokens "
            "AS computed_tokens,\n    f.blocks_hit AS blocks_hit,\n    f.blocks_missed AS "
            "blocks_missed,\n    coalesce(" +
@@ -131,8 +140,8 @@ std::string requests_view() {
            " AS preemptions,\n    coalesce(sum(CASE WHEN e.kind = " +
            id(EventKind::tokens_evicted) + " THEN " + col(EventKind::tokens_evicted, "tokens") +
            " END), 0) AS evicted_tokens,\n    " + "max(CASE WHEN e.kind IN (" +
-           kind_list({finished, rejected}) +
-           ") THEN e.text END) AS reason\nFROM KVSCOPE_EVENTS AS e LEFT JOIN (" + first_admission +
+           kind_list({finished, rejected}) + ") THEN " + col(finished, "reason") +
+           " END) AS reason\nFROM KVSCOPE_EVENTS AS e LEFT JOIN (" + first_admission +
            ") AS f ON f.request = e.request\nWHERE e.request IS NOT NULL AND e.request >= 0\n"
            "GROUP BY e.request;\n";
 }

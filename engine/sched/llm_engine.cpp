@@ -167,8 +167,12 @@ events::StepPhase step_phase(const ScheduleResult& plan) {
     bool prefill = false;
     bool decode = false;
     for (const ScheduledChunk& chunk : plan.chunks) {
-        const bool decoding =
-            chunk.tokens == 1 && chunk.request->computed >= chunk.request->prompt_length();
+        // One token that completes a sequence past its prompt; a request
+        // catching up after a preemption also computes tokens past its
+        // prompt, but those are prefill.
+        const Request& r = *chunk.request;
+        const bool decoding = chunk.tokens == 1 && r.computed >= r.prompt_length() &&
+                              r.computed + 1 == static_cast<std::int32_t>(r.tokens.size());
         (decoding ? decode : prefill) = true;
     }
     return prefill && decode ? events::StepPhase::mixed

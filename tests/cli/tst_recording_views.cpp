@@ -125,12 +125,13 @@ void TestRecordingViews::steps_match_stats() {
 }
 
 void TestRecordingViews::requests_match_stats() {
-    const Row row =
-        query_row(recording_,
-                  "SELECT count(*), count(CASE WHEN state = 'finished' THEN 1 END), "
-                  "sum(CASE WHEN state = 'finished' THEN generated_tokens END), sum(preemptions), "
-                  "sum(cached_tokens), sum(prompt_tokens), avg(ttft_ms), sum(evicted_tokens), "
-                  "count(CASE WHEN state = 'rejected' THEN 1 END) FROM KVSCOPE_REQUESTS");
+    const Row row = query_row(
+        recording_,
+        "SELECT count(*), count(CASE WHEN state = 'finished' THEN 1 END), "
+        "sum(CASE WHEN state = 'finished' THEN generated_tokens END), sum(preemptions), "
+        "sum(cached_tokens), sum(CASE WHEN admitted_ns IS NOT NULL THEN prompt_tokens END), "
+        "avg(ttft_ms), sum(evicted_tokens), "
+        "count(CASE WHEN state = 'rejected' THEN 1 END) FROM KVSCOPE_REQUESTS");
     QVERIFY2(row.error.isEmpty(), qPrintable(row.error));
     QCOMPARE(row.values[0], stats_.value("requests").toDouble());
     QCOMPARE(row.values[1], stats_.value("finished").toDouble());
