@@ -62,35 +62,41 @@ std::vector<EngineEvent> steps() {
 //      finishes at 115 with 9 tokens (TPOT 60 / 8 = 7.5)
 //   4: arrives at 40, looks up 0 of 50, is aborted before its first token
 std::vector<EngineEvent> requests() {
-    const auto ms = [](std::int64_t ms) {
-        return kStart + ms * kMs;
+    const auto ms = [](std::int64_t after) {
+        return kStart + after * kMs;
     };
     const auto lookup = [](std::int64_t request, std::int64_t hit, std::int64_t prompt) {
-        return events::PrefixLookup{.request = request, .hit_tokens = hit, .prompt_tokens = prompt};
+        return events::PrefixLookup{.request = request,
+                                    .hit_tokens = hit,
+                                    .prompt_tokens = prompt,
+                                    .short_of_block_tokens = 0};
     };
     return {
-        at(ms(10), events::RequestArrived{.request = 1, .prompt_tokens = 64}),
+        at(ms(10), events::RequestArrived{.request = 1, .prompt_tokens = 64, .prompt_pieces = {}}),
         at(ms(11), lookup(1, 32, 64)),
         at(ms(11), events::RequestAdmitted{.request = 1,
                                            .cached_tokens = 32,
                                            .computed_tokens = 32,
                                            .blocks_hit = 2,
                                            .blocks_missed = 2}),
-        at(ms(20), events::RequestArrived{.request = 2, .prompt_tokens = 100}),
+        at(ms(20), events::RequestArrived{.request = 2, .prompt_tokens = 100, .prompt_pieces = {}}),
         at(ms(21), lookup(2, 0, 100)),
-        at(ms(30), events::RequestArrived{.request = 3, .prompt_tokens = 36}),
+        at(ms(30), events::RequestArrived{.request = 3, .prompt_tokens = 36, .prompt_pieces = {}}),
         at(ms(31), lookup(3, 16, 36)),
-        at(ms(40), events::RequestArrived{.request = 4, .prompt_tokens = 50}),
+        at(ms(40), events::RequestArrived{.request = 4, .prompt_tokens = 50, .prompt_pieces = {}}),
         at(ms(41), lookup(4, 0, 50)),
         at(ms(45), events::RequestPreempted{.request = 2, .preemptions = 1}),
         at(ms(50), events::FirstToken{.request = 1}),
         at(ms(55), events::FirstToken{.request = 3}),
         at(ms(60), events::RequestAborted{.request = 4}),
-        at(ms(90), events::RequestFinished{.request = 1, .generated_tokens = 5}),
+        at(ms(90),
+           events::RequestFinished{.request = 1, .generated_tokens = 5, .reason = "token limit"}),
         at(ms(100), lookup(2, 96, 100)),
-        at(ms(115), events::RequestFinished{.request = 3, .generated_tokens = 9}),
+        at(ms(115),
+           events::RequestFinished{.request = 3, .generated_tokens = 9, .reason = "token limit"}),
         at(ms(120), events::FirstToken{.request = 2}),
-        at(ms(130), events::RequestFinished{.request = 2, .generated_tokens = 1}),
+        at(ms(130),
+           events::RequestFinished{.request = 2, .generated_tokens = 1, .reason = "token limit"}),
     };
 }
 
