@@ -246,9 +246,7 @@ void RunStore::append(const EngineEvent& event) {
         start_ns_ = event.time_ns;
     }
     ++event_count_;
-    end_ns_ = std::max(end_ns_, event.kind == EventKind::op_slice
-                                    ? events::as<events::OpSlice>(event).end_ns
-                                    : event.time_ns);
+    end_ns_ = std::max(end_ns_, event.time_ns); // an op slice's end: below
     if (BlockMapState::is_block_event(event.kind)) {
         apply_block_event(event);
         return;
@@ -289,6 +287,7 @@ void RunStore::append(const EngineEvent& event) {
         break;
     case EventKind::op_slice: {
         const auto op = events::as<events::OpSlice>(event);
+        end_ns_ = std::max(end_ns_, op.end_ns);
         cpu_ops_.spans.push_back(
             {t, op.end_ns, intern(op.op), static_cast<std::int32_t>(op.layer)});
         break;
