@@ -58,7 +58,8 @@ void for_each_block_run(const SegmentWork& w, Visit&& visit) {
     for (std::int32_t position = w.begin; position < w.end;) {
         const int first = position % block_size;
         const int count = std::min(block_size - first, w.end - position);
-        visit(w.table[position / block_size], first, count, position - w.begin);
+        visit(math::block_of_entry(w.table, position, block_size), first, count,
+              position - w.begin);
         position += count;
     }
 }
@@ -140,7 +141,8 @@ void attend_segment_avx2(const SegmentWork& w) {
                 const int first = position % block_size;
                 const std::int32_t stop = position + std::min(block_size - first, w.end - position);
                 const std::byte* value =
-                    cache.values.head_block(w.table[position / block_size], w.kv_head) +
+                    cache.values.head_block(math::block_of_entry(w.table, position, block_size),
+                                            w.kv_head) +
                     first * cache.values.row_bytes;
                 for (; position < stop; ++position, value += cache.values.row_bytes) {
                     const __m256 weight = _mm256_broadcast_ss(weights + position);

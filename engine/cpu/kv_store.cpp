@@ -1,6 +1,7 @@
 #include "engine/cpu/kv_store.h"
 
 #include "engine/cpu/kv_codec.h"
+#include "engine/math/paged_slots.h"
 
 #include <cstring>
 #include <stdexcept>
@@ -91,8 +92,9 @@ const float* KvStore::open_block(kv::BlockId block, int layer, bool is_key) cons
 void KvStore::write_plane(const KvPlane& plane, int layer, std::int32_t slot, const float* src) {
     const int block_size = geometry_.block_size;
     const int d = geometry_.head_dim;
-    const kv::BlockId block = slot / block_size;
-    const int offset = slot % block_size;
+    const math::SlotAddress address = math::slot_address(slot, block_size);
+    const kv::BlockId block = address.block;
+    const int offset = address.offset;
     if (!kv::quantises_whole_blocks(plane.format)) {
         for (int h = 0; h < geometry_.kv_heads; ++h) {
             encode_kv_row(plane.format, src + static_cast<std::int64_t>(h) * d, d,

@@ -5,6 +5,7 @@
 
 #include "engine/kv/block_allocator.h"
 #include "engine/kv/kv_format.h"
+#include "engine/math/paged_slots.h"
 #include "engine/runner/forward_batch.h"
 
 #include <cstddef>
@@ -32,7 +33,7 @@ struct KvPlane {
     int kv_heads = 0;
 
     std::byte* head_block(kv::BlockId block, int head) const {
-        return data + (static_cast<std::int64_t>(block) * kv_heads + head) * head_block_bytes;
+        return data + math::head_block_offset(block, head, kv_heads, head_block_bytes);
     }
 };
 

@@ -1,5 +1,7 @@
 #include "engine/cpu/ops.h"
 
+#include "engine/math/rope_math.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -25,15 +27,12 @@ void rms_norm(const float* x, const float* weight, float* out, std::int64_t toke
 void rope_tables(const std::int32_t* positions, std::int64_t tokens, int head_dim, float theta_base,
                  float* cos_out, float* sin_out) {
     const int pairs = head_dim / 2;
-    // In double: at 8k positions the angle reaches ~8e3 radians, where fp32
-    // would lose the low bits that matter.
     for (std::int64_t t = 0; t < tokens; ++t) {
         for (int i = 0; i < pairs; ++i) {
-            const double freq =
-                std::pow(static_cast<double>(theta_base), -2.0 * i / static_cast<double>(head_dim));
-            const double angle = static_cast<double>(positions[t]) * freq;
-            cos_out[t * pairs + i] = static_cast<float>(std::cos(angle));
-            sin_out[t * pairs + i] = static_cast<float>(std::sin(angle));
+            const math::RopeCosSin angle =
+                math::rope_cos_sin(positions[t], i, head_dim, theta_base);
+            cos_out[t * pairs + i] = angle.cos;
+            sin_out[t * pairs + i] = angle.sin;
         }
     }
 }
@@ -47,10 +46,7 @@ void rope_adjacent_pairs(float* x, const float* cos, const float* sin, std::int6
         for (int h = 0; h < heads; ++h) {
             float* head = x + (t * heads + h) * head_dim;
             for (int i = 0; i < pairs; ++i) {
-                const float a = head[2 * i];
-                const float b = head[2 * i + 1];
-                head[2 * i] = a * c[i] - b * s[i];
-                head[2 * i + 1] = a * s[i] + b * c[i];
+                math::rope_rotate_pair(head + 2 * i, {c[i], s[i]});
             }
         }
     }

@@ -206,7 +206,8 @@ attend_segment_portable(const SegmentWork& work) {
         const int first = position % block_size;
         const int count = std::min(block_size - first, end - position);
         const float* keys =
-            cache.rows(cache.keys, table[position / block_size], kv_head, first, count, tile);
+            cache.rows(cache.keys, math::block_of_entry(table, position, block_size), kv_head,
+                       first, count, tile);
         for (int j = 0; j < count; ++j) {
             const float* key = keys + static_cast<std::int64_t>(j) * d;
             for (int g = 0; g < group; ++g) {
@@ -240,7 +241,8 @@ attend_segment_portable(const SegmentWork& work) {
         const int first = position % block_size;
         const int count = std::min(block_size - first, end - position);
         const float* values =
-            cache.rows(cache.values, table[position / block_size], kv_head, first, count, tile);
+            cache.rows(cache.values, math::block_of_entry(table, position, block_size), kv_head,
+                       first, count, tile);
         for (int j = 0; j < count; ++j) {
             const float* value = values + static_cast<std::int64_t>(j) * d;
             for (int g = 0; g < group; ++g) {

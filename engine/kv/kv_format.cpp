@@ -1,5 +1,7 @@
 #include "engine/kv/kv_format.h"
 
+#include "engine/math/kv_codec_math.h"
+
 #include <array>
 
 namespace kvscope::kv {
@@ -17,20 +19,6 @@ constexpr std::array kNames = {
     NamedFormat{KvFormat::q4_1, "q4_1"},   NamedFormat{KvFormat::kivi4, "kivi4"},
     NamedFormat{KvFormat::kivi2, "kivi2"},
 };
-
-// Bytes of one 32-value group of a grouped format: its scales, then its codes.
-std::int64_t group_bytes(KvFormat format) {
-    switch (format) {
-    case KvFormat::q8_0:
-        return 2 + kKvGroupSize;
-    case KvFormat::q4_0:
-        return 2 + kKvGroupSize / 2;
-    case KvFormat::q4_1:
-        return 4 + kKvGroupSize / 2;
-    default:
-        return 0;
-    }
-}
 
 } // namespace
 
@@ -74,19 +62,21 @@ std::string kv_format_names() {
     return names;
 }
 
+// The layouts themselves live in engine/math/kv_codec_math.h, shared with the
+// CUDA kernels.
 bool quantises_whole_blocks(KvFormat format) {
-    return format == KvFormat::kivi4 || format == KvFormat::kivi2;
+    return math::quantises_whole_blocks(format);
 }
 
 int kivi_bits(KvFormat format) {
-    return format == KvFormat::kivi4 ? 4 : format == KvFormat::kivi2 ? 2 : 0;
+    return math::kivi_bits(format);
 }
 
 std::string kv_format_problem(KvFormat format, int head_dim) {
     if (head_dim <= 0) {
         return "head dimension " + std::to_string(head_dim) + " is not positive";
     }
-    const bool grouped = group_bytes(format) > 0 || quantises_whole_blocks(format);
+    const bool grouped = math::group_bytes(format) > 0 || quantises_whole_blocks(format);
     if (grouped && head_dim % kKvGroupSize != 0) {
         return "KV format " + std::string(kv_format_name(format)) + " needs a head dimension " +
                "that is a multiple of " + std::to_string(kKvGroupSize) + ", this model's is " +
@@ -96,36 +86,11 @@ std::string kv_format_problem(KvFormat format, int head_dim) {
 }
 
 std::int64_t kv_row_bytes(KvFormat format, int head_dim, bool is_key) {
-    const std::int64_t d = head_dim;
-    switch (format) {
-    case KvFormat::f32:
-        return 4 * d;
-    case KvFormat::f16:
-    case KvFormat::bf16:
-        return 2 * d;
-    case KvFormat::fp8_e4m3:
-        return d + 4;
-    case KvFormat::q8_0:
-    case KvFormat::q4_0:
-    case KvFormat::q4_1:
-        return d / kKvGroupSize * group_bytes(format);
-    case KvFormat::kivi4:
-    case KvFormat::kivi2:
-        // Values: per 32-value group an fp16 scale and minimum, then the codes.
-        return is_key ? 0 : d / kKvGroupSize * 4 + d * kivi_bits(format) / 8;
-    }
-    return 0;
+    return math::row_bytes(format, head_dim, is_key);
 }
 
 std::int64_t kv_head_block_bytes(KvFormat format, int block_size, int head_dim, bool is_key) {
-    if (quantises_whole_blocks(format) && is_key) {
-        // Per channel an fp16 scale and minimum over the block's tokens, then
-        // each token's codes.
-        const std::int64_t codes =
-            static_cast<std::int64_t>(block_size) * head_dim * kivi_bits(format) / 8;
-        return static_cast<std::int64_t>(head_dim) * 4 + codes;
-    }
-    return static_cast<std::int64_t>(block_size) * kv_row_bytes(format, head_dim, is_key);
+    return math::head_block_bytes(format, block_size, head_dim, is_key);
 }
 
 std::string KvCacheFormat::describe() const {

@@ -1,13 +1,15 @@
 // IEEE half (fp16) and bfloat16 conversions, exact for every input including
-// subnormals, infinities and NaN.
+// subnormals, infinities and NaN. Host and device code share them (the CPU KV
+// codec and the CUDA kernels round the same way).
 #pragma once
 
-#include <bit>
+#include "engine/math/host_device.h"
+
 #include <cstdint>
 
 namespace kvscope {
 
-inline float fp16_to_fp32(std::uint16_t h) {
+KVSCOPE_HD inline float fp16_to_fp32(std::uint16_t h) {
     const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
     const std::uint32_t exponent = (h >> 10) & 0x1fu;
     std::uint32_t mantissa = h & 0x3ffu;
@@ -26,12 +28,12 @@ inline float fp16_to_fp32(std::uint16_t h) {
         }
         bits = sign | (e << 23) | ((mantissa & 0x3ffu) << 13);
     }
-    return std::bit_cast<float>(bits);
+    return math::bits_to_float(bits);
 }
 
 // Round to nearest even, as hardware conversions do.
-inline std::uint16_t fp32_to_fp16(float value) {
-    const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+KVSCOPE_HD inline std::uint16_t fp32_to_fp16(float value) {
+    const std::uint32_t bits = math::float_to_bits(value);
     const std::uint32_t sign = (bits >> 16) & 0x8000u;
     const std::uint32_t abs = bits & 0x7fffffffu;
     if (abs >= 0x7f800000u) { // inf or NaN (keep NaN quiet)
@@ -41,22 +43,22 @@ inline std::uint16_t fp32_to_fp16(float value) {
         return static_cast<std::uint16_t>(sign | 0x7c00u);
     }
     if (abs < 0x38800000u) { // below the smallest normal half: subnormal or zero
-        const float magic = std::bit_cast<float>(0x3f000000u); // 0.5: aligns to 2^-24 ulps
-        const float rounded = std::bit_cast<float>(abs) + magic;
+        const float magic = math::bits_to_float(0x3f000000u); // 0.5: aligns to 2^-24 ulps
+        const float rounded = math::bits_to_float(abs) + magic;
         return static_cast<std::uint16_t>(
-            sign | (std::bit_cast<std::uint32_t>(rounded) - std::bit_cast<std::uint32_t>(magic)));
+            sign | (math::float_to_bits(rounded) - math::float_to_bits(magic)));
     }
     const std::uint32_t odd = (abs >> 13) & 1u;
     const std::uint32_t rounded = abs + 0xc8000fffu + odd; // rebias exponent and round
     return static_cast<std::uint16_t>(sign | (rounded >> 13));
 }
 
-inline float bf16_to_fp32(std::uint16_t b) {
-    return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+KVSCOPE_HD inline float bf16_to_fp32(std::uint16_t b) {
+    return math::bits_to_float(static_cast<std::uint32_t>(b) << 16);
 }
 
-inline std::uint16_t fp32_to_bf16(float value) {
-    const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+KVSCOPE_HD inline std::uint16_t fp32_to_bf16(float value) {
+    const std::uint32_t bits = math::float_to_bits(value);
     if ((bits & 0x7fffffffu) > 0x7f800000u) {
         return static_cast<std::uint16_t>((bits >> 16) | 0x40u); // quiet NaN
     }

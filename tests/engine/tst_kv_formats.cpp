@@ -6,9 +6,12 @@
 #include "engine/cpu/kv_store.h"
 #include "engine/gguf/dequantize.h"
 #include "engine/kv/kv_format.h"
+#include "engine/math/kv_codec_math.h"
+#include "engine/math/rope_math.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include <QTest>
@@ -60,6 +63,10 @@ private slots:
     void store_round_trips_every_format_data();
     void store_round_trips_every_format();
     void kivi_open_block_is_exact_until_full();
+    void device_decoders_match_the_cpu_codec_data();
+    void device_decoders_match_the_cpu_codec();
+    void device_kivi_key_decoder_matches_the_cpu_codec();
+    void rope_angles_match_a_double_reference();
 };
 
 void TestKvFormats::names_round_trip() {
@@ -359,6 +366,105 @@ void TestKvFormats::kivi_open_block_is_exact_until_full() {
     const kv::BlockId freed[] = {0};
     store.release(freed);
     QCOMPARE(store.open_block_count(), std::size_t{0});
+}
+
+// The CUDA kernels decode one value at a time (math::decode_row_element) and
+// encode a row per thread (math::encode_row); the CPU codec decodes whole
+// groups and may use F16C. Both must give the same bytes and the same floats,
+// bit for bit, or the GPU would not run what these tests check.
+void TestKvFormats::device_decoders_match_the_cpu_codec_data() {
+    QTest::addColumn<KvFormat>("format");
+    QTest::addColumn<int>("head_dim");
+    for (const KvFormat format : kv::all_kv_formats()) {
+        for (const int d : {32, 64, 128}) {
+            QTest::newRow(
+                qPrintable(QString("%1 d%2").arg(kv::kv_format_name(format).data()).arg(d)))
+                << format << d;
+        }
+    }
+}
+
+void TestKvFormats::device_decoders_match_the_cpu_codec() {
+    QFETCH(KvFormat, format);
+    QFETCH(int, head_dim);
+    const int rows = 7;
+    const std::int64_t row_bytes = kv::kv_row_bytes(format, head_dim, false);
+    QVERIFY(row_bytes > 0);
+    const std::vector<float> values = random_values(static_cast<std::size_t>(rows) * head_dim,
+                                                    77u + static_cast<unsigned>(head_dim));
+    std::vector<std::byte> cpu_bytes(static_cast<std::size_t>(rows * row_bytes));
+    std::vector<std::uint8_t> device_bytes(cpu_bytes.size(), 0xAB); // poisoned
+    for (int r = 0; r < rows; ++r) {
+        cpu::encode_kv_row(format, values.data() + r * head_dim, head_dim,
+                           cpu_bytes.data() + r * row_bytes);
+        math::encode_row(format, values.data() + r * head_dim, head_dim,
+                         device_bytes.data() + r * row_bytes);
+    }
+    QVERIFY2(std::memcmp(cpu_bytes.data(), device_bytes.data(), cpu_bytes.size()) == 0,
+             "the row encoder the kernels run wrote other bytes than the CPU codec");
+
+    std::vector<float> cpu_values(values.size());
+    cpu::decode_kv_rows(format, cpu_bytes.data(), rows, head_dim, cpu_values.data());
+    for (int r = 0; r < rows; ++r) {
+        for (int i = 0; i < head_dim; ++i) {
+            const float device_value =
+                math::decode_row_element(format, device_bytes.data() + r * row_bytes, head_dim, i);
+            const float cpu_value = cpu_values[static_cast<std::size_t>(r * head_dim + i)];
+            if (std::memcmp(&device_value, &cpu_value, sizeof(float)) != 0) {
+                QFAIL(qPrintable(QString("row %1 value %2: element decoder %3, CPU %4")
+                                     .arg(r)
+                                     .arg(i)
+                                     .arg(double(device_value))
+                                     .arg(double(cpu_value))));
+            }
+        }
+    }
+}
+
+void TestKvFormats::device_kivi_key_decoder_matches_the_cpu_codec() {
+    for (const int bits : {4, 2}) {
+        const int block = 16;
+        const int d = 64;
+        const std::vector<float> tile =
+            random_values(static_cast<std::size_t>(block) * d, 5u + bits);
+        const KvFormat format = bits == 4 ? KvFormat::kivi4 : KvFormat::kivi2;
+        std::vector<std::byte> bytes(
+            static_cast<std::size_t>(kv::kv_head_block_bytes(format, block, d, true)));
+        cpu::encode_kivi_keys(bits, tile.data(), block, d, bytes.data());
+        // The kernels' order: every channel's header first, then the code
+        // bytes one by one, each by its own thread.
+        std::vector<std::uint8_t> device(bytes.size(), 0xCD);
+        for (int c = 0; c < d; ++c) {
+            math::encode_kivi_key_channel(bits, tile.data(), block, d, c, device.data());
+        }
+        for (int b = block * d * bits / 8 - 1; b >= 0; --b) { // any order must do
+            math::encode_kivi_key_byte(bits, tile.data(), d, b / (d * bits / 8), b % (d * bits / 8),
+                                       device.data());
+        }
+        QVERIFY(std::memcmp(bytes.data(), device.data(), bytes.size()) == 0);
+        std::vector<float> cpu_values(tile.size());
+        cpu::decode_kivi_keys(bits, bytes.data(), block, d, 0, block, cpu_values.data());
+        for (int t = 0; t < block; ++t) {
+            for (int c = 0; c < d; ++c) {
+                QCOMPARE(math::decode_kivi_key_element(bits, device.data(), d, t, c),
+                         cpu_values[static_cast<std::size_t>(t * d + c)]);
+            }
+        }
+    }
+}
+
+// RoPE's angles, shared by the CPU ops and the CUDA kernel, against long
+// double: within fp32 rounding of the true cos and sin at long positions.
+void TestKvFormats::rope_angles_match_a_double_reference() {
+    for (const int position : {0, 1, 17, 4095, 8191, 131071}) {
+        for (const int pair : {0, 1, 15, 31}) {
+            const math::RopeCosSin angle = math::rope_cos_sin(position, pair, 64, 100000.0f);
+            const long double freq = std::pow(100000.0L, -2.0L * pair / 64.0L);
+            const long double theta = position * freq;
+            QVERIFY(std::fabs(angle.cos - static_cast<float>(std::cos(theta))) <= 1e-6f);
+            QVERIFY(std::fabs(angle.sin - static_cast<float>(std::sin(theta))) <= 1e-6f);
+        }
+    }
 }
 
 QTEST_GUILESS_MAIN(TestKvFormats)

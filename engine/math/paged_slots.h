@@ -1,0 +1,35 @@
+// Where a cache entry lives in the paged KV pool. A slot is
+// block * block_size + offset; each layer's K (and V) plane is laid out as
+// (num_blocks, kv_heads, head_block_bytes). The CPU KV store and the CUDA
+// kernels address the pool through these, so both read the same bytes.
+#pragma once
+
+#include "engine/math/host_device.h"
+
+#include <cstdint>
+
+namespace kvscope::math {
+
+struct SlotAddress {
+    std::int32_t block;
+    int offset; // token within the block
+};
+
+KVSCOPE_HD inline SlotAddress slot_address(std::int32_t slot, int block_size) {
+    return {slot / block_size, slot % block_size};
+}
+
+// Byte offset of (block, head) within one plane.
+KVSCOPE_HD inline std::int64_t head_block_offset(std::int32_t block, int head, int kv_heads,
+                                                 std::int64_t head_block_bytes) {
+    return (static_cast<std::int64_t>(block) * kv_heads + head) * head_block_bytes;
+}
+
+// The physical block holding a sequence's cache entry `entry`, from its block
+// table (the sequence's blocks in order).
+KVSCOPE_HD inline std::int32_t block_of_entry(const std::int32_t* table, std::int32_t entry,
+                                              int block_size) {
+    return table[entry / block_size];
+}
+
+} // namespace kvscope::math

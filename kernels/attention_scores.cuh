@@ -1,0 +1,80 @@
+// Device helpers the attention and the attention-capture kernels share: the
+// scores of one split of one token's context for the query heads of one KV
+// head group, computed the same way by both.
+#pragma once
+
+#include "kernels/kv_entry.cuh"
+#include "kernels/paged_attention.cuh"
+
+#include <cstddef>
+
+namespace kvscope::kernels {
+
+inline constexpr int kAttentionThreads = 128;
+inline constexpr int kWarps = kAttentionThreads / 32;
+
+__device__ inline float warp_sum(float x) {
+    for (int offset = 16; offset > 0; offset /= 2) {
+        x += __shfl_xor_sync(0xffffffffu, x, offset);
+    }
+    return x;
+}
+__device__ inline float warp_max(float x) {
+    for (int offset = 16; offset > 0; offset /= 2) {
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+    }
+    return x;
+}
+
+// Dynamic shared memory of one (token, KV head, split) block:
+//   q      (group, head_dim)     the group's queries
+//   key    (warps, head_dim)     one decoded key per warp
+//   scores (group, kAttentionSplit) scores, then exp(score - max)
+__host__ __device__ inline std::size_t split_shared_floats(int group, int head_dim) {
+    return static_cast<std::size_t>(group) * head_dim +
+           static_cast<std::size_t>(kWarps) * head_dim +
+           static_cast<std::size_t>(group) * kAttentionSplit;
+}
+
+// Scores of the split's entries for every query head of the group, into
+// `scores`: each warp decodes one key at a time (once for all the group's
+// heads), then reduces a dot product per head.
+__device__ inline void split_scores(const PagedKvView& cache, const std::int32_t* table,
+                                    int kv_head, int begin, int n, const float* q_s, float* key_s,
+                                    float* scores, int group, float scale) {
+    const int d = cache.head_dim;
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    float* key = key_s + warp * d;
+    for (int j = warp; j < n; j += kWarps) {
+        const int entry = begin + j;
+        const std::int32_t block = math::block_of_entry(table, entry, cache.block_size);
+        const int offset = entry % cache.block_size;
+        for (int i = lane; i < d; i += 32) {
+            key[i] = kv_entry_value(cache, true, block, offset, kv_head, i);
+        }
+        __syncwarp();
+        for (int g = 0; g < group; ++g) {
+            float partial = 0.0f;
+            for (int i = lane; i < d; i += 32) {
+                partial += q_s[g * d + i] * key[i];
+            }
+            partial = warp_sum(partial);
+            if (lane == 0) {
+                scores[g * kAttentionSplit + j] = partial * scale;
+            }
+        }
+        __syncwarp();
+    }
+}
+
+// Loads the group's queries of token t into shared memory.
+__device__ inline void load_queries(const float* q, int token, int heads, int first_head, int group,
+                                    int d, float* q_s) {
+    const float* src = q + (static_cast<std::int64_t>(token) * heads + first_head) * d;
+    for (int i = threadIdx.x; i < group * d; i += blockDim.x) {
+        q_s[i] = src[i];
+    }
+}
+
+} // namespace kvscope::kernels

@@ -1,0 +1,173 @@
+#include "kernels/attention_scores.cuh"
+#include "kernels/cuda_check.cuh"
+#include "kernels/nvtx_range.cuh"
+#include "kernels/paged_attention.cuh"
+
+#include <cfloat>
+#include <stdexcept>
+
+namespace kvscope::kernels {
+
+std::size_t AttentionWorkspace::floats(int tokens, int heads, int max_splits, int head_dim) {
+    const std::size_t rows = static_cast<std::size_t>(tokens) * heads;
+    return rows * max_splits * (static_cast<std::size_t>(head_dim) + 2) + rows * 2;
+}
+
+AttentionWorkspace AttentionWorkspace::carve(float* base, int tokens, int heads, int max_splits,
+                                             int head_dim) {
+    const std::size_t rows = static_cast<std::size_t>(tokens) * heads;
+    AttentionWorkspace w;
+    w.partial_out = base;
+    w.partial_max = w.partial_out + rows * max_splits * head_dim;
+    w.partial_sum = w.partial_max + rows * max_splits;
+    w.lse_max = w.partial_sum + rows * max_splits;
+    w.lse_sum = w.lse_max + rows;
+    return w;
+}
+
+// ---- Kernels ------------------------------------------------------------------
+
+namespace {
+
+constexpr int kThreads = kAttentionThreads;
+
+// Grid (tokens, kv_heads, splits). One split of one token's context for one
+// KV head: unnormalised output, maximum and sum per query head of the group.
+__global__ void attention_split_kernel(PagedKvView cache, DeviceBatchView batch,
+                                       const float* __restrict__ q, int heads, float scale,
+                                       int max_splits, AttentionWorkspace workspace) {
+    extern __shared__ float shared[];
+    const int token = blockIdx.x;
+    const int kv_head = blockIdx.y;
+    const int split = blockIdx.z;
+    const int d = cache.head_dim;
+    const int group = heads / cache.kv_heads;
+    const int first_head = kv_head * group;
+    const int context = batch.cache_positions[token] + 1;
+    const int begin = split * kAttentionSplit;
+    if (begin >= context) {
+        return; // the merge reads only the splits a token's context has
+    }
+    const int n = min(kAttentionSplit, context - begin);
+    const int seq = batch.sequence_of[token];
+    const std::int32_t* table = batch.block_tables + batch.block_table_offsets[seq];
+
+    float* q_s = shared;
+    float* key_s = q_s + group * d;
+    float* scores = key_s + kWarps * d;
+    load_queries(q, token, heads, first_head, group, d, q_s);
+    __syncthreads();
+    split_scores(cache, table, kv_head, begin, n, q_s, key_s, scores, group, scale);
+    __syncthreads();
+
+    // Softmax pieces per query head: a warp per head.
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    for (int g = warp; g < group; g += kWarps) {
+        float* s = scores + g * kAttentionSplit;
+        float m = -FLT_MAX;
+        for (int j = lane; j < n; j += 32) {
+            m = fmaxf(m, s[j]);
+        }
+        m = warp_max(m);
+        float total = 0.0f;
+        for (int j = lane; j < n; j += 32) {
+            s[j] = expf(s[j] - m);
+            total += s[j];
+        }
+        total = warp_sum(total);
+        if (lane == 0) {
+            const std::size_t at =
+                (static_cast<std::size_t>(token) * heads + first_head + g) * max_splits + split;
+            workspace.partial_max[at] = m;
+            workspace.partial_sum[at] = total;
+        }
+    }
+    __syncthreads();
+
+    // Weighted values: a thread per (head of the group, dimension).
+    for (int o = threadIdx.x; o < group * d; o += blockDim.x) {
+        const int g = o / d;
+        const int i = o % d;
+        const float* p = scores + g * kAttentionSplit;
+        float acc = 0.0f;
+        for (int j = 0; j < n; ++j) {
+            const int entry = begin + j;
+            const std::int32_t block = math::block_of_entry(table, entry, cache.block_size);
+            acc += p[j] * kv_entry_value(cache, false, block, entry % cache.block_size, kv_head, i);
+        }
+        const std::size_t at =
+            (static_cast<std::size_t>(token) * heads + first_head + g) * max_splits + split;
+        workspace.partial_out[at * d + i] = acc;
+    }
+}
+
+// Grid (tokens, heads): merges a token's splits for one query head, rescaling
+// each to the common maximum (as the CPU merges its segments).
+__global__ void attention_merge_kernel(DeviceBatchView batch, int heads, int head_dim,
+                                       int max_splits, AttentionWorkspace workspace,
+                                       float* __restrict__ out) {
+    const int token = blockIdx.x;
+    const int head = blockIdx.y;
+    const int splits = (batch.cache_positions[token] + kAttentionSplit) / kAttentionSplit;
+    const std::size_t row = static_cast<std::size_t>(token) * heads + head;
+    const float* maxes = workspace.partial_max + row * max_splits;
+    const float* sums = workspace.partial_sum + row * max_splits;
+    float m = maxes[0];
+    for (int s = 1; s < splits; ++s) {
+        m = fmaxf(m, maxes[s]);
+    }
+    float total = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+        total += sums[s] * expf(maxes[s] - m);
+    }
+    const float inverse = 1.0f / total;
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < splits; ++s) {
+            acc +=
+                expf(maxes[s] - m) * workspace.partial_out[(row * max_splits + s) * head_dim + i];
+        }
+        out[row * head_dim + i] = acc * inverse;
+    }
+    if (threadIdx.x == 0) {
+        workspace.lse_max[row] = m;
+        workspace.lse_sum[row] = total;
+    }
+}
+
+} // namespace
+
+// ---- Launcher -----------------------------------------------------------------
+
+void launch_paged_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
+                            int heads, float scale, int max_context,
+                            const AttentionWorkspace& workspace, float* out, cudaStream_t stream) {
+    NvtxRange range("paged_attention");
+    if (batch.tokens <= 0 || max_context <= 0) {
+        return;
+    }
+    if (cache.kv_heads <= 0 || heads % cache.kv_heads != 0) {
+        throw std::invalid_argument("paged attention: query heads must be a multiple of KV heads");
+    }
+    const int group = heads / cache.kv_heads;
+    const int max_splits = (max_context + kAttentionSplit - 1) / kAttentionSplit;
+    const std::size_t shared_bytes = split_shared_floats(group, cache.head_dim) * sizeof(float);
+    if (shared_bytes > 48 * 1024) { // above the default: opt in (large groups, MQA)
+        KVSCOPE_CUDA_CHECK(cudaFuncSetAttribute(attention_split_kernel,
+                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                static_cast<int>(shared_bytes)));
+    }
+    const dim3 grid(static_cast<unsigned>(batch.tokens), static_cast<unsigned>(cache.kv_heads),
+                    static_cast<unsigned>(max_splits));
+    attention_split_kernel<<<grid, kThreads, shared_bytes, stream>>>(cache, batch, q, heads, scale,
+                                                                     max_splits, workspace);
+    KVSCOPE_CHECK_LAUNCH("attention_split_kernel");
+    const dim3 merge_grid(static_cast<unsigned>(batch.tokens), static_cast<unsigned>(heads));
+    const int merge_threads = cache.head_dim < 128 ? cache.head_dim : 128;
+    attention_merge_kernel<<<merge_grid, merge_threads, 0, stream>>>(batch, heads, cache.head_dim,
+                                                                     max_splits, workspace, out);
+    KVSCOPE_CHECK_LAUNCH("attention_merge_kernel");
+}
+
+} // namespace kvscope::kernels

@@ -1,0 +1,39 @@
+// Causal attention of a step's query tokens over their sequences' paged KV
+// cache, every KV format, prefill chunks and decodes alike: token t attends
+// over cache entries 0..cache_positions[t] of its sequence (prefix-cached
+// blocks and this step's new entries, already appended). Grouped-query: a
+// thread block reads each KV head once for all of its query heads. Split-K
+// (flash-decoding): contexts longer than kAttentionSplit entries are cut into
+// splits attended in parallel and merged.
+#pragma once
+
+#include "kernels/paged_kv_view.cuh"
+
+#include <cstddef>
+#include <cuda_runtime_api.h>
+
+namespace kvscope::kernels {
+
+inline constexpr int kAttentionSplit = 256; // cache entries per split (as the CPU's segments)
+
+// Scratch the launcher needs, sized by the caller once per shape bucket.
+struct AttentionWorkspace {
+    float* partial_out = nullptr; // (tokens, heads, max_splits, head_dim)
+    float* partial_max = nullptr; // (tokens, heads, max_splits)
+    float* partial_sum = nullptr; // (tokens, heads, max_splits)
+    float* lse_max = nullptr;     // (tokens, heads): the merged maximum ...
+    float* lse_sum = nullptr;     // ... and sum of exp(score - maximum), for the capture
+
+    static std::size_t floats(int tokens, int heads, int max_splits, int head_dim);
+    // Points the five arrays into `base` (floats(...) floats).
+    static AttentionWorkspace carve(float* base, int tokens, int heads, int max_splits,
+                                    int head_dim);
+};
+
+// q, out: (tokens, heads, head_dim). max_context: the longest cache_positions
+// + 1 of the batch (sets the number of splits). scale: 1 / sqrt(head_dim).
+void launch_paged_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
+                            int heads, float scale, int max_context,
+                            const AttentionWorkspace& workspace, float* out, cudaStream_t stream);
+
+} // namespace kvscope::kernels

@@ -1,0 +1,36 @@
+#include "kernels/cuda_check.cuh"
+#include "kernels/nvtx_range.cuh"
+#include "kernels/residual_add.cuh"
+
+namespace kvscope::kernels {
+
+// ---- Kernels ------------------------------------------------------------------
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void residual_add_kernel(float* __restrict__ x, const float* __restrict__ y,
+                                    std::int64_t count) {
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+         i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        x[i] += y[i];
+    }
+}
+
+} // namespace
+
+// ---- Launcher -----------------------------------------------------------------
+
+void launch_residual_add(float* x, const float* y, std::int64_t count, cudaStream_t stream) {
+    NvtxRange range("residual_add");
+    if (count <= 0) {
+        return;
+    }
+    const std::int64_t blocks = (count + kThreads - 1) / kThreads;
+    residual_add_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), kThreads, 0,
+                          stream>>>(x, y, count);
+    KVSCOPE_CHECK_LAUNCH("residual_add_kernel");
+}
+
+} // namespace kvscope::kernels

@@ -1,0 +1,57 @@
+#include "kernels/cuda_check.cuh"
+#include "kernels/nvtx_range.cuh"
+#include "kernels/to_half.cuh"
+
+namespace kvscope::kernels {
+
+// ---- Kernels ------------------------------------------------------------------
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void to_half_kernel(const float* __restrict__ in, __half* __restrict__ out,
+                               std::int64_t count) {
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+         i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        out[i] = __float2half_rn(in[i]);
+    }
+}
+
+// One block per gathered row.
+__global__ void gather_rows_kernel(const float* __restrict__ in,
+                                   const std::int32_t* __restrict__ rows, int width,
+                                   float* __restrict__ out) {
+    const float* src = in + static_cast<std::int64_t>(rows[blockIdx.x]) * width;
+    float* dst = out + static_cast<std::int64_t>(blockIdx.x) * width;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) {
+        dst[i] = src[i];
+    }
+}
+
+} // namespace
+
+// ---- Launchers ----------------------------------------------------------------
+
+void launch_to_half(const float* in, __half* out, std::int64_t count, cudaStream_t stream) {
+    NvtxRange range("to_half");
+    if (count <= 0) {
+        return;
+    }
+    const std::int64_t blocks = (count + kThreads - 1) / kThreads;
+    to_half_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), kThreads, 0, stream>>>(
+        in, out, count);
+    KVSCOPE_CHECK_LAUNCH("to_half_kernel");
+}
+
+void launch_gather_rows(const float* in, const std::int32_t* rows, int count, int width, float* out,
+                        cudaStream_t stream) {
+    NvtxRange range("gather_rows");
+    if (count <= 0 || width <= 0) {
+        return;
+    }
+    gather_rows_kernel<<<count, kThreads, 0, stream>>>(in, rows, width, out);
+    KVSCOPE_CHECK_LAUNCH("gather_rows_kernel");
+}
+
+} // namespace kvscope::kernels
