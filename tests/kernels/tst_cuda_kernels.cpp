@@ -1,0 +1,750 @@
+// Every CUDA kernel against the CPU implementation it stands in for, on random
+// inputs of several shapes, with every device output poisoned before the
+// launch so a kernel that skips elements cannot pass. KV formats: the bytes a
+// kernel writes must equal the CPU codec's exactly; attention outputs agree to
+// fp32 summation-order error. Skips where no GPU is present.
+#include "engine/cpu/kv_store.h"
+#include "engine/cpu/ops.h"
+#include "engine/cpu/paged_attention.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/gpu_devices.h"
+#include "engine/kv/kv_format.h"
+#include "engine/runner/forward_batch.h"
+#include "engine/sampling/sampler.h"
+#include "engine/util/half.h"
+#include "kernels/attention_capture.cuh"
+#include "kernels/copy_slots.cuh"
+#include "kernels/embedding.cuh"
+#include "kernels/kv_append.cuh"
+#include "kernels/paged_attention.cuh"
+#include "kernels/residual_add.cuh"
+#include "kernels/rope.cuh"
+#include "kernels/sampling.cuh"
+#include "kernels/swiglu.cuh"
+#include "kernels/to_half.cuh"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cuda_runtime_api.h>
+#include <map>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include <QTest>
+
+using namespace kvscope;
+using kv::KvFormat;
+
+Q_DECLARE_METATYPE(kvscope::kv::KvFormat)
+
+namespace {
+
+void cuda_ok(cudaError_t code, const char* what) {
+    if (code != cudaSuccess) {
+        throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(code));
+    }
+}
+
+// A device array filled with 0xFF bytes (NaN as floats) until written.
+template <typename T>
+class DeviceArray {
+public:
+    explicit DeviceArray(std::size_t count)
+        : count_(std::max<std::size_t>(count, 1)) {
+        cuda_ok(cudaMalloc(reinterpret_cast<void**>(&data_), count_ * sizeof(T)), "cudaMalloc");
+        cuda_ok(cudaMemset(data_, 0xff, count_ * sizeof(T)), "cudaMemset");
+    }
+    explicit DeviceArray(const std::vector<T>& host)
+        : DeviceArray(host.size()) {
+        upload(host);
+    }
+    DeviceArray(const DeviceArray&) = delete;
+    DeviceArray& operator=(const DeviceArray&) = delete;
+    ~DeviceArray() { cudaFree(data_); }
+
+    T* get() const { return data_; }
+    void upload(const std::vector<T>& host) {
+        cuda_ok(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
+                "upload");
+    }
+    void zero() { cuda_ok(cudaMemset(data_, 0, count_ * sizeof(T)), "cudaMemset"); }
+    std::vector<T> download(std::size_t count) const {
+        cuda_ok(cudaDeviceSynchronize(), "kernel");
+        std::vector<T> host(count);
+        cuda_ok(cudaMemcpy(host.data(), data_, count * sizeof(T), cudaMemcpyDeviceToHost),
+                "download");
+        return host;
+    }
+
+private:
+    T* data_ = nullptr;
+    std::size_t count_ = 0;
+};
+
+std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float spread = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, spread);
+    std::vector<float> values(n);
+    for (float& v : values) {
+        v = normal(rng);
+    }
+    return values;
+}
+
+// Largest |a - b| over the largest |b|: the error relative to the output's scale.
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+    double worst = 0.0;
+    double scale = 1e-30;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        if (!std::isfinite(a[i])) {
+            return INFINITY;
+        }
+        worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+        scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+    }
+    return worst / scale;
+}
+
+// One sequence of a test batch: `cached` entries already in the cache, `fresh`
+// new tokens this step.
+struct SequenceShape {
+    int cached;
+    int fresh;
+};
+
+struct TestGeometry {
+    int heads;
+    int kv_heads;
+    int head_dim;
+    int block_size;
+    int num_blocks;
+};
+
+// The batches that fill a sequence set's cache: `history` writes the cached
+// entries, `step` the fresh tokens (the one attention runs over). Blocks are
+// taken from a shuffled pool, so tables are not contiguous.
+struct TestBatches {
+    runner::ForwardBatch history;
+    runner::ForwardBatch step;
+};
+
+TestBatches make_batches(const std::vector<SequenceShape>& shapes, const TestGeometry& g,
+                         std::uint32_t seed, std::int32_t capture_from = INT32_MAX) {
+    std::vector<kv::BlockId> pool(static_cast<std::size_t>(g.num_blocks));
+    std::iota(pool.begin(), pool.end(), 0);
+    std::mt19937 rng(seed);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    std::size_t next = 0;
+    std::vector<kv::SequenceBlocks> blocks(shapes.size());
+    std::vector<std::vector<std::int32_t>> history_tokens(shapes.size());
+    std::vector<std::vector<std::int32_t>> step_tokens(shapes.size());
+    for (std::size_t s = 0; s < shapes.size(); ++s) {
+        const int total = shapes[s].cached + shapes[s].fresh;
+        for (int b = 0; b < (total + g.block_size - 1) / g.block_size; ++b) {
+            blocks[s].block_table.push_back(pool.at(next++));
+        }
+        history_tokens[s].assign(static_cast<std::size_t>(shapes[s].cached), 1);
+        step_tokens[s].assign(static_cast<std::size_t>(shapes[s].fresh), 1);
+    }
+    TestBatches batches;
+    std::vector<runner::SequenceStep> steps;
+    for (std::size_t s = 0; s < shapes.size(); ++s) {
+        if (shapes[s].cached > 0) {
+            runner::SequenceStep step;
+            step.blocks = &blocks[s];
+            step.tokens = history_tokens[s];
+            steps.push_back(step);
+        }
+    }
+    batches.history = runner::build_forward_batch(steps, g.block_size);
+    steps.clear();
+    for (std::size_t s = 0; s < shapes.size(); ++s) {
+        blocks[s].length = shapes[s].cached;
+        runner::SequenceStep step;
+        step.blocks = &blocks[s];
+        step.tokens = step_tokens[s];
+        step.capture_attention_from = capture_from;
+        steps.push_back(step);
+    }
+    batches.step = runner::build_forward_batch(steps, g.block_size);
+    return batches;
+}
+
+// The device copy of a one-layer KV pool, its KIVI open blocks and a batch.
+struct DevicePool {
+    DevicePool(const cpu::KvStore& store, const TestGeometry& g)
+        : keys(static_cast<std::size_t>(plane_bytes(store, true)))
+        , values(static_cast<std::size_t>(plane_bytes(store, false)))
+        , open(static_cast<std::size_t>(g.num_blocks) * 2 * g.kv_heads * g.block_size * g.head_dim)
+        , write_slot(static_cast<std::size_t>(g.num_blocks))
+        , read_slot(static_cast<std::size_t>(g.num_blocks)) {
+        view.layer = 0;
+        view.kv_heads = g.kv_heads;
+        view.head_dim = g.head_dim;
+        view.block_size = g.block_size;
+        view.num_blocks = g.num_blocks;
+        const kv::KvCacheFormat format = store.format();
+        view.keys = {keys.get(), format.key,
+                     kv::kv_head_block_bytes(format.key, g.block_size, g.head_dim, true),
+                     kv::kv_row_bytes(format.key, g.head_dim, true)};
+        view.values = {values.get(), format.value,
+                       kv::kv_head_block_bytes(format.value, g.block_size, g.head_dim, false),
+                       kv::kv_row_bytes(format.value, g.head_dim, false)};
+        view.open.data = open.get();
+        view.open.write_slot = write_slot.get();
+        view.open.read_slot = read_slot.get();
+        view.open.layers = 1;
+        // Open slot b for block b: simple, and every block may be open.
+        std::vector<std::int32_t> identity(static_cast<std::size_t>(g.num_blocks));
+        std::iota(identity.begin(), identity.end(), 0);
+        write_slot.upload(identity);
+        read_slot.upload(identity);
+    }
+
+    static std::int64_t plane_bytes(const cpu::KvStore& store, bool is_key) {
+        const cpu::KvGeometry& g = store.geometry();
+        const kv::KvFormat format = is_key ? store.format().key : store.format().value;
+        return std::int64_t{g.num_blocks} * g.kv_heads *
+               kv::kv_head_block_bytes(format, g.block_size, g.head_dim, is_key);
+    }
+
+    // Copies the CPU store's bytes and open blocks (the read slots of blocks
+    // without one become -1, as the backend's would).
+    void mirror(cpu::KvStore& store) {
+        const cpu::LayerKvView layer = store.layer(0);
+        const auto copy_plane = [&](const cpu::KvPlane& plane, DeviceArray<std::uint8_t>& dst,
+                                    bool is_key) {
+            const auto bytes = static_cast<std::size_t>(plane_bytes(store, is_key));
+            cuda_ok(cudaMemcpy(dst.get(), plane.data, bytes, cudaMemcpyHostToDevice), "mirror");
+        };
+        copy_plane(layer.keys, keys, true);
+        copy_plane(layer.values, values, false);
+        const cpu::KvGeometry& g = store.geometry();
+        const std::size_t per_head = static_cast<std::size_t>(g.block_size) * g.head_dim;
+        std::vector<float> tiles(static_cast<std::size_t>(g.num_blocks) * 2 * g.kv_heads *
+                                 per_head);
+        std::vector<std::int32_t> read(static_cast<std::size_t>(g.num_blocks), -1);
+        for (int block = 0; block < g.num_blocks; ++block) {
+            for (const bool is_key : {true, false}) {
+                const float* open_copy = store.open_block(block, 0, is_key);
+                if (open_copy == nullptr) {
+                    continue;
+                }
+                read[static_cast<std::size_t>(block)] = block;
+                std::copy(open_copy, open_copy + g.kv_heads * per_head,
+                          tiles.begin() +
+                              static_cast<std::ptrdiff_t>(
+                                  (static_cast<std::size_t>(block) * 2 + (is_key ? 0 : 1)) *
+                                  g.kv_heads * per_head));
+            }
+        }
+        open.upload(tiles);
+        read_slot.upload(read);
+    }
+
+    DeviceArray<std::uint8_t> keys;
+    DeviceArray<std::uint8_t> values;
+    DeviceArray<float> open;
+    DeviceArray<std::int32_t> write_slot;
+    DeviceArray<std::int32_t> read_slot;
+    kernels::PagedKvView view;
+};
+
+// A ForwardBatch's arrays on the device.
+struct DeviceBatch {
+    explicit DeviceBatch(const runner::ForwardBatch& b)
+        : token_ids(b.token_ids)
+        , positions(b.positions)
+        , cache_positions(b.cache_positions)
+        , slot_mapping(b.slot_mapping)
+        , sequence_of(b.sequence_of)
+        , block_table_offsets(b.block_table_offsets)
+        , block_tables(b.block_tables)
+        , capture_from(b.capture_attention_from)
+        , capture_offsets(capture_offsets_of(b)) {
+        view.tokens = static_cast<int>(b.token_count());
+        view.sequences = static_cast<int>(b.sequence_count());
+        view.token_ids = token_ids.get();
+        view.positions = positions.get();
+        view.cache_positions = cache_positions.get();
+        view.slot_mapping = slot_mapping.get();
+        view.sequence_of = sequence_of.get();
+        view.block_table_offsets = block_table_offsets.get();
+        view.block_tables = block_tables.get();
+        view.capture_attention_from = capture_from.get();
+        view.capture_offsets = capture_offsets.get();
+    }
+    static std::vector<std::int64_t> capture_offsets_of(const runner::ForwardBatch& b) {
+        std::vector<std::int64_t> offsets{0};
+        for (const std::int32_t length : b.context_lengths) {
+            offsets.push_back(offsets.back() + length);
+        }
+        return offsets;
+    }
+
+    DeviceArray<std::int32_t> token_ids, positions, cache_positions, slot_mapping, sequence_of,
+        block_table_offsets, block_tables, capture_from;
+    DeviceArray<std::int64_t> capture_offsets;
+    kernels::DeviceBatchView view;
+};
+
+int max_context(const runner::ForwardBatch& b) {
+    int longest = 0;
+    for (const std::int32_t c : b.cache_positions) {
+        longest = std::max(longest, c + 1);
+    }
+    return longest;
+}
+
+std::vector<std::uint8_t> plane_bytes_of(const cpu::KvPlane& plane, std::int64_t bytes) {
+    const auto* begin = reinterpret_cast<const std::uint8_t*>(plane.data);
+    return {begin, begin + bytes};
+}
+
+const std::vector<SequenceShape> kMixedBatch = {
+    {0, 37},   // a prefill from nothing
+    {700, 1},  // a decode over three attention splits
+    {300, 20}, // a chunk over prefix-cached blocks
+    {15, 2},   // a decode that fills a block and opens the next
+};
+
+} // namespace
+
+class TestCudaKernels : public QObject {
+    Q_OBJECT
+
+private slots:
+    void initTestCase();
+    void elementwise_ops_match_the_cpu();
+    void rope_matches_the_cpu();
+    void embedding_gather_matches_the_table();
+    void kv_append_writes_the_cpu_codec_bytes_data();
+    void kv_append_writes_the_cpu_codec_bytes();
+    void paged_attention_matches_the_cpu_data();
+    void paged_attention_matches_the_cpu();
+    void attention_capture_matches_the_cpu();
+    void copy_slot_rows_match_the_cpu_store();
+    void sampling_matches_the_cpu_sampler();
+};
+
+void TestCudaKernels::initTestCase() {
+    const GpuInventory gpus = query_gpu_devices();
+    if (gpus.devices.empty()) {
+        QSKIP(qPrintable("no CUDA GPU here (" + QString::fromStdString(gpus.unavailable_reason) +
+                         "): CUDA kernel tests skipped"));
+    }
+}
+
+void TestCudaKernels::elementwise_ops_match_the_cpu() {
+    const std::int64_t n = 100'003; // not a multiple of any block size
+    const std::vector<float> a = random_floats(static_cast<std::size_t>(n), 1, 3.0f);
+    const std::vector<float> b = random_floats(static_cast<std::size_t>(n), 2);
+
+    std::vector<float> cpu_gate = a;
+    cpu::silu_mul(cpu_gate.data(), b.data(), n);
+    DeviceArray<float> gate(a), up(b);
+    kernels::launch_silu_mul(gate.get(), up.get(), n, nullptr);
+    QVERIFY(relative_error(gate.download(a.size()), cpu_gate) < 1e-6);
+
+    std::vector<float> cpu_sum = a;
+    cpu::add_in_place(cpu_sum.data(), b.data(), n);
+    DeviceArray<float> x(a);
+    kernels::launch_residual_add(x.get(), up.get(), n, nullptr);
+    QCOMPARE(x.download(a.size()), cpu_sum);
+
+    DeviceArray<__half> halves(a.size());
+    DeviceArray<float> source(a);
+    kernels::launch_to_half(source.get(), halves.get(), n, nullptr);
+    const std::vector<__half> got = halves.download(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        const __half_raw raw = got[i];
+        QCOMPARE(raw.x, fp32_to_fp16(a[i])); // both round to nearest even
+    }
+
+    const std::vector<std::int32_t> rows = {5, 0, 99, 5};
+    const int width = 1000;
+    DeviceArray<std::int32_t> d_rows(rows);
+    DeviceArray<float> gathered(rows.size() * width);
+    kernels::launch_gather_rows(source.get(), d_rows.get(), static_cast<int>(rows.size()), width,
+                                gathered.get(), nullptr);
+    const std::vector<float> picked = gathered.download(rows.size() * width);
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+        for (int i = 0; i < width; ++i) {
+            QCOMPARE(picked[r * width + static_cast<std::size_t>(i)],
+                     a[static_cast<std::size_t>(rows[r] * width + i)]);
+        }
+    }
+}
+
+void TestCudaKernels::rope_matches_the_cpu() {
+    for (const int head_dim : {64, 128}) {
+        const int tokens = 29, heads = 9, kv_heads = 3;
+        std::vector<std::int32_t> positions(tokens);
+        for (int t = 0; t < tokens; ++t) {
+            positions[static_cast<std::size_t>(t)] = t * 283; // up to ~8k
+        }
+        const std::vector<float> q = random_floats(std::size_t{tokens} * heads * head_dim, 3);
+        const std::vector<float> k = random_floats(std::size_t{tokens} * kv_heads * head_dim, 4);
+        std::vector<float> cos(std::size_t{tokens} * head_dim / 2), sin(cos.size());
+        cpu::rope_tables(positions.data(), tokens, head_dim, 100000.0f, cos.data(), sin.data());
+        std::vector<float> cpu_q = q, cpu_k = k;
+        cpu::rope_adjacent_pairs(cpu_q.data(), cos.data(), sin.data(), tokens, heads, head_dim);
+        cpu::rope_adjacent_pairs(cpu_k.data(), cos.data(), sin.data(), tokens, kv_heads, head_dim);
+        DeviceArray<float> d_q(q), d_k(k);
+        DeviceArray<std::int32_t> d_positions(positions);
+        kernels::launch_rope(d_q.get(), d_k.get(), d_positions.get(), tokens, heads, kv_heads,
+                             head_dim, 100000.0f, nullptr);
+        // Same angles (shared code, double precision); fma contraction may differ.
+        QVERIFY(relative_error(d_q.download(q.size()), cpu_q) < 1e-6);
+        QVERIFY(relative_error(d_k.download(k.size()), cpu_k) < 1e-6);
+    }
+}
+
+void TestCudaKernels::embedding_gather_matches_the_table() {
+    const int vocab = 300, hidden = 576;
+    const std::vector<float> table = random_floats(std::size_t{vocab} * hidden, 5);
+    std::vector<__half> halves(table.size());
+    for (std::size_t i = 0; i < table.size(); ++i) {
+        __half_raw raw;
+        raw.x = fp32_to_fp16(table[i]);
+        halves[i] = __half(raw);
+    }
+    const std::vector<std::int32_t> ids = {0, 299, 17, 17, 150};
+    DeviceArray<__half> d_table(halves);
+    DeviceArray<std::int32_t> d_ids(ids);
+    DeviceArray<float> out(ids.size() * hidden);
+    kernels::launch_embedding_gather(d_table.get(), d_ids.get(), static_cast<int>(ids.size()),
+                                     hidden, vocab, out.get(), nullptr);
+    const std::vector<float> got = out.download(ids.size() * hidden);
+    for (std::size_t t = 0; t < ids.size(); ++t) {
+        for (int i = 0; i < hidden; ++i) {
+            QCOMPARE(got[t * hidden + static_cast<std::size_t>(i)],
+                     fp16_to_fp32(fp32_to_fp16(table[static_cast<std::size_t>(ids[t]) * hidden +
+                                                     static_cast<std::size_t>(i)])));
+        }
+    }
+}
+
+void TestCudaKernels::kv_append_writes_the_cpu_codec_bytes_data() {
+    QTest::addColumn<KvFormat>("key_format");
+    QTest::addColumn<KvFormat>("value_format");
+    for (const KvFormat format : kv::all_kv_formats()) {
+        QTest::newRow(kv::kv_format_name(format).data()) << format << format;
+    }
+    QTest::newRow("K q8_0, V q4_0") << KvFormat::q8_0 << KvFormat::q4_0;
+    QTest::newRow("K kivi2, V f16") << KvFormat::kivi2 << KvFormat::f16;
+}
+
+void TestCudaKernels::kv_append_writes_the_cpu_codec_bytes() {
+    QFETCH(KvFormat, key_format);
+    QFETCH(KvFormat, value_format);
+    const TestGeometry g{9, 3, 64, 16, 64};
+    // Fresh sequences only: every block the device writes is written whole
+    // by this batch, so whole planes compare.
+    const TestBatches batches = make_batches({{0, 37}, {0, 16}, {0, 5}, {0, 70}}, g, 6);
+    const runner::ForwardBatch& batch = batches.step;
+    const auto tokens = static_cast<std::size_t>(batch.token_count());
+    const std::vector<float> k = random_floats(tokens * g.kv_heads * g.head_dim, 7, 2.0f);
+    const std::vector<float> v = random_floats(tokens * g.kv_heads * g.head_dim, 8);
+
+    cpu::KvStore store({1, g.kv_heads, g.head_dim, g.block_size, g.num_blocks},
+                       {key_format, value_format});
+    store.write(0, batch, k.data(), v.data());
+
+    DevicePool pool(store, g);
+    pool.keys.zero(); // the CPU store starts zeroed
+    pool.values.zero();
+    DeviceBatch d_batch(batch);
+    DeviceArray<float> d_k(k), d_v(v);
+    kernels::launch_kv_append(pool.view, d_k.get(), d_v.get(), d_batch.view.slot_mapping,
+                              d_batch.view.tokens, nullptr);
+    std::vector<std::int32_t> filled;
+    for (const std::int32_t slot : batch.slot_mapping) {
+        if (slot % g.block_size == g.block_size - 1) {
+            filled.push_back(slot / g.block_size);
+        }
+    }
+    DeviceArray<std::int32_t> d_filled(filled);
+    kernels::launch_kivi_finalize(pool.view, d_filled.get(), static_cast<int>(filled.size()),
+                                  nullptr);
+
+    const cpu::LayerKvView layer = store.layer(0);
+    const std::int64_t key_bytes = DevicePool::plane_bytes(store, true);
+    const std::int64_t value_bytes = DevicePool::plane_bytes(store, false);
+    QVERIFY(pool.keys.download(static_cast<std::size_t>(key_bytes)) ==
+            plane_bytes_of(layer.keys, key_bytes));
+    QVERIFY(pool.values.download(static_cast<std::size_t>(value_bytes)) ==
+            plane_bytes_of(layer.values, value_bytes));
+    // KIVI blocks not yet full: the open copies hold the exact rows.
+    const std::vector<float> open = pool.open.download(static_cast<std::size_t>(g.num_blocks) * 2 *
+                                                       g.kv_heads * g.block_size * g.head_dim);
+    const std::size_t per_plane = std::size_t{3} * g.block_size * g.head_dim;
+    for (int block = 0; block < g.num_blocks; ++block) {
+        for (const bool is_key : {true, false}) {
+            const float* expected = store.open_block(block, 0, is_key);
+            if (expected == nullptr) {
+                continue;
+            }
+            const float* got =
+                open.data() + (static_cast<std::size_t>(block) * 2 + (is_key ? 0 : 1)) * per_plane;
+            // Rows the batch wrote; the rest of an open block is unwritten.
+            for (std::size_t t = 0; t < tokens; ++t) {
+                const std::int32_t slot = batch.slot_mapping[t];
+                if (slot / g.block_size != block) {
+                    continue;
+                }
+                for (int h = 0; h < g.kv_heads; ++h) {
+                    const std::size_t at =
+                        (static_cast<std::size_t>(h) * g.block_size + slot % g.block_size) *
+                        g.head_dim;
+                    QVERIFY(std::equal(expected + at, expected + at + g.head_dim, got + at));
+                }
+            }
+        }
+    }
+}
+
+void TestCudaKernels::paged_attention_matches_the_cpu_data() {
+    QTest::addColumn<KvFormat>("format");
+    QTest::addColumn<int>("heads");
+    QTest::addColumn<int>("kv_heads");
+    QTest::addColumn<int>("head_dim");
+    for (const KvFormat format : kv::all_kv_formats()) {
+        QTest::newRow(
+            qPrintable(QString("%1, SmolLM2 heads").arg(kv::kv_format_name(format).data())))
+            << format << 9 << 3 << 64;
+    }
+    QTest::newRow("f16, group of 8, d128") << KvFormat::f16 << 16 << 2 << 128;
+    QTest::newRow("q4_1, multi-head (group 1)") << KvFormat::q4_1 << 4 << 4 << 64;
+    QTest::newRow("kivi4, MQA (group 12)") << KvFormat::kivi4 << 12 << 1 << 64;
+}
+
+void TestCudaKernels::paged_attention_matches_the_cpu() {
+    QFETCH(KvFormat, format);
+    QFETCH(int, heads);
+    QFETCH(int, kv_heads);
+    QFETCH(int, head_dim);
+    const TestGeometry g{heads, kv_heads, head_dim, 16, 128};
+    const TestBatches batches = make_batches(kMixedBatch, g, 9);
+    cpu::KvStore store({1, kv_heads, head_dim, g.block_size, g.num_blocks}, {format, format});
+    for (const runner::ForwardBatch* b : {&batches.history, &batches.step}) {
+        const auto n = static_cast<std::size_t>(b->token_count()) * kv_heads * head_dim;
+        const std::vector<float> k = random_floats(n, 10 + static_cast<unsigned>(n), 2.0f);
+        const std::vector<float> v = random_floats(n, 11 + static_cast<unsigned>(n));
+        store.write(0, *b, k.data(), v.data());
+    }
+    const runner::ForwardBatch& batch = batches.step;
+    const auto tokens = static_cast<std::size_t>(batch.token_count());
+    const std::vector<float> q = random_floats(tokens * heads * head_dim, 12);
+    std::vector<float> cpu_out(q.size());
+    cpu::ThreadPool threads(2);
+    cpu::paged_attention(store.layer(0), batch, q.data(), heads, cpu_out.data(), threads);
+
+    DevicePool pool(store, g);
+    pool.mirror(store);
+    DeviceBatch d_batch(batch);
+    DeviceArray<float> d_q(q), out(q.size());
+    const int context = max_context(batch);
+    const int splits = (context + kernels::kAttentionSplit - 1) / kernels::kAttentionSplit;
+    DeviceArray<float> scratch(
+        kernels::AttentionWorkspace::floats(static_cast<int>(tokens), heads, splits, head_dim));
+    const kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
+        scratch.get(), static_cast<int>(tokens), heads, splits, head_dim);
+    kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(), heads,
+                                    1.0f / std::sqrt(static_cast<float>(head_dim)), context,
+                                    workspace, out.get(), nullptr);
+    const double error = relative_error(out.download(q.size()), cpu_out);
+    qDebug("relative error %.3g", error);
+    QVERIFY2(error < 1e-4, qPrintable(QString("relative error %1").arg(error)));
+}
+
+void TestCudaKernels::attention_capture_matches_the_cpu() {
+    const TestGeometry g{9, 3, 64, 16, 128};
+    const TestBatches batches = make_batches(kMixedBatch, g, 13, /*capture_from=*/10);
+    cpu::KvStore store({1, 3, 64, 16, 128}, {KvFormat::q8_0, KvFormat::q8_0});
+    for (const runner::ForwardBatch* b : {&batches.history, &batches.step}) {
+        const auto n = static_cast<std::size_t>(b->token_count()) * 3 * 64;
+        const std::vector<float> k = random_floats(n, 14 + static_cast<unsigned>(n), 2.0f);
+        const std::vector<float> v = random_floats(n, 15 + static_cast<unsigned>(n));
+        store.write(0, *b, k.data(), v.data());
+    }
+    const runner::ForwardBatch& batch = batches.step;
+    const auto tokens = static_cast<std::size_t>(batch.token_count());
+    const std::vector<float> q = random_floats(tokens * 9 * 64, 16);
+    const std::vector<std::int64_t> offsets = DeviceBatch::capture_offsets_of(batch);
+    std::vector<float> cpu_sums(static_cast<std::size_t>(offsets.back()), 0.0f);
+    std::vector<float> cpu_out(q.size());
+    cpu::ThreadPool threads(2);
+    cpu::paged_attention(store.layer(0), batch, q.data(), 9, cpu_out.data(), threads,
+                         {cpu_sums.data(), offsets.data()});
+
+    DevicePool pool(store, g);
+    pool.mirror(store);
+    DeviceBatch d_batch(batch);
+    DeviceArray<float> d_q(q), out(q.size()), sums(cpu_sums.size());
+    sums.zero();
+    const int context = max_context(batch);
+    const int splits = (context + kernels::kAttentionSplit - 1) / kernels::kAttentionSplit;
+    DeviceArray<float> scratch(
+        kernels::AttentionWorkspace::floats(static_cast<int>(tokens), 9, splits, 64));
+    const kernels::AttentionWorkspace workspace =
+        kernels::AttentionWorkspace::carve(scratch.get(), static_cast<int>(tokens), 9, splits, 64);
+    const float scale = 1.0f / 8.0f;
+    kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(), 9, scale, context,
+                                    workspace, out.get(), nullptr);
+    kernels::launch_attention_capture(pool.view, d_batch.view, d_q.get(), 9, scale, context,
+                                      workspace, sums.get(), nullptr);
+    const double error = relative_error(sums.download(cpu_sums.size()), cpu_sums);
+    qDebug("capture relative error %.3g", error);
+    QVERIFY(error < 1e-4);
+    QVERIFY(std::any_of(cpu_sums.begin(), cpu_sums.end(), [](float s) { return s > 0.0f; }));
+}
+
+void TestCudaKernels::copy_slot_rows_match_the_cpu_store() {
+    for (const KvFormat format : {KvFormat::f16, KvFormat::q4_1, KvFormat::fp8_e4m3}) {
+        const TestGeometry g{9, 3, 64, 16, 64};
+        const TestBatches batches = make_batches({{0, 100}, {0, 40}}, g, 17);
+        cpu::KvStore store({1, 3, 64, 16, 64}, {format, format});
+        const auto n = static_cast<std::size_t>(batches.step.token_count()) * 3 * 64;
+        const std::vector<float> k = random_floats(n, 18), v = random_floats(n, 19);
+        store.write(0, batches.step, k.data(), v.data());
+        DevicePool pool(store, g);
+        pool.mirror(store);
+        // Overlapping moves, as compaction makes: 10..29 -> 5..24, and a swap.
+        std::vector<std::int32_t> from, to;
+        for (int i = 0; i < 20; ++i) {
+            from.push_back(batches.step.slot_mapping[static_cast<std::size_t>(10 + i)]);
+            to.push_back(batches.step.slot_mapping[static_cast<std::size_t>(5 + i)]);
+        }
+        from.push_back(batches.step.slot_mapping[100]);
+        to.push_back(batches.step.slot_mapping[101]);
+        from.push_back(batches.step.slot_mapping[101]);
+        to.push_back(batches.step.slot_mapping[100]);
+        store.copy_slots(from, to);
+        DeviceArray<std::int32_t> d_from(from), d_to(to);
+        DeviceArray<std::uint8_t> staging(
+            from.size() * 3 *
+            static_cast<std::size_t>(pool.view.keys.row_bytes + pool.view.values.row_bytes));
+        kernels::launch_copy_slot_rows(pool.view, d_from.get(), d_to.get(),
+                                       static_cast<int>(from.size()), staging.get(), nullptr);
+        const cpu::LayerKvView layer = store.layer(0);
+        const std::int64_t bytes = DevicePool::plane_bytes(store, true);
+        QVERIFY(pool.keys.download(static_cast<std::size_t>(bytes)) ==
+                plane_bytes_of(layer.keys, bytes));
+        QVERIFY(pool.values.download(static_cast<std::size_t>(bytes)) ==
+                plane_bytes_of(layer.values, bytes));
+    }
+}
+
+// The CPU sampler's filters (top-k, top-p, min-p on the probabilities before
+// the temperature, then the temperature), with the draw `u` given instead of
+// taken from its generator; -1 when u falls too close to a boundary for fp32
+// and double sums to be sure to agree.
+std::int32_t reference_pick(const std::vector<float>& row, const kernels::DeviceSamplingParams& p,
+                            float u) {
+    std::vector<std::int32_t> order(row.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+        return row[static_cast<std::size_t>(a)] > row[static_cast<std::size_t>(b)];
+    });
+    std::size_t keep =
+        p.top_k > 0 ? std::min(row.size(), static_cast<std::size_t>(p.top_k)) : row.size();
+    const double max_logit = row[static_cast<std::size_t>(order[0])];
+    const auto prob = [&](std::size_t i) {
+        return std::exp(row[static_cast<std::size_t>(order[i])] - max_logit);
+    };
+    if (p.top_p < 1.0f) {
+        double sum = 0;
+        for (std::size_t i = 0; i < keep; ++i) {
+            sum += prob(i);
+        }
+        double cumulative = 0;
+        for (std::size_t i = 0; i < keep; ++i) {
+            cumulative += prob(i);
+            if (std::fabs(cumulative - p.top_p * sum) < 1e-4 * sum) {
+                return -1;
+            }
+            if (cumulative >= p.top_p * sum) {
+                keep = i + 1;
+                break;
+            }
+        }
+    }
+    if (p.min_p > 0.0f) {
+        std::size_t cut = 1;
+        while (cut < keep && prob(cut) >= p.min_p) {
+            ++cut;
+        }
+        keep = cut;
+    }
+    std::vector<double> weights(keep);
+    double total = 0;
+    for (std::size_t i = 0; i < keep; ++i) {
+        weights[i] =
+            std::exp((row[static_cast<std::size_t>(order[i])] - max_logit) / p.temperature);
+        total += weights[i];
+    }
+    double cumulative = 0;
+    for (std::size_t i = 0; i < keep; ++i) {
+        cumulative += weights[i];
+        if (std::fabs(cumulative - u * total) < 1e-4 * total) {
+            return -1;
+        }
+        if (cumulative >= u * total) {
+            return order[i];
+        }
+    }
+    return order[keep - 1];
+}
+
+void TestCudaKernels::sampling_matches_the_cpu_sampler() {
+    const int rows = 6, vocab = 5000;
+    std::vector<float> logits = random_floats(std::size_t{rows} * vocab, 20, 3.0f);
+    logits[7] = logits[8] = 40.0f; // a tie at the top: the lower id wins greedily
+    const std::vector<float> uniforms = {0.05f, 0.3f, 0.5f, 0.71f, 0.9f, 0.999f};
+    DeviceArray<float> d_logits(logits), d_uniforms(uniforms);
+    DeviceArray<std::int32_t> tokens(rows);
+
+    kernels::DeviceSamplingParams greedy;
+    kernels::launch_sample(d_logits.get(), rows, vocab, greedy, d_uniforms.get(), tokens.get(),
+                           nullptr, nullptr);
+    const std::vector<std::int32_t> greedy_tokens = tokens.download(rows);
+    sampling::SamplingParams cpu_greedy;
+    cpu_greedy.temperature = 0.0f;
+    sampling::Sampler sampler(cpu_greedy);
+    for (int r = 0; r < rows; ++r) {
+        const std::span<const float> row(logits.data() + static_cast<std::size_t>(r) * vocab,
+                                         static_cast<std::size_t>(vocab));
+        QCOMPARE(greedy_tokens[static_cast<std::size_t>(r)], sampler.sample(row, {}));
+    }
+    QCOMPARE(greedy_tokens[0], 7);
+
+    const std::vector<kernels::DeviceSamplingParams> settings = {
+        {0.8f, 40, 0.95f, 0.05f}, {1.0f, 0, 1.0f, 0.0f}, {0.5f, 0, 0.9f, 0.0f},
+        {1.3f, 5, 1.0f, 0.0f},    {0.7f, 0, 1.0f, 0.1f},
+    };
+    DeviceArray<std::uint8_t> scratch(kernels::sampling_scratch_bytes(rows, vocab));
+    int compared = 0;
+    for (const kernels::DeviceSamplingParams& params : settings) {
+        kernels::launch_sample(d_logits.get(), rows, vocab, params, d_uniforms.get(), tokens.get(),
+                               scratch.get(), nullptr);
+        const std::vector<std::int32_t> picked = tokens.download(rows);
+        for (int r = 0; r < rows; ++r) {
+            const std::vector<float> row(logits.begin() + r * vocab,
+                                         logits.begin() + (r + 1) * vocab);
+            const std::int32_t expected =
+                reference_pick(row, params, uniforms[static_cast<std::size_t>(r)]);
+            if (expected >= 0) {
+                QCOMPARE(picked[static_cast<std::size_t>(r)], expected);
+                ++compared;
+            }
+        }
+    }
+    QVERIFY(compared >= 20);
+}
+
+QTEST_GUILESS_MAIN(TestCudaKernels)
+#include "tst_cuda_kernels.moc"
