@@ -4,9 +4,11 @@
 #pragma once
 
 #include "engine/kv/kv_format.h"
+#include "engine/runner/device_memory.h"
 #include "engine/runner/forward_batch.h"
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -61,6 +63,9 @@ public:
     // destination, so the copies may overlap.
     virtual void copy_slots(std::span<const std::int32_t> from,
                             std::span<const std::int32_t> to) = 0;
+
+    // A GPU backend's use of its device now; none for host backends.
+    virtual std::optional<DeviceMemory> device_memory() const { return std::nullopt; }
 
 protected:
     OpObserver* op_observer_ = nullptr;

@@ -38,6 +38,7 @@ public:
     void copy_slots(std::span<const std::int32_t> from, std::span<const std::int32_t> to) override {
         inner_->copy_slots(from, to);
     }
+    std::optional<DeviceMemory> device_memory() const override { return inner_->device_memory(); }
 
 private:
     std::unique_ptr<Backend> inner_;

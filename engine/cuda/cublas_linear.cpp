@@ -1,0 +1,52 @@
+#include "engine/cuda/cublas_linear.h"
+
+namespace kvscope::cuda {
+
+void check_cublas(cublasStatus_t status, const std::string& what) {
+    if (status == CUBLAS_STATUS_SUCCESS) {
+        return;
+    }
+    throw CublasError(status, what + " failed: " + cublasGetStatusName(status) + " (" +
+                                  cublasGetStatusString(status) + ")");
+}
+
+CublasHandle::CublasHandle(cudaStream_t stream) {
+    check_cublas(cublasCreate(&handle_), "cublasCreate");
+    try {
+        check_cublas(cublasSetStream(handle_, stream), "cublasSetStream");
+    } catch (...) {
+        (void)cublasDestroy(handle_);
+        throw;
+    }
+}
+
+CublasHandle::~CublasHandle() {
+    if (handle_ != nullptr) {
+        (void)cublasDestroy(handle_); // cannot throw here; nothing to recover
+    }
+}
+
+void linear(const CublasHandle& cublas, const __half* x, int tokens, const HalfMatrix& w,
+            float* y) {
+    if (tokens <= 0) {
+        return;
+    }
+    // cuBLAS is column-major. Row-major y (tokens, out) is column-major
+    // y^T (out, tokens) = w (out, in) · x^T (in, tokens); row-major w (out, in)
+    // reads as column-major (in, out), hence OP_T on it, and row-major x
+    // (tokens, in) reads as column-major (in, tokens), OP_N.
+    const float alpha = 1.0f;
+    const float beta = 0.0f;
+    const cublasStatus_t status = cublasGemmEx(
+        cublas.get(), CUBLAS_OP_T, CUBLAS_OP_N, /*m=*/w.rows, /*n=*/tokens, /*k=*/w.cols, &alpha,
+        w.data, CUDA_R_16F, /*lda=*/w.cols, x, CUDA_R_16F, /*ldb=*/w.cols, &beta, y, CUDA_R_32F,
+        /*ldc=*/w.rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (status != CUBLAS_STATUS_SUCCESS) {
+        check_cublas(status, "cublasGemmEx for y (" + std::to_string(tokens) + ", " +
+                                 std::to_string(w.rows) + ") = x (" + std::to_string(tokens) +
+                                 ", " + std::to_string(w.cols) + ") . w^T (" +
+                                 std::to_string(w.rows) + ", " + std::to_string(w.cols) + ")");
+    }
+}
+
+} // namespace kvscope::cuda

@@ -1,0 +1,54 @@
+// The linear layers of the CUDA backend, through cuBLAS: fp16 weights and
+// activations in, fp32 accumulation and output, as llama.cpp and vLLM run
+// fp16 models. One handle per backend, bound to the backend's stream.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+#include <stdexcept>
+#include <string>
+
+namespace kvscope::cuda {
+
+// A weight matrix on the device in the GGUF/PyTorch orientation.
+struct HalfMatrix {
+    const __half* data = nullptr; // (rows, cols) row-major
+    int rows = 0;                 // output features
+    int cols = 0;                 // input features
+};
+
+// Thrown when a cuBLAS call fails; says which call and shape.
+class CublasError : public std::runtime_error {
+public:
+    CublasError(cublasStatus_t status, const std::string& what)
+        : std::runtime_error(what)
+        , status_(status) {}
+    cublasStatus_t status() const noexcept { return status_; }
+
+private:
+    cublasStatus_t status_;
+};
+
+// Throws CublasError naming `what` when `status` is not CUBLAS_STATUS_SUCCESS.
+void check_cublas(cublasStatus_t status, const std::string& what);
+
+// An owned cuBLAS handle whose work goes to `stream`.
+class CublasHandle {
+public:
+    explicit CublasHandle(cudaStream_t stream);
+    ~CublasHandle();
+    CublasHandle(const CublasHandle&) = delete;
+    CublasHandle& operator=(const CublasHandle&) = delete;
+
+    cublasHandle_t get() const { return handle_; }
+
+private:
+    cublasHandle_t handle_ = nullptr;
+};
+
+// y = x · w^T: x (tokens, w.cols) fp16, y (tokens, w.rows) fp32, row-major,
+// accumulated in fp32. Runs on the handle's stream; tokens == 0 does nothing.
+void linear(const CublasHandle& cublas, const __half* x, int tokens, const HalfMatrix& w, float* y);
+
+} // namespace kvscope::cuda

@@ -1,0 +1,721 @@
+#include "engine/cuda/cuda_backend.h"
+
+#include "engine/cuda/staging_layout.h"
+#include "engine/util/host_clock.h"
+#include "engine/util/nvtx_range.h"
+#include "kernels/attention_capture.cuh"
+#include "kernels/copy_slots.cuh"
+#include "kernels/cuda_check.cuh"
+#include "kernels/embedding.cuh"
+#include "kernels/kv_append.cuh"
+#include "kernels/paged_attention.cuh"
+#include "kernels/residual_add.cuh"
+#include "kernels/rms_norm.cuh"
+#include "kernels/rope.cuh"
+#include "kernels/swiglu.cuh"
+#include "kernels/to_half.cuh"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+namespace kvscope::cuda {
+
+namespace {
+
+std::string mib(std::int64_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+    return text;
+}
+
+std::size_t size_of(std::int64_t count) {
+    return static_cast<std::size_t>(std::max<std::int64_t>(count, 0));
+}
+
+// Checks what the device cannot (before any allocation on it), selects the
+// device and returns its name.
+std::string prepare_device(const model::LlamaConfig& c, const CudaBackendOptions& options) {
+    if (options.block_size <= 0 || options.num_blocks <= 0) {
+        throw std::invalid_argument("KV cache needs a positive block size and block count");
+    }
+    for (const kv::KvFormat f : {options.cache_format.key, options.cache_format.value}) {
+        if (const std::string problem = kv::kv_format_problem(f, c.head_dim); !problem.empty()) {
+            throw std::invalid_argument(problem);
+        }
+    }
+    if (static_cast<std::int64_t>(options.num_blocks) * options.block_size > INT32_MAX) {
+        throw std::invalid_argument("KV cache of " + std::to_string(options.num_blocks) +
+                                    " blocks x " + std::to_string(options.block_size) +
+                                    " tokens: slots must fit in 32 bits");
+    }
+    KVSCOPE_CUDA_CHECK(cudaSetDevice(options.device));
+    cudaDeviceProp properties{};
+    KVSCOPE_CUDA_CHECK(cudaGetDeviceProperties(&properties, options.device));
+    return properties.name;
+}
+
+// Ends the open-block bookkeeping's step however the code between leaves,
+// so an exception cannot leave it mid-step for every later one.
+class StepGuard {
+public:
+    explicit StepGuard(KiviOpenBlocks* blocks)
+        : blocks_(blocks) {}
+    ~StepGuard() {
+        if (blocks_ != nullptr) {
+            blocks_->end_step();
+        }
+    }
+    StepGuard(const StepGuard&) = delete;
+    StepGuard& operator=(const StepGuard&) = delete;
+
+private:
+    KiviOpenBlocks* blocks_;
+};
+
+// Where each array of a step sits in the staging buffer and its device copy.
+struct StepArrays {
+    std::size_t token_ids = 0;
+    std::size_t positions = 0;
+    std::size_t cache_positions = 0;
+    std::size_t slot_mapping = 0;
+    std::size_t sequence_of = 0;
+    std::size_t block_table_offsets = 0;
+    std::size_t block_tables = 0;
+    std::size_t capture_attention_from = 0;
+    std::size_t capture_offsets = 0; // int64
+    std::size_t logit_tokens = 0;
+    std::size_t write_slot = 0; // KIVI only, like the two below
+    std::size_t read_slot = 0;
+    std::size_t filled_blocks = 0;
+};
+
+} // namespace
+
+CudaBackend::CudaBackend(std::shared_ptr<const model::LlamaModel> model,
+                         const CudaBackendOptions& options)
+    : model_(std::move(model))
+    , options_(options)
+    , device_name_(prepare_device(model_->config(), options))
+    , cublas_(stream_.get())
+    , weights_(CudaWeights::of(*model_, options.device)) {
+    const model::LlamaConfig& c = model_->config();
+    const kv::KvCacheFormat& format = options_.cache_format;
+    const std::int64_t blocks_heads = static_cast<std::int64_t>(options_.num_blocks) * c.kv_heads;
+    key_plane_bytes_ =
+        blocks_heads * kv::kv_head_block_bytes(format.key, options_.block_size, c.head_dim, true);
+    value_plane_bytes_ = blocks_heads * kv::kv_head_block_bytes(format.value, options_.block_size,
+                                                                c.head_dim, false);
+    const std::int64_t pool_bytes = (key_plane_bytes_ + value_plane_bytes_) * c.layers;
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    KVSCOPE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (pool_bytes > static_cast<std::int64_t>(free_bytes)) {
+        throw std::runtime_error(
+            "the KV cache of " + std::to_string(options_.num_blocks) + " blocks (" +
+            mib(pool_bytes) + ", " + format.describe() + ") does not fit on " + device_name_ +
+            ": " + mib(static_cast<std::int64_t>(free_bytes)) + " free of " +
+            mib(static_cast<std::int64_t>(total_bytes)) + " with the weights (" +
+            mib(weights_->bytes()) + ") loaded; ask for fewer blocks or a smaller share");
+    }
+    pool_ = DeviceBuffer<std::uint8_t>(size_of(pool_bytes));
+    // Zeroed as the CPU's: a block never written decodes to zeros, not noise.
+    KVSCOPE_CUDA_CHECK(cudaMemsetAsync(pool_.data(), 0, pool_.bytes(), stream_.get()));
+    if (kv::quantises_whole_blocks(format.key) || kv::quantises_whole_blocks(format.value)) {
+        open_blocks_.emplace(options_.num_blocks);
+    }
+    stream_.synchronize();
+}
+
+CudaBackend::~CudaBackend() {
+    // Work still queued may use the buffers freed next; errors cannot be
+    // reported from here and are left to the runtime.
+    (void)cudaStreamSynchronize(stream_.get());
+}
+
+// ---- Views and buffers --------------------------------------------------------
+
+kernels::PagedKvView CudaBackend::layer_view(int layer, const std::int32_t* write_slot,
+                                             const std::int32_t* read_slot) const {
+    const model::LlamaConfig& c = model_->config();
+    const kv::KvCacheFormat& format = options_.cache_format;
+    kernels::PagedKvView view;
+    std::uint8_t* base = pool_.data() + (key_plane_bytes_ + value_plane_bytes_) * layer;
+    view.keys.data = base;
+    view.keys.format = format.key;
+    view.keys.head_block_bytes =
+        kv::kv_head_block_bytes(format.key, options_.block_size, c.head_dim, true);
+    view.keys.row_bytes = kv::kv_row_bytes(format.key, c.head_dim, true);
+    view.values.data = base + key_plane_bytes_;
+    view.values.format = format.value;
+    view.values.head_block_bytes =
+        kv::kv_head_block_bytes(format.value, options_.block_size, c.head_dim, false);
+    view.values.row_bytes = kv::kv_row_bytes(format.value, c.head_dim, false);
+    if (has_kivi_plane()) {
+        view.open.data = open_pool_.data();
+        view.open.write_slot = write_slot;
+        view.open.read_slot = read_slot;
+        view.open.layers = c.layers;
+    }
+    view.layer = layer;
+    view.kv_heads = c.kv_heads;
+    view.head_dim = c.head_dim;
+    view.block_size = options_.block_size;
+    view.num_blocks = options_.num_blocks;
+    return view;
+}
+
+void CudaBackend::reserve_open_slots(int slots) {
+    if (slots <= open_pool_slots_) {
+        return;
+    }
+    const model::LlamaConfig& c = model_->config();
+    const kernels::OpenBlocksView shape{nullptr, nullptr, nullptr, c.layers};
+    const std::int64_t per_slot =
+        shape.floats_per_slot(c.kv_heads, options_.block_size, c.head_dim);
+    // Doubling: a run opens one block per running sequence, and growing
+    // copies what is open, so grow rarely.
+    const int grown = std::max({slots, 2 * open_pool_slots_, 8});
+    DeviceBuffer<float> larger(size_of(per_slot * grown));
+    if (!open_pool_.empty()) {
+        KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(larger.data(), open_pool_.data(), open_pool_.bytes(),
+                                           cudaMemcpyDeviceToDevice, stream_.get()));
+        stream_.synchronize(); // queued kernels may still use the old pool
+    }
+    open_pool_ = std::move(larger);
+    open_pool_slots_ = grown;
+}
+
+void CudaBackend::zero_open_slots(const std::vector<std::int32_t>& slots) {
+    const model::LlamaConfig& c = model_->config();
+    const kernels::OpenBlocksView shape{nullptr, nullptr, nullptr, c.layers};
+    const std::int64_t per_slot =
+        shape.floats_per_slot(c.kv_heads, options_.block_size, c.head_dim);
+    for (const std::int32_t slot : slots) {
+        KVSCOPE_CUDA_CHECK(cudaMemsetAsync(open_pool_.data() + per_slot * slot, 0,
+                                           size_of(per_slot) * sizeof(float), stream_.get()));
+    }
+}
+
+void CudaBackend::wait_for_staging() {
+    // An event never recorded counts as complete.
+    staging_read_.synchronize();
+}
+
+void CudaBackend::upload_staging(std::size_t bytes) {
+    KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(batch_arrays_.data(), staging_.data(), bytes,
+                                       cudaMemcpyHostToDevice, stream_.get()));
+    staging_read_.record(stream_.get());
+}
+
+std::int64_t CudaBackend::activation_bytes() const {
+    const std::size_t bytes = act_.x.bytes() + act_.h.bytes() + act_.q.bytes() + act_.k.bytes() +
+                              act_.v.bytes() + act_.attn.bytes() + act_.gate.bytes() +
+                              act_.up.bytes() + act_.x_half.bytes() + act_.workspace.bytes() +
+                              act_.selected.bytes() + act_.logits.bytes() + act_.capture.bytes() +
+                              act_.copy_rows.bytes() + act_.copy_keys.bytes() +
+                              act_.copy_values.bytes() + batch_arrays_.bytes();
+    return static_cast<std::int64_t>(bytes);
+}
+
+std::optional<runner::DeviceMemory> CudaBackend::device_memory() const {
+    KVSCOPE_CUDA_CHECK(cudaSetDevice(options_.device));
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    KVSCOPE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    runner::DeviceMemory memory;
+    memory.weights = weights_->bytes();
+    memory.kv_pool = static_cast<std::int64_t>(pool_.bytes() + open_pool_.bytes());
+    memory.activations = activation_bytes();
+    memory.free = static_cast<std::int64_t>(free_bytes);
+    memory.total = static_cast<std::int64_t>(total_bytes);
+    return memory;
+}
+
+// ---- Op timing ----------------------------------------------------------------
+
+int CudaBackend::next_timing_event() {
+    if (timing_events_used_ == static_cast<int>(timing_events_.size())) {
+        timing_events_.emplace_back(true);
+    }
+    return timing_events_used_++;
+}
+
+template <class Run>
+void CudaBackend::op(const char* name, int layer, Run&& run) {
+    const nvtx::Range range(name);
+    if (op_observer_ == nullptr) {
+        run();
+        return;
+    }
+    const int begin = next_timing_event();
+    timing_events_[static_cast<std::size_t>(begin)].record(stream_.get());
+    run();
+    const int end = next_timing_event();
+    timing_events_[static_cast<std::size_t>(end)].record(stream_.get());
+    timed_ops_.push_back({name, layer, begin, end});
+}
+
+void CudaBackend::report_ops() {
+    // Event times are relative to the anchor (event 0), recorded on an idle
+    // stream right after anchor_host_ns_ was read: GPU time on the host clock.
+    const cudaEvent_t anchor = timing_events_.front().get();
+    const auto host_ns = [&](int event) {
+        float ms = 0.0f;
+        KVSCOPE_CUDA_CHECK(cudaEventElapsedTime(
+            &ms, anchor, timing_events_[static_cast<std::size_t>(event)].get()));
+        return anchor_host_ns_ + std::llround(static_cast<double>(ms) * 1e6);
+    };
+    for (const TimedOp& timed : timed_ops_) {
+        op_observer_->on_op(timed.name, timed.layer, host_ns(timed.begin), host_ns(timed.end));
+    }
+    timed_ops_.clear();
+}
+
+// ---- Forward ------------------------------------------------------------------
+
+void CudaBackend::validate(const runner::ForwardBatch& batch) const {
+    const auto fail = [](const std::string& what) {
+        throw std::invalid_argument("CUDA backend: " + what);
+    };
+    const model::LlamaConfig& c = model_->config();
+    const std::size_t tokens = batch.token_ids.size();
+    const std::size_t sequences = batch.context_lengths.size();
+    if (tokens > static_cast<std::size_t>(INT32_MAX / std::max(1, c.hidden))) {
+        fail("a batch of " + std::to_string(tokens) + " tokens is too large");
+    }
+    if (batch.block_size != options_.block_size) {
+        fail("the batch's block size " + std::to_string(batch.block_size) + " is not the cache's " +
+             std::to_string(options_.block_size));
+    }
+    if (batch.positions.size() != tokens || batch.cache_positions.size() != tokens ||
+        batch.slot_mapping.size() != tokens || batch.sequence_of.size() != tokens) {
+        fail("the batch's per-token arrays differ in length");
+    }
+    if (batch.block_table_offsets.size() != sequences + 1 ||
+        batch.block_table_offsets.front() != 0 ||
+        static_cast<std::size_t>(batch.block_table_offsets.back()) != batch.block_tables.size() ||
+        !std::is_sorted(batch.block_table_offsets.begin(), batch.block_table_offsets.end())) {
+        fail("the batch's block table offsets do not match its sequences and tables");
+    }
+    if (!batch.capture_attention_from.empty() && batch.capture_attention_from.size() != sequences) {
+        fail("capture_attention_from needs one entry per sequence");
+    }
+    for (const kv::BlockId block : batch.block_tables) {
+        if (block < 0 || block >= options_.num_blocks) {
+            fail("block " + std::to_string(block) + " is outside the KV cache");
+        }
+    }
+    for (std::size_t t = 0; t < tokens; ++t) {
+        const std::int32_t slot = batch.slot_mapping[t];
+        if (slot < 0 || slot >= options_.num_blocks * options_.block_size) {
+            // The CPU backend's words, so callers see one message.
+            throw std::invalid_argument("slot " + std::to_string(slot) +
+                                        " is outside the KV cache");
+        }
+        const std::int32_t id = batch.token_ids[t];
+        if (id < 0 || id >= c.vocab) {
+            throw std::invalid_argument("token id " + std::to_string(id) +
+                                        " is outside the vocabulary");
+        }
+        const std::int32_t s = batch.sequence_of[t];
+        if (s < 0 || static_cast<std::size_t>(s) >= sequences) {
+            fail("token " + std::to_string(t) + " belongs to no sequence of the batch");
+        }
+        const std::int64_t held =
+            static_cast<std::int64_t>(batch.block_table_offsets[static_cast<std::size_t>(s) + 1] -
+                                      batch.block_table_offsets[static_cast<std::size_t>(s)]) *
+            options_.block_size;
+        if (batch.cache_positions[t] < 0 || batch.cache_positions[t] >= held) {
+            fail("token " + std::to_string(t) + " attends beyond its sequence's blocks");
+        }
+    }
+    for (const std::int32_t t : batch.logit_tokens) {
+        if (t < 0 || static_cast<std::size_t>(t) >= tokens) {
+            fail("logit token " + std::to_string(t) + " is not in the batch");
+        }
+    }
+}
+
+void CudaBackend::forward(const runner::ForwardBatch& batch, float* logits) {
+    const model::LlamaConfig& c = model_->config();
+    const CudaWeights& w = *weights_;
+    if (batch.token_count() == 0) {
+        return;
+    }
+    validate(batch);
+    KVSCOPE_CUDA_CHECK(cudaSetDevice(options_.device));
+    const cudaStream_t stream = stream_.get();
+    const int tokens = static_cast<int>(batch.token_count());
+    const int sequences = static_cast<int>(batch.sequence_count());
+    const int rows = static_cast<int>(batch.logit_tokens.size());
+    const bool capture = batch.captures_attention();
+    const std::int64_t hidden = c.hidden;
+    const std::int64_t q_width = static_cast<std::int64_t>(c.heads) * c.head_dim;
+    const std::int64_t kv_width = static_cast<std::int64_t>(c.kv_heads) * c.head_dim;
+    const std::int64_t ffn = c.ffn_hidden;
+    int max_context = 0;
+    for (const std::int32_t entry : batch.cache_positions) {
+        max_context = std::max(max_context, entry + 1);
+    }
+    const int max_splits = (max_context + kernels::kAttentionSplit - 1) / kernels::kAttentionSplit;
+
+    // Each sequence's captured entries start at its offset (as on the CPU).
+    std::vector<std::int64_t> offsets(1, 0);
+    for (const std::int32_t length : batch.context_lengths) {
+        offsets.push_back(offsets.back() + length);
+    }
+    const std::int64_t capture_total = capture ? offsets.back() : 0;
+
+    StagingLayout layout;
+    StepArrays at;
+    at.token_ids = layout.add<std::int32_t>(size_of(tokens));
+    at.positions = layout.add<std::int32_t>(size_of(tokens));
+    at.cache_positions = layout.add<std::int32_t>(size_of(tokens));
+    at.slot_mapping = layout.add<std::int32_t>(size_of(tokens));
+    at.sequence_of = layout.add<std::int32_t>(size_of(tokens));
+    at.block_table_offsets = layout.add<std::int32_t>(size_of(sequences) + 1);
+    at.block_tables = layout.add<std::int32_t>(batch.block_tables.size());
+    at.capture_attention_from = layout.add<std::int32_t>(size_of(sequences));
+    at.capture_offsets = layout.add<std::int64_t>(size_of(sequences) + 1);
+    at.logit_tokens = layout.add<std::int32_t>(size_of(rows));
+    if (has_kivi_plane()) {
+        at.write_slot = layout.add<std::int32_t>(size_of(options_.num_blocks));
+        at.read_slot = layout.add<std::int32_t>(size_of(options_.num_blocks));
+        at.filled_blocks = layout.add<std::int32_t>(size_of(tokens)); // at most one per token
+    }
+
+    // Every allocation first: a failure then leaves the open-block
+    // bookkeeping and the previous buffers as they were.
+    const std::size_t n = size_of(tokens);
+    act_.x.reserve_discard(n * size_of(hidden));
+    act_.h.reserve_discard(n * size_of(hidden));
+    act_.q.reserve_discard(n * size_of(q_width));
+    act_.k.reserve_discard(n * size_of(kv_width));
+    act_.v.reserve_discard(n * size_of(kv_width));
+    act_.attn.reserve_discard(n * size_of(q_width));
+    act_.gate.reserve_discard(n * size_of(ffn));
+    act_.up.reserve_discard(n * size_of(ffn));
+    act_.x_half.reserve_discard(n * size_of(std::max({hidden, q_width, ffn})));
+    act_.workspace.reserve_discard(
+        kernels::AttentionWorkspace::floats(tokens, c.heads, std::max(max_splits, 1), c.head_dim));
+    act_.selected.reserve_discard(size_of(rows) * size_of(hidden));
+    act_.logits.reserve_discard(size_of(rows) * size_of(c.vocab));
+    act_.capture.reserve_discard(size_of(capture_total));
+    batch_arrays_.reserve_discard(layout.bytes());
+    if (open_blocks_) {
+        reserve_open_slots(open_blocks_->capacity_needed(batch.slot_mapping, options_.block_size));
+    }
+    // The pinned buffers are rewritten below: the last upload (and download)
+    // must be done with them. forward() and copy_slots() end synchronised,
+    // so this returns at once unless a step failed midway.
+    wait_for_staging();
+    staging_.reserve_discard(layout.bytes());
+    download_.reserve_discard(size_of(rows) * size_of(c.vocab) + size_of(capture_total));
+
+    std::byte* staged = staging_.data();
+    StagingLayout::write<std::int32_t>(staged, at.token_ids, batch.token_ids);
+    StagingLayout::write<std::int32_t>(staged, at.positions, batch.positions);
+    StagingLayout::write<std::int32_t>(staged, at.cache_positions, batch.cache_positions);
+    StagingLayout::write<std::int32_t>(staged, at.slot_mapping, batch.slot_mapping);
+    StagingLayout::write<std::int32_t>(staged, at.sequence_of, batch.sequence_of);
+    StagingLayout::write<std::int32_t>(staged, at.block_table_offsets, batch.block_table_offsets);
+    StagingLayout::write<std::int32_t>(staged, at.block_tables, batch.block_tables);
+    if (batch.capture_attention_from.empty()) { // no capture asked for: none from anywhere
+        std::fill_n(StagingLayout::at<std::int32_t>(staged, at.capture_attention_from), sequences,
+                    INT32_MAX);
+    } else {
+        StagingLayout::write<std::int32_t>(staged, at.capture_attention_from,
+                                           batch.capture_attention_from);
+    }
+    StagingLayout::write<std::int64_t>(staged, at.capture_offsets, offsets);
+    StagingLayout::write<std::int32_t>(staged, at.logit_tokens, batch.logit_tokens);
+    int filled_count = 0;
+    std::vector<std::int32_t> opened;
+    {
+        const StepGuard guard(open_blocks_ ? &*open_blocks_ : nullptr);
+        if (open_blocks_) {
+            const KiviOpenBlocks::Step& plan =
+                open_blocks_->begin_step(batch.slot_mapping, options_.block_size);
+            StagingLayout::write<std::int32_t>(staged, at.write_slot, plan.write_slot);
+            StagingLayout::write<std::int32_t>(staged, at.read_slot, plan.read_slot);
+            StagingLayout::write<std::int32_t>(staged, at.filled_blocks, plan.filled_blocks);
+            filled_count = static_cast<int>(plan.filled_blocks.size());
+            opened = plan.opened_slots;
+        }
+    } // the kernels below quantise the filled blocks: their slots are free after them
+    upload_staging(layout.bytes());
+    zero_open_slots(opened);
+
+    std::byte* arrays = batch_arrays_.data();
+    kernels::DeviceBatchView device_batch;
+    device_batch.tokens = tokens;
+    device_batch.sequences = sequences;
+    device_batch.token_ids = StagingLayout::at<std::int32_t>(arrays, at.token_ids);
+    device_batch.positions = StagingLayout::at<std::int32_t>(arrays, at.positions);
+    device_batch.cache_positions = StagingLayout::at<std::int32_t>(arrays, at.cache_positions);
+    device_batch.slot_mapping = StagingLayout::at<std::int32_t>(arrays, at.slot_mapping);
+    device_batch.sequence_of = StagingLayout::at<std::int32_t>(arrays, at.sequence_of);
+    device_batch.block_table_offsets =
+        StagingLayout::at<std::int32_t>(arrays, at.block_table_offsets);
+    device_batch.block_tables = StagingLayout::at<std::int32_t>(arrays, at.block_tables);
+    device_batch.capture_attention_from =
+        StagingLayout::at<std::int32_t>(arrays, at.capture_attention_from);
+    device_batch.capture_offsets = StagingLayout::at<std::int64_t>(arrays, at.capture_offsets);
+    const std::int32_t* logit_tokens = StagingLayout::at<std::int32_t>(arrays, at.logit_tokens);
+    const std::int32_t* write_slot =
+        has_kivi_plane() ? StagingLayout::at<std::int32_t>(arrays, at.write_slot) : nullptr;
+    const std::int32_t* read_slot =
+        has_kivi_plane() ? StagingLayout::at<std::int32_t>(arrays, at.read_slot) : nullptr;
+    const std::int32_t* filled_blocks =
+        has_kivi_plane() ? StagingLayout::at<std::int32_t>(arrays, at.filled_blocks) : nullptr;
+
+    timed_ops_.clear();
+    timing_events_used_ = 0;
+    if (op_observer_ != nullptr) {
+        stream_.synchronize(); // idle, so the anchor runs as the host clock is read
+        const int anchor = next_timing_event();
+        anchor_host_ns_ = host_now_ns();
+        timing_events_[static_cast<std::size_t>(anchor)].record(stream);
+    }
+
+    float* x = act_.x.data();
+    float* h = act_.h.data();
+    float* q = act_.q.data();
+    float* k = act_.k.data();
+    float* v = act_.v.data();
+    float* attn = act_.attn.data();
+    float* gate = act_.gate.data();
+    float* up = act_.up.data();
+    __half* x_half = act_.x_half.data();
+    float* sums = act_.capture.data();
+    const kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
+        act_.workspace.data(), tokens, c.heads, std::max(max_splits, 1), c.head_dim);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    if (capture) { // the launcher accumulates over layers and heads
+        KVSCOPE_CUDA_CHECK(
+            cudaMemsetAsync(sums, 0, size_of(capture_total) * sizeof(float), stream));
+    }
+
+    op("embedding", -1, [&] {
+        kernels::launch_embedding_gather(w.token_embedding.data, device_batch.token_ids, tokens,
+                                         c.hidden, c.vocab, x, stream);
+    });
+    for (int l = 0; l < c.layers; ++l) {
+        const CudaLayerWeights& layer = w.layers[static_cast<std::size_t>(l)];
+        const kernels::PagedKvView cache = layer_view(l, write_slot, read_slot);
+        const nvtx::Range layer_range(nvtx::layer_name(l));
+
+        op("attn_norm", l, [&] {
+            kernels::launch_rms_norm(x, layer.attn_norm, h, tokens, c.hidden, c.rms_eps, stream);
+        });
+        op("qkv", l, [&] {
+            kernels::launch_to_half(h, x_half, tokens * hidden, stream);
+            linear(cublas_, x_half, tokens, layer.wq, q);
+            linear(cublas_, x_half, tokens, layer.wk, k);
+            linear(cublas_, x_half, tokens, layer.wv, v);
+        });
+        op("rope", l, [&] {
+            kernels::launch_rope(q, k, device_batch.positions, tokens, c.heads, c.kv_heads,
+                                 c.head_dim, c.rope_theta, stream);
+        });
+        op("kv_write", l, [&] {
+            kernels::launch_kv_append(cache, k, v, device_batch.slot_mapping, tokens, stream);
+            if (filled_count > 0) {
+                kernels::launch_kivi_finalize(cache, filled_blocks, filled_count, stream);
+            }
+        });
+        op("attention", l, [&] {
+            kernels::launch_paged_attention(cache, device_batch, q, c.heads, scale, max_context,
+                                            workspace, attn, stream);
+            if (capture) {
+                kernels::launch_attention_capture(cache, device_batch, q, c.heads, scale,
+                                                  max_context, workspace, sums, stream);
+            }
+        });
+        op("attn_out", l, [&] {
+            kernels::launch_to_half(attn, x_half, tokens * q_width, stream);
+            linear(cublas_, x_half, tokens, layer.wo, h);
+            kernels::launch_residual_add(x, h, tokens * hidden, stream);
+        });
+        op("ffn_norm", l, [&] {
+            kernels::launch_rms_norm(x, layer.ffn_norm, h, tokens, c.hidden, c.rms_eps, stream);
+        });
+        op("gate_up", l, [&] {
+            kernels::launch_to_half(h, x_half, tokens * hidden, stream);
+            linear(cublas_, x_half, tokens, layer.w_gate, gate);
+            linear(cublas_, x_half, tokens, layer.w_up, up);
+            kernels::launch_silu_mul(gate, up, tokens * ffn, stream);
+        });
+        op("down", l, [&] {
+            kernels::launch_to_half(gate, x_half, tokens * ffn, stream);
+            linear(cublas_, x_half, tokens, layer.w_down, h);
+            kernels::launch_residual_add(x, h, tokens * hidden, stream);
+        });
+    }
+
+    // Only the rows whose logits are wanted go through the (large) output head.
+    float* download = download_.data();
+    const std::size_t logit_floats = size_of(rows) * size_of(c.vocab);
+    if (rows > 0) { // a step of prefill chunks only wants no logits at all
+        float* selected = act_.selected.data();
+        op("lm_head", -1, [&] {
+            kernels::launch_gather_rows(x, logit_tokens, rows, c.hidden, selected, stream);
+            kernels::launch_rms_norm(selected, w.output_norm, selected, rows, c.hidden, c.rms_eps,
+                                     stream);
+            kernels::launch_to_half(selected, x_half, rows * hidden, stream);
+            linear(cublas_, x_half, rows, w.output, act_.logits.data());
+        });
+        KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(download, act_.logits.data(),
+                                           logit_floats * sizeof(float), cudaMemcpyDeviceToHost,
+                                           stream));
+    }
+    if (capture) {
+        KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(download + logit_floats, sums,
+                                           size_of(capture_total) * sizeof(float),
+                                           cudaMemcpyDeviceToHost, stream));
+    }
+    stream_.synchronize();
+
+    if (rows > 0) {
+        std::memcpy(logits, download, logit_floats * sizeof(float));
+    }
+    captured_.clear();
+    capture_offsets_.assign(1, 0);
+    if (capture) {
+        captured_.assign(download + logit_floats, download + logit_floats + capture_total);
+        capture_offsets_ = std::move(offsets);
+    }
+    if (op_observer_ != nullptr) {
+        report_ops();
+    }
+}
+
+std::span<const float> CudaBackend::captured_attention(std::size_t s) const {
+    if (captured_.empty() || s + 1 >= capture_offsets_.size()) {
+        return {};
+    }
+    const auto begin = static_cast<std::size_t>(capture_offsets_[s]);
+    const auto end = static_cast<std::size_t>(capture_offsets_[s + 1]);
+    return std::span<const float>(captured_).subspan(begin, end - begin);
+}
+
+// ---- Cache maintenance --------------------------------------------------------
+
+void CudaBackend::release_blocks(std::span<const kv::BlockId> blocks) {
+    if (open_blocks_) {
+        open_blocks_->release(blocks);
+    }
+}
+
+void CudaBackend::copy_slots(std::span<const std::int32_t> from, std::span<const std::int32_t> to) {
+    if (from.size() != to.size()) {
+        throw std::invalid_argument("copy_slots: as many sources as destinations are needed");
+    }
+    if (from.empty()) {
+        return;
+    }
+    const std::int64_t slots = static_cast<std::int64_t>(options_.num_blocks) * options_.block_size;
+    for (const std::span<const std::int32_t> side : {from, to}) {
+        for (const std::int32_t slot : side) {
+            if (slot < 0 || slot >= slots) {
+                throw std::invalid_argument("slot " + std::to_string(slot) +
+                                            " is outside the KV cache");
+            }
+        }
+    }
+    KVSCOPE_CUDA_CHECK(cudaSetDevice(options_.device));
+    const model::LlamaConfig& c = model_->config();
+    const cudaStream_t stream = stream_.get();
+    const int count = static_cast<int>(from.size());
+    const kv::KvCacheFormat& format = options_.cache_format;
+    const bool moves_rows =
+        !kv::quantises_whole_blocks(format.key) || !kv::quantises_whole_blocks(format.value);
+
+    StagingLayout layout;
+    const std::size_t at_from = layout.add<std::int32_t>(from.size());
+    const std::size_t at_to = layout.add<std::int32_t>(to.size());
+    std::size_t at_before = 0;
+    std::size_t at_write = 0;
+    std::size_t at_read = 0;
+    std::size_t at_filled = 0;
+    if (has_kivi_plane()) {
+        at_before = layout.add<std::int32_t>(size_of(options_.num_blocks));
+        at_write = layout.add<std::int32_t>(size_of(options_.num_blocks));
+        at_read = layout.add<std::int32_t>(size_of(options_.num_blocks));
+        at_filled = layout.add<std::int32_t>(to.size());
+    }
+
+    const std::size_t per_slot_heads = from.size() * size_of(c.kv_heads);
+    if (moves_rows) { // launch_copy_slot_rows' staging: K and V rows of each slot
+        act_.copy_rows.reserve_discard(per_slot_heads *
+                                       size_of(kv::kv_row_bytes(format.key, c.head_dim, true) +
+                                               kv::kv_row_bytes(format.value, c.head_dim, false)));
+    }
+    if (has_kivi_plane()) {
+        act_.copy_keys.reserve_discard(per_slot_heads * size_of(c.head_dim));
+        act_.copy_values.reserve_discard(per_slot_heads * size_of(c.head_dim));
+        reserve_open_slots(open_blocks_->capacity_needed(to, options_.block_size));
+    }
+    batch_arrays_.reserve_discard(layout.bytes());
+    wait_for_staging();
+    staging_.reserve_discard(layout.bytes());
+
+    std::byte* staged = staging_.data();
+    StagingLayout::write(staged, at_from, from);
+    StagingLayout::write(staged, at_to, to);
+    int filled_count = 0;
+    std::vector<std::int32_t> opened;
+    if (open_blocks_) {
+        // Sources are read as the cache is before the copy; destinations are
+        // written as a step writing `to` would.
+        StagingLayout::write(staged, at_before, open_blocks_->current_slots());
+        const StepGuard guard(&*open_blocks_);
+        const KiviOpenBlocks::Step& plan = open_blocks_->begin_step(to, options_.block_size);
+        StagingLayout::write<std::int32_t>(staged, at_write, plan.write_slot);
+        StagingLayout::write<std::int32_t>(staged, at_read, plan.read_slot);
+        StagingLayout::write<std::int32_t>(staged, at_filled, plan.filled_blocks);
+        filled_count = static_cast<int>(plan.filled_blocks.size());
+        opened = plan.opened_slots;
+    }
+    upload_staging(layout.bytes());
+    zero_open_slots(opened);
+
+    std::byte* arrays = batch_arrays_.data();
+    const std::int32_t* from_d = StagingLayout::at<std::int32_t>(arrays, at_from);
+    const std::int32_t* to_d = StagingLayout::at<std::int32_t>(arrays, at_to);
+    const nvtx::Range range("copy_slots");
+    for (int l = 0; l < c.layers; ++l) {
+        if (!has_kivi_plane()) {
+            kernels::launch_copy_slot_rows(layer_view(l, nullptr, nullptr), from_d, to_d, count,
+                                           act_.copy_rows.data(), stream);
+            continue;
+        }
+        const std::int32_t* before = StagingLayout::at<std::int32_t>(arrays, at_before);
+        const kernels::PagedKvView sources = layer_view(l, before, before);
+        const kernels::PagedKvView destinations =
+            layer_view(l, StagingLayout::at<std::int32_t>(arrays, at_write),
+                       StagingLayout::at<std::int32_t>(arrays, at_read));
+        // Within a layer every source is read before any destination is
+        // written (stream order), and layers do not share bytes.
+        kernels::launch_gather_slots_fp32(sources, from_d, count, act_.copy_keys.data(),
+                                          act_.copy_values.data(), stream);
+        if (moves_rows) { // the per-token plane beside a KIVI one, byte for byte
+            kernels::launch_copy_slot_rows(sources, from_d, to_d, count, act_.copy_rows.data(),
+                                           stream);
+        }
+        kernels::launch_kv_append(destinations, act_.copy_keys.data(), act_.copy_values.data(),
+                                  to_d, count, stream, /*kivi_only=*/true);
+        if (filled_count > 0) {
+            kernels::launch_kivi_finalize(destinations,
+                                          StagingLayout::at<std::int32_t>(arrays, at_filled),
+                                          filled_count, stream);
+        }
+    }
+    stream_.synchronize();
+}
+
+} // namespace kvscope::cuda

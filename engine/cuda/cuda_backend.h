@@ -1,0 +1,157 @@
+// The CUDA backend: the same Llama forward pass as the CPU backend, on one
+// GPU. Weights in fp16 (CudaWeights), linear layers through cuBLAS, the rest
+// through the kernels of kernels/, K/V in a paged pool laid out as the CPU
+// KvStore's, in the same formats, encoded by the same shared math. One
+// non-blocking stream; a step synchronises once, to hand back its logits.
+#pragma once
+
+#include "engine/cuda/cublas_linear.h"
+#include "engine/cuda/cuda_stream.h"
+#include "engine/cuda/cuda_weights.h"
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/kivi_open_blocks.h"
+#include "engine/model/llama_model.h"
+#include "engine/runner/backend.h"
+#include "kernels/paged_kv_view.cuh"
+
+#include <cstddef>
+#include <cstdint>
+#include <cuda_fp16.h>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvscope::cuda {
+
+struct CudaBackendOptions {
+    int num_blocks = 1024;
+    int block_size = 16;
+    kv::KvCacheFormat cache_format;
+    int device = 0; // CUDA device index
+};
+
+class CudaBackend final : public runner::Backend {
+public:
+    // Uploads the weights (once per model) and allocates the zeroed KV pool.
+    // Throws std::invalid_argument (bad geometry, a format that cannot hold
+    // the model's heads), std::runtime_error (the pool does not fit in the
+    // device's free memory) or kernels::CudaError (no usable device).
+    CudaBackend(std::shared_ptr<const model::LlamaModel> model, const CudaBackendOptions& options);
+    ~CudaBackend() override;
+    CudaBackend(const CudaBackend&) = delete;
+    CudaBackend& operator=(const CudaBackend&) = delete;
+
+    std::string name() const override { return "cuda"; }
+    int vocab_size() const override { return model_->config().vocab; }
+    int block_size() const override { return options_.block_size; }
+    int num_blocks() const override { return options_.num_blocks; }
+    kv::KvCacheFormat cache_format() const override { return options_.cache_format; }
+    std::int64_t kv_cache_bytes() const override {
+        return static_cast<std::int64_t>(pool_.bytes());
+    }
+    const std::string& device_name() const { return device_name_; }
+    int device() const { return options_.device; }
+
+    // Throws std::invalid_argument for a batch that would address outside
+    // the pool or the vocabulary (checked on the host: on the device such a
+    // batch would corrupt memory silently), kernels::CudaError or
+    // CublasError when the device fails.
+    void forward(const runner::ForwardBatch& batch, float* logits) override;
+    void release_blocks(std::span<const kv::BlockId> blocks) override;
+    std::span<const float> captured_attention(std::size_t s) const override;
+    // Synchronous: returns once the copies are done.
+    void copy_slots(std::span<const std::int32_t> from, std::span<const std::int32_t> to) override;
+
+    // cudaMemGetInfo and the buffers this backend holds.
+    std::optional<runner::DeviceMemory> device_memory() const override;
+
+private:
+    // The kernels' view of layer `layer` of the pool, with the open blocks'
+    // slot arrays given (null when no plane is KIVI).
+    kernels::PagedKvView layer_view(int layer, const std::int32_t* write_slot,
+                                    const std::int32_t* read_slot) const;
+    bool has_kivi_plane() const { return open_blocks_.has_value(); }
+    void validate(const runner::ForwardBatch& batch) const;
+    // Makes room in the open pool for `slots` slots, keeping its contents.
+    void reserve_open_slots(int slots);
+    // Zeroes the open slots just handed out (the CPU starts them from zeros).
+    void zero_open_slots(const std::vector<std::int32_t>& slots);
+    // Waits until the last upload has read the pinned staging buffer.
+    void wait_for_staging();
+    // Copies `bytes` of staging to the device batch buffer, in stream order.
+    void upload_staging(std::size_t bytes);
+    std::int64_t activation_bytes() const;
+
+    // One op in an NVTX range; timed with events when an observer listens.
+    template <class Run>
+    void op(const char* name, int layer, Run&& run);
+    int next_timing_event();
+    void report_ops();
+
+    std::shared_ptr<const model::LlamaModel> model_;
+    CudaBackendOptions options_;
+    std::string device_name_;
+    CudaStream stream_;
+    CublasHandle cublas_;
+    std::shared_ptr<const CudaWeights> weights_; // shared with the model's other CUDA backends
+
+    // (layers, [K, V], num_blocks, kv_heads, head_block_bytes): the CPU
+    // KvStore's layout, so both address it through engine/math/paged_slots.h.
+    DeviceBuffer<std::uint8_t> pool_;
+    std::int64_t key_plane_bytes_ = 0;   // one layer's K plane
+    std::int64_t value_plane_bytes_ = 0; // one layer's V plane
+    // KIVI's fp32 open blocks: (open slots, layers, [K, V], kv_heads,
+    // block_size, head_dim) floats; bookkeeping only when a plane is KIVI.
+    std::optional<KiviOpenBlocks> open_blocks_;
+    DeviceBuffer<float> open_pool_;
+    int open_pool_slots_ = 0;
+
+    // A step's arrays: packed in pinned memory, uploaded in one copy.
+    PinnedBuffer<std::byte> staging_;
+    DeviceBuffer<std::byte> batch_arrays_;
+    CudaEvent staging_read_{false}; // recorded after each upload from staging_
+
+    // Per-step activations, grown to the largest batch so far and kept.
+    struct Activations {
+        DeviceBuffer<float> x;       // (tokens, hidden): the residual stream
+        DeviceBuffer<float> h;       // (tokens, hidden): norm and projection outputs
+        DeviceBuffer<float> q;       // (tokens, heads, head_dim)
+        DeviceBuffer<float> k;       // (tokens, kv_heads, head_dim)
+        DeviceBuffer<float> v;       // (tokens, kv_heads, head_dim)
+        DeviceBuffer<float> attn;    // (tokens, heads, head_dim)
+        DeviceBuffer<float> gate;    // (tokens, ffn_hidden)
+        DeviceBuffer<float> up;      // (tokens, ffn_hidden)
+        DeviceBuffer<__half> x_half; // (tokens, max(hidden, heads * head_dim, ffn_hidden))
+        DeviceBuffer<float>
+            workspace;                // AttentionWorkspace::floats(tokens, heads, splits, head_dim)
+        DeviceBuffer<float> selected; // (logit rows, hidden)
+        DeviceBuffer<float> logits;   // (logit rows, vocab)
+        DeviceBuffer<float> capture;  // (sum of context lengths): attention sums
+        // copy_slots' scratch
+        DeviceBuffer<std::uint8_t> copy_rows; // (count, kv_heads, K row_bytes + V row_bytes)
+        DeviceBuffer<float> copy_keys;        // (count, kv_heads, head_dim)
+        DeviceBuffer<float> copy_values;      // (count, kv_heads, head_dim)
+    } act_;
+    PinnedBuffer<float> download_; // logits, then the capture sums
+
+    // Attention captured in the last forward(): per sequence of its batch,
+    // its cache entries at capture_offsets_[s] (empty when none captured).
+    std::vector<float> captured_;
+    std::vector<std::int64_t> capture_offsets_;
+
+    // Op timing, only while an observer is set: events recorded around each
+    // op, read back after the step's synchronisation.
+    struct TimedOp {
+        const char* name;
+        int layer;
+        int begin; // index into timing_events_
+        int end;
+    };
+    std::vector<CudaEvent> timing_events_;
+    int timing_events_used_ = 0;
+    std::vector<TimedOp> timed_ops_;
+    std::int64_t anchor_host_ns_ = 0; // the host clock when timing_events_[0] was recorded
+};
+
+} // namespace kvscope::cuda
