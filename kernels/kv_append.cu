@@ -61,9 +61,12 @@ __global__ void kivi_finalize_kernel(PagedKvView cache, const std::int32_t* __re
     const int head = blockIdx.y;
     const bool is_key = blockIdx.z == 0;
     const KvPlaneView& plane = is_key ? cache.keys : cache.values;
-    const std::int32_t open_slot = cache.open.write_slot[block];
     // Uniform over the thread block, so returning here cannot split a barrier.
-    if (!math::quantises_whole_blocks(plane.format) || open_slot < 0) {
+    if (!math::quantises_whole_blocks(plane.format)) {
+        return; // (and write_slot may be null when no plane is KIVI)
+    }
+    const std::int32_t open_slot = cache.open.write_slot[block];
+    if (open_slot < 0) {
         return;
     }
     const int d = cache.head_dim;
