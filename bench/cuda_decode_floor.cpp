@@ -1,0 +1,268 @@
+// kvscope-bench-cuda: how close the CUDA backend's decode comes to the memory
+// floor. A decode step must read every weight and every cached K/V entry of
+// the batch once, so (weight bytes + KV bytes) / copy bandwidth bounds it from
+// below; the table prints measured step time against that floor for each
+// batch and context, and the decode attention kernel's own bandwidth against
+// the measured device-to-device copy bandwidth.
+//
+// Decode steps run over caches whose contents are never prefilled (the pool
+// is zeroed): the bytes read, and so the time, do not depend on the values.
+//
+//   kvscope-bench-cuda [--model FILE] [--batches 1,32,128] [--contexts 1024,4096]
+//                      [--format f16] [--steps 20]
+#include "engine/gpu_devices.h"
+#include "engine/kv/block_allocator.h"
+#include "engine/kv/kv_format.h"
+#include "engine/runner/forward_batch.h"
+#include "engine/session/backend_factory.h"
+#include "engine/session/model_loading.h"
+#include "kernels/cuda_check.cuh"
+#include "kernels/paged_attention.cuh"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cuda_runtime_api.h>
+#include <iostream>
+#include <numeric>
+#include <vector>
+
+namespace {
+
+using namespace kvscope;
+
+// A device allocation freed on scope exit.
+struct DeviceBytes {
+    explicit DeviceBytes(std::size_t bytes) {
+        KVSCOPE_CUDA_CHECK(cudaMalloc(&data, bytes));
+        KVSCOPE_CUDA_CHECK(cudaMemset(data, 0, bytes));
+    }
+    DeviceBytes(const DeviceBytes&) = delete;
+    DeviceBytes& operator=(const DeviceBytes&) = delete;
+    ~DeviceBytes() { cudaFree(data); }
+    void* data = nullptr;
+};
+
+// Milliseconds of `work` on the default stream, the best of `repeats`
+// (the least disturbed run: what the hardware can do).
+template <typename Work>
+double best_ms(int repeats, const Work& work) {
+    cudaEvent_t begin, end;
+    KVSCOPE_CUDA_CHECK(cudaEventCreate(&begin));
+    KVSCOPE_CUDA_CHECK(cudaEventCreate(&end));
+    work(); // warm-up
+    double best = 1e30;
+    for (int r = 0; r < repeats; ++r) {
+        KVSCOPE_CUDA_CHECK(cudaEventRecord(begin));
+        work();
+        KVSCOPE_CUDA_CHECK(cudaEventRecord(end));
+        KVSCOPE_CUDA_CHECK(cudaEventSynchronize(end));
+        float ms = 0;
+        KVSCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
+        best = std::min(best, static_cast<double>(ms));
+    }
+    cudaEventDestroy(begin);
+    cudaEventDestroy(end);
+    return best;
+}
+
+// Device-to-device copy bandwidth in bytes/s, counting the read and the write.
+double copy_bandwidth() {
+    const std::size_t bytes = std::size_t{1} << 30;
+    DeviceBytes a(bytes), b(bytes);
+    const double ms = best_ms(5, [&] {
+        KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(b.data, a.data, bytes, cudaMemcpyDeviceToDevice));
+    });
+    return 2.0 * static_cast<double>(bytes) / (ms * 1e-3);
+}
+
+// Bytes of weights a decode step reads: every matrix once (fp16 on the
+// device), the output head included; norms are negligible.
+double weight_bytes(const model::LlamaConfig& c) {
+    const double q = double(c.heads) * c.head_dim;
+    const double kv = double(c.kv_heads) * c.head_dim;
+    const double per_layer = c.hidden * (q + 2 * kv) + q * c.hidden + 3.0 * c.hidden * c.ffn_hidden;
+    return 2.0 * (c.layers * per_layer + double(c.vocab) * c.hidden);
+}
+
+struct AttentionFigure {
+    double ms = 0;
+    double bytes_per_second = 0;
+};
+
+// The decode attention kernel alone over one layer: batch sequences of
+// `context` entries, one query token each.
+AttentionFigure attention_bandwidth(const model::LlamaConfig& c, kv::KvFormat format, int batch,
+                                    int context) {
+    const int block_size = 16;
+    const int blocks_per_sequence = (context + block_size - 1) / block_size;
+    const int num_blocks = batch * blocks_per_sequence;
+    const std::int64_t key_block = kv::kv_head_block_bytes(format, block_size, c.head_dim, true);
+    const std::int64_t value_block = kv::kv_head_block_bytes(format, block_size, c.head_dim, false);
+    DeviceBytes keys(static_cast<std::size_t>(num_blocks * c.kv_heads * key_block));
+    DeviceBytes values(static_cast<std::size_t>(num_blocks * c.kv_heads * value_block));
+    std::vector<std::int32_t> positions(static_cast<std::size_t>(batch), context - 1);
+    std::vector<std::int32_t> sequence_of(static_cast<std::size_t>(batch));
+    std::iota(sequence_of.begin(), sequence_of.end(), 0);
+    std::vector<std::int32_t> offsets(static_cast<std::size_t>(batch) + 1);
+    for (int s = 0; s <= batch; ++s) {
+        offsets[static_cast<std::size_t>(s)] = s * blocks_per_sequence;
+    }
+    std::vector<std::int32_t> tables(static_cast<std::size_t>(num_blocks));
+    std::iota(tables.begin(), tables.end(), 0);
+    const auto upload = [](const std::vector<std::int32_t>& host) {
+        auto device = std::make_unique<DeviceBytes>(host.size() * sizeof(std::int32_t));
+        KVSCOPE_CUDA_CHECK(cudaMemcpy(device->data, host.data(), host.size() * sizeof(std::int32_t),
+                                      cudaMemcpyHostToDevice));
+        return device;
+    };
+    const auto d_positions = upload(positions);
+    const auto d_sequence_of = upload(sequence_of);
+    const auto d_offsets = upload(offsets);
+    const auto d_tables = upload(tables);
+    kernels::DeviceBatchView view;
+    view.tokens = batch;
+    view.sequences = batch;
+    view.positions = static_cast<const std::int32_t*>(d_positions->data);
+    view.cache_positions = view.positions;
+    view.sequence_of = static_cast<const std::int32_t*>(d_sequence_of->data);
+    view.block_table_offsets = static_cast<const std::int32_t*>(d_offsets->data);
+    view.block_tables = static_cast<const std::int32_t*>(d_tables->data);
+
+    kernels::PagedKvView cache;
+    cache.keys = {static_cast<std::uint8_t*>(keys.data), format, key_block,
+                  kv::kv_row_bytes(format, c.head_dim, true)};
+    cache.values = {static_cast<std::uint8_t*>(values.data), format, value_block,
+                    kv::kv_row_bytes(format, c.head_dim, false)};
+    // KIVI reads consult the open-block map: none open here.
+    const auto no_open =
+        upload(std::vector<std::int32_t>(static_cast<std::size_t>(num_blocks), -1));
+    cache.open.write_slot = static_cast<const std::int32_t*>(no_open->data);
+    cache.open.read_slot = cache.open.write_slot;
+    cache.open.layers = 1;
+    cache.kv_heads = c.kv_heads;
+    cache.head_dim = c.head_dim;
+    cache.block_size = block_size;
+    cache.num_blocks = num_blocks;
+
+    const int splits = (context + kernels::kAttentionSplit - 1) / kernels::kAttentionSplit;
+    DeviceBytes q(static_cast<std::size_t>(batch) * c.heads * c.head_dim * sizeof(float));
+    DeviceBytes out(static_cast<std::size_t>(batch) * c.heads * c.head_dim * sizeof(float));
+    DeviceBytes scratch(kernels::AttentionWorkspace::floats(batch, c.heads, splits, c.head_dim) *
+                        sizeof(float));
+    const kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
+        static_cast<float*>(scratch.data), batch, c.heads, splits, c.head_dim);
+    AttentionFigure figure;
+    figure.ms = best_ms(20, [&] {
+        kernels::launch_paged_attention(cache, view, static_cast<const float*>(q.data), c.heads,
+                                        0.125f, context, workspace, static_cast<float*>(out.data),
+                                        nullptr);
+    });
+    const double bytes =
+        double(batch) * context * c.kv_heads * double(key_block + value_block) / block_size;
+    figure.bytes_per_second = bytes / (figure.ms * 1e-3);
+    return figure;
+}
+
+// Milliseconds per decode step of the CUDA backend: `batch` sequences of
+// `context` cached entries, one new token each, best of `steps`.
+double decode_step_ms(std::shared_ptr<const model::LlamaModel> model, kv::KvFormat format,
+                      int batch, int context, int steps) {
+    const int block_size = 16;
+    const int blocks_per_sequence = (context + 1 + block_size - 1) / block_size;
+    session::BackendSpec spec;
+    spec.kind = session::BackendKind::cuda;
+    session::KvCacheSpec cache;
+    cache.block_size = block_size;
+    cache.num_blocks = batch * blocks_per_sequence;
+    cache.format = {format, format};
+    auto backend = session::make_backend(spec, model, cache);
+    kv::BlockAllocator allocator(backend->num_blocks());
+    std::vector<kv::SequenceBlocks> sequences(static_cast<std::size_t>(batch));
+    for (kv::SequenceBlocks& s : sequences) {
+        if (!kv::reserve(s, context + 1, block_size, allocator)) {
+            throw std::runtime_error("KV pool too small for the benchmark");
+        }
+        s.length = context; // never prefilled: the bytes read are the same
+    }
+    const std::vector<std::int32_t> token(1, 100);
+    std::vector<runner::SequenceStep> work;
+    for (kv::SequenceBlocks& s : sequences) {
+        work.push_back({&s, token, false});
+    }
+    const runner::ForwardBatch fb = runner::build_forward_batch(work, block_size);
+    std::vector<float> logits(static_cast<std::size_t>(batch) * backend->vocab_size());
+    backend->forward(fb, logits.data()); // warm-up (allocations, cuBLAS heuristics)
+    double best = 1e30;
+    for (int s = 0; s < steps; ++s) {
+        const auto start = std::chrono::steady_clock::now();
+        backend->forward(fb, logits.data()); // synchronises: logits are on the host after
+        best = std::min(best, std::chrono::duration<double, std::milli>(
+                                  std::chrono::steady_clock::now() - start)
+                                  .count());
+    }
+    return best;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app("How close the CUDA backend's decode comes to the memory floor");
+    std::string model_option;
+    std::vector<int> batches{1, 32, 128};
+    std::vector<int> contexts{1024, 4096};
+    std::string format_name = "f16";
+    int steps = 20;
+    app.add_option("--model", model_option,
+                   "GGUF model (default: $KVSCOPE_MODEL or the fetched one)");
+    app.add_option("--batches", batches, "batch sizes")->delimiter(',');
+    app.add_option("--contexts", contexts, "cached entries per sequence")->delimiter(',');
+    app.add_option("--format", format_name, "KV format of the pool");
+    app.add_option("--steps", steps, "decode steps timed per case (best is kept)");
+    CLI11_PARSE(app, argc, argv);
+
+    const GpuInventory gpus = query_gpu_devices();
+    if (gpus.devices.empty()) {
+        std::cout << "no GPU: nothing to measure (" << gpus.unavailable_reason << ")\n";
+        return 0;
+    }
+    const std::optional<kv::KvFormat> format = kv::parse_kv_format(format_name);
+    if (!format) {
+        std::cerr << "kvscope-bench-cuda: unknown KV format '" << format_name << "'; one of "
+                  << kv::kv_format_names() << "\n";
+        return 2;
+    }
+    try {
+        const auto model = session::load_model(session::model_file(model_option));
+        const model::LlamaConfig& c = model->config();
+        const double bandwidth = copy_bandwidth();
+        std::printf("device: %s; model: %s; KV format %s\n", gpus.devices[0].name.c_str(),
+                    session::describe_model(*model).c_str(), format_name.c_str());
+        std::printf("device-to-device copy bandwidth: %.0f GB/s\n\n", bandwidth / 1e9);
+
+        std::printf("| batch | context | step ms | floor ms | step / floor | tok/s |\n");
+        std::printf("|---:|---:|---:|---:|---:|---:|\n");
+        const double kv_per_token =
+            kv::kv_bytes_per_token({*format, *format}, c.layers, c.kv_heads, c.head_dim, 16);
+        for (const int context : contexts) {
+            for (const int batch : batches) {
+                const double ms = decode_step_ms(model, *format, batch, context, steps);
+                const double floor_bytes = weight_bytes(c) + double(batch) * context * kv_per_token;
+                const double floor_ms = floor_bytes / bandwidth * 1e3;
+                std::printf("| %d | %d | %.3f | %.3f | %.2f | %.0f |\n", batch, context, ms,
+                            floor_ms, ms / floor_ms, batch / (ms * 1e-3));
+                std::fflush(stdout);
+            }
+        }
+        const AttentionFigure attention = attention_bandwidth(c, *format, 32, 4096);
+        std::printf("\ndecode attention, batch 32 x 4096, one layer: %.3f ms, %.0f GB/s, %.0f%% "
+                    "of copy bandwidth\n",
+                    attention.ms, attention.bytes_per_second / 1e9,
+                    100.0 * attention.bytes_per_second / bandwidth);
+    } catch (const std::exception& error) {
+        std::cerr << "kvscope-bench-cuda: " << error.what() << "\n";
+        return 1;
+    }
+    return 0;
+}
