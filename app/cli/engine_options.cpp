@@ -86,15 +86,19 @@ std::shared_ptr<const model::LlamaModel> EngineOptions::load_model() const {
 std::unique_ptr<runner::Backend>
 EngineOptions::make_backend(std::shared_ptr<const model::LlamaModel> model,
                             std::int64_t default_tokens, bool announce) const {
-    const session::BackendKind kind = session::resolve_backend_kind(config.backend.kind);
+    const session::ResolvedBackend resolved =
+        session::resolve_backend_kind_with_reason(config.backend.kind);
     session::KvCacheSpec cache;
     cache.block_size = config.block_size;
     cache.format = config.cache_format;
     cache.num_blocks =
         session::resolve_num_blocks(config.cache, model->config(), cache.format, cache.block_size,
-                                    default_tokens, session::backend_memory_bytes(kind));
+                                    default_tokens, session::backend_memory_bytes(resolved.kind));
     auto made = session::make_backend(config.backend, std::move(model), cache);
     if (announce) {
+        if (!resolved.fallback_note.empty()) {
+            std::cerr << resolved.fallback_note << "\n";
+        }
         std::cerr << "backend: " << session::describe_backend(*made) << "\n";
     }
     return made;

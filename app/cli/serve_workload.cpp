@@ -103,6 +103,9 @@ int serve_workload(ServeWorkloadOptions& options) {
     session::ServingSession run(config, tee.empty() ? nullptr : &tee);
     std::cerr << "model: " << model_file.string() << " (" << session::describe_model(run.model())
               << ")\n";
+    if (!run.backend_note().empty()) {
+        std::cerr << run.backend_note() << "\n";
+    }
     std::cerr << "backend: " << session::describe_backend(run.backend()) << "\n";
     if (recorder) {
         profiler::add_session_metadata(*recorder, run);

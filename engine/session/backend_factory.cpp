@@ -2,8 +2,16 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/matmul.h"
+#include "engine/gpu_devices.h"
 #include "engine/runner/throttled_backend.h"
 #include "engine/session/cache_size.h"
+
+#if KVSCOPE_HAVE_CUDA
+#include "engine/cuda/cuda_backend.h"
+#include "kernels/cuda_check.cuh"
+
+#include <cuda_runtime_api.h>
+#endif
 
 #include <sstream>
 #include <stdexcept>
@@ -35,23 +43,66 @@ std::string backend_kind_names() {
     return "auto, cpu, cuda";
 }
 
-BackendKind resolve_backend_kind(BackendKind kind) {
+#if KVSCOPE_HAVE_CUDA
+namespace {
+
+// The device a CUDA backend runs on: the first the process sees
+// (CUDA_VISIBLE_DEVICES picks which that is).
+constexpr int kCudaDevice = 0;
+
+} // namespace
+#endif
+
+std::string cuda_unavailable_reason() {
+#if KVSCOPE_HAVE_CUDA
+    const GpuInventory gpus = query_gpu_devices();
+    if (!gpus.devices.empty()) {
+        return {};
+    }
+    return "no usable CUDA GPU: " + gpus.unavailable_reason;
+#else
+    return "not compiled with CUDA (this build was configured with KVSCOPE_CUDA=OFF or "
+           "without nvcc)";
+#endif
+}
+
+ResolvedBackend resolve_backend_kind_with_reason(BackendKind kind) {
     switch (kind) {
     case BackendKind::cpu:
-        return BackendKind::cpu;
+        return {BackendKind::cpu, {}};
     case BackendKind::cuda:
         // Said plainly rather than falling back: a user who asked for the GPU
         // must not get CPU numbers without knowing.
-        throw std::runtime_error("this build has no CUDA backend yet (it is being written); "
-                                 "use --backend cpu or auto");
+        if (const std::string reason = cuda_unavailable_reason(); !reason.empty()) {
+            throw std::runtime_error("the CUDA backend cannot run: " + reason +
+                                     "; use --backend cpu or auto");
+        }
+        return {BackendKind::cuda, {}};
     case BackendKind::automatic:
-        return BackendKind::cpu; // the CUDA backend joins here when it lands
+        if (const std::string reason = cuda_unavailable_reason(); !reason.empty()) {
+            return {BackendKind::cpu, "backend auto: running on the CPU, the CUDA backend " +
+                                          std::string("cannot run here (") + reason + ")"};
+        }
+        return {BackendKind::cuda, {}};
     }
-    return BackendKind::cpu;
+    return {BackendKind::cpu, {}};
+}
+
+BackendKind resolve_backend_kind(BackendKind kind) {
+    return resolve_backend_kind_with_reason(kind).kind;
 }
 
 std::int64_t backend_memory_bytes(BackendKind resolved) {
-    (void)resolved; // only the CPU today; the CUDA backend asks cudaMemGetInfo
+#if KVSCOPE_HAVE_CUDA
+    if (resolved == BackendKind::cuda) {
+        KVSCOPE_CUDA_CHECK(cudaSetDevice(kCudaDevice));
+        std::size_t free_bytes = 0;
+        std::size_t total_bytes = 0;
+        KVSCOPE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+        return static_cast<std::int64_t>(free_bytes);
+    }
+#endif
+    (void)resolved;
     return available_host_memory_bytes();
 }
 
@@ -60,9 +111,22 @@ std::unique_ptr<runner::Backend> make_backend(const BackendSpec& spec,
                                               const KvCacheSpec& cache) {
     std::unique_ptr<runner::Backend> backend;
     switch (resolve_backend_kind(spec.kind)) {
-    case BackendKind::automatic:
-    case BackendKind::cpu:
     case BackendKind::cuda: {
+#if KVSCOPE_HAVE_CUDA
+        cuda::CudaBackendOptions options;
+        options.block_size = cache.block_size;
+        options.num_blocks = cache.num_blocks;
+        options.cache_format = cache.format;
+        options.device = kCudaDevice;
+        backend = std::make_unique<cuda::CudaBackend>(std::move(model), options);
+        break;
+#else
+        // resolve_backend_kind() refused it already; kept for the switch.
+        throw std::runtime_error("the CUDA backend cannot run: " + cuda_unavailable_reason());
+#endif
+    }
+    case BackendKind::automatic:
+    case BackendKind::cpu: {
         cpu::CpuBackendOptions options;
         options.block_size = cache.block_size;
         options.num_blocks = cache.num_blocks;
@@ -90,6 +154,11 @@ std::string describe_backend(const runner::Backend& backend) {
         text += ", " + std::to_string(cpu_backend->threads()) + " threads, " +
                 cpu::matmul_kernel_name() + " kernels";
     }
+#if KVSCOPE_HAVE_CUDA
+    if (const auto* cuda_backend = dynamic_cast<const cuda::CudaBackend*>(inner)) {
+        text += ", " + cuda_backend->device_name();
+    }
+#endif
     // Per token as the pool holds it (block-level scales included).
     const double per_token = static_cast<double>(backend.kv_cache_bytes()) /
                              static_cast<double>(std::max<std::int64_t>(

@@ -1,7 +1,7 @@
-// The one place backends are made: `cpu` today, `cuda` once the CUDA backend
-// lands, and `auto` (the GPU when there is one this build can use, else the
-// CPU). The CLI, the app, the quality measurement and the benchmarks all ask
-// here, so a new backend plugs in once.
+// The one place backends are made: `cpu`, `cuda` (in builds with CUDA, on a
+// machine with a GPU) and `auto` (the GPU when there is one this build can
+// use, else the CPU). The CLI, the app, the quality measurement and the
+// benchmarks all ask here, so a new backend plugs in once.
 #pragma once
 
 #include "engine/kv/kv_format.h"
@@ -42,18 +42,34 @@ struct KvCacheSpec {
 // why when the kind cannot run in this build or on this machine.
 BackendKind resolve_backend_kind(BackendKind kind);
 
+struct ResolvedBackend {
+    BackendKind kind = BackendKind::cpu;
+    // Set when `auto` could not have the GPU: one line saying so and why,
+    // for a run to print, so CPU numbers are never taken for GPU ones.
+    std::string fallback_note;
+};
+
+// resolve_backend_kind() with the reason `auto` fell back to the CPU.
+ResolvedBackend resolve_backend_kind_with_reason(BackendKind kind);
+
+// Why the CUDA backend cannot run here (not compiled in, no driver, no
+// device); empty when it can.
+std::string cuda_unavailable_reason();
+
 // The memory a --gpu-memory-utilization share is taken of on `resolved`:
 // free device memory on a GPU, available host memory on the CPU.
 std::int64_t backend_memory_bytes(BackendKind resolved);
 
-// Allocates the KV pool; throws std::runtime_error (kind unavailable) or
-// std::bad_alloc / std::invalid_argument (the pool does not fit).
+// Allocates the KV pool; throws std::runtime_error (kind unavailable, or the
+// pool does not fit on the GPU) or std::bad_alloc / std::invalid_argument
+// (the pool does not fit in host memory, a format the model cannot use).
 std::unique_ptr<runner::Backend> make_backend(const BackendSpec& spec,
                                               std::shared_ptr<const model::LlamaModel> model,
                                               const KvCacheSpec& cache);
 
 // "cpu, 2 threads, avx2 kernels; KV cache 512 blocks x 16 tokens (180.0 MiB,
-// f16, 23040 B/token)", for the line a run prints when it starts.
+// f16, 23040 B/token)" or "cuda, NVIDIA H100 80GB HBM3; KV cache ...", for
+// the line a run prints when it starts.
 std::string describe_backend(const runner::Backend& backend);
 
 } // namespace kvscope::session

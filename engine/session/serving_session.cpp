@@ -18,7 +18,8 @@ ServingSession::ServingSession(const RunConfig& config, events::EventSink* sink,
     if (const std::string problem = config_.problem(); !problem.empty()) {
         throw std::runtime_error(problem);
     }
-    const BackendKind kind = resolve_backend_kind(config_.backend.kind);
+    const ResolvedBackend resolved = resolve_backend_kind_with_reason(config_.backend.kind);
+    backend_note_ = resolved.fallback_note;
     if (model) {
         model_ = std::move(model);
     } else {
@@ -52,7 +53,7 @@ ServingSession::ServingSession(const RunConfig& config, events::EventSink* sink,
     cache.format = config_.cache_format;
     cache.num_blocks =
         resolve_num_blocks(config_.cache, shape, config_.cache_format, config_.block_size,
-                           kDefaultCacheTokens, backend_memory_bytes(kind));
+                           kDefaultCacheTokens, backend_memory_bytes(resolved.kind));
     backend_ = make_backend(config_.backend, model_, cache);
 
     sched::EngineConfig engine;

@@ -37,6 +37,8 @@ public:
     const model::LlamaModel& model() const { return *model_; }
     const std::filesystem::path& model_path() const { return model_path_; }
     const runner::Backend& backend() const { return *backend_; }
+    // Set when `auto` fell back to the CPU: the line saying so and why.
+    const std::string& backend_note() const { return backend_note_; }
     sched::LlmEngine& engine() { return *engine_; }
     const sched::LlmEngine& engine() const { return *engine_; }
     std::size_t request_count() const { return specs_.size(); }
@@ -62,6 +64,7 @@ private:
     std::filesystem::path model_path_;
     std::shared_ptr<const model::LlamaModel> model_;
     std::vector<sched::RequestSpec> specs_;
+    std::string backend_note_;
     std::unique_ptr<runner::Backend> backend_;
     std::unique_ptr<sched::LlmEngine> engine_;
 };

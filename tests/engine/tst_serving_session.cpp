@@ -1,9 +1,11 @@
 // The serving session: one run configuration to a running engine. Cache
 // sizes resolve to the block counts worked out by hand below; backend names
-// parse and unavailable ones are refused; on the real model, a run is
+// parse, `auto` falls back to the CPU with a note saying why, and `cuda`
+// without a GPU is refused with the reason; on the real model, a run is
 // reproducible, per-request seeds are as `kvscope run` has always made them,
 // --max-model-len rejects and clamps, and the summary counts a rejected
 // prompt as never run (not computed).
+#include "engine/gpu_devices.h"
 #include "engine/model_path.h"
 #include "engine/session/backend_factory.h"
 #include "engine/session/cache_size.h"
@@ -11,6 +13,7 @@
 #include "engine/session/serving_session.h"
 
 #include <fstream>
+#include <functional>
 
 #include <QTemporaryDir>
 #include <QtTest>
@@ -160,12 +163,57 @@ void TestServingSession::backend_kinds() {
     QCOMPARE(session::parse_backend_kind("cuda"), session::BackendKind::cuda);
     QVERIFY(!session::parse_backend_kind("gpu").has_value());
     QCOMPARE(session::resolve_backend_kind(session::BackendKind::cpu), session::BackendKind::cpu);
-    QCOMPARE(session::resolve_backend_kind(session::BackendKind::automatic),
-             session::BackendKind::cpu);
-    // Asked for by name, an unavailable backend is an error, never a silent
-    // fall-back to the CPU.
-    QVERIFY_THROWS_EXCEPTION(std::runtime_error,
-                             session::resolve_backend_kind(session::BackendKind::cuda));
+    QVERIFY(
+        session::resolve_backend_kind_with_reason(session::BackendKind::cpu).fallback_note.empty());
+
+    const GpuInventory gpus = query_gpu_devices();
+#if defined(KVSCOPE_HAVE_CUDA)
+    const bool cuda_runs = !gpus.devices.empty();
+    const std::string why = gpus.unavailable_reason; // what the messages must pass on
+#else
+    const bool cuda_runs = false;
+    const std::string why = "not compiled with CUDA";
+#endif
+    const session::ResolvedBackend automatic =
+        session::resolve_backend_kind_with_reason(session::BackendKind::automatic);
+    QCOMPARE(session::resolve_backend_kind(session::BackendKind::automatic), automatic.kind);
+    if (cuda_runs) { // a GPU this build can use: auto takes it, cuda is allowed
+        QCOMPARE(automatic.kind, session::BackendKind::cuda);
+        QVERIFY(automatic.fallback_note.empty());
+        QVERIFY(session::cuda_unavailable_reason().empty());
+        QCOMPARE(session::resolve_backend_kind(session::BackendKind::cuda),
+                 session::BackendKind::cuda);
+        return;
+    }
+    QVERIFY(!why.empty());
+    const std::string reason = session::cuda_unavailable_reason();
+    QVERIFY2(reason.find(why) != std::string::npos, reason.c_str());
+    // auto falls back to the CPU and says so, with the reason, in one line.
+    QCOMPARE(automatic.kind, session::BackendKind::cpu);
+    const std::string& note = automatic.fallback_note;
+    QVERIFY2(note.find("CPU") != std::string::npos, note.c_str());
+    QVERIFY2(note.find(why) != std::string::npos, note.c_str());
+    QVERIFY2(note.find('\n') == std::string::npos, note.c_str());
+    // Asked for by name, an unavailable backend is an error saying why, never
+    // a silent fall-back to the CPU; make_backend refuses before the model
+    // is touched.
+    for (const auto& attempt : std::vector<std::function<void()>>{
+             [] { session::resolve_backend_kind(session::BackendKind::cuda); },
+             [] {
+                 session::BackendSpec spec;
+                 spec.kind = session::BackendKind::cuda;
+                 session::make_backend(spec, nullptr, {});
+             }}) {
+        try {
+            attempt();
+            QFAIL("the CUDA backend was allowed without a GPU");
+        } catch (const std::runtime_error& e) {
+            const std::string message = e.what();
+            QVERIFY2(message.find("CUDA") != std::string::npos, e.what());
+            QVERIFY2(message.find("no") != std::string::npos, e.what());
+            QVERIFY2(message.find(why) != std::string::npos, e.what());
+        }
+    }
 }
 
 void TestServingSession::run_is_reproducible_with_per_request_seeds() {

@@ -2,6 +2,7 @@
 
 #include "app/ui/panels/quality_panel.h"
 #include "app/ui/run/teaching_presets.h"
+#include "engine/session/backend_factory.h"
 #include "engine/workload/workload.h"
 
 #include <QCheckBox>
@@ -133,10 +134,13 @@ QWidget* RunPanel::build_engine_group() {
     backend_->addItem(tr("CUDA"), static_cast<int>(session::BackendKind::cuda));
     backend_->setItemData(0, tr("The GPU when this build can use one, else the CPU"),
                           Qt::ToolTipRole);
-    // The CUDA backend is not in the engine yet: listed, but not offered.
-    if (auto* items = qobject_cast<QStandardItemModel*>(backend_->model())) {
+    // Offered only where it can run; otherwise listed with the reason.
+    if (const std::string reason = session::cuda_unavailable_reason(); reason.empty()) {
+        backend_->setItemData(2, tr("The GPU, through the CUDA backend"), Qt::ToolTipRole);
+    } else if (auto* items = qobject_cast<QStandardItemModel*>(backend_->model())) {
         items->item(2)->setEnabled(false);
-        items->item(2)->setToolTip(tr("The CUDA backend is not part of this build yet"));
+        items->item(2)->setToolTip(
+            tr("The CUDA backend cannot run here: %1").arg(QString::fromStdString(reason)));
     }
     threads_ = spin(0, 256, 0, tr("CPU threads (0: all)"));
     threads_->setSpecialValueText(tr("all"));

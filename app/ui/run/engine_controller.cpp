@@ -110,7 +110,11 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
         if (recorder) {
             profiler::add_session_metadata(*recorder, *run);
         }
-        emit status(tr("Running: %1").arg(QString::fromStdString(settings.describe())));
+        QString running = tr("Running: %1").arg(QString::fromStdString(settings.describe()));
+        if (!run->backend_note().empty()) { // auto fell back to the CPU: say so and why
+            running += " (" + QString::fromStdString(run->backend_note()) + ")";
+        }
+        emit status(running);
 
         const auto start = std::chrono::steady_clock::now();
         const int total = static_cast<int>(run->request_count());
