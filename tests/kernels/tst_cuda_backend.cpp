@@ -1,0 +1,671 @@
+// The CUDA backend end to end against the CPU backend, which the golden tests
+// pin to transformers: the same batches through both, in the same KV-cache
+// format, must give the same next-token choices. The CUDA backend computes in
+// fp16 weights and activations with fp32 accumulation, so logits differ by
+// rounding; a wrong slot, block, position or codec moves them by whole units.
+//  - the tiny random model (always present): logits within a tolerance per
+//    format over a prefill, decodes and a context long enough for split-K;
+//  - the real SmolLM2 when it is in place: teacher-forced top-1 agreement of
+//    at least 99% and KL reported per format, greedy tokens on the golden
+//    prompts equal up to the CPU's first close call;
+//  - captured attention sums (H2O, SnapKV) equal to the CPU's;
+//  - slot copies (compaction after eviction) then decoding equal to the CPU
+//    doing the same, every kind of format (per-token, KIVI, mixed);
+//  - op timing reported on the host clock, device memory accounted.
+// Skips where no GPU is present.
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/gpu_devices.h"
+#include "engine/kv/block_allocator.h"
+#include "engine/model/llama_model.h"
+#include "engine/runner/forward_batch.h"
+#include "engine/util/host_clock.h"
+#include "tests/support/golden.h"
+#include "tests/support/tiny_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+
+#include <QJsonArray>
+#include <QTest>
+
+using namespace kvscope;
+
+Q_DECLARE_METATYPE(kvscope::kv::KvFormat)
+
+namespace {
+
+using F = kv::KvFormat;
+
+std::unique_ptr<runner::Backend> make_cpu(std::shared_ptr<const model::LlamaModel> model,
+                                          int num_blocks, int block_size,
+                                          kv::KvCacheFormat format) {
+    cpu::CpuBackendOptions options;
+    options.num_blocks = num_blocks;
+    options.block_size = block_size;
+    options.cache_format = format;
+    return std::make_unique<cpu::CpuBackend>(std::move(model), options);
+}
+
+std::unique_ptr<runner::Backend> make_cuda(std::shared_ptr<const model::LlamaModel> model,
+                                           int num_blocks, int block_size,
+                                           kv::KvCacheFormat format) {
+    cuda::CudaBackendOptions options;
+    options.num_blocks = num_blocks;
+    options.block_size = block_size;
+    options.cache_format = format;
+    return std::make_unique<cuda::CudaBackend>(std::move(model), options);
+}
+
+std::vector<std::int32_t> to_ids(const QJsonValue& value) {
+    std::vector<std::int32_t> ids;
+    for (const QJsonValue& id : value.toArray()) {
+        ids.push_back(id.toInt());
+    }
+    return ids;
+}
+
+std::vector<std::int32_t> random_ids(int count, int vocab, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<std::int32_t> id(0, vocab - 1);
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(count));
+    for (std::int32_t& t : ids) {
+        t = id(rng);
+    }
+    return ids;
+}
+
+// Runs `tokens` through one sequence in chunks of the given sizes (cycled),
+// returning the logits of every position: (tokens, vocab).
+std::vector<float> logits_in_chunks(runner::Backend& backend,
+                                    const std::vector<std::int32_t>& tokens,
+                                    const std::vector<int>& chunk_sizes) {
+    const int vocab = backend.vocab_size();
+    kv::BlockAllocator allocator(backend.num_blocks());
+    kv::SequenceBlocks sequence;
+    std::vector<float> all(tokens.size() * static_cast<std::size_t>(vocab));
+    std::size_t done = 0;
+    for (std::size_t c = 0; done < tokens.size(); ++c) {
+        const std::size_t n = std::min<std::size_t>(
+            static_cast<std::size_t>(chunk_sizes[c % chunk_sizes.size()]), tokens.size() - done);
+        if (!kv::reserve(sequence, static_cast<std::int32_t>(done + n), backend.block_size(),
+                         allocator)) {
+            qFatal("KV cache too small for the test");
+        }
+        const runner::SequenceStep step{&sequence, std::span(tokens).subspan(done, n), true};
+        const runner::ForwardBatch batch =
+            runner::build_forward_batch(std::span(&step, 1), backend.block_size());
+        backend.forward(batch, all.data() + done * static_cast<std::size_t>(vocab));
+        sequence.length += static_cast<std::int32_t>(n);
+        done += n;
+    }
+    return all;
+}
+
+struct Agreement {
+    double max_abs = 0;          // largest |logit difference|
+    double kl_mean = 0;          // KL(reference || ours), per position
+    double kl_max = 0;           //
+    double top1 = 0;             // share of positions with the same argmax
+    int close_calls = 0;         // positions whose reference top-1 margin is under `margin`
+    int clear_disagreements = 0; // other argmax differences: never allowed
+};
+
+// Row by row, `ours` against `reference`, both (rows, vocab).
+Agreement compare(const std::vector<float>& reference, const std::vector<float>& ours, int vocab,
+                  double margin) {
+    Agreement a;
+    const std::size_t rows = reference.size() / static_cast<std::size_t>(vocab);
+    int agree = 0;
+    for (std::size_t r = 0; r < rows; ++r) {
+        const float* p = reference.data() + r * static_cast<std::size_t>(vocab);
+        const float* q = ours.data() + r * static_cast<std::size_t>(vocab);
+        const auto lse = [vocab](const float* logits) {
+            const float top = *std::max_element(logits, logits + vocab);
+            double sum = 0;
+            for (int i = 0; i < vocab; ++i) {
+                sum += std::exp(double(logits[i]) - top);
+            }
+            return top + std::log(sum);
+        };
+        const double lse_p = lse(p);
+        const double lse_q = lse(q);
+        double kl = 0;
+        int best_p = 0;
+        int best_q = 0;
+        float second_p = -INFINITY;
+        for (int i = 0; i < vocab; ++i) {
+            const double lp = p[i] - lse_p;
+            kl += std::exp(lp) * (lp - (q[i] - lse_q));
+            a.max_abs = std::max(a.max_abs, double(std::abs(p[i] - q[i])));
+            best_q = q[i] > q[best_q] ? i : best_q;
+            if (p[i] > p[best_p]) {
+                second_p = p[best_p];
+                best_p = i;
+            } else if (i != best_p && p[i] > second_p) {
+                second_p = p[i];
+            }
+        }
+        a.kl_mean += kl;
+        a.kl_max = std::max(a.kl_max, kl);
+        if (best_p == best_q) {
+            ++agree;
+        } else if (p[best_p] - second_p < margin) {
+            ++a.close_calls;
+        } else {
+            ++a.clear_disagreements;
+        }
+    }
+    a.kl_mean /= static_cast<double>(std::max<std::size_t>(rows, 1));
+    a.top1 = double(agree) / static_cast<double>(std::max<std::size_t>(rows, 1));
+    return a;
+}
+
+// Greedy continuation of `prompt`, `count` tokens; `margins` gets each
+// step's top-1 margin (best minus second-best logit).
+std::vector<std::int32_t> greedy(runner::Backend& backend, const std::vector<std::int32_t>& prompt,
+                                 std::size_t count, std::vector<float>* margins = nullptr) {
+    const int vocab = backend.vocab_size();
+    kv::BlockAllocator allocator(backend.num_blocks());
+    kv::SequenceBlocks sequence;
+    std::vector<std::int32_t> pending = prompt;
+    std::vector<std::int32_t> generated;
+    std::vector<float> logits(static_cast<std::size_t>(vocab));
+    while (generated.size() < count) {
+        if (!kv::reserve(sequence, sequence.length + static_cast<std::int32_t>(pending.size()),
+                         backend.block_size(), allocator)) {
+            qFatal("KV cache too small for the test");
+        }
+        const runner::SequenceStep step{&sequence, pending, false};
+        backend.forward(runner::build_forward_batch(std::span(&step, 1), backend.block_size()),
+                        logits.data());
+        sequence.length += static_cast<std::int32_t>(pending.size());
+        const auto best = std::max_element(logits.begin(), logits.end());
+        if (margins != nullptr) {
+            float second = -INFINITY;
+            for (auto it = logits.begin(); it != logits.end(); ++it) {
+                if (it != best) {
+                    second = std::max(second, *it);
+                }
+            }
+            margins->push_back(*best - second);
+        }
+        generated.push_back(static_cast<std::int32_t>(best - logits.begin()));
+        pending = {generated.back()};
+    }
+    return generated;
+}
+
+class RecordingObserver : public runner::OpObserver {
+public:
+    struct Op {
+        std::string name;
+        int layer;
+        std::int64_t begin_ns;
+        std::int64_t end_ns;
+    };
+    void on_op(std::string_view name, int layer, std::int64_t begin_ns,
+               std::int64_t end_ns) override {
+        ops.push_back({std::string(name), layer, begin_ns, end_ns});
+    }
+    std::vector<Op> ops;
+};
+
+void add_format_rows() {
+    QTest::addColumn<kv::KvFormat>("key");
+    QTest::addColumn<kv::KvFormat>("value");
+    QTest::newRow("f16") << F::f16 << F::f16;
+    QTest::newRow("q8_0") << F::q8_0 << F::q8_0;
+    QTest::newRow("q4_0") << F::q4_0 << F::q4_0;
+    QTest::newRow("kivi4") << F::kivi4 << F::kivi4;
+    QTest::newRow("K kivi2, V q8_0") << F::kivi2 << F::q8_0;
+    QTest::newRow("K fp8, V kivi4") << F::fp8_e4m3 << F::kivi4;
+}
+
+// Quantised formats round this step's K and V, which differ from the CPU's
+// by fp16 rounding, into a neighbouring code now and then: a code step is
+// worth more than rounding noise.
+double tiny_tolerance(F key, F value) {
+    const auto coarse = [](F f) {
+        return f == F::q4_0 || f == F::q4_1 || f == F::kivi4 || f == F::kivi2 || f == F::fp8_e4m3;
+    };
+    return coarse(key) || coarse(value) ? 0.15 : 0.05;
+}
+
+} // namespace
+
+class TestCudaBackend : public QObject {
+    Q_OBJECT
+
+private slots:
+    void initTestCase();
+    void tiny_model_matches_the_cpu_data();
+    void tiny_model_matches_the_cpu();
+    void batched_sequences_match_the_cpu_data();
+    void batched_sequences_match_the_cpu();
+    void real_model_teacher_forced_agrees_with_the_cpu_data();
+    void real_model_teacher_forced_agrees_with_the_cpu();
+    void real_model_greedy_matches_the_cpu();
+    void captured_attention_matches_the_cpu_data();
+    void captured_attention_matches_the_cpu();
+    void copy_slots_then_decoding_matches_the_cpu_data();
+    void copy_slots_then_decoding_matches_the_cpu();
+    void ops_are_timed_on_the_host_clock();
+    void device_memory_is_accounted();
+    void bad_batches_are_refused();
+
+private:
+    std::shared_ptr<const model::LlamaModel> tiny_;
+    std::shared_ptr<const model::LlamaModel> real_; // null without the golden model
+    QString real_problem_;
+    QJsonObject golden_;
+};
+
+void TestCudaBackend::initTestCase() {
+    const GpuInventory gpus = query_gpu_devices();
+    if (gpus.devices.empty()) {
+        QSKIP(qPrintable("no CUDA GPU here (" + QString::fromStdString(gpus.unavailable_reason) +
+                         "): CUDA backend tests skipped"));
+    }
+    qInfo("device: %s (sm_%d%d)", gpus.devices.front().name.c_str(),
+          gpus.devices.front().compute_major, gpus.devices.front().compute_minor);
+    tiny_ = model::LlamaModel::load(tiny_model_path());
+    golden_ = test::load_golden();
+    real_problem_ = golden_.isEmpty() ? "tests/engine/data/golden_smollm2.json is missing"
+                                      : test::golden_model_problem(golden_);
+    if (real_problem_.isEmpty()) {
+        real_ = model::LlamaModel::load(test::golden_model_path());
+    }
+}
+
+void TestCudaBackend::tiny_model_matches_the_cpu_data() {
+    add_format_rows();
+}
+
+void TestCudaBackend::tiny_model_matches_the_cpu() {
+    QFETCH(kv::KvFormat, key);
+    QFETCH(kv::KvFormat, value);
+    // 600 tokens: a 37-token prefill, decodes, chunks of 100 and 5; past 512
+    // the attention runs three splits. Block size 16, blocks left over.
+    const std::vector<std::int32_t> ids = random_ids(600, tiny_->config().vocab, 7);
+    const std::vector<int> chunks{37, 1, 1, 1, 100, 5};
+    auto cpu = make_cpu(tiny_, 48, 16, {key, value});
+    auto gpu = make_cuda(tiny_, 48, 16, {key, value});
+    const std::vector<float> expected = logits_in_chunks(*cpu, ids, chunks);
+    const std::vector<float> got = logits_in_chunks(*gpu, ids, chunks);
+    const double tolerance = tiny_tolerance(key, value);
+    const Agreement a = compare(expected, got, tiny_->config().vocab, 2 * tolerance);
+    qInfo("%s: max |logit difference| %.3g, KL mean %.3g max %.3g, top-1 %.4f (%d close calls)",
+          QTest::currentDataTag(), a.max_abs, a.kl_mean, a.kl_max, a.top1, a.close_calls);
+    QVERIFY2(a.max_abs <= tolerance, qPrintable(QString("max |difference| %1").arg(a.max_abs)));
+    QCOMPARE(a.clear_disagreements, 0);
+}
+
+void TestCudaBackend::batched_sequences_match_the_cpu_data() {
+    add_format_rows();
+}
+
+void TestCudaBackend::batched_sequences_match_the_cpu() {
+    // Three sequences in one batch: one prefilling a chunk, two decoding, in
+    // blocks interleaved in the pool (block size 8, so blocks fill often).
+    QFETCH(kv::KvFormat, key);
+    QFETCH(kv::KvFormat, value);
+    const int vocab = tiny_->config().vocab;
+    const std::vector<std::int32_t> ids = random_ids(300, vocab, 11);
+    std::vector<float> outputs[2];
+    for (int which = 0; which < 2; ++which) {
+        auto backend = which == 0 ? make_cpu(tiny_, 64, 8, {key, value})
+                                  : make_cuda(tiny_, 64, 8, {key, value});
+        kv::BlockAllocator allocator(backend->num_blocks());
+        std::vector<kv::SequenceBlocks> seqs(3);
+        const std::vector<std::size_t> starts{0, 100, 200};
+        const std::vector<std::size_t> lengths{90, 40, 70};
+        std::vector<std::size_t> done{0, 0, 0};
+        while (done != lengths) {
+            std::vector<runner::SequenceStep> steps;
+            std::vector<std::size_t> which_sequence;
+            for (std::size_t s = 0; s < 3; ++s) {
+                if (done[s] == lengths[s]) {
+                    continue;
+                }
+                const std::size_t n = (s == 0 && done[s] == 0) ? 30 : 1;
+                QVERIFY(kv::reserve(seqs[s], static_cast<std::int32_t>(done[s] + n), 8, allocator));
+                steps.push_back({&seqs[s], std::span(ids).subspan(starts[s] + done[s], n), true});
+                which_sequence.push_back(s);
+            }
+            const runner::ForwardBatch batch = runner::build_forward_batch(steps, 8);
+            std::vector<float> out(batch.logit_tokens.size() * static_cast<std::size_t>(vocab));
+            backend->forward(batch, out.data());
+            outputs[which].insert(outputs[which].end(), out.begin(), out.end());
+            for (std::size_t i = 0; i < steps.size(); ++i) {
+                const std::size_t s = which_sequence[i];
+                seqs[s].length += static_cast<std::int32_t>(steps[i].tokens.size());
+                done[s] += steps[i].tokens.size();
+            }
+        }
+    }
+    const double tolerance = tiny_tolerance(key, value);
+    const Agreement a = compare(outputs[0], outputs[1], vocab, 2 * tolerance);
+    qInfo("%s: max |logit difference| %.3g, top-1 %.4f", QTest::currentDataTag(), a.max_abs,
+          a.top1);
+    QVERIFY2(a.max_abs <= tolerance, qPrintable(QString("max |difference| %1").arg(a.max_abs)));
+    QCOMPARE(a.clear_disagreements, 0);
+}
+
+void TestCudaBackend::real_model_teacher_forced_agrees_with_the_cpu_data() {
+    QTest::addColumn<kv::KvFormat>("key");
+    QTest::addColumn<kv::KvFormat>("value");
+    QTest::newRow("f16") << F::f16 << F::f16;
+    QTest::newRow("q8_0") << F::q8_0 << F::q8_0;
+    QTest::newRow("q4_0") << F::q4_0 << F::q4_0;
+    QTest::newRow("kivi4") << F::kivi4 << F::kivi4;
+}
+
+void TestCudaBackend::real_model_teacher_forced_agrees_with_the_cpu() {
+    if (!real_) {
+        QSKIP(qPrintable("needs the SmolLM2 model: " + real_problem_));
+    }
+    QFETCH(kv::KvFormat, key);
+    QFETCH(kv::KvFormat, value);
+    // The 306-token text: a 64-token prefill, then token by token, so most
+    // positions read K/V back from the cache in the format under test.
+    const std::vector<std::int32_t> ids =
+        to_ids(golden_.value("teacher_forced").toObject().value("ids"));
+    auto cpu = make_cpu(real_, 64, 16, {key, value});
+    auto gpu = make_cuda(real_, 64, 16, {key, value});
+    const std::vector<float> expected = logits_in_chunks(*cpu, ids, {64, 1});
+    const std::vector<float> got = logits_in_chunks(*gpu, ids, {64, 1});
+    const Agreement a = compare(expected, got, real_->config().vocab, test::kNearTieMargin);
+    qInfo("%s: CUDA against the CPU in the same format over %zu positions: top-1 %.4f, KL mean "
+          "%.3g max %.3g, max |logit difference| %.3g",
+          QTest::currentDataTag(), ids.size(), a.top1, a.kl_mean, a.kl_max, a.max_abs);
+    QVERIFY2(a.top1 >= 0.99, qPrintable(QString("top-1 agreement %1").arg(a.top1)));
+    // fp16 weights and activations against fp32: far below what a broken
+    // cache does (KL of 0.1 and more, tst_cpu_forward).
+    QVERIFY2(a.kl_mean <= 0.01, qPrintable(QString("KL mean %1").arg(a.kl_mean)));
+}
+
+void TestCudaBackend::real_model_greedy_matches_the_cpu() {
+    if (!real_) {
+        QSKIP(qPrintable("needs the SmolLM2 model: " + real_problem_));
+    }
+    // Token for token until the CPU itself had a close call: fp16 rounding
+    // may legitimately pick the other token of a near-tie, and everything
+    // after it then differs.
+    constexpr float kCloseCall = 0.25f;
+    auto cpu = make_cpu(real_, 64, 16, {F::f16, F::f16});
+    auto gpu = make_cuda(real_, 64, 16, {F::f16, F::f16});
+    for (const QJsonValue& entry : golden_.value("greedy").toArray()) {
+        const QJsonObject c = entry.toObject();
+        const std::vector<std::int32_t> prompt = to_ids(c.value("prompt_ids"));
+        const std::size_t count = static_cast<std::size_t>(c.value("tokens").toArray().size());
+        std::vector<float> margins;
+        const std::vector<std::int32_t> expected = greedy(*cpu, prompt, count, &margins);
+        const std::vector<std::int32_t> got = greedy(*gpu, prompt, count);
+        std::size_t pinned = 0;
+        while (pinned < margins.size() && margins[pinned] >= kCloseCall) {
+            ++pinned;
+        }
+        std::size_t same = 0;
+        while (same < count && got[same] == expected[same]) {
+            ++same;
+        }
+        qInfo("'%s': %zu of %zu greedy tokens identical to the CPU's; %zu before its first close "
+              "call must be",
+              qPrintable(c.value("prompt").toString()), same, count, pinned);
+        if (same < pinned) {
+            QFAIL(qPrintable(QString("token %1 is %2, the CPU's %3 (its margin %4)")
+                                 .arg(same)
+                                 .arg(got[same])
+                                 .arg(expected[same])
+                                 .arg(margins[same])));
+        }
+    }
+}
+
+void TestCudaBackend::captured_attention_matches_the_cpu_data() {
+    add_format_rows();
+}
+
+void TestCudaBackend::captured_attention_matches_the_cpu() {
+    QFETCH(kv::KvFormat, key);
+    QFETCH(kv::KvFormat, value);
+    // Two sequences, block size 4: A prefills 40 tokens capturing from
+    // position 30, B 23 tokens capturing none; then both decode capturing
+    // everything (the H2O pattern), then one plain step.
+    const int vocab = tiny_->config().vocab;
+    const std::vector<std::int32_t> ids = random_ids(80, vocab, 5);
+    std::vector<std::vector<float>> captured[2];
+    for (int which = 0; which < 2; ++which) {
+        auto backend = which == 0 ? make_cpu(tiny_, 40, 4, {key, value})
+                                  : make_cuda(tiny_, 40, 4, {key, value});
+        kv::BlockAllocator allocator(backend->num_blocks());
+        kv::SequenceBlocks a;
+        kv::SequenceBlocks b;
+        const auto run = [&](std::size_t a_from, std::size_t a_count, std::size_t b_from,
+                             std::size_t b_count, std::int32_t a_capture, std::int32_t b_capture) {
+            QVERIFY(kv::reserve(a, a.length + static_cast<std::int32_t>(a_count), 4, allocator));
+            QVERIFY(kv::reserve(b, b.length + static_cast<std::int32_t>(b_count), 4, allocator));
+            runner::SequenceStep steps[2] = {{&a, std::span(ids).subspan(a_from, a_count), false},
+                                             {&b, std::span(ids).subspan(b_from, b_count), false}};
+            steps[0].capture_attention_from = a_capture;
+            steps[1].capture_attention_from = b_capture;
+            const runner::ForwardBatch batch = runner::build_forward_batch(steps, 4);
+            std::vector<float> logits(batch.logit_tokens.size() * static_cast<std::size_t>(vocab));
+            backend->forward(batch, logits.data());
+            for (std::size_t s = 0; s < 2; ++s) {
+                const std::span<const float> sums = backend->captured_attention(s);
+                captured[which].emplace_back(sums.begin(), sums.end());
+            }
+            a.length += static_cast<std::int32_t>(a_count);
+            b.length += static_cast<std::int32_t>(b_count);
+        };
+        run(0, 40, 40, 23, 30, INT32_MAX);
+        run(63, 1, 64, 1, 0, 0);
+        run(65, 1, 66, 1, INT32_MAX, INT32_MAX);
+    }
+    QCOMPARE(captured[1].size(), captured[0].size());
+    const double coarse = tiny_tolerance(key, value) > 0.05 ? 3.0 : 1.0;
+    int compared = 0;
+    for (std::size_t i = 0; i < captured[0].size(); ++i) {
+        const std::vector<float>& expected = captured[0][i];
+        const std::vector<float>& got = captured[1][i];
+        QCOMPARE(got.size(), expected.size());
+        for (std::size_t e = 0; e < expected.size(); ++e) {
+            // Probabilities summed over layers, heads and tokens: rounding
+            // of fp16 activations moves them by a little, relatively.
+            const double allowed = coarse * (2e-3 + 2e-2 * std::abs(expected[e]));
+            QVERIFY2(std::abs(got[e] - expected[e]) <= allowed,
+                     qPrintable(QString("capture %1, entry %2: %3, the CPU's %4")
+                                    .arg(i)
+                                    .arg(e)
+                                    .arg(got[e])
+                                    .arg(expected[e])));
+            ++compared;
+        }
+    }
+    QVERIFY(compared > 0);
+    // What was asked for: A's sums in the first step (B's entries there, all
+    // zero), both in the second, none in the third.
+    const auto nonzero = [](const std::vector<float>& sums) {
+        return std::any_of(sums.begin(), sums.end(), [](float x) { return x != 0.0f; });
+    };
+    QCOMPARE(captured[1][0].size(), std::size_t{40});
+    QVERIFY(nonzero(captured[1][0]));
+    QCOMPARE(captured[1][1].size(), std::size_t{23});
+    QVERIFY(!nonzero(captured[1][1]));
+    QVERIFY(nonzero(captured[1][2]) && nonzero(captured[1][3]));
+    QVERIFY(captured[1][4].empty() && captured[1][5].empty());
+}
+
+void TestCudaBackend::copy_slots_then_decoding_matches_the_cpu_data() {
+    add_format_rows();
+    QTest::newRow("K f16, V kivi2") << F::f16 << F::kivi2;
+}
+
+void TestCudaBackend::copy_slots_then_decoding_matches_the_cpu() {
+    QFETCH(kv::KvFormat, key);
+    QFETCH(kv::KvFormat, value);
+    // Token eviction's compaction, as sched::compact_sequence does it: 23
+    // entries in blocks of 4, entries 2, 9 and 10 dropped; the kept entries
+    // rewritten from the start of the block holding the first moved one, the
+    // block no longer needed released; then three decodes whose RoPE
+    // positions continue from 23 while their cache entries follow 20.
+    const int bs = 4;
+    const int vocab = tiny_->config().vocab;
+    const std::vector<std::int32_t> ids = random_ids(26, vocab, 3);
+    const std::set<std::int32_t> dropped{2, 9, 10};
+    std::vector<float> outputs[2];
+    for (int which = 0; which < 2; ++which) {
+        auto backend = which == 0 ? make_cpu(tiny_, 16, bs, {key, value})
+                                  : make_cuda(tiny_, 16, bs, {key, value});
+        kv::BlockAllocator allocator(backend->num_blocks());
+        // Another sequence's block first, so the copied one is not block 0.
+        kv::SequenceBlocks other;
+        QVERIFY(kv::reserve(other, 1, bs, allocator));
+        kv::SequenceBlocks seq;
+        QVERIFY(kv::reserve(seq, 23, bs, allocator));
+        {
+            const runner::SequenceStep step{&seq, std::span(ids).subspan(0, 23), false};
+            std::vector<float> logits(static_cast<std::size_t>(vocab));
+            backend->forward(runner::build_forward_batch(std::span(&step, 1), bs), logits.data());
+            seq.length = 23;
+        }
+        std::vector<std::int32_t> kept;
+        for (std::int32_t e = 0; e < 23; ++e) {
+            if (!dropped.contains(e)) {
+                kept.push_back(e);
+            }
+        }
+        const auto slot_of = [&](std::int32_t entry) {
+            return seq.block_table[static_cast<std::size_t>(entry / bs)] * bs + entry % bs;
+        };
+        std::vector<std::int32_t> from;
+        std::vector<std::int32_t> to;
+        for (std::int32_t i = 0; i < static_cast<std::int32_t>(kept.size()); ++i) {
+            from.push_back(slot_of(kept[static_cast<std::size_t>(i)]));
+            to.push_back(slot_of(i));
+        }
+        backend->copy_slots(from, to);
+        const auto new_length = static_cast<std::int32_t>(kept.size()); // 20: five blocks
+        std::vector<kv::BlockId> released(seq.block_table.begin() + (new_length + bs - 1) / bs,
+                                          seq.block_table.end());
+        seq.block_table.resize(static_cast<std::size_t>((new_length + bs - 1) / bs));
+        for (const kv::BlockId block : released) {
+            allocator.free(block);
+        }
+        backend->release_blocks(released);
+        seq.length = new_length;
+        for (int i = 0; i < 3; ++i) {
+            QVERIFY(kv::reserve(seq, seq.length + 1, bs, allocator));
+            runner::SequenceStep step{&seq, std::span(ids).subspan(23 + i, 1), false};
+            step.first_position = 23 + i;
+            std::vector<float> logits(static_cast<std::size_t>(vocab));
+            backend->forward(runner::build_forward_batch(std::span(&step, 1), bs), logits.data());
+            outputs[which].insert(outputs[which].end(), logits.begin(), logits.end());
+            seq.length += 1;
+        }
+    }
+    const double tolerance = tiny_tolerance(key, value);
+    const Agreement a = compare(outputs[0], outputs[1], vocab, 2 * tolerance);
+    qInfo("%s: max |logit difference| %.3g after the compaction", QTest::currentDataTag(),
+          a.max_abs);
+    QVERIFY2(a.max_abs <= tolerance, qPrintable(QString("max |difference| %1").arg(a.max_abs)));
+    QCOMPARE(a.clear_disagreements, 0);
+}
+
+void TestCudaBackend::ops_are_timed_on_the_host_clock() {
+    auto gpu = make_cuda(tiny_, 16, 16, {F::f16, F::f16});
+    RecordingObserver observer;
+    gpu->set_op_observer(&observer);
+    const std::vector<std::int32_t> ids = random_ids(20, tiny_->config().vocab, 9);
+    const std::int64_t before = host_now_ns();
+    logits_in_chunks(*gpu, ids, {20});
+    const std::int64_t after = host_now_ns();
+    const int layers = tiny_->config().layers;
+    // The CPU backend's op names, per layer, plus the embedding and the head.
+    const std::vector<std::string> per_layer{"attn_norm", "qkv",       "rope",
+                                             "kv_write",  "attention", "attn_out",
+                                             "ffn_norm",  "gate_up",   "down"};
+    QCOMPARE(observer.ops.size(), per_layer.size() * static_cast<std::size_t>(layers) + 2);
+    QCOMPARE(observer.ops.front().name, std::string("embedding"));
+    QCOMPARE(observer.ops.back().name, std::string("lm_head"));
+    QCOMPARE(observer.ops.back().layer, -1);
+    std::int64_t last_end = before;
+    for (std::size_t i = 0; i < observer.ops.size(); ++i) {
+        const RecordingObserver::Op& op = observer.ops[i];
+        if (i >= 1 && i + 1 < observer.ops.size()) {
+            QCOMPARE(op.name, per_layer[(i - 1) % per_layer.size()]);
+            QCOMPARE(op.layer, static_cast<int>((i - 1) / per_layer.size()));
+        }
+        // In stream order, within the call, each taking some time.
+        QVERIFY2(op.begin_ns <= op.end_ns, op.name.c_str());
+        QVERIFY2(op.begin_ns + 1000 >= last_end, op.name.c_str()); // 1 us of event resolution
+        QVERIFY2(op.end_ns <= after, op.name.c_str());
+        last_end = op.end_ns;
+    }
+    gpu->set_op_observer(nullptr);
+    observer.ops.clear();
+    logits_in_chunks(*gpu, ids, {20});
+    QVERIFY(observer.ops.empty());
+}
+
+void TestCudaBackend::device_memory_is_accounted() {
+    auto gpu = make_cuda(tiny_, 32, 16, {F::kivi4, F::kivi4});
+    const std::optional<runner::DeviceMemory> idle = gpu->device_memory();
+    QVERIFY(idle.has_value());
+    QVERIFY(idle->weights > 0);
+    QCOMPARE(idle->kv_pool, gpu->kv_cache_bytes()); // no KIVI block open yet
+    QVERIFY(idle->free > 0 && idle->free <= idle->total);
+    logits_in_chunks(*gpu, random_ids(40, tiny_->config().vocab, 1), {40});
+    const std::optional<runner::DeviceMemory> busy = gpu->device_memory();
+    QVERIFY(busy->activations > 0);
+    QVERIFY(busy->kv_pool > gpu->kv_cache_bytes()); // the open block's fp32 copy
+    QCOMPARE(busy->weights, idle->weights);
+    // The CPU backend has no device.
+    QVERIFY(!make_cpu(tiny_, 4, 16, {})->device_memory().has_value());
+}
+
+void TestCudaBackend::bad_batches_are_refused() {
+    auto gpu = make_cuda(tiny_, 4, 16, {F::f16, F::f16});
+    kv::BlockAllocator allocator(gpu->num_blocks());
+    kv::SequenceBlocks seq;
+    QVERIFY(kv::reserve(seq, 3, 16, allocator));
+    const std::vector<std::int32_t> ids{1, 2, 3};
+    const runner::SequenceStep step{&seq, ids, false};
+    const runner::ForwardBatch good = runner::build_forward_batch(std::span(&step, 1), 16);
+    std::vector<float> logits(static_cast<std::size_t>(gpu->vocab_size()));
+    runner::ForwardBatch bad = good;
+    bad.slot_mapping[1] = 4 * 16; // one past the pool
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu->forward(bad, logits.data()));
+    bad = good;
+    bad.token_ids[0] = gpu->vocab_size();
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu->forward(bad, logits.data()));
+    bad = good;
+    bad.block_tables[0] = 9;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu->forward(bad, logits.data()));
+    bad = good;
+    bad.cache_positions[2] = 16; // past the sequence's one block
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu->forward(bad, logits.data()));
+    // Still usable after refusing them.
+    gpu->forward(good, logits.data());
+    QVERIFY(std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }));
+    const std::vector<std::int32_t> from{0, 1};
+    const std::vector<std::int32_t> to{2};
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu->copy_slots(from, to));
+    // A pool larger than the device is refused with the sizes, not a crash.
+    const std::int64_t huge = std::int64_t{1} << 40;
+    const std::int64_t per_block = gpu->kv_cache_bytes() / gpu->num_blocks();
+    try {
+        make_cuda(tiny_, static_cast<int>(std::min<std::int64_t>(huge / per_block, INT32_MAX / 16)),
+                  16, {F::f16, F::f16});
+        QFAIL("a 1 TiB KV pool was allocated");
+    } catch (const std::runtime_error& e) {
+        QVERIFY2(QString(e.what()).contains("does not fit"), e.what());
+    }
+}
+
+QTEST_GUILESS_MAIN(TestCudaBackend)
+#include "tst_cuda_backend.moc"
