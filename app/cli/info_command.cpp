@@ -17,6 +17,22 @@ struct InfoOptions {
     bool json = false;
 };
 
+// Whether the CUDA backend has run on GPU hardware, as the repository's
+// bench/results/gpu-verification.json said when this build was configured.
+nlohmann::json cuda_verification() {
+    const bool verified = build_info::cuda_verified_on_gpu;
+    const std::string status =
+        verified
+            ? std::string(build_info::cuda_verified_date) + " on " +
+                  build_info::cuda_verified_device + " (" + build_info::cuda_verified_results + ")"
+            : std::string("not yet on GPU hardware (compiled and CPU-checked only)");
+    return {{"verified_on_gpu", verified},
+            {"date", build_info::cuda_verified_date},
+            {"device", build_info::cuda_verified_device},
+            {"results", build_info::cuda_verified_results},
+            {"status", status}};
+}
+
 nlohmann::json collect_info() {
     nlohmann::json info;
     info["version"] = build_info::version;
@@ -24,6 +40,7 @@ nlohmann::json collect_info() {
     info["compiler"] = build_info::compiler;
     info["cuda_compiled"] = build_info::with_cuda;
     info["cuda_architectures"] = build_info::cuda_architectures;
+    info["cuda_verification"] = cuda_verification();
     info["sqlite_version"] = sqlite3_libversion();
 
     const GpuInventory gpus = query_gpu_devices();
@@ -59,6 +76,8 @@ void print_text(const nlohmann::json& info) {
               << (info["cuda_compiled"].get<bool>()
                       ? "compiled for " + info["cuda_architectures"].get<std::string>()
                       : std::string("not compiled"))
+              << "\n";
+    std::cout << "  CUDA verified: " << info["cuda_verification"]["status"].get<std::string>()
               << "\n";
     std::cout << "  GPUs         : ";
     if (info["gpus"].empty()) {

@@ -44,6 +44,7 @@ private slots:
     void exit_status_and_message();
     void info_json_reports_build_and_model();
     void info_json_honours_kvscope_model();
+    void info_states_the_cuda_verification_of_the_repository();
     void generate_streams_text_and_reports_speed();
     void generate_is_repeatable_with_a_seed();
     void generate_reports_an_invalid_model_file();
@@ -157,6 +158,44 @@ void TestCli::info_json_honours_kvscope_model() {
     QCOMPARE(model.value("from_KVSCOPE_MODEL").toBool(), true);
     QCOMPARE(model.value("available").toBool(), false);
     QVERIFY(model.value("problem").toString().contains("not found"));
+}
+
+// bench/results/gpu-verification.json is the one source of the claim; info
+// must carry exactly what it says, in JSON and as a line of text.
+void TestCli::info_states_the_cuda_verification_of_the_repository() {
+    QFile file(KVSCOPE_SOURCE_DIR "/bench/results/gpu-verification.json");
+    QVERIFY2(file.open(QIODevice::ReadOnly), qPrintable(file.fileName()));
+    const QJsonObject source = QJsonDocument::fromJson(file.readAll()).object();
+    QVERIFY(source.value("verified_on_gpu").isBool());
+    const bool verified = source.value("verified_on_gpu").toBool();
+
+    const auto json_run = run_process(KVSCOPE_CLI_PATH, {"info", "--json"});
+    QCOMPARE(json_run.exit_code, 0);
+    const QJsonObject reported = QJsonDocument::fromJson(json_run.out.toUtf8())
+                                     .object()
+                                     .value("cuda_verification")
+                                     .toObject();
+    QCOMPARE(reported.value("verified_on_gpu").toBool(!verified), verified);
+    QString expected_status = "not yet on GPU hardware (compiled and CPU-checked only)";
+    if (verified) {
+        for (const char* key : {"date", "device", "results"}) {
+            QVERIFY2(!source.value(key).toString().isEmpty(), key);
+            QCOMPARE(reported.value(key).toString(), source.value(key).toString());
+        }
+        expected_status = source.value("date").toString() + " on " +
+                          source.value("device").toString() + " (" +
+                          source.value("results").toString() + ")";
+    } else {
+        for (const char* key : {"date", "device", "results"}) {
+            QCOMPARE(reported.value(key).toString("absent"), QString());
+        }
+    }
+    QCOMPARE(reported.value("status").toString(), expected_status);
+
+    const auto text_run = run_process(KVSCOPE_CLI_PATH, {"info"});
+    QCOMPARE(text_run.exit_code, 0);
+    QVERIFY2(text_run.out.contains("  CUDA verified: " + expected_status + "\n"),
+             qPrintable(text_run.out));
 }
 
 void TestCli::generate_streams_text_and_reports_speed() {
