@@ -166,8 +166,8 @@ std::string recording_views_sql() {
                         EventKind::block_unshared, EventKind::block_freed, EventKind::block_cached,
                         EventKind::block_evicted, EventKind::block_compacted}) +
            op_slices_view() +
-           events_view("KVSCOPE_MEMORY",
-                       {EventKind::memory_sample, EventKind::kv_bytes, EventKind::cache_fill});
+           events_view("KVSCOPE_MEMORY", {EventKind::memory_sample, EventKind::kv_bytes,
+                                          EventKind::cache_fill, EventKind::device_memory});
 }
 
 void create_recording_views(sqlite3* db) {

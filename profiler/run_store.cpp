@@ -391,6 +391,12 @@ void RunStore::append(const EngineEvent& event) {
         kv_formats_ = std::move(bytes.formats);
         break;
     }
+    case EventKind::device_memory: {
+        auto device = events::as<events::DeviceMemory>(event);
+        add_counter(Counter::gpu_used_bytes, t, static_cast<double>(device.used_bytes));
+        device_memory_ = std::move(device);
+        break;
+    }
     default:
         break;
     }

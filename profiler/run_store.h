@@ -107,6 +107,7 @@ enum class Counter : std::uint8_t {
     kv_bytes_used,   // bytes in used blocks
     prefix_hit_rate, // cumulative hit tokens / prompt tokens at first admission
     running,         // sequences in the step
+    gpu_used_bytes,  // device memory in use (total - free), on a GPU backend
     count_
 };
 
@@ -142,6 +143,8 @@ public:
     const std::string& run_config() const { return run_config_; } // JSON
     const std::string& kv_formats() const { return kv_formats_; } // "f16", "K q8_0, V q4_0"
     std::int64_t bytes_per_block() const { return bytes_per_block_; }
+    // The last device-memory sample of a GPU run; total_bytes 0 otherwise.
+    const events::DeviceMemory& device_memory() const { return device_memory_; }
 
     const std::vector<StepSpan>& steps() const { return steps_; }
     const SpanTrack& cpu_ops() const { return cpu_ops_; }
@@ -175,6 +178,7 @@ private:
     std::string run_config_;
     std::string kv_formats_;
     std::int64_t bytes_per_block_ = 0;
+    events::DeviceMemory device_memory_;
 
     std::vector<StepSpan> steps_;
     SpanTrack cpu_ops_;

@@ -54,6 +54,8 @@ std::string_view event_kind_name(EventKind kind) {
         return "block_unshared";
     case EventKind::token_sampled:
         return "token_sampled";
+    case EventKind::device_memory:
+        return "device_memory";
     }
     return "unknown";
 }

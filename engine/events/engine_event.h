@@ -41,9 +41,10 @@ enum class EventKind : std::uint8_t {
     // Added later in schema 2 (older readers skip kinds they do not know):
     block_unshared,
     token_sampled,
+    device_memory,
 };
 
-inline constexpr int kEventKindCount = static_cast<int>(EventKind::token_sampled) + 1;
+inline constexpr int kEventKindCount = static_cast<int>(EventKind::device_memory) + 1;
 
 std::string_view event_kind_name(EventKind kind);
 

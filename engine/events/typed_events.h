@@ -375,13 +375,34 @@ struct TokenSampled {
     bool operator==(const TokenSampled&) const = default;
 };
 
+// Where a GPU backend's device memory goes, sampled with the KV manager's
+// counters: the KV pool's share of the device is what sizing depends on.
+// used - weights - kv_pool is everything else (activations, workspaces, the
+// CUDA context, other processes).
+struct DeviceMemory {
+    static constexpr EventKind kind = EventKind::device_memory;
+    std::int64_t weights_bytes = 0;
+    std::int64_t kv_pool_bytes = 0;
+    std::int64_t used_bytes = 0;  // in use on the device (total - free)
+    std::int64_t total_bytes = 0; // the device's memory
+    std::string device;           // the backend ("cuda")
+    static constexpr auto fields() {
+        return std::tuple{field("weights_bytes", &DeviceMemory::weights_bytes, Column::a),
+                          field("kv_pool_bytes", &DeviceMemory::kv_pool_bytes, Column::b),
+                          field("used_bytes", &DeviceMemory::used_bytes, Column::c),
+                          field("total_bytes", &DeviceMemory::total_bytes, Column::d),
+                          field("device", &DeviceMemory::device, Column::text)};
+    }
+    bool operator==(const DeviceMemory&) const = default;
+};
+
 // Every typed event, in EventKind order.
 using TypedEvents =
     std::tuple<RunConfig, StepBegin, StepEnd, RequestArrived, RequestAdmitted, FirstToken,
                RequestFinished, RequestPreempted, RequestAborted, RequestRejected, BlockAllocated,
                BlockFreed, BlockShared, BlockCached, BlockEvicted, PrefixLookup, TokensEvicted,
                CacheFill, OpSlice, MemorySample, BlockCompacted, KvBytes, BlockUnshared,
-               TokenSampled>;
+               TokenSampled, DeviceMemory>;
 static_assert(std::tuple_size_v<TypedEvents> == kEventKindCount, "a kind has no typed event");
 
 template <class T>

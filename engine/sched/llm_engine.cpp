@@ -341,6 +341,13 @@ void LlmEngine::sample_cache() {
                                                 .bytes_per_block = block_bytes,
                                                 .formats = backend_.cache_format().describe()});
     }
+    if (const std::optional<runner::DeviceMemory> device = backend_.device_memory()) {
+        events::emit_now(sink_, events::DeviceMemory{.weights_bytes = device->weights,
+                                                     .kv_pool_bytes = device->kv_pool,
+                                                     .used_bytes = device->total - device->free,
+                                                     .total_bytes = device->total,
+                                                     .device = backend_.name()});
+    }
 }
 
 StepStats LlmEngine::step() {

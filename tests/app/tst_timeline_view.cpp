@@ -3,6 +3,7 @@
 // painted in their phase's colour where the axis puts them, and tooltips say
 // what is under the pointer (or how many events a folded block holds).
 #include "app/ui/views/timeline_view.h"
+#include "engine/events/typed_events.h"
 #include "profiler/run_store.h"
 #include "tests/support/engine_events.h"
 
@@ -131,6 +132,7 @@ private slots:
     void many_requests_get_thin_scrolling_lanes();
     void lanes_only_for_requests_alive_in_view();
     void empty_and_null_store_paint();
+    void gpu_memory_row_only_for_gpu_runs();
 
 private:
     std::unique_ptr<RunStore> store_;
@@ -405,6 +407,34 @@ void TestTimelineView::empty_and_null_store_paint() {
     QSignalSpy requested(view_.get(), &TimelineView::cursor_requested);
     QTest::mouseClick(view_.get(), Qt::LeftButton, {}, view_->track_area().center());
     QCOMPARE(requested.count(), 1);
+}
+
+// A run on the CPU has no device: no empty GPU row. A GPU run's samples show
+// the device in use, with the KV pool's share in the tooltip.
+void TestTimelineView::gpu_memory_row_only_for_gpu_runs() {
+    QVERIFY(view_->row_rect("GPU memory").isNull());
+    QVERIFY(!view_->row_rect("KV bytes").isNull());
+    const std::int64_t gib = std::int64_t{1} << 30;
+    for (int i = 0; i < 3; ++i) {
+        kvscope::events::DeviceMemory sample;
+        sample.total_bytes = 80 * gib;
+        sample.weights_bytes = gib / 4;
+        sample.kv_pool_bytes = 20 * gib;
+        sample.used_bytes = 22 * gib + i * gib;
+        sample.device = "cuda";
+        EngineEvent event = kvscope::events::to_event(sample);
+        event.time_ns = store_->start_ns() + 10'000 + i * 100'000;
+        store_->append(event);
+    }
+    view_->update();
+    const QRect row = view_->row_rect("GPU memory");
+    QVERIFY(!row.isNull());
+    const QString tip = view_->tooltip_at(
+        QPoint(view_->track_area().left() +
+                   static_cast<int>(view_->axis().x_of(store_->start_ns() + 150'000)),
+               row.center().y()));
+    QVERIFY2(tip.contains("KV pool 20.00 GiB (25.0%)") && tip.contains("of 80.00 GiB"),
+             qPrintable(tip));
 }
 
 QTEST_MAIN(TestTimelineView)

@@ -108,8 +108,13 @@ QSize TimelineView::sizeHint() const {
 }
 
 QSize TimelineView::minimumSizeHint() const {
-    const int counters = static_cast<int>(std::size(kCounterRows)) * kCounterHeight;
+    const int counters = static_cast<int>(counter_rows()) * kCounterHeight;
     return {kLabelWidth + 200, lanes_top() + counters + 4 * kMinLaneHeight};
+}
+
+std::size_t TimelineView::counter_rows() const {
+    const bool gpu = store_ != nullptr && store_->device_memory().total_bytes > 0;
+    return std::size(kCounterRows) - (gpu ? 0 : 1);
 }
 
 std::int64_t TimelineView::open_end_ns() const {
@@ -124,7 +129,7 @@ int TimelineView::lanes_top() const {
 }
 
 int TimelineView::lanes_bottom() const {
-    const int counters = static_cast<int>(std::size(kCounterRows)) * kCounterHeight;
+    const int counters = static_cast<int>(counter_rows()) * kCounterHeight;
     return std::max(lanes_top(), height() - counters);
 }
 
@@ -206,7 +211,7 @@ std::vector<TimelineView::Row> TimelineView::rows() const {
         }
     }
     y = lanes_bottom();
-    for (std::size_t i = 0; i < std::size(kCounterRows); ++i) {
+    for (std::size_t i = 0; i < counter_rows(); ++i) {
         add(RowKind::counter, i, kCounterHeight);
     }
     return rows;
@@ -515,7 +520,17 @@ QString TimelineView::counter_tooltip(const Row& row, double x) const {
     }
     const double value = track.value_at(t);
     QString text;
-    if (counter.counter == profiler::Counter::kv_bytes_used) {
+    if (counter.counter == profiler::Counter::gpu_used_bytes) {
+        const events::DeviceMemory& device = store_->device_memory();
+        text = tr("%1 of %2 used; KV pool %3 (%4%), weights %5")
+                   .arg(QLocale().formattedDataSize(static_cast<qint64>(value)),
+                        QLocale().formattedDataSize(device.total_bytes),
+                        QLocale().formattedDataSize(device.kv_pool_bytes))
+                   .arg(100.0 * static_cast<double>(device.kv_pool_bytes) /
+                            static_cast<double>(std::max<std::int64_t>(1, device.total_bytes)),
+                        0, 'f', 1)
+                   .arg(QLocale().formattedDataSize(device.weights_bytes));
+    } else if (counter.counter == profiler::Counter::kv_bytes_used) {
         text = QLocale().formattedDataSize(static_cast<qint64>(value));
     } else {
         text = QString::number(value, 'f', 0);

@@ -108,7 +108,10 @@ private:
         {profiler::Counter::used_blocks, "Used blocks"},
         {profiler::Counter::cached_blocks, "Cached blocks"},
         {profiler::Counter::kv_bytes_used, "KV bytes"},
+        // Last: shown only for runs on a GPU backend (counter_rows()).
+        {profiler::Counter::gpu_used_bytes, "GPU memory"},
     };
+    std::size_t counter_rows() const;
 
     enum class RowKind { steps, cpu_ops, gpu, lane, counter };
     struct Row {

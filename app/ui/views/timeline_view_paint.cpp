@@ -191,9 +191,10 @@ void TimelineView::paint_row_label(QPainter& painter, const Row& row) const {
         return;
     }
     const double value = cursor_ns_ ? track.value_at(*cursor_ns_) : track.values.back();
-    const QString text = counter.counter == profiler::Counter::kv_bytes_used
-                             ? QLocale().formattedDataSize(static_cast<qint64>(value))
-                             : QString::number(value, 'f', 0);
+    const bool bytes = counter.counter == profiler::Counter::kv_bytes_used ||
+                       counter.counter == profiler::Counter::gpu_used_bytes;
+    const QString text = bytes ? QLocale().formattedDataSize(static_cast<qint64>(value))
+                               : QString::number(value, 'f', 0);
     painter.setPen(counter_color(counter.counter).darker(130));
     painter.drawText(text_area.adjusted(0, 0, 0, -3), Qt::AlignBottom | Qt::AlignLeft, text);
 }
@@ -274,6 +275,8 @@ void TimelineView::paint_counter(QPainter& painter, const Row& row) const {
     double full_scale = 0;
     if (counter == profiler::Counter::kv_bytes_used) {
         full_scale = static_cast<double>(store_->bytes_per_block()) * store_->total_blocks();
+    } else if (counter == profiler::Counter::gpu_used_bytes) {
+        full_scale = static_cast<double>(store_->device_memory().total_bytes);
     } else {
         full_scale = store_->total_blocks();
     }
