@@ -14,7 +14,20 @@ CublasHandle::CublasHandle(cudaStream_t stream) {
     check_cublas(cublasCreate(&handle_), "cublasCreate");
     try {
         check_cublas(cublasSetStream(handle_, stream), "cublasSetStream");
+        // A workspace of our own: cuBLAS must not allocate one while a
+        // decode step is being captured into a CUDA graph.
+        const cudaError_t allocated = cudaMalloc(&workspace_, kWorkspaceBytes);
+        if (allocated != cudaSuccess) {
+            (void)cudaGetLastError();
+            throw std::runtime_error(std::string("cuBLAS workspace: ") +
+                                     cudaGetErrorString(allocated));
+        }
+        check_cublas(cublasSetWorkspace(handle_, workspace_, kWorkspaceBytes),
+                     "cublasSetWorkspace");
     } catch (...) {
+        if (workspace_ != nullptr) {
+            (void)cudaFree(workspace_);
+        }
         (void)cublasDestroy(handle_);
         throw;
     }
@@ -23,6 +36,9 @@ CublasHandle::CublasHandle(cudaStream_t stream) {
 CublasHandle::~CublasHandle() {
     if (handle_ != nullptr) {
         (void)cublasDestroy(handle_); // cannot throw here; nothing to recover
+    }
+    if (workspace_ != nullptr) {
+        (void)cudaFree(workspace_);
     }
 }
 

@@ -3,6 +3,7 @@
 // fp16 models. One handle per backend, bound to the backend's stream.
 #pragma once
 
+#include <cstddef>
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
@@ -44,7 +45,10 @@ public:
     cublasHandle_t get() const { return handle_; }
 
 private:
+    // cuBLAS's recommendation for Hopper (32 MiB); enough for earlier GPUs.
+    static constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
     cublasHandle_t handle_ = nullptr;
+    void* workspace_ = nullptr;
 };
 
 // y = x · w^T: x (tokens, w.cols) fp16, y (tokens, w.rows) fp32, row-major,

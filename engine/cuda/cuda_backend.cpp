@@ -1,5 +1,6 @@
 #include "engine/cuda/cuda_backend.h"
 
+#include "engine/cuda/decode_padding.h"
 #include "engine/cuda/staging_layout.h"
 #include "engine/util/host_clock.h"
 #include "engine/util/nvtx_range.h"
@@ -101,10 +102,13 @@ CudaBackend::CudaBackend(std::shared_ptr<const model::LlamaModel> model,
     , options_(options)
     , device_name_(prepare_device(model_->config(), options))
     , cublas_(stream_.get())
-    , weights_(CudaWeights::of(*model_, options.device)) {
+    , weights_(CudaWeights::of(*model_, options.device))
+    , graphs_(options.cuda_graphs) {
     const model::LlamaConfig& c = model_->config();
     const kv::KvCacheFormat& format = options_.cache_format;
-    const std::int64_t blocks_heads = static_cast<std::int64_t>(options_.num_blocks) * c.kv_heads;
+    // One block more than the KV manager's: the padded decode rows' spare.
+    const std::int64_t blocks_heads =
+        (static_cast<std::int64_t>(options_.num_blocks) + 1) * c.kv_heads;
     key_plane_bytes_ =
         blocks_heads * kv::kv_head_block_bytes(format.key, options_.block_size, c.head_dim, true);
     value_plane_bytes_ = blocks_heads * kv::kv_head_block_bytes(format.value, options_.block_size,
@@ -164,7 +168,7 @@ kernels::PagedKvView CudaBackend::layer_view(int layer, const std::int32_t* writ
     view.kv_heads = c.kv_heads;
     view.head_dim = c.head_dim;
     view.block_size = options_.block_size;
-    view.num_blocks = options_.num_blocks;
+    view.num_blocks = options_.num_blocks + 1; // the spare block included
     return view;
 }
 
@@ -219,6 +223,13 @@ std::int64_t CudaBackend::activation_bytes() const {
                               act_.copy_rows.bytes() + act_.copy_keys.bytes() +
                               act_.copy_values.bytes() + batch_arrays_.bytes();
     return static_cast<std::int64_t>(bytes);
+}
+
+std::vector<const void*> CudaBackend::graph_addresses() const {
+    return {act_.x.data(),        act_.h.data(),         act_.q.data(),        act_.k.data(),
+            act_.v.data(),        act_.attn.data(),      act_.gate.data(),     act_.up.data(),
+            act_.x_half.data(),   act_.workspace.data(), act_.selected.data(), act_.logits.data(),
+            batch_arrays_.data(), pool_.data(),          open_pool_.data()};
 }
 
 std::optional<runner::DeviceMemory> CudaBackend::device_memory() const {
@@ -340,14 +351,28 @@ void CudaBackend::validate(const runner::ForwardBatch& batch) const {
     }
 }
 
-void CudaBackend::forward(const runner::ForwardBatch& batch, float* logits) {
+void CudaBackend::forward(const runner::ForwardBatch& requested, float* logits) {
     const model::LlamaConfig& c = model_->config();
     const CudaWeights& w = *weights_;
-    if (batch.token_count() == 0) {
+    if (requested.token_count() == 0) {
         return;
     }
-    validate(batch);
+    validate(requested);
     KVSCOPE_CUDA_CHECK(cudaSetDevice(options_.device));
+    // A plain decode step runs as its bucket's captured graph: padded to the
+    // bucket with rows nobody reads (decode_padding.h). Op timing needs the
+    // ops one by one, and KIVI's per-step finalisation varies in size.
+    std::optional<int> bucket;
+    if (graphs_.enabled() && op_observer_ == nullptr && !has_kivi_plane() &&
+        is_plain_decode(requested)) {
+        bucket = decode_bucket(static_cast<int>(requested.token_count()));
+    }
+    std::optional<runner::ForwardBatch> padded;
+    if (bucket) {
+        padded = pad_decode_batch(requested, *bucket, options_.num_blocks);
+    }
+    const runner::ForwardBatch& batch = padded ? *padded : requested;
+    const int wanted_rows = static_cast<int>(requested.logit_tokens.size());
     const cudaStream_t stream = stream_.get();
     const int tokens = static_cast<int>(batch.token_count());
     const int sequences = static_cast<int>(batch.sequence_count());
@@ -361,7 +386,14 @@ void CudaBackend::forward(const runner::ForwardBatch& batch, float* logits) {
     for (const std::int32_t entry : batch.cache_positions) {
         max_context = std::max(max_context, entry + 1);
     }
-    const int max_splits = (max_context + kernels::kAttentionSplit - 1) / kernels::kAttentionSplit;
+    // A graph's grid covers a power of two of splits, so a context growing
+    // by a token does not need a new graph; splits past a token's context
+    // return at once.
+    const int launch_context =
+        bucket ? split_bucket(max_context, kernels::kAttentionSplit) * kernels::kAttentionSplit
+               : max_context;
+    const int max_splits =
+        (launch_context + kernels::kAttentionSplit - 1) / kernels::kAttentionSplit;
 
     // Each sequence's captured entries start at its offset (as on the CPU).
     std::vector<std::int64_t> offsets(1, 0);
@@ -378,7 +410,6 @@ void CudaBackend::forward(const runner::ForwardBatch& batch, float* logits) {
     at.slot_mapping = layout.add<std::int32_t>(size_of(tokens));
     at.sequence_of = layout.add<std::int32_t>(size_of(tokens));
     at.block_table_offsets = layout.add<std::int32_t>(size_of(sequences) + 1);
-    at.block_tables = layout.add<std::int32_t>(batch.block_tables.size());
     at.capture_attention_from = layout.add<std::int32_t>(size_of(sequences));
     at.capture_offsets = layout.add<std::int64_t>(size_of(sequences) + 1);
     at.logit_tokens = layout.add<std::int32_t>(size_of(rows));
@@ -387,6 +418,9 @@ void CudaBackend::forward(const runner::ForwardBatch& batch, float* logits) {
         at.read_slot = layout.add<std::int32_t>(size_of(options_.num_blocks));
         at.filled_blocks = layout.add<std::int32_t>(size_of(tokens)); // at most one per token
     }
+    // Last: the only array that grows between decode steps of one batch, so
+    // every other one keeps the address a captured graph reads it at.
+    at.block_tables = layout.add<std::int32_t>(batch.block_tables.size());
 
     // Every allocation first: a failure then leaves the open-block
     // bookkeeping and the previous buffers as they were.
@@ -405,7 +439,10 @@ void CudaBackend::forward(const runner::ForwardBatch& batch, float* logits) {
     act_.selected.reserve_discard(size_of(rows) * size_of(hidden));
     act_.logits.reserve_discard(size_of(rows) * size_of(c.vocab));
     act_.capture.reserve_discard(size_of(capture_total));
-    batch_arrays_.reserve_discard(layout.bytes());
+    // Room for the block tables to grow (by a block per sequence now and
+    // then) without moving the buffer, which would drop the graphs.
+    batch_arrays_.reserve_discard(layout.bytes() +
+                                  size_of(options_.num_blocks + tokens) * sizeof(std::int32_t));
     if (open_blocks_) {
         reserve_open_slots(open_blocks_->capacity_needed(batch.slot_mapping, options_.block_size));
     }
@@ -500,75 +537,88 @@ void CudaBackend::forward(const runner::ForwardBatch& batch, float* logits) {
             cudaMemsetAsync(sums, 0, size_of(capture_total) * sizeof(float), stream));
     }
 
-    op("embedding", -1, [&] {
-        kernels::launch_embedding_gather(w.token_embedding.data, device_batch.token_ids, tokens,
-                                         c.hidden, c.vocab, x, stream);
-    });
-    for (int l = 0; l < c.layers; ++l) {
-        const CudaLayerWeights& layer = w.layers[static_cast<std::size_t>(l)];
-        const kernels::PagedKvView cache = layer_view(l, write_slot, read_slot);
-        const nvtx::Range layer_range(nvtx::layer_name(l));
+    // Only the rows whose logits are wanted go through the (large) output head.
+    const auto enqueue_model = [&] {
+        op("embedding", -1, [&] {
+            kernels::launch_embedding_gather(w.token_embedding.data, device_batch.token_ids, tokens,
+                                             c.hidden, c.vocab, x, stream);
+        });
+        for (int l = 0; l < c.layers; ++l) {
+            const CudaLayerWeights& layer = w.layers[static_cast<std::size_t>(l)];
+            const kernels::PagedKvView cache = layer_view(l, write_slot, read_slot);
+            const nvtx::Range layer_range(nvtx::layer_name(l));
 
-        op("attn_norm", l, [&] {
-            kernels::launch_rms_norm(x, layer.attn_norm, h, tokens, c.hidden, c.rms_eps, stream);
-        });
-        op("qkv", l, [&] {
-            kernels::launch_to_half(h, x_half, tokens * hidden, stream);
-            linear(cublas_, x_half, tokens, layer.wq, q);
-            linear(cublas_, x_half, tokens, layer.wk, k);
-            linear(cublas_, x_half, tokens, layer.wv, v);
-        });
-        op("rope", l, [&] {
-            kernels::launch_rope(q, k, device_batch.positions, tokens, c.heads, c.kv_heads,
-                                 c.head_dim, c.rope_theta, stream);
-        });
-        op("kv_write", l, [&] {
-            kernels::launch_kv_append(cache, k, v, device_batch.slot_mapping, tokens, stream);
-            if (filled_count > 0) {
-                kernels::launch_kivi_finalize(cache, filled_blocks, filled_count, stream);
-            }
-        });
-        op("attention", l, [&] {
-            kernels::launch_paged_attention(cache, device_batch, q, c.heads, scale, max_context,
-                                            workspace, attn, stream);
-            if (capture) {
-                kernels::launch_attention_capture(cache, device_batch, q, c.heads, scale,
-                                                  max_context, workspace, sums, stream);
-            }
-        });
-        op("attn_out", l, [&] {
-            kernels::launch_to_half(attn, x_half, tokens * q_width, stream);
-            linear(cublas_, x_half, tokens, layer.wo, h);
-            kernels::launch_residual_add(x, h, tokens * hidden, stream);
-        });
-        op("ffn_norm", l, [&] {
-            kernels::launch_rms_norm(x, layer.ffn_norm, h, tokens, c.hidden, c.rms_eps, stream);
-        });
-        op("gate_up", l, [&] {
-            kernels::launch_to_half(h, x_half, tokens * hidden, stream);
-            linear(cublas_, x_half, tokens, layer.w_gate, gate);
-            linear(cublas_, x_half, tokens, layer.w_up, up);
-            kernels::launch_silu_mul(gate, up, tokens * ffn, stream);
-        });
-        op("down", l, [&] {
-            kernels::launch_to_half(gate, x_half, tokens * ffn, stream);
-            linear(cublas_, x_half, tokens, layer.w_down, h);
-            kernels::launch_residual_add(x, h, tokens * hidden, stream);
-        });
+            op("attn_norm", l, [&] {
+                kernels::launch_rms_norm(x, layer.attn_norm, h, tokens, c.hidden, c.rms_eps,
+                                         stream);
+            });
+            op("qkv", l, [&] {
+                kernels::launch_to_half(h, x_half, tokens * hidden, stream);
+                linear(cublas_, x_half, tokens, layer.wq, q);
+                linear(cublas_, x_half, tokens, layer.wk, k);
+                linear(cublas_, x_half, tokens, layer.wv, v);
+            });
+            op("rope", l, [&] {
+                kernels::launch_rope(q, k, device_batch.positions, tokens, c.heads, c.kv_heads,
+                                     c.head_dim, c.rope_theta, stream);
+            });
+            op("kv_write", l, [&] {
+                kernels::launch_kv_append(cache, k, v, device_batch.slot_mapping, tokens, stream);
+                if (filled_count > 0) {
+                    kernels::launch_kivi_finalize(cache, filled_blocks, filled_count, stream);
+                }
+            });
+            op("attention", l, [&] {
+                kernels::launch_paged_attention(cache, device_batch, q, c.heads, scale,
+                                                launch_context, workspace, attn, stream);
+                if (capture) {
+                    kernels::launch_attention_capture(cache, device_batch, q, c.heads, scale,
+                                                      launch_context, workspace, sums, stream);
+                }
+            });
+            op("attn_out", l, [&] {
+                kernels::launch_to_half(attn, x_half, tokens * q_width, stream);
+                linear(cublas_, x_half, tokens, layer.wo, h);
+                kernels::launch_residual_add(x, h, tokens * hidden, stream);
+            });
+            op("ffn_norm", l, [&] {
+                kernels::launch_rms_norm(x, layer.ffn_norm, h, tokens, c.hidden, c.rms_eps, stream);
+            });
+            op("gate_up", l, [&] {
+                kernels::launch_to_half(h, x_half, tokens * hidden, stream);
+                linear(cublas_, x_half, tokens, layer.w_gate, gate);
+                linear(cublas_, x_half, tokens, layer.w_up, up);
+                kernels::launch_silu_mul(gate, up, tokens * ffn, stream);
+            });
+            op("down", l, [&] {
+                kernels::launch_to_half(gate, x_half, tokens * ffn, stream);
+                linear(cublas_, x_half, tokens, layer.w_down, h);
+                kernels::launch_residual_add(x, h, tokens * hidden, stream);
+            });
+        }
+        if (rows > 0) { // a step of prefill chunks only wants no logits at all
+            float* selected = act_.selected.data();
+            op("lm_head", -1, [&] {
+                kernels::launch_gather_rows(x, logit_tokens, rows, c.hidden, selected, stream);
+                kernels::launch_rms_norm(selected, w.output_norm, selected, rows, c.hidden,
+                                         c.rms_eps, stream);
+                kernels::launch_to_half(selected, x_half, rows * hidden, stream);
+                linear(cublas_, x_half, rows, w.output, act_.logits.data());
+            });
+        }
+    };
+    bool replayed = false;
+    if (bucket) {
+        graphs_.check_addresses(graph_addresses());
+        replayed = graphs_.run({*bucket, max_splits}, stream, enqueue_model);
+    }
+    if (!replayed) {
+        enqueue_model();
     }
 
-    // Only the rows whose logits are wanted go through the (large) output head.
     float* download = download_.data();
-    const std::size_t logit_floats = size_of(rows) * size_of(c.vocab);
-    if (rows > 0) { // a step of prefill chunks only wants no logits at all
-        float* selected = act_.selected.data();
-        op("lm_head", -1, [&] {
-            kernels::launch_gather_rows(x, logit_tokens, rows, c.hidden, selected, stream);
-            kernels::launch_rms_norm(selected, w.output_norm, selected, rows, c.hidden, c.rms_eps,
-                                     stream);
-            kernels::launch_to_half(selected, x_half, rows * hidden, stream);
-            linear(cublas_, x_half, rows, w.output, act_.logits.data());
-        });
+    const std::size_t logit_floats = size_of(wanted_rows) * size_of(c.vocab);
+    if (wanted_rows > 0) {
         KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(download, act_.logits.data(),
                                            logit_floats * sizeof(float), cudaMemcpyDeviceToHost,
                                            stream));
@@ -580,7 +630,7 @@ void CudaBackend::forward(const runner::ForwardBatch& batch, float* logits) {
     }
     stream_.synchronize();
 
-    if (rows > 0) {
+    if (wanted_rows > 0) {
         std::memcpy(logits, download, logit_floats * sizeof(float));
     }
     captured_.clear();

@@ -8,6 +8,7 @@
 #include "engine/cuda/cublas_linear.h"
 #include "engine/cuda/cuda_stream.h"
 #include "engine/cuda/cuda_weights.h"
+#include "engine/cuda/decode_graphs.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/kivi_open_blocks.h"
 #include "engine/model/llama_model.h"
@@ -29,6 +30,9 @@ struct CudaBackendOptions {
     int block_size = 16;
     kv::KvCacheFormat cache_format;
     int device = 0; // CUDA device index
+    // Replay plain decode steps from captured CUDA graphs (bucketed batch
+    // sizes); off: every step launches its kernels one by one.
+    bool cuda_graphs = true;
 };
 
 class CudaBackend final : public runner::Backend {
@@ -47,9 +51,14 @@ public:
     int block_size() const override { return options_.block_size; }
     int num_blocks() const override { return options_.num_blocks; }
     kv::KvCacheFormat cache_format() const override { return options_.cache_format; }
+    // The KV manager's blocks (the spare padding block not counted).
     std::int64_t kv_cache_bytes() const override {
-        return static_cast<std::int64_t>(pool_.bytes());
+        return (key_plane_bytes_ + value_plane_bytes_) / (options_.num_blocks + 1) *
+               options_.num_blocks * model_->config().layers;
     }
+    // Decode graphs captured so far and steps replayed from them (tests).
+    std::size_t decode_graph_count() const { return graphs_.size(); }
+    std::int64_t decode_graph_replays() const { return graphs_.replays(); }
     const std::string& device_name() const { return device_name_; }
     int device() const { return options_.device; }
 
@@ -82,6 +91,8 @@ private:
     // Copies `bytes` of staging to the device batch buffer, in stream order.
     void upload_staging(std::size_t bytes);
     std::int64_t activation_bytes() const;
+    // The device buffers a captured graph addresses.
+    std::vector<const void*> graph_addresses() const;
 
     // One op in an NVTX range; timed with events when an observer listens.
     template <class Run>
@@ -96,11 +107,14 @@ private:
     CublasHandle cublas_;
     std::shared_ptr<const CudaWeights> weights_; // shared with the model's other CUDA backends
 
-    // (layers, [K, V], num_blocks, kv_heads, head_block_bytes): the CPU
+    // (layers, [K, V], num_blocks + 1, kv_heads, head_block_bytes): the CPU
     // KvStore's layout, so both address it through engine/math/paged_slots.h.
+    // Block num_blocks is a spare the KV manager never hands out: padded
+    // decode rows (decode_padding.h) write there.
     DeviceBuffer<std::uint8_t> pool_;
     std::int64_t key_plane_bytes_ = 0;   // one layer's K plane
     std::int64_t value_plane_bytes_ = 0; // one layer's V plane
+    DecodeGraphs graphs_;
     // KIVI's fp32 open blocks: (open slots, layers, [K, V], kv_heads,
     // block_size, head_dim) floats; bookkeeping only when a plane is KIVI.
     std::optional<KiviOpenBlocks> open_blocks_;

@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 
@@ -118,6 +119,11 @@ std::unique_ptr<runner::Backend> make_backend(const BackendSpec& spec,
         options.num_blocks = cache.num_blocks;
         options.cache_format = cache.format;
         options.device = kCudaDevice;
+        // KVSCOPE_CUDA_GRAPHS=0 runs every step eagerly (to compare, or to
+        // rule graphs out when something looks wrong).
+        if (const char* graphs = std::getenv("KVSCOPE_CUDA_GRAPHS")) {
+            options.cuda_graphs = std::string_view(graphs) != "0";
+        }
         backend = std::make_unique<cuda::CudaBackend>(std::move(model), options);
         break;
 #else

@@ -1,0 +1,70 @@
+#include "engine/cuda/decode_graphs.h"
+
+#include "kernels/cuda_check.cuh"
+
+#include <iostream>
+
+namespace kvscope::cuda {
+
+void DecodeGraphs::clear() {
+    for (auto& [key, exec] : graphs_) {
+        (void)cudaGraphExecDestroy(exec); // nothing to report from here
+    }
+    graphs_.clear();
+}
+
+void DecodeGraphs::check_addresses(const std::vector<const void*>& addresses) {
+    if (addresses != addresses_) {
+        clear();
+        addresses_ = addresses;
+    }
+}
+
+bool DecodeGraphs::run(std::pair<int, int> key, cudaStream_t stream,
+                       const std::function<void()>& enqueue) {
+    if (!enabled_) {
+        return false;
+    }
+    auto found = graphs_.find(key);
+    if (found == graphs_.end()) {
+        // Thread-local mode: other threads' CUDA calls (the profiler's CUPTI
+        // reads) are not captured or refused.
+        KVSCOPE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        cudaGraph_t graph = nullptr;
+        std::string failure;
+        try {
+            enqueue();
+        } catch (const std::exception& error) {
+            failure = error.what();
+        }
+        // Ends the capture in every case, so the stream can run eagerly.
+        const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+        cudaGraphExec_t exec = nullptr;
+        if (failure.empty() && ended == cudaSuccess && graph != nullptr) {
+            const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+            if (made != cudaSuccess) {
+                failure = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(made);
+                exec = nullptr;
+            }
+        } else if (failure.empty()) {
+            failure = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended);
+        }
+        if (graph != nullptr) {
+            (void)cudaGraphDestroy(graph);
+        }
+        if (exec == nullptr) {
+            (void)cudaGetLastError(); // clear the capture's error; the eager run reports its own
+            enabled_ = false;
+            disabled_reason_ = failure;
+            std::cerr << "kvscope: CUDA graphs off for this run (capture failed: " << failure
+                      << "); decode steps run without them\n";
+            return false;
+        }
+        found = graphs_.emplace(key, exec).first;
+    }
+    KVSCOPE_CUDA_CHECK(cudaGraphLaunch(found->second, stream));
+    ++replays_;
+    return true;
+}
+
+} // namespace kvscope::cuda

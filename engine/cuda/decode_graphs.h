@@ -1,0 +1,53 @@
+// Captured CUDA graphs of decode steps, one per (batch bucket, split bucket):
+// a decode step of a small model is hundreds of short kernels, and replaying
+// a graph launches them all at the cost of one. A graph bakes in the device
+// addresses it was captured with, so the set is dropped whenever a buffer
+// it uses moves (grows); and if capture fails (a driver or library that
+// cannot capture), graphs switch off for the backend with one message, and
+// steps run eagerly.
+#pragma once
+
+#include <cstdint>
+#include <cuda_runtime_api.h>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kvscope::cuda {
+
+class DecodeGraphs {
+public:
+    explicit DecodeGraphs(bool enabled)
+        : enabled_(enabled) {}
+    ~DecodeGraphs() { clear(); }
+    DecodeGraphs(const DecodeGraphs&) = delete;
+    DecodeGraphs& operator=(const DecodeGraphs&) = delete;
+
+    bool enabled() const { return enabled_; }
+    std::size_t size() const { return graphs_.size(); }
+    std::int64_t replays() const { return replays_; }
+    const std::string& disabled_reason() const { return disabled_reason_; }
+
+    // Drops every graph when `addresses` (the buffers the graphs use) differ
+    // from those the graphs were captured with.
+    void check_addresses(const std::vector<const void*>& addresses);
+
+    // Runs the step of `key` on `stream`: replays its graph, capturing it
+    // from `enqueue` first if there is none. Returns false (nothing ran)
+    // when graphs are off or capture failed; the caller then runs `enqueue`
+    // eagerly.
+    bool run(std::pair<int, int> key, cudaStream_t stream, const std::function<void()>& enqueue);
+
+private:
+    void clear();
+
+    bool enabled_;
+    std::string disabled_reason_;
+    std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;
+    std::vector<const void*> addresses_;
+    std::int64_t replays_ = 0;
+};
+
+} // namespace kvscope::cuda

@@ -1,0 +1,65 @@
+#include "engine/cuda/decode_padding.h"
+
+#include <climits>
+#include <stdexcept>
+
+namespace kvscope::cuda {
+
+std::optional<int> decode_bucket(int tokens) {
+    for (const int bucket : kDecodeBuckets) {
+        if (tokens <= bucket) {
+            return bucket;
+        }
+    }
+    return std::nullopt;
+}
+
+int split_bucket(int max_context, int split_entries) {
+    const int splits = (max_context + split_entries - 1) / split_entries;
+    int bucket = 1;
+    while (bucket < splits) {
+        bucket *= 2;
+    }
+    return bucket;
+}
+
+bool is_plain_decode(const runner::ForwardBatch& batch) {
+    const std::int64_t tokens = batch.token_count();
+    if (tokens == 0 || tokens != batch.sequence_count() ||
+        batch.logit_tokens.size() != static_cast<std::size_t>(tokens) ||
+        batch.captures_attention()) {
+        return false;
+    }
+    for (std::int64_t t = 0; t < tokens; ++t) {
+        const auto i = static_cast<std::size_t>(t);
+        if (batch.sequence_of[i] != t || batch.logit_tokens[i] != t) {
+            return false;
+        }
+    }
+    return true;
+}
+
+runner::ForwardBatch pad_decode_batch(const runner::ForwardBatch& batch, int bucket,
+                                      kv::BlockId spare_block) {
+    const auto real = static_cast<int>(batch.token_count());
+    if (bucket < real) {
+        throw std::invalid_argument("pad_decode_batch: bucket smaller than the batch");
+    }
+    runner::ForwardBatch padded = batch;
+    padded.capture_attention_from.resize(static_cast<std::size_t>(real), INT32_MAX);
+    for (int t = real; t < bucket; ++t) {
+        padded.token_ids.push_back(0);
+        padded.positions.push_back(0);
+        padded.cache_positions.push_back(0);
+        padded.slot_mapping.push_back(spare_block * batch.block_size);
+        padded.sequence_of.push_back(t);
+        padded.context_lengths.push_back(1);
+        padded.block_tables.push_back(spare_block);
+        padded.block_table_offsets.push_back(static_cast<std::int32_t>(padded.block_tables.size()));
+        padded.capture_attention_from.push_back(INT32_MAX);
+        padded.logit_tokens.push_back(t);
+    }
+    return padded;
+}
+
+} // namespace kvscope::cuda

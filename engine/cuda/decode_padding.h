@@ -1,0 +1,34 @@
+// Decode steps padded to a bucketed batch size, so one captured CUDA graph
+// serves every batch up to its bucket (vLLM captures its decode graphs the
+// same way). The padding rows are real decodes of a one-token sequence whose
+// only block is a spare block past the KV manager's pool: they compute and
+// write there, and nobody reads them. Host-only, so the CPU tests check it.
+#pragma once
+
+#include "engine/runner/forward_batch.h"
+
+#include <optional>
+
+namespace kvscope::cuda {
+
+// The batch sizes decode graphs are captured for.
+inline constexpr int kDecodeBuckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+
+// The smallest bucket holding `tokens`; nullopt past the largest.
+std::optional<int> decode_bucket(int tokens);
+
+// The graph's attention splits for a context of `max_context` entries: a
+// power of two, so contexts grow through few graphs.
+int split_bucket(int max_context, int split_entries);
+
+// Whether `batch` is a pure decode step a graph can run: one token per
+// sequence, each wanting its logits, in order, and no attention capture.
+bool is_plain_decode(const runner::ForwardBatch& batch);
+
+// `batch` (a plain decode) padded to `bucket` sequences with decodes of
+// token 0 at position 0 into slot 0 of `spare_block`. block_tables stays the
+// last-growing array: the rest of the layout depends on the bucket alone.
+runner::ForwardBatch pad_decode_batch(const runner::ForwardBatch& batch, int bucket,
+                                      kv::BlockId spare_block);
+
+} // namespace kvscope::cuda
