@@ -136,8 +136,7 @@ __device__ int first_reaching(int count, float target, Value value,
 // temperature, then a draw with the temperature, as the CPU sampler does.
 __global__ void filter_and_pick_kernel(const float* __restrict__ sorted_logits,
                                        const std::int32_t* __restrict__ sorted_ids, int vocab,
-                                       DeviceSamplingParams params,
-                                       const float* __restrict__ uniforms,
+                                       const DeviceSamplingParams* __restrict__ all_params,
                                        std::int32_t* __restrict__ tokens) {
     __shared__ typename Scan::TempStorage scan;
     __shared__ typename SumReduce::TempStorage reduce;
@@ -145,6 +144,13 @@ __global__ void filter_and_pick_kernel(const float* __restrict__ sorted_logits,
     __shared__ int found;
     const float* logits = sorted_logits + static_cast<std::int64_t>(blockIdx.x) * vocab;
     const std::int32_t* ids = sorted_ids + static_cast<std::int64_t>(blockIdx.x) * vocab;
+    const DeviceSamplingParams params = all_params[blockIdx.x];
+    if (params.temperature <= 0.0f) { // greedy: the first after the stable sort
+        if (threadIdx.x == 0) {
+            tokens[blockIdx.x] = ids[0];
+        }
+        return; // uniform over the block: no barrier is split
+    }
     const float max_logit = logits[0];
     int keep = params.top_k > 0 && params.top_k < vocab ? params.top_k : vocab;
 
@@ -191,7 +197,7 @@ __global__ void filter_and_pick_kernel(const float* __restrict__ sorted_logits,
         shared_total = total;
     }
     __syncthreads();
-    const float target = uniforms[blockIdx.x] * shared_total;
+    const float target = params.uniform * shared_total;
     // The draw: the first candidate whose cumulative weight passes u * total.
     const int pick = first_reaching(keep, target, weight, scan, &found);
     if (threadIdx.x == 0) {
@@ -210,14 +216,13 @@ std::size_t sampling_scratch_bytes(int rows, int vocab) {
            align_up(sort_storage_bytes(rows, vocab));
 }
 
-void launch_sample(const float* logits, int rows, int vocab, const DeviceSamplingParams& params,
-                   const float* uniforms, std::int32_t* tokens, void* scratch,
-                   cudaStream_t stream) {
+void launch_sample(const float* logits, int rows, int vocab, const DeviceSamplingParams* params,
+                   bool all_greedy, std::int32_t* tokens, void* scratch, cudaStream_t stream) {
     NvtxRange range("sample");
     if (rows <= 0 || vocab <= 0) {
         return;
     }
-    if (params.temperature <= 0.0f) {
+    if (all_greedy) {
         argmax_kernel<<<rows, kThreads, 0, stream>>>(logits, vocab, tokens);
         KVSCOPE_CHECK_LAUNCH("argmax_kernel");
         return;
@@ -230,7 +235,7 @@ void launch_sample(const float* logits, int rows, int vocab, const DeviceSamplin
         s.sort_storage, s.sort_bytes, logits, s.sorted_logits, s.ids, s.sorted_ids, rows * vocab,
         rows, s.offsets, s.offsets + 1, 0, static_cast<int>(sizeof(float) * 8), stream));
     filter_and_pick_kernel<<<rows, kThreads, 0, stream>>>(s.sorted_logits, s.sorted_ids, vocab,
-                                                          params, uniforms, tokens);
+                                                          params, tokens);
     KVSCOPE_CHECK_LAUNCH("filter_and_pick_kernel");
 }
 

@@ -13,6 +13,7 @@
 #include "kernels/residual_add.cuh"
 #include "kernels/rms_norm.cuh"
 #include "kernels/rope.cuh"
+#include "kernels/sampling.cuh"
 #include "kernels/swiglu.cuh"
 #include "kernels/to_half.cuh"
 
@@ -221,7 +222,8 @@ std::int64_t CudaBackend::activation_bytes() const {
                               act_.up.bytes() + act_.x_half.bytes() + act_.workspace.bytes() +
                               act_.selected.bytes() + act_.logits.bytes() + act_.capture.bytes() +
                               act_.copy_rows.bytes() + act_.copy_keys.bytes() +
-                              act_.copy_values.bytes() + batch_arrays_.bytes();
+                              act_.copy_values.bytes() + act_.sample_scratch.bytes() +
+                              act_.tokens.bytes() + batch_arrays_.bytes();
     return static_cast<std::int64_t>(bytes);
 }
 
@@ -351,7 +353,21 @@ void CudaBackend::validate(const runner::ForwardBatch& batch) const {
     }
 }
 
-void CudaBackend::forward(const runner::ForwardBatch& requested, float* logits) {
+void CudaBackend::forward(const runner::ForwardBatch& batch, float* logits) {
+    run_step(batch, logits, {}, nullptr);
+}
+
+void CudaBackend::forward_sampled(const runner::ForwardBatch& batch,
+                                  std::span<const runner::RowSampling> rows, std::int32_t* tokens) {
+    if (rows.size() != batch.logit_tokens.size()) {
+        throw std::invalid_argument("forward_sampled: one sampling row per logit row is needed");
+    }
+    run_step(batch, nullptr, rows, tokens);
+}
+
+void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
+                           std::span<const runner::RowSampling> sampling,
+                           std::int32_t* sampled_tokens) {
     const model::LlamaConfig& c = model_->config();
     const CudaWeights& w = *weights_;
     if (requested.token_count() == 0) {
@@ -418,6 +434,11 @@ void CudaBackend::forward(const runner::ForwardBatch& requested, float* logits) 
         at.read_slot = layout.add<std::int32_t>(size_of(options_.num_blocks));
         at.filled_blocks = layout.add<std::int32_t>(size_of(tokens)); // at most one per token
     }
+    const bool sampled = sampled_tokens != nullptr;
+    std::size_t at_sampling = 0;
+    if (sampled) {
+        at_sampling = layout.add<kernels::DeviceSamplingParams>(sampling.size());
+    }
     // Last: the only array that grows between decode steps of one batch, so
     // every other one keeps the address a captured graph reads it at.
     at.block_tables = layout.add<std::int32_t>(batch.block_tables.size());
@@ -439,6 +460,18 @@ void CudaBackend::forward(const runner::ForwardBatch& requested, float* logits) 
     act_.selected.reserve_discard(size_of(rows) * size_of(hidden));
     act_.logits.reserve_discard(size_of(rows) * size_of(c.vocab));
     act_.capture.reserve_discard(size_of(capture_total));
+    bool all_greedy = true;
+    for (const runner::RowSampling& row : sampling) {
+        all_greedy = all_greedy && row.temperature <= 0.0f;
+    }
+    if (sampled) {
+        act_.tokens.reserve_discard(sampling.size());
+        if (!all_greedy) {
+            act_.sample_scratch.reserve_discard(
+                kernels::sampling_scratch_bytes(wanted_rows, c.vocab));
+        }
+        download_tokens_.reserve_discard(sampling.size());
+    }
     // Room for the block tables to grow (by a block per sequence now and
     // then) without moving the buffer, which would drop the graphs.
     batch_arrays_.reserve_discard(layout.bytes() +
@@ -470,6 +503,13 @@ void CudaBackend::forward(const runner::ForwardBatch& requested, float* logits) 
     }
     StagingLayout::write<std::int64_t>(staged, at.capture_offsets, offsets);
     StagingLayout::write<std::int32_t>(staged, at.logit_tokens, batch.logit_tokens);
+    if (sampled) {
+        auto* params = StagingLayout::at<kernels::DeviceSamplingParams>(staged, at_sampling);
+        for (std::size_t r = 0; r < sampling.size(); ++r) {
+            params[r] = {sampling[r].temperature, sampling[r].top_k, sampling[r].top_p,
+                         sampling[r].min_p, static_cast<float>(sampling[r].uniform)};
+        }
+    }
     int filled_count = 0;
     std::vector<std::int32_t> opened;
     {
@@ -617,8 +657,17 @@ void CudaBackend::forward(const runner::ForwardBatch& requested, float* logits) 
     }
 
     float* download = download_.data();
-    const std::size_t logit_floats = size_of(wanted_rows) * size_of(c.vocab);
-    if (wanted_rows > 0) {
+    const std::size_t logit_floats = sampled ? 0 : size_of(wanted_rows) * size_of(c.vocab);
+    if (sampled && wanted_rows > 0) {
+        // Outside any graph: the draws and filters change every step.
+        kernels::launch_sample(
+            act_.logits.data(), wanted_rows, c.vocab,
+            StagingLayout::at<kernels::DeviceSamplingParams>(arrays, at_sampling), all_greedy,
+            act_.tokens.data(), act_.sample_scratch.data(), stream);
+        KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(download_tokens_.data(), act_.tokens.data(),
+                                           size_of(wanted_rows) * sizeof(std::int32_t),
+                                           cudaMemcpyDeviceToHost, stream));
+    } else if (wanted_rows > 0) {
         KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(download, act_.logits.data(),
                                            logit_floats * sizeof(float), cudaMemcpyDeviceToHost,
                                            stream));
@@ -630,7 +679,10 @@ void CudaBackend::forward(const runner::ForwardBatch& requested, float* logits) 
     }
     stream_.synchronize();
 
-    if (wanted_rows > 0) {
+    if (sampled) {
+        std::memcpy(sampled_tokens, download_tokens_.data(),
+                    size_of(wanted_rows) * sizeof(std::int32_t));
+    } else if (wanted_rows > 0) {
         std::memcpy(logits, download, logit_floats * sizeof(float));
     }
     captured_.clear();

@@ -67,6 +67,11 @@ public:
     // batch would corrupt memory silently), kernels::CudaError or
     // CublasError when the device fails.
     void forward(const runner::ForwardBatch& batch, float* logits) override;
+    // Samples on the device (kernels/sampling.cuh): a step copies back token
+    // ids, not (rows, vocab) logits.
+    bool samples_on_device() const override { return true; }
+    void forward_sampled(const runner::ForwardBatch& batch,
+                         std::span<const runner::RowSampling> rows, std::int32_t* tokens) override;
     void release_blocks(std::span<const kv::BlockId> blocks) override;
     std::span<const float> captured_attention(std::size_t s) const override;
     // Synchronous: returns once the copies are done.
@@ -76,6 +81,10 @@ public:
     std::optional<runner::DeviceMemory> device_memory() const override;
 
 private:
+    // forward() and forward_sampled(): logits to `logits`, or (rows given)
+    // the sampled tokens to `tokens`.
+    void run_step(const runner::ForwardBatch& requested, float* logits,
+                  std::span<const runner::RowSampling> sampling, std::int32_t* sampled_tokens);
     // The kernels' view of layer `layer` of the pool, with the open blocks'
     // slot arrays given (null when no plane is KIVI).
     kernels::PagedKvView layer_view(int layer, const std::int32_t* write_slot,
@@ -142,12 +151,15 @@ private:
         DeviceBuffer<float> selected; // (logit rows, hidden)
         DeviceBuffer<float> logits;   // (logit rows, vocab)
         DeviceBuffer<float> capture;  // (sum of context lengths): attention sums
+        DeviceBuffer<std::uint8_t> sample_scratch; // sampling_scratch_bytes(rows, vocab)
+        DeviceBuffer<std::int32_t> tokens;         // (logit rows): sampled tokens
         // copy_slots' scratch
         DeviceBuffer<std::uint8_t> copy_rows; // (count, kv_heads, K row_bytes + V row_bytes)
         DeviceBuffer<float> copy_keys;        // (count, kv_heads, head_dim)
         DeviceBuffer<float> copy_values;      // (count, kv_heads, head_dim)
     } act_;
-    PinnedBuffer<float> download_; // logits, then the capture sums
+    PinnedBuffer<float> download_;               // logits, then the capture sums
+    PinnedBuffer<std::int32_t> download_tokens_; // sampled tokens
 
     // Attention captured in the last forward(): per sequence of its batch,
     // its cache entries at capture_offsets_[s] (empty when none captured).

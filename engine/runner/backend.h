@@ -25,6 +25,16 @@ public:
                        std::int64_t end_ns) = 0;
 };
 
+// How one logit row picks its token on the device: sampling::pick_token's
+// rule with these filters and this draw (from the request's generator).
+struct RowSampling {
+    float temperature = 0.0f; // <= 0: greedy
+    int top_k = 0;
+    float top_p = 1.0f;
+    float min_p = 0.0f;
+    double uniform = 0.0; // in [0, 1)
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -63,6 +73,17 @@ public:
     // destination, so the copies may overlap.
     virtual void copy_slots(std::span<const std::int32_t> from,
                             std::span<const std::int32_t> to) = 0;
+
+    // Whether forward_sampled() picks tokens where the logits are, so a step
+    // hands back token ids instead of logits (the CUDA backend).
+    virtual bool samples_on_device() const { return false; }
+
+    // forward(), then for each logit row the token `rows[row]` picks by
+    // sampling::pick_token's rule, into tokens (logit_tokens.size()). This
+    // default computes the logits here and picks on the host, the reference
+    // a device sampler must agree with.
+    virtual void forward_sampled(const ForwardBatch& batch, std::span<const RowSampling> rows,
+                                 std::int32_t* tokens);
 
     // A GPU backend's use of its device now; none for host backends.
     virtual std::optional<DeviceMemory> device_memory() const { return std::nullopt; }

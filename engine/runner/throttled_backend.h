@@ -39,6 +39,13 @@ public:
         inner_->copy_slots(from, to);
     }
     std::optional<DeviceMemory> device_memory() const override { return inner_->device_memory(); }
+    bool samples_on_device() const override { return inner_->samples_on_device(); }
+    void forward_sampled(const ForwardBatch& batch, std::span<const RowSampling> rows,
+                         std::int32_t* tokens) override {
+        inner_->set_op_observer(op_observer_);
+        inner_->forward_sampled(batch, rows, tokens);
+        std::this_thread::sleep_for(delay_);
+    }
 
 private:
     std::unique_ptr<Backend> inner_;

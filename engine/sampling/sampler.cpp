@@ -30,13 +30,95 @@ Sampler::Sampler(const SamplingParams& params)
     : params_(params)
     , rng_(params.seed) {}
 
+namespace {
+
+bool by_logit(const std::pair<float, std::int32_t>& a, const std::pair<float, std::int32_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+// The filters and the draw over `candidates` (logits after any penalty,
+// with their ids); see pick_token.
+std::int32_t pick_from(std::vector<std::pair<float, std::int32_t>>& candidates,
+                       const SamplingParams& params, double u) {
+    if (params.temperature <= 0.0f) {
+        return std::min_element(candidates.begin(), candidates.end(), by_logit)->second;
+    }
+    // Sort only as far as the filters can reach.
+    std::size_t keep = candidates.size();
+    if (params.top_k > 0) {
+        keep = std::min(keep, static_cast<std::size_t>(params.top_k));
+    }
+    std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep),
+                      candidates.end(), by_logit);
+    candidates.resize(keep);
+    // Probabilities before temperature decide top-p and min-p, as in llama.cpp.
+    const float max_logit = candidates.front().first;
+    std::vector<double> probs(keep);
+    double sum = 0;
+    for (std::size_t i = 0; i < keep; ++i) {
+        probs[i] = std::exp(static_cast<double>(candidates[i].first - max_logit));
+        sum += probs[i];
+    }
+    if (params.top_p < 1.0f) {
+        double cumulative = 0;
+        std::size_t cut = keep;
+        for (std::size_t i = 0; i < keep; ++i) {
+            cumulative += probs[i] / sum;
+            if (cumulative >= params.top_p) {
+                cut = i + 1;
+                break;
+            }
+        }
+        keep = cut;
+    }
+    if (params.min_p > 0.0f) {
+        // probs[0] is the most likely token's (unnormalised) probability, 1.
+        std::size_t cut = 1;
+        while (cut < keep && probs[cut] >= params.min_p) {
+            ++cut;
+        }
+        keep = cut;
+    }
+    // The draw: the first candidate whose cumulative weight reaches u of the
+    // total (the inverse of the distribution function).
+    std::vector<double> weights(keep);
+    double total = 0;
+    for (std::size_t i = 0; i < keep; ++i) {
+        weights[i] = std::exp(static_cast<double>(candidates[i].first - max_logit) /
+                              static_cast<double>(params.temperature));
+        total += weights[i];
+    }
+    const double target = u * total;
+    double cumulative = 0;
+    for (std::size_t i = 0; i < keep; ++i) {
+        cumulative += weights[i];
+        if (cumulative >= target && weights[i] > 0) {
+            return candidates[i].second;
+        }
+    }
+    return candidates[keep - 1].second;
+}
+
+} // namespace
+
+std::int32_t pick_token(std::span<const float> logits, const SamplingParams& params, double u) {
+    std::vector<std::pair<float, std::int32_t>> candidates(logits.size());
+    for (std::size_t i = 0; i < logits.size(); ++i) {
+        candidates[i] = {logits[i], static_cast<std::int32_t>(i)};
+    }
+    return pick_from(candidates, params, u);
+}
+
+double Sampler::draw_uniform() {
+    return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+}
+
 std::int32_t Sampler::sample(std::span<const float> logits, std::span<const std::int32_t> history) {
     const auto vocab = static_cast<std::int32_t>(logits.size());
     candidates_.resize(logits.size());
     for (std::int32_t i = 0; i < vocab; ++i) {
         candidates_[static_cast<std::size_t>(i)] = {logits[static_cast<std::size_t>(i)], i};
     }
-
     if (params_.repetition_penalty != 1.0f && params_.repetition_window > 0) {
         const std::size_t window =
             std::min(history.size(), static_cast<std::size_t>(params_.repetition_window));
@@ -50,59 +132,7 @@ std::int32_t Sampler::sample(std::span<const float> logits, std::span<const std:
             }
         }
     }
-
-    const auto by_logit = [](const auto& a, const auto& b) {
-        return a.first > b.first || (a.first == b.first && a.second < b.second);
-    };
-    if (params_.temperature <= 0.0f) {
-        return std::min_element(candidates_.begin(), candidates_.end(), by_logit)->second;
-    }
-
-    // Sort only as far as the filters can reach.
-    std::size_t keep = candidates_.size();
-    if (params_.top_k > 0) {
-        keep = std::min(keep, static_cast<std::size_t>(params_.top_k));
-    }
-    std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(keep),
-                      candidates_.end(), by_logit);
-    candidates_.resize(keep);
-
-    // Probabilities before temperature decide top-p and min-p, as in llama.cpp.
-    const float max_logit = candidates_.front().first;
-    std::vector<double> probs(keep);
-    double sum = 0;
-    for (std::size_t i = 0; i < keep; ++i) {
-        probs[i] = std::exp(static_cast<double>(candidates_[i].first - max_logit));
-        sum += probs[i];
-    }
-    if (params_.top_p < 1.0f) {
-        double cumulative = 0;
-        std::size_t cut = keep;
-        for (std::size_t i = 0; i < keep; ++i) {
-            cumulative += probs[i] / sum;
-            if (cumulative >= params_.top_p) {
-                cut = i + 1;
-                break;
-            }
-        }
-        keep = cut;
-    }
-    if (params_.min_p > 0.0f) {
-        // probs[0] is the most likely token's (unnormalised) probability, 1.
-        std::size_t cut = 1;
-        while (cut < keep && probs[cut] >= params_.min_p) {
-            ++cut;
-        }
-        keep = cut;
-    }
-
-    std::vector<double> weights(keep);
-    for (std::size_t i = 0; i < keep; ++i) {
-        weights[i] = std::exp(static_cast<double>(candidates_[i].first - max_logit) /
-                              static_cast<double>(params_.temperature));
-    }
-    std::discrete_distribution<std::size_t> pick(weights.begin(), weights.end());
-    return candidates_[pick(rng_)].second;
+    return pick_from(candidates_, params_, params_.temperature > 0.0f ? draw_uniform() : 0.0);
 }
 
 } // namespace kvscope::sampling

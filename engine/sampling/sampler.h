@@ -24,6 +24,15 @@ struct SamplingParams {
     std::string problem() const;
 };
 
+// The token `params` pick from `logits` (no repetition penalty) for the
+// draw u in [0, 1): greedy ignores u; otherwise the candidates in descending
+// logit order (ties: lower id first) are cut by top-k, then top-p and min-p
+// on the probabilities before the temperature, and the pick is the first
+// whose cumulative tempered weight reaches u of their total. The CPU sampler
+// draws u from its generator; the CUDA sampling kernel computes this same
+// function, so the two agree given the same u.
+std::int32_t pick_token(std::span<const float> logits, const SamplingParams& params, double u);
+
 class Sampler {
 public:
     explicit Sampler(const SamplingParams& params);
@@ -32,6 +41,10 @@ public:
     std::int32_t sample(std::span<const float> logits, std::span<const std::int32_t> history);
 
     const SamplingParams& params() const { return params_; }
+    // The next draw from this sampler's generator, for a sampler on a device
+    // that picks with pick_token's rule: the sequence of draws stays the
+    // CPU's, so a seed still repeats a run.
+    double draw_uniform();
 
 private:
     SamplingParams params_;

@@ -255,11 +255,40 @@ std::vector<runner::SequenceStep> LlmEngine::run(const ScheduleResult& plan) {
         steps.push_back(step);
     }
     const runner::ForwardBatch batch = runner::build_forward_batch(steps, backend_.block_size());
-    logits_.resize(batch.logit_tokens.size() * static_cast<std::size_t>(backend_.vocab_size()));
+    // A backend that samples where the logits are hands back token ids; the
+    // draws still come from each request's generator, one per logit row as
+    // on the host. The repetition penalty reads the history on the host, so
+    // a step with a request that uses it samples there.
+    std::vector<runner::RowSampling> rows;
+    sampled_on_device_ = backend_.samples_on_device();
+    for (std::size_t i = 0; i < steps.size() && sampled_on_device_; ++i) {
+        const sampling::SamplingParams& p = plan.chunks[i].request->sampler->params();
+        if (p.repetition_penalty != 1.0f && p.repetition_window > 0) {
+            sampled_on_device_ = false;
+        }
+    }
+    if (sampled_on_device_) {
+        for (std::size_t i = 0; i < steps.size(); ++i) {
+            if (steps[i].skip_logits) {
+                continue;
+            }
+            sampling::Sampler& sampler = *plan.chunks[i].request->sampler;
+            const sampling::SamplingParams& p = sampler.params();
+            rows.push_back({p.temperature, p.top_k, p.top_p, p.min_p,
+                            p.temperature > 0.0f ? sampler.draw_uniform() : 0.0});
+        }
+        sampled_.resize(rows.size());
+    } else {
+        logits_.resize(batch.logit_tokens.size() * static_cast<std::size_t>(backend_.vocab_size()));
+    }
     {
         // A literal: it outlives the NVTX range.
         const nvtx::Range phase_range(events::step_phase_name(step_phase(plan)).data());
-        backend_.forward(batch, logits_.data());
+        if (sampled_on_device_) {
+            backend_.forward_sampled(batch, rows, sampled_.data());
+        } else {
+            backend_.forward(batch, logits_.data());
+        }
     }
 
     return steps;
@@ -290,11 +319,16 @@ void LlmEngine::postprocess(const ScheduleResult& plan,
         }
         stats.prefill_tokens += n - 1;
         ++stats.decode_tokens;
-        const std::span<const float> logits(
-            logits_.data() + row * static_cast<std::size_t>(backend_.vocab_size()),
-            static_cast<std::size_t>(backend_.vocab_size()));
+        const std::int32_t next = [&] {
+            if (sampled_on_device_) {
+                return sampled_[row];
+            }
+            return r.sampler->sample(std::span<const float>(logits_).subspan(
+                                         row * static_cast<std::size_t>(backend_.vocab_size()),
+                                         static_cast<std::size_t>(backend_.vocab_size())),
+                                     r.tokens);
+        }();
         ++row;
-        const std::int32_t next = r.sampler->sample(logits, r.tokens);
         r.tokens.push_back(next);
         ++r.generated;
         if (config_.token_piece && sink_ != nullptr) {

@@ -98,6 +98,10 @@ private:
     std::int64_t next_id_ = 0;
     std::int64_t step_index_ = 0;
     std::vector<float> logits_;
+    // The step's tokens when the backend sampled them (samples_on_device()):
+    // one per logit row; logits_ is then unused.
+    std::vector<std::int32_t> sampled_;
+    bool sampled_on_device_ = false;
 };
 
 } // namespace kvscope::sched

@@ -56,6 +56,7 @@ private slots:
     void same_seed_same_tokens();
     void repetition_penalty_discourages_recent_tokens();
     void invalid_parameters_are_explained();
+    void pick_token_inverts_the_distribution();
 };
 
 void TestSampler::greedy_is_argmax_lowest_id_on_ties() {
@@ -226,6 +227,28 @@ void TestSampler::invalid_parameters_are_explained() {
     p = {};
     p.repetition_penalty = 0.0f;
     QVERIFY(QString::fromStdString(p.problem()).contains("repetition"));
+}
+
+// The rule the CUDA sampler shares: candidates by descending logit (ties:
+// lower id first), the first whose cumulative weight reaches u of the total.
+void TestSampler::pick_token_inverts_the_distribution() {
+    const std::vector<float> logits{0.0f, std::log(2.0f), 0.0f}; // weights 1, 2, 1
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    QCOMPARE(pick_token(logits, p, 0.0), 1);
+    QCOMPARE(pick_token(logits, p, 0.49), 1);
+    QCOMPARE(pick_token(logits, p, 0.51), 0);
+    QCOMPARE(pick_token(logits, p, 0.74), 0);
+    QCOMPARE(pick_token(logits, p, 0.76), 2);
+    QCOMPARE(pick_token(logits, p, 0.999999), 2);
+    p.top_k = 2; // id 2 is cut: weights 2, 1 over ids 1, 0
+    QCOMPARE(pick_token(logits, p, 0.7), 0);
+    QCOMPARE(pick_token(logits, p, 0.99), 0);
+    p.temperature = 0.0f; // greedy ignores u
+    QCOMPARE(pick_token(logits, p, 0.99), 1);
 }
 
 QTEST_GUILESS_MAIN(TestSampler)

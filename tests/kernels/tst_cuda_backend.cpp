@@ -19,6 +19,7 @@
 #include "engine/kv/block_allocator.h"
 #include "engine/model/llama_model.h"
 #include "engine/runner/forward_batch.h"
+#include "engine/sampling/sampler.h"
 #include "engine/util/host_clock.h"
 #include "tests/support/golden.h"
 #include "tests/support/tiny_model.h"
@@ -256,6 +257,7 @@ private slots:
     void ops_are_timed_on_the_host_clock();
     void device_memory_is_accounted();
     void decode_graphs_replay_the_eager_logits();
+    void sampling_on_the_device_picks_by_the_host_rule();
     void bad_batches_are_refused();
 
 private:
@@ -729,6 +731,52 @@ void TestCudaBackend::decode_graphs_replay_the_eager_logits() {
     qInfo("graphs vs eager: max |logit difference| %.3g, top-1 %.4f", a.max_abs, a.top1);
     QVERIFY(a.max_abs <= 0.01);
     QCOMPARE(a.clear_disagreements, 0);
+}
+
+// forward_sampled on the GPU picks what sampling::pick_token picks from the
+// GPU's own logits with the same draws (rows whose draw sits within fp32
+// rounding of a boundary aside), greedy rows included, in one batch.
+void TestCudaBackend::sampling_on_the_device_picks_by_the_host_rule() {
+    auto gpu = make_cuda(tiny_, 64, 16, {F::f16, F::f16});
+    QVERIFY(gpu->samples_on_device());
+    const int vocab = tiny_->config().vocab;
+    kv::BlockAllocator allocator(gpu->num_blocks());
+    std::vector<kv::SequenceBlocks> seqs(6);
+    const std::vector<std::int32_t> ids = random_ids(600, vocab, 31);
+    std::vector<runner::SequenceStep> steps;
+    for (std::size_t s = 0; s < seqs.size(); ++s) {
+        QVERIFY(kv::reserve(seqs[s], 40, 16, allocator));
+        steps.push_back({&seqs[s], std::span(ids).subspan(100 * s, 20 + 3 * s)});
+    }
+    const runner::ForwardBatch batch = runner::build_forward_batch(steps, 16);
+    std::vector<float> logits(batch.logit_tokens.size() * static_cast<std::size_t>(vocab));
+    gpu->forward(batch, logits.data());
+    std::vector<runner::RowSampling> rows;
+    const float temperatures[] = {0.0f, 0.7f, 1.0f, 1.5f, 0.9f, 0.0f};
+    for (std::size_t r = 0; r < seqs.size(); ++r) {
+        rows.push_back({temperatures[r], r == 2 ? 0 : 40, r == 3 ? 0.9f : 1.0f,
+                        r == 4 ? 0.05f : 0.0f, 0.13 + 0.15 * static_cast<double>(r)});
+    }
+    std::vector<std::int32_t> tokens(rows.size(), -1);
+    gpu->forward_sampled(batch, rows, tokens.data()); // the same K/V again, then sampling
+    int compared = 0;
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+        const std::span<const float> row(logits.data() + r * static_cast<std::size_t>(vocab),
+                                         static_cast<std::size_t>(vocab));
+        sampling::SamplingParams p;
+        p.temperature = rows[r].temperature;
+        p.top_k = rows[r].top_k;
+        p.top_p = rows[r].top_p;
+        p.min_p = rows[r].min_p;
+        const std::int32_t expected = sampling::pick_token(row, p, rows[r].uniform);
+        if (sampling::pick_token(row, p, rows[r].uniform - 2e-4) != expected ||
+            sampling::pick_token(row, p, rows[r].uniform + 2e-4) != expected) {
+            continue;
+        }
+        QCOMPARE(tokens[r], expected);
+        ++compared;
+    }
+    QVERIFY(compared >= 4);
 }
 
 QTEST_GUILESS_MAIN(TestCudaBackend)

@@ -31,6 +31,7 @@
 #include <numeric>
 #include <random>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include <QTest>
@@ -639,65 +640,17 @@ void TestCudaKernels::copy_slot_rows_match_the_cpu_store() {
     }
 }
 
-// The CPU sampler's filters (top-k, top-p, min-p on the probabilities before
-// the temperature, then the temperature), with the draw `u` given instead of
-// taken from its generator; -1 when u falls too close to a boundary for fp32
-// and double sums to be sure to agree.
-std::int32_t reference_pick(const std::vector<float>& row, const kernels::DeviceSamplingParams& p,
-                            float u) {
-    std::vector<std::int32_t> order(row.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
-        return row[static_cast<std::size_t>(a)] > row[static_cast<std::size_t>(b)];
-    });
-    std::size_t keep =
-        p.top_k > 0 ? std::min(row.size(), static_cast<std::size_t>(p.top_k)) : row.size();
-    const double max_logit = row[static_cast<std::size_t>(order[0])];
-    const auto prob = [&](std::size_t i) {
-        return std::exp(row[static_cast<std::size_t>(order[i])] - max_logit);
-    };
-    if (p.top_p < 1.0f) {
-        double sum = 0;
-        for (std::size_t i = 0; i < keep; ++i) {
-            sum += prob(i);
-        }
-        double cumulative = 0;
-        for (std::size_t i = 0; i < keep; ++i) {
-            cumulative += prob(i);
-            if (std::fabs(cumulative - p.top_p * sum) < 1e-4 * sum) {
-                return -1;
-            }
-            if (cumulative >= p.top_p * sum) {
-                keep = i + 1;
-                break;
-            }
+// The device sampler against sampling::pick_token, the rule the CPU sampler
+// uses, given the same draws; rows where a draw falls within fp32 rounding
+// of a boundary are not compared (the kernel sums in fp32, the CPU in double).
+bool near_a_boundary(const std::vector<float>& row, const sampling::SamplingParams& p, double u) {
+    for (const double shift : {-2e-4, 2e-4}) {
+        if (sampling::pick_token(row, p, std::clamp(u + shift, 0.0, 0.999999)) !=
+            sampling::pick_token(row, p, u)) {
+            return true;
         }
     }
-    if (p.min_p > 0.0f) {
-        std::size_t cut = 1;
-        while (cut < keep && prob(cut) >= p.min_p) {
-            ++cut;
-        }
-        keep = cut;
-    }
-    std::vector<double> weights(keep);
-    double total = 0;
-    for (std::size_t i = 0; i < keep; ++i) {
-        weights[i] =
-            std::exp((row[static_cast<std::size_t>(order[i])] - max_logit) / p.temperature);
-        total += weights[i];
-    }
-    double cumulative = 0;
-    for (std::size_t i = 0; i < keep; ++i) {
-        cumulative += weights[i];
-        if (std::fabs(cumulative - u * total) < 1e-4 * total) {
-            return -1;
-        }
-        if (cumulative >= u * total) {
-            return order[i];
-        }
-    }
-    return order[keep - 1];
+    return false;
 }
 
 void TestCudaKernels::sampling_matches_the_cpu_sampler() {
@@ -705,45 +658,61 @@ void TestCudaKernels::sampling_matches_the_cpu_sampler() {
     std::vector<float> logits = random_floats(std::size_t{rows} * vocab, 20, 3.0f);
     logits[7] = logits[8] = 40.0f; // a tie at the top: the lower id wins greedily
     const std::vector<float> uniforms = {0.05f, 0.3f, 0.5f, 0.71f, 0.9f, 0.999f};
-    DeviceArray<float> d_logits(logits), d_uniforms(uniforms);
+    DeviceArray<float> d_logits(logits);
     DeviceArray<std::int32_t> tokens(rows);
-
-    kernels::DeviceSamplingParams greedy;
-    kernels::launch_sample(d_logits.get(), rows, vocab, greedy, d_uniforms.get(), tokens.get(),
-                           nullptr, nullptr);
-    const std::vector<std::int32_t> greedy_tokens = tokens.download(rows);
-    sampling::SamplingParams cpu_greedy;
-    cpu_greedy.temperature = 0.0f;
-    sampling::Sampler sampler(cpu_greedy);
-    for (int r = 0; r < rows; ++r) {
-        const std::span<const float> row(logits.data() + static_cast<std::size_t>(r) * vocab,
-                                         static_cast<std::size_t>(vocab));
-        QCOMPARE(greedy_tokens[static_cast<std::size_t>(r)], sampler.sample(row, {}));
-    }
-    QCOMPARE(greedy_tokens[0], 7);
-
-    const std::vector<kernels::DeviceSamplingParams> settings = {
-        {0.8f, 40, 0.95f, 0.05f}, {1.0f, 0, 1.0f, 0.0f}, {0.5f, 0, 0.9f, 0.0f},
-        {1.3f, 5, 1.0f, 0.0f},    {0.7f, 0, 1.0f, 0.1f},
-    };
     DeviceArray<std::uint8_t> scratch(kernels::sampling_scratch_bytes(rows, vocab));
+
+    const std::vector<sampling::SamplingParams> settings = [] {
+        std::vector<sampling::SamplingParams> list;
+        for (const auto& [t, k, p, m] :
+             std::vector<std::tuple<float, int, float, float>>{{0.0f, 0, 1.0f, 0.0f},
+                                                               {0.8f, 40, 0.95f, 0.05f},
+                                                               {1.0f, 0, 1.0f, 0.0f},
+                                                               {0.5f, 0, 0.9f, 0.0f},
+                                                               {1.3f, 5, 1.0f, 0.0f},
+                                                               {0.7f, 0, 1.0f, 0.1f}}) {
+            sampling::SamplingParams params;
+            params.temperature = t;
+            params.top_k = k;
+            params.top_p = p;
+            params.min_p = m;
+            list.push_back(params);
+        }
+        return list;
+    }();
     int compared = 0;
-    for (const kernels::DeviceSamplingParams& params : settings) {
-        kernels::launch_sample(d_logits.get(), rows, vocab, params, d_uniforms.get(), tokens.get(),
-                               scratch.get(), nullptr);
+    // Each setting for all rows, then every setting at once (a row each).
+    for (std::size_t mode = 0; mode <= settings.size(); ++mode) {
+        std::vector<kernels::DeviceSamplingParams> params(rows);
+        std::vector<sampling::SamplingParams> cpu(rows);
+        for (int r = 0; r < rows; ++r) {
+            const sampling::SamplingParams& p =
+                settings[mode < settings.size() ? mode : static_cast<std::size_t>(r)];
+            cpu[static_cast<std::size_t>(r)] = p;
+            params[static_cast<std::size_t>(r)] = {p.temperature, p.top_k, p.top_p, p.min_p,
+                                                   uniforms[static_cast<std::size_t>(r)]};
+        }
+        const bool all_greedy = mode == 0;
+        DeviceArray<kernels::DeviceSamplingParams> d_params(params);
+        kernels::launch_sample(d_logits.get(), rows, vocab, d_params.get(), all_greedy,
+                               tokens.get(), scratch.get(), nullptr);
         const std::vector<std::int32_t> picked = tokens.download(rows);
         for (int r = 0; r < rows; ++r) {
             const std::vector<float> row(logits.begin() + r * vocab,
                                          logits.begin() + (r + 1) * vocab);
-            const std::int32_t expected =
-                reference_pick(row, params, uniforms[static_cast<std::size_t>(r)]);
-            if (expected >= 0) {
-                QCOMPARE(picked[static_cast<std::size_t>(r)], expected);
-                ++compared;
+            const double u = uniforms[static_cast<std::size_t>(r)];
+            if (near_a_boundary(row, cpu[static_cast<std::size_t>(r)], u)) {
+                continue;
             }
+            QCOMPARE(picked[static_cast<std::size_t>(r)],
+                     sampling::pick_token(row, cpu[static_cast<std::size_t>(r)], u));
+            ++compared;
+        }
+        if (all_greedy) {
+            QCOMPARE(picked[0], 7);
         }
     }
-    QVERIFY(compared >= 20);
+    QVERIFY(compared >= 30);
 }
 
 QTEST_GUILESS_MAIN(TestCudaKernels)
