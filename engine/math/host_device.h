@@ -34,6 +34,18 @@ KVSCOPE_HD inline float bits_to_float(std::uint32_t bits) {
 #endif
 }
 
+// a * b + c with the product rounded before the sum, on both compilers. nvcc
+// contracts `a * b + c` into one fused multiply-add (rounded once) by default;
+// the host codec (built without -mfma) rounds twice. The shared decoders use
+// this so the device decodes the very bits the CPU tests check.
+KVSCOPE_HD inline float mul_add_unfused(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+    return __fadd_rn(__fmul_rn(a, b), c); // intrinsics nvcc never contracts
+#else
+    return a * b + c;
+#endif
+}
+
 // std::min/max/clamp are not device functions without relaxed constexpr.
 KVSCOPE_HD inline float min_f(float a, float b) {
     return b < a ? b : a;

@@ -307,7 +307,8 @@ KVSCOPE_HD inline float decode_row_element(KvFormat format, const std::uint8_t* 
         const std::uint8_t byte = group[(has_min ? 4 : 2) + j % (kGroup / 2)];
         const int code = j < kGroup / 2 ? (byte & 0xf) : (byte >> 4);
         const float scale = fp16_to_fp32(load_u16(group));
-        return has_min ? fp16_to_fp32(load_u16(group + 2)) + scale * static_cast<float>(code)
+        return has_min ? mul_add_unfused(scale, static_cast<float>(code),
+                                         fp16_to_fp32(load_u16(group + 2)))
                        : scale * static_cast<float>(code - 8);
     }
     case KvFormat::kivi4:
@@ -315,9 +316,9 @@ KVSCOPE_HD inline float decode_row_element(KvFormat format, const std::uint8_t* 
         const int bits = math::kivi_bits(format);
         const int g = i / kGroup;
         const std::uint8_t* codes = row + head_dim / kGroup * 4 + g * kGroup * bits / 8;
-        return fp16_to_fp32(load_u16(row + g * 4 + 2)) +
-               fp16_to_fp32(load_u16(row + g * 4)) *
-                   static_cast<float>(unpack_code(codes, i % kGroup, bits));
+        return mul_add_unfused(fp16_to_fp32(load_u16(row + g * 4)),
+                               static_cast<float>(unpack_code(codes, i % kGroup, bits)),
+                               fp16_to_fp32(load_u16(row + g * 4 + 2)));
     }
     }
     return 0.0f;
@@ -353,8 +354,9 @@ KVSCOPE_HD inline void decode_row_group(KvFormat format, const std::uint8_t* row
         const float scale = fp16_to_fp32(load_u16(group));
         const float min = fp16_to_fp32(load_u16(group + 2));
         for (int j = 0; j < kGroup / 2; ++j) {
-            out[j] = min + scale * static_cast<float>(group[4 + j] & 0xf);
-            out[j + kGroup / 2] = min + scale * static_cast<float>(group[4 + j] >> 4);
+            out[j] = mul_add_unfused(scale, static_cast<float>(group[4 + j] & 0xf), min);
+            out[j + kGroup / 2] =
+                mul_add_unfused(scale, static_cast<float>(group[4 + j] >> 4), min);
         }
         return;
     }
@@ -365,7 +367,7 @@ KVSCOPE_HD inline void decode_row_group(KvFormat format, const std::uint8_t* row
         const float min = fp16_to_fp32(load_u16(row + g * 4 + 2));
         const std::uint8_t* codes = row + head_dim / kGroup * 4 + g * kGroup * bits / 8;
         for (int j = 0; j < kGroup; ++j) {
-            out[j] = min + scale * static_cast<float>(unpack_code(codes, j, bits));
+            out[j] = mul_add_unfused(scale, static_cast<float>(unpack_code(codes, j, bits)), min);
         }
         return;
     }
@@ -411,9 +413,9 @@ KVSCOPE_HD inline float decode_kivi_key_element(int bits, const std::uint8_t* he
     const std::int64_t row_code_bytes = static_cast<std::int64_t>(head_dim) * bits / 8;
     const std::uint8_t* codes =
         head_block + static_cast<std::int64_t>(head_dim) * 4 + t * row_code_bytes;
-    return fp16_to_fp32(load_u16(head_block + 2 * head_dim + 2 * c)) +
-           fp16_to_fp32(load_u16(head_block + 2 * c)) *
-               static_cast<float>(unpack_code(codes, c, bits));
+    return mul_add_unfused(fp16_to_fp32(load_u16(head_block + 2 * c)),
+                           static_cast<float>(unpack_code(codes, c, bits)),
+                           fp16_to_fp32(load_u16(head_block + 2 * head_dim + 2 * c)));
 }
 
 } // namespace kvscope::math

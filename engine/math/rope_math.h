@@ -29,8 +29,15 @@ KVSCOPE_HD inline RopeCosSin rope_cos_sin(int position, int pair, int head_dim, 
 KVSCOPE_HD inline void rope_rotate_pair(float* pair, RopeCosSin angle) {
     const float a = pair[0];
     const float b = pair[1];
+    // Each product rounded before the sum, as on the host: nvcc would fuse one
+    // product into a multiply-add and round differently from the CPU.
+#if defined(__CUDA_ARCH__)
+    pair[0] = __fsub_rn(__fmul_rn(a, angle.cos), __fmul_rn(b, angle.sin));
+    pair[1] = __fadd_rn(__fmul_rn(a, angle.sin), __fmul_rn(b, angle.cos));
+#else
     pair[0] = a * angle.cos - b * angle.sin;
     pair[1] = a * angle.sin + b * angle.cos;
+#endif
 }
 
 } // namespace kvscope::math
