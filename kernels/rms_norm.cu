@@ -11,8 +11,11 @@ namespace {
 constexpr int kBlockThreads = 256;
 
 // One block per row; the sum of squares is reduced in fp32 across the block.
-__global__ void rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ weight,
-                                float* out, int dim, float eps) {
+// x is not __restrict__: out may alias it (the output head normalises in
+// place), and a restrict-qualified x would let the compiler read it through
+// the non-coherent cache as if nothing wrote it.
+__global__ void rms_norm_kernel(const float* x, const float* __restrict__ weight, float* out,
+                                int dim, float eps) {
     const float* row_in = x + static_cast<size_t>(blockIdx.x) * dim;
     float* row_out = out + static_cast<size_t>(blockIdx.x) * dim;
 
