@@ -188,6 +188,24 @@ __global__ void filter_and_pick_kernel(const float* __restrict__ sorted_logits,
     const auto weight = [&](int i) {
         return expf((logits[i] - max_logit) * inverse_temperature);
     };
+    // Weights fall with i, so those that underflow to 0 form a suffix; drop
+    // it. pick_token never returns a candidate of weight 0, but the draw
+    // below falls back to its last candidate when u * total (a tree sum)
+    // exceeds the scan's running sum by rounding (u within ulps of 1): that
+    // must be the least likely candidate of positive weight, not the least
+    // likely of the whole vocabulary (low temperatures underflow most of it).
+    if (threadIdx.x == 0) {
+        found = keep;
+    }
+    __syncthreads();
+    for (int i = 1 + threadIdx.x; i < keep; i += blockDim.x) {
+        if (weight(i) == 0.0f) {
+            atomicMin(&found, i);
+        }
+    }
+    __syncthreads();
+    keep = found;
+    __syncthreads();
     float partial = 0.0f;
     for (int i = threadIdx.x; i < keep; i += blockDim.x) {
         partial += weight(i);
