@@ -393,7 +393,7 @@ void RunStore::append(const EngineEvent& event) {
     }
     case EventKind::device_memory: {
         auto device = events::as<events::DeviceMemory>(event);
-        add_counter(Counter::gpu_used_bytes, t, static_cast<double>(device.used_bytes));
+        add_counter(Counter::gpu_used_bytes, t, static_cast<double>(device.device_used_bytes));
         device_memory_ = std::move(device);
         break;
     }

@@ -143,7 +143,7 @@ public:
     const std::string& run_config() const { return run_config_; } // JSON
     const std::string& kv_formats() const { return kv_formats_; } // "f16", "K q8_0, V q4_0"
     std::int64_t bytes_per_block() const { return bytes_per_block_; }
-    // The last device-memory sample of a GPU run; total_bytes 0 otherwise.
+    // The last device-memory sample of a GPU run; device_total_bytes 0 otherwise.
     const events::DeviceMemory& device_memory() const { return device_memory_; }
 
     const std::vector<StepSpan>& steps() const { return steps_; }

@@ -377,20 +377,20 @@ struct TokenSampled {
 
 // Where a GPU backend's device memory goes, sampled with the KV manager's
 // counters: the KV pool's share of the device is what sizing depends on.
-// used - weights - kv_pool is everything else (activations, workspaces, the
+// device_used - weights - kv_pool is everything else (activations, workspaces, the
 // CUDA context, other processes).
 struct DeviceMemory {
     static constexpr EventKind kind = EventKind::device_memory;
     std::int64_t weights_bytes = 0;
     std::int64_t kv_pool_bytes = 0;
-    std::int64_t used_bytes = 0;  // in use on the device (total - free)
-    std::int64_t total_bytes = 0; // the device's memory
-    std::string device;           // the backend ("cuda")
+    std::int64_t device_used_bytes = 0;  // in use on the device (total - free)
+    std::int64_t device_total_bytes = 0; // the device's memory
+    std::string device;                  // the backend ("cuda")
     static constexpr auto fields() {
         return std::tuple{field("weights_bytes", &DeviceMemory::weights_bytes, Column::a),
                           field("kv_pool_bytes", &DeviceMemory::kv_pool_bytes, Column::b),
-                          field("used_bytes", &DeviceMemory::used_bytes, Column::c),
-                          field("total_bytes", &DeviceMemory::total_bytes, Column::d),
+                          field("device_used_bytes", &DeviceMemory::device_used_bytes, Column::c),
+                          field("device_total_bytes", &DeviceMemory::device_total_bytes, Column::d),
                           field("device", &DeviceMemory::device, Column::text)};
     }
     bool operator==(const DeviceMemory&) const = default;

@@ -376,11 +376,12 @@ void LlmEngine::sample_cache() {
                                                 .formats = backend_.cache_format().describe()});
     }
     if (const std::optional<runner::DeviceMemory> device = backend_.device_memory()) {
-        events::emit_now(sink_, events::DeviceMemory{.weights_bytes = device->weights,
-                                                     .kv_pool_bytes = device->kv_pool,
-                                                     .used_bytes = device->total - device->free,
-                                                     .total_bytes = device->total,
-                                                     .device = backend_.name()});
+        events::emit_now(sink_,
+                         events::DeviceMemory{.weights_bytes = device->weights,
+                                              .kv_pool_bytes = device->kv_pool,
+                                              .device_used_bytes = device->total - device->free,
+                                              .device_total_bytes = device->total,
+                                              .device = backend_.name()});
     }
 }
 

@@ -417,10 +417,10 @@ void TestTimelineView::gpu_memory_row_only_for_gpu_runs() {
     const std::int64_t gib = std::int64_t{1} << 30;
     for (int i = 0; i < 3; ++i) {
         kvscope::events::DeviceMemory sample;
-        sample.total_bytes = 80 * gib;
+        sample.device_total_bytes = 80 * gib;
         sample.weights_bytes = gib / 4;
         sample.kv_pool_bytes = 20 * gib;
-        sample.used_bytes = 22 * gib + i * gib;
+        sample.device_used_bytes = 22 * gib + i * gib;
         sample.device = "cuda";
         EngineEvent event = kvscope::events::to_event(sample);
         event.time_ns = store_->start_ns() + 10'000 + i * 100'000;

@@ -113,7 +113,7 @@ QSize TimelineView::minimumSizeHint() const {
 }
 
 std::size_t TimelineView::counter_rows() const {
-    const bool gpu = store_ != nullptr && store_->device_memory().total_bytes > 0;
+    const bool gpu = store_ != nullptr && store_->device_memory().device_total_bytes > 0;
     return std::size(kCounterRows) - (gpu ? 0 : 1);
 }
 
@@ -522,14 +522,15 @@ QString TimelineView::counter_tooltip(const Row& row, double x) const {
     QString text;
     if (counter.counter == profiler::Counter::gpu_used_bytes) {
         const events::DeviceMemory& device = store_->device_memory();
-        text = tr("%1 of %2 used; KV pool %3 (%4%), weights %5")
-                   .arg(QLocale().formattedDataSize(static_cast<qint64>(value)),
-                        QLocale().formattedDataSize(device.total_bytes),
-                        QLocale().formattedDataSize(device.kv_pool_bytes))
-                   .arg(100.0 * static_cast<double>(device.kv_pool_bytes) /
-                            static_cast<double>(std::max<std::int64_t>(1, device.total_bytes)),
-                        0, 'f', 1)
-                   .arg(QLocale().formattedDataSize(device.weights_bytes));
+        text =
+            tr("%1 of %2 used; KV pool %3 (%4%), weights %5")
+                .arg(QLocale().formattedDataSize(static_cast<qint64>(value)),
+                     QLocale().formattedDataSize(device.device_total_bytes),
+                     QLocale().formattedDataSize(device.kv_pool_bytes))
+                .arg(100.0 * static_cast<double>(device.kv_pool_bytes) /
+                         static_cast<double>(std::max<std::int64_t>(1, device.device_total_bytes)),
+                     0, 'f', 1)
+                .arg(QLocale().formattedDataSize(device.weights_bytes));
     } else if (counter.counter == profiler::Counter::kv_bytes_used) {
         text = QLocale().formattedDataSize(static_cast<qint64>(value));
     } else {

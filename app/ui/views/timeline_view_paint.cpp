@@ -276,7 +276,7 @@ void TimelineView::paint_counter(QPainter& painter, const Row& row) const {
     if (counter == profiler::Counter::kv_bytes_used) {
         full_scale = static_cast<double>(store_->bytes_per_block()) * store_->total_blocks();
     } else if (counter == profiler::Counter::gpu_used_bytes) {
-        full_scale = static_cast<double>(store_->device_memory().total_bytes);
+        full_scale = static_cast<double>(store_->device_memory().device_total_bytes);
     } else {
         full_scale = store_->total_blocks();
     }
