@@ -351,10 +351,44 @@ void CudaBackend::validate(const runner::ForwardBatch& batch) const {
             fail("logit token " + std::to_string(t) + " is not in the batch");
         }
     }
+    // The output head's buffers hold one row per token.
+    if (batch.logit_tokens.size() > tokens) {
+        fail("more logit rows than tokens");
+    }
+    // The attention capture adds into each sequence's context_lengths sums:
+    // an entry past them would land in another sequence's, or past the end.
+    if (batch.captures_attention()) {
+        for (std::size_t t = 0; t < tokens; ++t) {
+            const auto s = static_cast<std::size_t>(batch.sequence_of[t]);
+            if (batch.cache_positions[t] >= batch.context_lengths[s]) {
+                fail("token " + std::to_string(t) + " attends past its sequence's context length");
+            }
+        }
+    }
 }
 
 void CudaBackend::forward(const runner::ForwardBatch& batch, float* logits) {
-    run_step(batch, logits, {}, nullptr);
+    guarded_step(batch, logits, {}, nullptr);
+}
+
+void CudaBackend::guarded_step(const runner::ForwardBatch& batch, float* logits,
+                               std::span<const runner::RowSampling> sampling,
+                               std::int32_t* tokens) {
+    if (!failure_.empty()) {
+        throw std::runtime_error("the CUDA backend stopped after an earlier step failed (" +
+                                 failure_ + ")");
+    }
+    try {
+        run_step(batch, logits, sampling, tokens);
+    } catch (const std::invalid_argument&) {
+        throw; // refused before anything ran: the backend is as it was
+    } catch (const std::exception& error) {
+        // A step that failed on the device may have run part of its kernels
+        // while the host's bookkeeping (KIVI's open blocks) moved on: later
+        // steps could read a cache that is not what the host thinks.
+        failure_ = error.what();
+        throw;
+    }
 }
 
 void CudaBackend::forward_sampled(const runner::ForwardBatch& batch,
@@ -362,7 +396,7 @@ void CudaBackend::forward_sampled(const runner::ForwardBatch& batch,
     if (rows.size() != batch.logit_tokens.size()) {
         throw std::invalid_argument("forward_sampled: one sampling row per logit row is needed");
     }
-    run_step(batch, nullptr, rows, tokens);
+    guarded_step(batch, nullptr, rows, tokens);
 }
 
 void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
@@ -434,14 +468,18 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
         at.read_slot = layout.add<std::int32_t>(size_of(options_.num_blocks));
         at.filled_blocks = layout.add<std::int32_t>(size_of(tokens)); // at most one per token
     }
+    // After every array a captured graph reads: the only one that grows
+    // between decode steps of one batch, so the others keep the addresses the
+    // graph was captured with.
+    at.block_tables = layout.add<std::int32_t>(batch.block_tables.size());
+    // The sampling rows last of all: the sampling kernel runs outside any
+    // graph, and their count (real rows, not the bucket) and presence
+    // (forward or forward_sampled) vary between replays of one graph.
     const bool sampled = sampled_tokens != nullptr;
     std::size_t at_sampling = 0;
     if (sampled) {
         at_sampling = layout.add<kernels::DeviceSamplingParams>(sampling.size());
     }
-    // Last: the only array that grows between decode steps of one batch, so
-    // every other one keeps the address a captured graph reads it at.
-    at.block_tables = layout.add<std::int32_t>(batch.block_tables.size());
 
     // Every allocation first: a failure then leaves the open-block
     // bookkeeping and the previous buffers as they were.

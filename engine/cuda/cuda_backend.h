@@ -81,6 +81,9 @@ public:
     std::optional<runner::DeviceMemory> device_memory() const override;
 
 private:
+    // run_step, refusing every step after one failed on the device.
+    void guarded_step(const runner::ForwardBatch& batch, float* logits,
+                      std::span<const runner::RowSampling> sampling, std::int32_t* tokens);
     // forward() and forward_sampled(): logits to `logits`, or (rows given)
     // the sampled tokens to `tokens`.
     void run_step(const runner::ForwardBatch& requested, float* logits,
@@ -124,6 +127,7 @@ private:
     std::int64_t key_plane_bytes_ = 0;   // one layer's K plane
     std::int64_t value_plane_bytes_ = 0; // one layer's V plane
     DecodeGraphs graphs_;
+    std::string failure_; // why a step failed on the device; empty while all is well
     // KIVI's fp32 open blocks: (open slots, layers, [K, V], kv_heads,
     // block_size, head_dim) floats; bookkeeping only when a plane is KIVI.
     std::optional<KiviOpenBlocks> open_blocks_;

@@ -25,6 +25,7 @@
 #include "tests/support/tiny_model.h"
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <random>
 #include <set>
@@ -682,6 +683,11 @@ void TestCudaBackend::decode_graphs_replay_the_eager_logits() {
     const std::vector<std::int32_t> ids = random_ids(2000, vocab, 21);
     std::vector<float> outputs[2];
     std::unique_ptr<runner::Backend> backends[2];
+    // The graphed backend samples greedily on the device every third step:
+    // graphs replayed by forward and forward_sampled alike, with row counts
+    // that change within a bucket (4 then 3 sequences in bucket 4).
+    std::vector<std::vector<std::int32_t>> sampled_steps;
+    std::vector<std::vector<float>> eager_steps;
     for (int which = 0; which < 2; ++which) {
         backends[which] = make_cuda(tiny_, 256, 16, {F::f16, F::f16}, /*graphs=*/which == 1);
         runner::Backend& backend = *backends[which];
@@ -712,8 +718,19 @@ void TestCudaBackend::decode_graphs_replay_the_eager_logits() {
             }
             const runner::ForwardBatch batch = runner::build_forward_batch(steps, 16);
             std::vector<float> out(steps.size() * static_cast<std::size_t>(vocab));
-            backend.forward(batch, out.data());
-            outputs[which].insert(outputs[which].end(), out.begin(), out.end());
+            if (which == 1 && step % 3 == 2) {
+                std::vector<runner::RowSampling> greedy(steps.size());
+                std::vector<std::int32_t> picked(steps.size(), -1);
+                backend.forward_sampled(batch, greedy, picked.data());
+                sampled_steps.push_back(picked);
+            } else {
+                backend.forward(batch, out.data());
+                if (which == 0 && step % 3 == 2) {
+                    eager_steps.push_back(out);
+                } else {
+                    outputs[which].insert(outputs[which].end(), out.begin(), out.end());
+                }
+            }
             for (const std::size_t s : active) {
                 seqs[s].length += 1;
                 done[s] += 1;
@@ -724,6 +741,24 @@ void TestCudaBackend::decode_graphs_replay_the_eager_logits() {
     const auto* graphed = dynamic_cast<const cuda::CudaBackend*>(backends[1].get());
     QCOMPARE(eager->decode_graph_replays(), std::int64_t{0});
     QCOMPARE(graphed->decode_graph_replays(), std::int64_t{70});
+    // The device's greedy picks are the eager logits' argmax wherever the
+    // top two are clearly apart.
+    QCOMPARE(sampled_steps.size(), eager_steps.size());
+    int checked = 0;
+    for (std::size_t i = 0; i < sampled_steps.size(); ++i) {
+        for (std::size_t r = 0; r < sampled_steps[i].size(); ++r) {
+            const float* row = eager_steps[i].data() + r * static_cast<std::size_t>(vocab);
+            std::vector<float> sorted(row, row + vocab);
+            std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+            if (sorted[0] - sorted[1] < 0.02f) {
+                continue;
+            }
+            QCOMPARE(sampled_steps[i][r],
+                     static_cast<std::int32_t>(std::max_element(row, row + vocab) - row));
+            ++checked;
+        }
+    }
+    QVERIFY(checked > 20);
     // Buckets 8 (5 sequences) and 4 (4 and 3), each over 1 then 2 splits.
     QVERIFY2(graphed->decode_graph_count() >= 3,
              qPrintable(QString::number(graphed->decode_graph_count())));
