@@ -26,14 +26,22 @@ __device__ inline float warp_max(float x) {
     return x;
 }
 
+// Query heads per KV head whose value sums the attention keeps in registers
+// (GQA groups of real models: 1 to 8); larger groups take a slower path.
+inline constexpr int kMaxGroupInRegisters = 8;
+
 // Dynamic shared memory of one (token, KV head, split) block:
-//   q      (group, head_dim)     the group's queries
-//   key    (warps, head_dim)     one decoded key per warp
-//   scores (group, kAttentionSplit) scores, then exp(score - max)
+//   q      (group, head_dim)          the group's queries
+//   key    (warps, head_dim)          one decoded key per warp
+//   scores (group, kAttentionSplit)   scores, then exp(score - max)
+//   sums   (parts, group, head_dim)   the value sums of each share of the
+//          entries (parts * head_dim <= max(threads, head_dim))
 __host__ __device__ inline std::size_t split_shared_floats(int group, int head_dim) {
+    const std::size_t widest = head_dim > kAttentionThreads ? head_dim : kAttentionThreads;
     return static_cast<std::size_t>(group) * head_dim +
            static_cast<std::size_t>(kWarps) * head_dim +
-           static_cast<std::size_t>(group) * kAttentionSplit;
+           static_cast<std::size_t>(group) * kAttentionSplit +
+           static_cast<std::size_t>(group) * widest;
 }
 
 // Scores of the split's entries for every query head of the group, into

@@ -85,7 +85,53 @@ __global__ void attention_split_kernel(PagedKvView cache, DeviceBatchView batch,
     }
     __syncthreads();
 
-    // Weighted values: a thread per (head of the group, dimension).
+    // Weighted values. Each value is decoded once for all the group's query
+    // heads (GQA), their sums kept in registers; when head_dim leaves threads
+    // over, the entries are dealt to `parts` interleaved shares whose sums
+    // meet in shared memory.
+    if (group <= kMaxGroupInRegisters) {
+        const int lanes = min(d, static_cast<int>(blockDim.x));
+        const int parts = static_cast<int>(blockDim.x) / lanes;
+        const int part = static_cast<int>(threadIdx.x) / lanes;
+        float* sums = scores + group * kAttentionSplit; // (parts, group, d)
+        if (part < parts) {
+            for (int i = static_cast<int>(threadIdx.x) % lanes; i < d; i += lanes) {
+                float acc[kMaxGroupInRegisters] = {};
+                for (int j = part; j < n; j += parts) {
+                    const int entry = begin + j;
+                    const std::int32_t block = math::block_of_entry(table, entry, cache.block_size);
+                    const float value =
+                        kv_entry_value(cache, false, block, entry % cache.block_size, kv_head, i);
+#pragma unroll
+                    for (int g = 0; g < kMaxGroupInRegisters; ++g) {
+                        if (g < group) {
+                            acc[g] += scores[g * kAttentionSplit + j] * value;
+                        }
+                    }
+                }
+#pragma unroll
+                for (int g = 0; g < kMaxGroupInRegisters; ++g) {
+                    if (g < group) {
+                        sums[(part * group + g) * d + i] = acc[g];
+                    }
+                }
+            }
+        }
+        __syncthreads();
+        for (int o = threadIdx.x; o < group * d; o += blockDim.x) {
+            const int g = o / d;
+            const int i = o % d;
+            float total = 0.0f;
+            for (int p = 0; p < parts; ++p) {
+                total += sums[(p * group + g) * d + i];
+            }
+            const std::size_t at =
+                (static_cast<std::size_t>(token) * heads + first_head + g) * max_splits + split;
+            workspace.partial_out[at * d + i] = total;
+        }
+        return;
+    }
+    // Larger groups: a thread per (head of the group, dimension).
     for (int o = threadIdx.x; o < group * d; o += blockDim.x) {
         const int g = o / d;
         const int i = o % d;

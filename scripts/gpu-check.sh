@@ -882,6 +882,24 @@ bench_step() {
             failures+=" kvscope bench (status $status)"
         fi
     fi
+    # Side by side with Hugging Face transformers on the same GPU, where the
+    # machine's python3 has torch and transformers (the GPU image does).
+    local floor_bench=""
+    for program in "${bench_programs[@]}"; do
+        [[ $(basename "$program") == kvscope-bench-cuda ]] && floor_bench=$program
+    done
+    if [[ -n $floor_bench ]] && python3 -c 'import torch, transformers' >/dev/null 2>&1; then
+        echo "===== bench/compare_transformers.py =====" >>"$log"
+        status=0
+        timeout "$step_timeout" "${ours[@]}" ${model:+"KVSCOPE_MODEL=$model"} python3 \
+            "$repo_root/bench/compare_transformers.py" --kvscope-bench "$floor_bench" \
+            >>"$log" 2>&1 || status=$?
+        ran=$((ran + 1))
+        if ((status != 0)); then
+            failed=$((failed + 1))
+            failures+=" compare_transformers.py (status $status)"
+        fi
+    fi
     local which="model: ${model_kind:-none}"
     if ((ran == 0)); then
         add_step bench skip "no *cuda* bench programs in these binaries and no model for kvscope bench"
