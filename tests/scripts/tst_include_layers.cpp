@@ -56,6 +56,7 @@ void TestIncludeLayers::includes_point_one_way_data() {
     const QList<Rule> rules = {
         {"engine/", "Q", {}, "the engine is Qt-free"},
         {"profiler/", "Q", {}, "the profiler is Qt-free"},
+        {"profiler/attach/", "Q", {}, "attached engines are decoded without Qt"},
         {"kernels/", "Q", {}, "kernels are Qt-free"},
         {"engine/", "profiler/", {}, "the profiler sits above the engine"},
         {"engine/", "app/", {}, "the app sits above the engine"},
