@@ -18,31 +18,17 @@ __global__ void attention_capture_kernel(PagedKvView cache, DeviceBatchView batc
                                          const float* __restrict__ q, int heads, float scale,
                                          AttentionWorkspace workspace, float* __restrict__ sums) {
     extern __shared__ float shared[];
-    const int token = blockIdx.x;
-    const int kv_head = blockIdx.y;
-    const int split = blockIdx.z;
-    const int seq = batch.sequence_of[token];
-    if (batch.positions[token] < batch.capture_attention_from[seq]) {
+    const SplitBlock b = split_block(cache, batch, heads);
+    if (batch.positions[b.token] < batch.capture_attention_from[b.seq] || b.n == 0) {
         return;
     }
-    const int context = batch.cache_positions[token] + 1;
-    const int begin = split * kAttentionSplit;
-    if (begin >= context) {
-        return;
-    }
-    const int d = cache.head_dim;
-    const int group = heads / cache.kv_heads;
-    const int first_head = kv_head * group;
-    const int n = min(kAttentionSplit, context - begin);
-    const std::int32_t* table = batch.block_tables + batch.block_table_offsets[seq];
-
-    float* q_s = shared;
-    float* key_s = q_s + group * d;
-    float* scores = key_s + kWarps * d;
-    load_queries(q, token, heads, first_head, group, d, q_s);
-    __syncthreads();
-    split_scores(cache, table, kv_head, begin, n, q_s, key_s, scores, group, scale);
-    __syncthreads();
+    const float* scores = score_split(b, cache, q, heads, scale, shared);
+    const int seq = b.seq;
+    const int begin = b.begin;
+    const int n = b.n;
+    const int group = b.group;
+    const int first_head = b.first_head;
+    const int token = b.token;
 
     float* dst = sums + batch.capture_offsets[seq] + begin;
     const std::size_t row = static_cast<std::size_t>(token) * heads + first_head;

@@ -85,4 +85,50 @@ __device__ inline void load_queries(const float* q, int token, int heads, int fi
     }
 }
 
+// What one (token, KV head, split) thread block of grid (tokens, kv_heads,
+// splits) works on: its share of the token's context, for the query heads
+// of its group. n is 0 for a split past the token's context.
+struct SplitBlock {
+    int token;
+    int kv_head;
+    int split;
+    int seq;
+    int group;
+    int first_head; // the group's first query head
+    int begin;      // cache entries [begin, begin + n)
+    int n;
+    const std::int32_t* table; // the sequence's block table
+};
+
+__device__ inline SplitBlock split_block(const PagedKvView& cache, const DeviceBatchView& batch,
+                                         int heads) {
+    SplitBlock b;
+    b.token = blockIdx.x;
+    b.kv_head = blockIdx.y;
+    b.split = blockIdx.z;
+    b.seq = batch.sequence_of[b.token];
+    b.group = heads / cache.kv_heads;
+    b.first_head = b.kv_head * b.group;
+    const int context = batch.cache_positions[b.token] + 1;
+    b.begin = b.split * kAttentionSplit;
+    b.n = b.begin < context ? min(kAttentionSplit, context - b.begin) : 0;
+    b.table = batch.block_tables + batch.block_table_offsets[b.seq];
+    return b;
+}
+
+// The split's scores for every query head of the group, into shared memory
+// laid out as split_shared_floats says; returns them, (group, kAttentionSplit).
+__device__ inline float* score_split(const SplitBlock& b, const PagedKvView& cache, const float* q,
+                                     int heads, float scale, float* shared) {
+    const int d = cache.head_dim;
+    float* q_s = shared;
+    float* key_s = q_s + b.group * d;
+    float* scores = key_s + kWarps * d;
+    load_queries(q, b.token, heads, b.first_head, b.group, d, q_s);
+    __syncthreads();
+    split_scores(cache, b.table, b.kv_head, b.begin, b.n, q_s, key_s, scores, b.group, scale);
+    __syncthreads();
+    return scores;
+}
+
 } // namespace kvscope::kernels

@@ -37,28 +37,20 @@ __global__ void attention_split_kernel(PagedKvView cache, DeviceBatchView batch,
                                        const float* __restrict__ q, int heads, float scale,
                                        int max_splits, AttentionWorkspace workspace) {
     extern __shared__ float shared[];
-    const int token = blockIdx.x;
-    const int kv_head = blockIdx.y;
-    const int split = blockIdx.z;
-    const int d = cache.head_dim;
-    const int group = heads / cache.kv_heads;
-    const int first_head = kv_head * group;
-    const int context = batch.cache_positions[token] + 1;
-    const int begin = split * kAttentionSplit;
-    if (begin >= context) {
+    const SplitBlock b = split_block(cache, batch, heads);
+    if (b.n == 0) {
         return; // the merge reads only the splits a token's context has
     }
-    const int n = min(kAttentionSplit, context - begin);
-    const int seq = batch.sequence_of[token];
-    const std::int32_t* table = batch.block_tables + batch.block_table_offsets[seq];
-
-    float* q_s = shared;
-    float* key_s = q_s + group * d;
-    float* scores = key_s + kWarps * d;
-    load_queries(q, token, heads, first_head, group, d, q_s);
-    __syncthreads();
-    split_scores(cache, table, kv_head, begin, n, q_s, key_s, scores, group, scale);
-    __syncthreads();
+    const int token = b.token;
+    const int kv_head = b.kv_head;
+    const int split = b.split;
+    const int d = cache.head_dim;
+    const int group = b.group;
+    const int first_head = b.first_head;
+    const int begin = b.begin;
+    const int n = b.n;
+    const std::int32_t* table = b.table;
+    float* scores = score_split(b, cache, q, heads, scale, shared);
 
     // Softmax pieces per query head: a warp per head.
     const int warp = threadIdx.x / 32;

@@ -7,6 +7,7 @@
 #include "engine/kv/block_allocator.h"
 #include "engine/model/llama_model.h"
 #include "engine/runner/forward_batch.h"
+#include "tests/support/chunked_logits.h"
 #include "tests/support/golden.h"
 
 #include <algorithm>
@@ -30,32 +31,7 @@ std::vector<std::int32_t> to_ids(const QJsonValue& value) {
     return ids;
 }
 
-// Runs `tokens` through one sequence in chunks of the given sizes (cycled),
-// returning the logits of every position: (tokens, vocab).
-std::vector<float> logits_in_chunks(runner::Backend& backend,
-                                    const std::vector<std::int32_t>& tokens,
-                                    const std::vector<int>& chunk_sizes) {
-    const int vocab = backend.vocab_size();
-    kv::BlockAllocator allocator(backend.num_blocks());
-    kv::SequenceBlocks sequence;
-    std::vector<float> all(tokens.size() * static_cast<std::size_t>(vocab));
-    std::size_t done = 0;
-    for (std::size_t c = 0; done < tokens.size(); ++c) {
-        const std::size_t n = std::min<std::size_t>(
-            static_cast<std::size_t>(chunk_sizes[c % chunk_sizes.size()]), tokens.size() - done);
-        if (!kv::reserve(sequence, static_cast<std::int32_t>(done + n), backend.block_size(),
-                         allocator)) {
-            qFatal("KV cache too small for the test");
-        }
-        const runner::SequenceStep step{&sequence, std::span(tokens).subspan(done, n), true};
-        const runner::ForwardBatch batch =
-            runner::build_forward_batch(std::span(&step, 1), backend.block_size());
-        backend.forward(batch, all.data() + done * static_cast<std::size_t>(vocab));
-        sequence.length += static_cast<std::int32_t>(n);
-        done += n;
-    }
-    return all;
-}
+using kvscope::test::logits_in_chunks;
 
 // The golden comparisons run on an f32 cache, as the fp32 reference does.
 constexpr kv::KvCacheFormat kF32Cache{kv::KvFormat::f32, kv::KvFormat::f32};

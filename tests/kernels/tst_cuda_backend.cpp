@@ -21,12 +21,13 @@
 #include "engine/runner/forward_batch.h"
 #include "engine/sampling/sampler.h"
 #include "engine/util/host_clock.h"
+#include "tests/support/chunked_logits.h"
 #include "tests/support/golden.h"
 #include "tests/support/tiny_model.h"
 
 #include <algorithm>
-#include <functional>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <set>
 
@@ -80,32 +81,7 @@ std::vector<std::int32_t> random_ids(int count, int vocab, unsigned seed) {
     return ids;
 }
 
-// Runs `tokens` through one sequence in chunks of the given sizes (cycled),
-// returning the logits of every position: (tokens, vocab).
-std::vector<float> logits_in_chunks(runner::Backend& backend,
-                                    const std::vector<std::int32_t>& tokens,
-                                    const std::vector<int>& chunk_sizes) {
-    const int vocab = backend.vocab_size();
-    kv::BlockAllocator allocator(backend.num_blocks());
-    kv::SequenceBlocks sequence;
-    std::vector<float> all(tokens.size() * static_cast<std::size_t>(vocab));
-    std::size_t done = 0;
-    for (std::size_t c = 0; done < tokens.size(); ++c) {
-        const std::size_t n = std::min<std::size_t>(
-            static_cast<std::size_t>(chunk_sizes[c % chunk_sizes.size()]), tokens.size() - done);
-        if (!kv::reserve(sequence, static_cast<std::int32_t>(done + n), backend.block_size(),
-                         allocator)) {
-            qFatal("KV cache too small for the test");
-        }
-        const runner::SequenceStep step{&sequence, std::span(tokens).subspan(done, n), true};
-        const runner::ForwardBatch batch =
-            runner::build_forward_batch(std::span(&step, 1), backend.block_size());
-        backend.forward(batch, all.data() + done * static_cast<std::size_t>(vocab));
-        sequence.length += static_cast<std::int32_t>(n);
-        done += n;
-    }
-    return all;
-}
+using kvscope::test::logits_in_chunks;
 
 struct Agreement {
     double max_abs = 0;          // largest |logit difference|
