@@ -56,7 +56,8 @@ void launch_attention_capture(const PagedKvView& cache, const DeviceBatchView& b
     }
     const int group = heads / cache.kv_heads;
     const int max_splits = (max_context + kAttentionSplit - 1) / kAttentionSplit;
-    const std::size_t shared_bytes = split_shared_floats(group, cache.head_dim) * sizeof(float);
+    const std::size_t shared_bytes =
+        split_shared_floats(group, cache.head_dim, /*value_sums=*/false) * sizeof(float);
     if (shared_bytes > 48 * 1024) {
         KVSCOPE_CUDA_CHECK(cudaFuncSetAttribute(attention_capture_kernel,
                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -35,13 +35,17 @@ inline constexpr int kMaxGroupInRegisters = 8;
 //   key    (warps, head_dim)          one decoded key per warp
 //   scores (group, kAttentionSplit)   scores, then exp(score - max)
 //   sums   (parts, group, head_dim)   the value sums of each share of the
-//          entries (parts * head_dim <= max(threads, head_dim))
-__host__ __device__ inline std::size_t split_shared_floats(int group, int head_dim) {
+//          entries (parts * head_dim <= max(threads, head_dim)); only for
+//          the attention's register path (value_sums), so larger groups and
+//          the capture ask for no more than they use
+__host__ __device__ inline std::size_t split_shared_floats(int group, int head_dim,
+                                                           bool value_sums) {
     const std::size_t widest = head_dim > kAttentionThreads ? head_dim : kAttentionThreads;
+    const bool sums = value_sums && group <= kMaxGroupInRegisters;
     return static_cast<std::size_t>(group) * head_dim +
            static_cast<std::size_t>(kWarps) * head_dim +
            static_cast<std::size_t>(group) * kAttentionSplit +
-           static_cast<std::size_t>(group) * widest;
+           (sums ? static_cast<std::size_t>(group) * widest : 0);
 }
 
 // Scores of the split's entries for every query head of the group, into

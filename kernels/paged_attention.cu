@@ -190,7 +190,8 @@ void launch_paged_attention(const PagedKvView& cache, const DeviceBatchView& bat
     }
     const int group = heads / cache.kv_heads;
     const int max_splits = (max_context + kAttentionSplit - 1) / kAttentionSplit;
-    const std::size_t shared_bytes = split_shared_floats(group, cache.head_dim) * sizeof(float);
+    const std::size_t shared_bytes =
+        split_shared_floats(group, cache.head_dim, /*value_sums=*/true) * sizeof(float);
     if (shared_bytes > 48 * 1024) { // above the default: opt in (large groups, MQA)
         KVSCOPE_CUDA_CHECK(cudaFuncSetAttribute(attention_split_kernel,
                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -297,6 +297,11 @@ void CudaBackend::validate(const runner::ForwardBatch& batch) const {
     const model::LlamaConfig& c = model_->config();
     const std::size_t tokens = batch.token_ids.size();
     const std::size_t sequences = batch.context_lengths.size();
+    for (const std::int32_t length : batch.context_lengths) {
+        if (length < 0) { // the capture's per-sequence offsets sum them
+            fail("a sequence's context length is negative");
+        }
+    }
     if (tokens > static_cast<std::size_t>(INT32_MAX / std::max(1, c.hidden))) {
         fail("a batch of " + std::to_string(tokens) + " tokens is too large");
     }
@@ -367,6 +372,27 @@ void CudaBackend::validate(const runner::ForwardBatch& batch) const {
     }
 }
 
+template <class Work>
+void CudaBackend::run_guarded(Work&& work) {
+    if (!failure_.empty()) {
+        throw std::runtime_error("the CUDA backend stopped after an earlier step failed (" +
+                                 failure_ + ")");
+    }
+    device_work_started_ = false;
+    try {
+        work();
+    } catch (const std::exception& error) {
+        // Refused, or out of memory, before anything ran: the backend is as
+        // it was. Past that point a failure may have run part of the kernels
+        // while the host's bookkeeping (KIVI's open blocks) moved on, so
+        // later steps could read a cache that is not what the host thinks.
+        if (device_work_started_) {
+            failure_ = error.what();
+        }
+        throw;
+    }
+}
+
 void CudaBackend::forward(const runner::ForwardBatch& batch, float* logits) {
     guarded_step(batch, logits, {}, nullptr);
 }
@@ -378,17 +404,7 @@ void CudaBackend::guarded_step(const runner::ForwardBatch& batch, float* logits,
         throw std::runtime_error("the CUDA backend stopped after an earlier step failed (" +
                                  failure_ + ")");
     }
-    try {
-        run_step(batch, logits, sampling, tokens);
-    } catch (const std::invalid_argument&) {
-        throw; // refused before anything ran: the backend is as it was
-    } catch (const std::exception& error) {
-        // A step that failed on the device may have run part of its kernels
-        // while the host's bookkeeping (KIVI's open blocks) moved on: later
-        // steps could read a cache that is not what the host thinks.
-        failure_ = error.what();
-        throw;
-    }
+    run_guarded([&] { run_step(batch, logits, sampling, tokens); });
 }
 
 void CudaBackend::forward_sampled(const runner::ForwardBatch& batch,
@@ -511,9 +527,12 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
         download_tokens_.reserve_discard(sampling.size());
     }
     // Room for the block tables to grow (by a block per sequence now and
-    // then) without moving the buffer, which would drop the graphs.
-    batch_arrays_.reserve_discard(layout.bytes() +
-                                  size_of(options_.num_blocks + tokens) * sizeof(std::int32_t));
+    // then) without moving the buffer, which would drop the graphs: the
+    // slack is added only when the buffer must grow anyway.
+    if (layout.bytes() > batch_arrays_.bytes()) {
+        batch_arrays_.reserve_discard(layout.bytes() +
+                                      size_of(options_.num_blocks + tokens) * sizeof(std::int32_t));
+    }
     if (open_blocks_) {
         reserve_open_slots(open_blocks_->capacity_needed(batch.slot_mapping, options_.block_size));
     }
@@ -550,6 +569,7 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     }
     int filled_count = 0;
     std::vector<std::int32_t> opened;
+    device_work_started_ = true; // the bookkeeping and the device change from here
     {
         const StepGuard guard(open_blocks_ ? &*open_blocks_ : nullptr);
         if (open_blocks_) {
@@ -752,6 +772,11 @@ void CudaBackend::release_blocks(std::span<const kv::BlockId> blocks) {
 }
 
 void CudaBackend::copy_slots(std::span<const std::int32_t> from, std::span<const std::int32_t> to) {
+    run_guarded([&] { copy_slots_unguarded(from, to); });
+}
+
+void CudaBackend::copy_slots_unguarded(std::span<const std::int32_t> from,
+                                       std::span<const std::int32_t> to) {
     if (from.size() != to.size()) {
         throw std::invalid_argument("copy_slots: as many sources as destinations are needed");
     }
@@ -809,6 +834,7 @@ void CudaBackend::copy_slots(std::span<const std::int32_t> from, std::span<const
     StagingLayout::write(staged, at_to, to);
     int filled_count = 0;
     std::vector<std::int32_t> opened;
+    device_work_started_ = true; // the bookkeeping and the device change from here
     if (open_blocks_) {
         // Sources are read as the cache is before the copy; destinations are
         // written as a step writing `to` would.

@@ -84,6 +84,11 @@ private:
     // run_step, refusing every step after one failed on the device.
     void guarded_step(const runner::ForwardBatch& batch, float* logits,
                       std::span<const runner::RowSampling> sampling, std::int32_t* tokens);
+    // Runs `work` (a step or a slot copy) unless an earlier one failed on the
+    // device; a failure after device_work_started_ stops the backend.
+    template <class Work>
+    void run_guarded(Work&& work);
+    void copy_slots_unguarded(std::span<const std::int32_t> from, std::span<const std::int32_t> to);
     // forward() and forward_sampled(): logits to `logits`, or (rows given)
     // the sampled tokens to `tokens`.
     void run_step(const runner::ForwardBatch& requested, float* logits,
@@ -127,7 +132,8 @@ private:
     std::int64_t key_plane_bytes_ = 0;   // one layer's K plane
     std::int64_t value_plane_bytes_ = 0; // one layer's V plane
     DecodeGraphs graphs_;
-    std::string failure_; // why a step failed on the device; empty while all is well
+    std::string failure_;              // why a step failed on the device; empty while all is well
+    bool device_work_started_ = false; // this step or copy has changed device or bookkeeping
     // KIVI's fp32 open blocks: (open slots, layers, [K, V], kv_heads,
     // block_size, head_dim) floats; bookkeeping only when a plane is KIVI.
     std::optional<KiviOpenBlocks> open_blocks_;

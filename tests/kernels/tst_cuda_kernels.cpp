@@ -521,6 +521,12 @@ void TestCudaKernels::paged_attention_matches_the_cpu_data() {
     QTest::newRow("f16, group of 8, d128") << KvFormat::f16 << 16 << 2 << 128;
     QTest::newRow("q4_1, multi-head (group 1)") << KvFormat::q4_1 << 4 << 4 << 64;
     QTest::newRow("kivi4, MQA (group 12)") << KvFormat::kivi4 << 12 << 1 << 64;
+    // The value sums' thread shares: 4 parts (d 32), idle threads (d 96), two
+    // dimensions per thread (d 256), the largest register group (8).
+    QTest::newRow("q8_0, d32, group 4") << KvFormat::q8_0 << 8 << 2 << 32;
+    QTest::newRow("f16, d96, group 3") << KvFormat::f16 << 6 << 2 << 96;
+    QTest::newRow("bf16, d256, group 2") << KvFormat::bf16 << 4 << 2 << 256;
+    QTest::newRow("q4_0, group 8") << KvFormat::q4_0 << 16 << 2 << 64;
 }
 
 void TestCudaKernels::paged_attention_matches_the_cpu() {
