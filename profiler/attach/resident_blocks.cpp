@@ -1,0 +1,156 @@
+#include "profiler/attach/resident_blocks.h"
+
+#include <algorithm>
+#include <type_traits>
+#include <variant>
+
+namespace kvscope::attach {
+
+void ResidentBlocks::apply(const KvEventBatch& batch) {
+    const std::int64_t rank = batch.rank.value_or(0);
+    for (const KvEvent& event : batch.events) {
+        apply(event, rank, batch.ts);
+    }
+}
+
+void ResidentBlocks::apply(const KvEvent& event, std::int64_t rank, double ts) {
+    std::visit(
+        [&](const auto& e) {
+            using E = std::decay_t<decltype(e)>;
+            if constexpr (std::is_same_v<E, StoredBlocks>) {
+                store(e, rank, ts);
+            } else if constexpr (std::is_same_v<E, RemovedBlocks>) {
+                remove(e, rank);
+            } else {
+                // vLLM clears the whole prefix cache of the engine, every
+                // tier; one publisher is one engine (one rank) but a batch
+                // does not always say which, so the whole source goes.
+                tiers_.clear();
+                ++counts_.clears;
+            }
+        },
+        event);
+}
+
+void ResidentBlocks::clear() {
+    tiers_.clear();
+    ++counts_.resets;
+}
+
+void ResidentBlocks::unlink(Tier& tier, const ResidentBlock& block) {
+    if (!block.parent) {
+        return;
+    }
+    const auto it = tier.children.find(*block.parent);
+    if (it != tier.children.end()) {
+        it->second.erase(block.hash);
+        if (it->second.empty()) {
+            tier.children.erase(it);
+        }
+    }
+}
+
+void ResidentBlocks::store(const StoredBlocks& event, std::int64_t rank, double ts) {
+    Tier& tier = tiers_[TierKey{rank, event.medium}];
+    std::optional<BlockHash> parent = event.parent;
+    const auto block_size = static_cast<std::size_t>(std::max<std::int64_t>(event.block_size, 0));
+    for (std::size_t i = 0; i < event.hashes.size(); ++i) {
+        ResidentBlock block;
+        block.hash = event.hashes[i];
+        block.parent = parent;
+        block.block_size = event.block_size;
+        block.lora_id = event.lora_id;
+        block.group_idx = event.group_idx;
+        block.stored_at = ts;
+        // hashes[i] covers tokens [i * block_size, (i + 1) * block_size);
+        // a short token list (not every publisher sends them all) gives what
+        // it has.
+        const std::size_t begin = std::min(i * block_size, event.token_ids.size());
+        const std::size_t end = std::min(begin + block_size, event.token_ids.size());
+        block.token_ids.assign(event.token_ids.begin() + static_cast<std::ptrdiff_t>(begin),
+                               event.token_ids.begin() + static_cast<std::ptrdiff_t>(end));
+
+        const auto existing = tier.blocks.find(block.hash);
+        if (existing != tier.blocks.end()) {
+            ++counts_.restored;
+            unlink(tier, existing->second);
+        }
+        if (block.parent) {
+            tier.children[*block.parent].insert(block.hash);
+        }
+        parent = block.hash; // the next block of the event continues this one
+        tier.blocks.insert_or_assign(block.hash, std::move(block));
+        ++counts_.stored;
+    }
+}
+
+void ResidentBlocks::remove(const RemovedBlocks& event, std::int64_t rank) {
+    const auto tier_it = tiers_.find(TierKey{rank, event.medium});
+    for (const BlockHash& hash : event.hashes) {
+        if (tier_it == tiers_.end()) {
+            ++counts_.unknown_removed;
+            continue;
+        }
+        Tier& tier = tier_it->second;
+        const auto it = tier.blocks.find(hash);
+        if (it == tier.blocks.end()) {
+            ++counts_.unknown_removed;
+            continue;
+        }
+        unlink(tier, it->second);
+        // Its children stay: they are still resident, now roots of the
+        // visible forest (vLLM evicts leaves first, but other tiers need not).
+        tier.blocks.erase(it);
+        ++counts_.removed;
+    }
+}
+
+const ResidentBlocks::Tier* ResidentBlocks::tier(const TierKey& key) const {
+    const auto it = tiers_.find(key);
+    return it == tiers_.end() ? nullptr : &it->second;
+}
+
+const ResidentBlock* ResidentBlocks::find(const TierKey& key, const BlockHash& hash) const {
+    const Tier* t = tier(key);
+    if (t == nullptr) {
+        return nullptr;
+    }
+    const auto it = t->blocks.find(hash);
+    return it == t->blocks.end() ? nullptr : &it->second;
+}
+
+std::vector<BlockHash> ResidentBlocks::children(const TierKey& key, const BlockHash& parent) const {
+    const Tier* t = tier(key);
+    if (t == nullptr) {
+        return {};
+    }
+    const auto it = t->children.find(parent);
+    if (it == t->children.end()) {
+        return {};
+    }
+    return {it->second.begin(), it->second.end()};
+}
+
+std::vector<BlockHash> ResidentBlocks::roots(const TierKey& key) const {
+    const Tier* t = tier(key);
+    if (t == nullptr) {
+        return {};
+    }
+    std::vector<BlockHash> out;
+    for (const auto& [hash, block] : t->blocks) {
+        if (!block.parent || !t->blocks.contains(*block.parent)) {
+            out.push_back(hash);
+        }
+    }
+    return out;
+}
+
+std::size_t ResidentBlocks::size() const {
+    std::size_t total = 0;
+    for (const auto& [key, t] : tiers_) {
+        total += t.blocks.size();
+    }
+    return total;
+}
+
+} // namespace kvscope::attach

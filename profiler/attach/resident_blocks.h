@@ -1,0 +1,90 @@
+// The cache state an attached source's events imply, and nothing more: the
+// block hashes resident per (data-parallel rank, medium), each with the
+// parent hash, token ids, block size and time it was stored with, and the
+// prefix forest those parent hashes draw. Events say nothing about physical
+// block ids, owning requests, reference counts or partial blocks, so neither
+// does this.
+//
+// BlockStored adds (a hash stored again while resident replaces its entry:
+// the publisher's latest word wins), BlockRemoved removes (a hash that is not
+// resident is counted, not an error: we may have attached after it was
+// stored), AllBlocksCleared empties every tier of the source, and clear()
+// does the same when the source restarted.
+#pragma once
+
+#include "profiler/attach/block_hash.h"
+#include "profiler/attach/kv_events.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace kvscope::attach {
+
+struct ResidentBlock {
+    BlockHash hash{};
+    std::optional<BlockHash> parent{};     // none: the first block of a prompt
+    std::vector<std::int64_t> token_ids{}; // this block's share of the event's tokens
+    std::int64_t block_size = 0;
+    std::optional<std::int64_t> lora_id{};
+    std::optional<std::int64_t> group_idx{};
+    double stored_at = 0; // the publisher's batch timestamp, seconds since the epoch
+    bool operator==(const ResidentBlock&) const = default;
+};
+
+// A cache tier of one rank: vLLM's GPU, CPU, DISK ... media.
+struct TierKey {
+    std::int64_t rank = 0; // a batch without a rank counts as rank 0
+    std::string medium;
+    auto operator<=>(const TierKey&) const = default;
+};
+
+struct ResidencyCounts {
+    std::int64_t stored = 0;          // blocks stored (re-stores included)
+    std::int64_t restored = 0;        // of those, hashes that were already resident
+    std::int64_t removed = 0;         // resident blocks removed
+    std::int64_t unknown_removed = 0; // removals of hashes that were not resident
+    std::int64_t clears = 0;          // AllBlocksCleared events
+    std::int64_t resets = 0;          // clear() calls (source restarts)
+    bool operator==(const ResidencyCounts&) const = default;
+};
+
+class ResidentBlocks {
+public:
+    struct Tier {
+        std::unordered_map<BlockHash, ResidentBlock> blocks;
+        // parent hash -> the resident blocks naming it. A parent need not be
+        // resident itself (evicted first, or stored before we attached).
+        std::unordered_map<BlockHash, std::unordered_set<BlockHash>> children;
+    };
+
+    void apply(const KvEventBatch& batch);
+    void apply(const KvEvent& event, std::int64_t rank, double ts);
+    // The source restarted: everything it told us is void.
+    void clear();
+
+    const std::map<TierKey, Tier>& tiers() const { return tiers_; }
+    const Tier* tier(const TierKey& key) const;
+    const ResidentBlock* find(const TierKey& key, const BlockHash& hash) const;
+    // Resident children of `parent` in that tier, in no particular order.
+    std::vector<BlockHash> children(const TierKey& key, const BlockHash& parent) const;
+    // Resident blocks whose parent is absent or not resident in the tier: the
+    // roots of the prefix forest as far as we can see it.
+    std::vector<BlockHash> roots(const TierKey& key) const;
+    std::size_t size() const; // resident blocks over all tiers
+    const ResidencyCounts& counts() const { return counts_; }
+
+private:
+    void store(const StoredBlocks& event, std::int64_t rank, double ts);
+    void remove(const RemovedBlocks& event, std::int64_t rank);
+    static void unlink(Tier& tier, const ResidentBlock& block);
+
+    std::map<TierKey, Tier> tiers_;
+    ResidencyCounts counts_;
+};
+
+} // namespace kvscope::attach

@@ -1,0 +1,527 @@
+// KvEventSource over real ZeroMQ sockets on loopback. The publisher is
+// written here with cppzmq and msgpack-c's packer, independent of the
+// decoder, and speaks vLLM's protocol: an XPUB (a PUB that also tells us when
+// a subscription arrived, so no test races ZeroMQ's slow joiner) sending
+// [topic, seq, payload], and a ROUTER answering replay requests from its own
+// thread as vLLM's publisher thread does.
+#include "profiler/attach/kv_event_source.h"
+#include "profiler/attach/resident_blocks.h"
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <msgpack.hpp>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include <QTest>
+
+using namespace kvscope::attach;
+using namespace std::chrono_literals;
+
+namespace {
+
+using Packer = msgpack::packer<msgpack::sbuffer>;
+
+void str(Packer& p, std::string_view text) {
+    p.pack_str(static_cast<std::uint32_t>(text.size()));
+    p.pack_str_body(text.data(), static_cast<std::uint32_t>(text.size()));
+}
+
+struct Stored {
+    std::vector<std::uint64_t> hashes;
+    std::optional<std::uint64_t> parent;
+};
+struct Removed {
+    std::vector<std::uint64_t> hashes;
+};
+struct Cleared {};
+using Event = std::variant<Stored, Removed, Cleared>;
+constexpr std::int64_t kBlockSize = 2;
+
+// [ts, [events...], rank] with vLLM 0.23's positional events.
+std::string payload(const std::vector<Event>& events, double ts = 1.0) {
+    msgpack::sbuffer buffer;
+    Packer p(buffer);
+    p.pack_array(3);
+    p.pack_double(ts);
+    p.pack_array(static_cast<std::uint32_t>(events.size()));
+    for (const Event& event : events) {
+        if (const auto* s = std::get_if<Stored>(&event)) {
+            p.pack_array(7);
+            str(p, "BlockStored");
+            p.pack_array(static_cast<std::uint32_t>(s->hashes.size()));
+            for (const std::uint64_t hash : s->hashes) {
+                p.pack_uint64(hash);
+            }
+            if (s->parent) {
+                p.pack_uint64(*s->parent);
+            } else {
+                p.pack_nil();
+            }
+            p.pack_array(static_cast<std::uint32_t>(s->hashes.size() * kBlockSize));
+            for (std::size_t i = 0; i < s->hashes.size() * kBlockSize; ++i) {
+                p.pack_int64(static_cast<std::int64_t>(i));
+            }
+            p.pack_int64(kBlockSize);
+            p.pack_nil();
+            str(p, "GPU");
+        } else if (const auto* r = std::get_if<Removed>(&event)) {
+            p.pack_array(3);
+            str(p, "BlockRemoved");
+            p.pack_array(static_cast<std::uint32_t>(r->hashes.size()));
+            for (const std::uint64_t hash : r->hashes) {
+                p.pack_uint64(hash);
+            }
+            str(p, "GPU");
+        } else {
+            p.pack_array(1);
+            str(p, "AllBlocksCleared");
+        }
+    }
+    p.pack_int(0);
+    return {buffer.data(), buffer.size()};
+}
+
+std::string seq_bytes(std::uint64_t seq) {
+    std::string out(8, '\0');
+    for (int i = 7; i >= 0; --i) {
+        out[static_cast<std::size_t>(i)] = static_cast<char>(seq & 0xFF);
+        seq >>= 8;
+    }
+    return out;
+}
+
+std::string endpoint_of(zmq::socket_t& socket) {
+    return socket.get(zmq::sockopt::last_endpoint);
+}
+
+class TestPublisher {
+public:
+    // `pub_endpoint` empty: an ephemeral port.
+    explicit TestPublisher(zmq::context_t& context, std::string pub_endpoint = {},
+                           bool replies_with_topic = false)
+        : pub_(context, zmq::socket_type::xpub)
+        , router_(context, zmq::socket_type::router)
+        , with_topic_(replies_with_topic) {
+        pub_.set(zmq::sockopt::linger, 0);
+        router_.set(zmq::sockopt::linger, 0);
+        bind_retrying(pub_, pub_endpoint.empty() ? "tcp://127.0.0.1:*" : pub_endpoint);
+        router_.bind("tcp://127.0.0.1:*");
+        endpoint = endpoint_of(pub_);
+        replay_endpoint = endpoint_of(router_);
+        replay_thread_ = std::thread([this] { serve_replay(); });
+    }
+    ~TestPublisher() {
+        stop_ = true;
+        replay_thread_.join();
+    }
+
+    // A subscriber's subscription reached the XPUB: what we send now arrives.
+    // `meanwhile` runs between waits: after a reconnect a SUB socket resends
+    // its subscription only when its own thread uses it (ZeroMQ processes a
+    // socket's commands there), so the subscriber has to keep polling.
+    bool wait_for_subscriber(const std::function<void()>& meanwhile = {},
+                             std::chrono::milliseconds timeout = 3000ms) {
+        std::array<zmq::pollitem_t, 1> items{{{pub_.handle(), 0, ZMQ_POLLIN, 0}}};
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        while (std::chrono::steady_clock::now() < deadline) {
+            if (meanwhile) {
+                meanwhile();
+            }
+            if (zmq::poll(items.data(), 1, 10ms) > 0) {
+                zmq::message_t message;
+                if (pub_.recv(message, zmq::recv_flags::dontwait) && message.size() > 0 &&
+                    message.data<char>()[0] == 1) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    // Buffers the batch for replay; sends it unless `drop` (a lost message).
+    void publish(std::uint64_t seq, const std::string& body, bool drop = false, bool keep = true) {
+        if (keep) {
+            std::lock_guard lock(mutex_);
+            buffer_[seq] = body;
+        }
+        if (!drop) {
+            send({topic, seq_bytes(seq), body});
+        }
+    }
+
+    void send(const std::vector<std::string>& frames) {
+        std::vector<zmq::const_buffer> buffers;
+        for (const std::string& frame : frames) {
+            buffers.emplace_back(frame.data(), frame.size());
+        }
+        QVERIFY(zmq::send_multipart(pub_, buffers).has_value());
+    }
+
+    std::string endpoint;
+    std::string replay_endpoint;
+    std::string topic = "kv-events";
+    std::atomic<int> replay_requests{0};
+
+private:
+    // ZeroMQ closes a socket in its reaper thread, so a port its predecessor
+    // held may stay taken for a moment after that socket is gone.
+    static void bind_retrying(zmq::socket_t& socket, const std::string& endpoint) {
+        const auto deadline = std::chrono::steady_clock::now() + 2s;
+        for (;;) {
+            try {
+                socket.bind(endpoint);
+                return;
+            } catch (const zmq::error_t& error) {
+                if (error.num() != EADDRINUSE || std::chrono::steady_clock::now() > deadline) {
+                    throw;
+                }
+                std::this_thread::sleep_for(10ms);
+            }
+        }
+    }
+
+    void serve_replay() {
+        std::array<zmq::pollitem_t, 1> items{{{router_.handle(), 0, ZMQ_POLLIN, 0}}};
+        while (!stop_) {
+            if (zmq::poll(items.data(), 1, 20ms) == 0) {
+                continue;
+            }
+            std::vector<zmq::message_t> request;
+            if (!zmq::recv_multipart(router_, std::back_inserter(request),
+                                     zmq::recv_flags::dontwait) ||
+                request.size() != 3) {
+                continue;
+            }
+            ++replay_requests;
+            std::uint64_t start = 0;
+            for (std::size_t i = 0; i < 8 && i < request[2].size(); ++i) {
+                start = (start << 8) | request[2].data<std::uint8_t>()[i];
+            }
+            const std::string id = request[0].to_string();
+            std::map<std::uint64_t, std::string> buffered;
+            {
+                std::lock_guard lock(mutex_);
+                buffered = buffer_;
+            }
+            auto reply = [&](const std::string& seq, const std::string& body) {
+                std::vector<std::string> frames = {id, ""};
+                if (with_topic_) {
+                    frames.push_back(topic);
+                }
+                frames.push_back(seq);
+                frames.push_back(body);
+                std::vector<zmq::const_buffer> buffers;
+                for (const std::string& frame : frames) {
+                    buffers.emplace_back(frame.data(), frame.size());
+                }
+                (void)zmq::send_multipart(router_, buffers);
+            };
+            for (const auto& [seq, body] : buffered) {
+                if (seq >= start) {
+                    reply(seq_bytes(seq), body);
+                }
+            }
+            reply(std::string(8, '\xFF'), "");
+        }
+    }
+
+    zmq::socket_t pub_;
+    zmq::socket_t router_;
+    bool with_topic_;
+    std::mutex mutex_;
+    std::map<std::uint64_t, std::string> buffer_;
+    std::atomic<bool> stop_{false};
+    std::thread replay_thread_;
+};
+
+KvEventSourceOptions options_for(const TestPublisher& publisher, bool replay = true) {
+    KvEventSourceOptions options;
+    options.endpoint = publisher.endpoint;
+    options.replay_endpoint = replay ? publisher.replay_endpoint : std::string{};
+    options.topic = "kv-events";
+    options.reconnect_interval = 20ms;
+    options.reconnect_interval_max = 100ms;
+    return options;
+}
+
+// Polls until `count` batches came back or 3 s passed.
+std::vector<SourceBatch> collect(KvEventSource& source, std::size_t count,
+                                 std::chrono::milliseconds limit = 3000ms) {
+    std::vector<SourceBatch> out;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
+        for (SourceBatch& batch : source.poll(20ms)) {
+            out.push_back(std::move(batch));
+        }
+    }
+    return out;
+}
+
+std::vector<std::uint64_t> sequences(const std::vector<SourceBatch>& batches) {
+    std::vector<std::uint64_t> out;
+    for (const SourceBatch& batch : batches) {
+        out.push_back(batch.batch.sequence);
+    }
+    return out;
+}
+
+std::string one_block(std::uint64_t hash) {
+    return payload({Stored{{hash}, std::nullopt}});
+}
+
+} // namespace
+
+class TestKvEventSource : public QObject {
+    Q_OBJECT
+
+    zmq::context_t context_;
+
+private slots:
+    void inOrderBatchesDecode() {
+        TestPublisher publisher(context_);
+        KvEventSource source(context_, options_for(publisher));
+        QVERIFY(!source.last_message_time());
+        QVERIFY(publisher.wait_for_subscriber());
+        for (std::uint64_t seq = 0; seq < 10; ++seq) {
+            publisher.publish(seq, one_block(0x8000000000000000ull + seq));
+        }
+        const auto batches = collect(source, 10);
+        QCOMPARE(sequences(batches), (std::vector<std::uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+        QCOMPARE(batches[3].batch.topic, std::string("kv-events"));
+        const auto& event = std::get<StoredBlocks>(batches[3].batch.events.at(0));
+        QCOMPARE(event.hashes.at(0), BlockHash::from_uint(0x8000000000000003ull));
+        QCOMPARE(source.counts().messages, std::int64_t{10});
+        QCOMPARE(source.counts().events, std::int64_t{10});
+        QCOMPARE(source.counts().gaps, std::int64_t{0});
+        QCOMPARE(publisher.replay_requests.load(), 0);
+        QVERIFY(source.last_message_time().has_value());
+        QVERIFY(source.silent_for() < 2s);
+    }
+
+    void gapIsFilledByReplay_data() {
+        QTest::addColumn<bool>("withTopic");
+        QTest::newRow("reply [seq, payload]") << false;
+        QTest::newRow("reply [topic, seq, payload]") << true;
+    }
+    void gapIsFilledByReplay() {
+        QFETCH(bool, withTopic);
+        TestPublisher publisher(context_, {}, withTopic);
+        KvEventSource source(context_, options_for(publisher));
+        QVERIFY(publisher.wait_for_subscriber());
+        for (std::uint64_t seq = 0; seq < 8; ++seq) {
+            publisher.publish(seq, one_block(100 + seq), /*drop=*/seq == 2 || seq == 3 || seq == 6);
+        }
+        const auto batches = collect(source, 8);
+        QCOMPARE(sequences(batches), (std::vector<std::uint64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+        QVERIFY(batches[2].replayed && batches[3].replayed && batches[6].replayed);
+        QVERIFY(!batches[4].replayed);
+        QCOMPARE(std::get<StoredBlocks>(batches[6].batch.events.at(0)).hashes.at(0),
+                 BlockHash::from_uint(106));
+        QCOMPARE(source.counts().gaps, std::int64_t{2});
+        QCOMPARE(source.counts().replayed, std::int64_t{3});
+        QCOMPARE(source.counts().lost, std::int64_t{0});
+        QCOMPARE(source.counts().messages, std::int64_t{5});
+        QCOMPARE(publisher.replay_requests.load(), 2);
+    }
+
+    void gapReplayCannotFillIsLost() {
+        TestPublisher publisher(context_);
+        KvEventSource source(context_, options_for(publisher));
+        QVERIFY(publisher.wait_for_subscriber());
+        publisher.publish(0, one_block(1));
+        // 1 fell out of the publisher's buffer too; 2 is still there.
+        publisher.publish(1, one_block(2), /*drop=*/true, /*keep=*/false);
+        publisher.publish(2, one_block(3), /*drop=*/true);
+        publisher.publish(3, one_block(4));
+        const auto batches = collect(source, 3);
+        QCOMPARE(sequences(batches), (std::vector<std::uint64_t>{0, 2, 3}));
+        QCOMPARE(source.counts().lost, std::int64_t{1});
+        QCOMPARE(source.counts().replayed, std::int64_t{1});
+    }
+
+    void gapWithoutReplaySocketIsLost() {
+        TestPublisher publisher(context_);
+        KvEventSource source(context_, options_for(publisher, /*replay=*/false));
+        QVERIFY(publisher.wait_for_subscriber());
+        publisher.publish(0, one_block(1));
+        publisher.publish(1, one_block(2), true);
+        publisher.publish(2, one_block(3), true);
+        publisher.publish(3, one_block(4));
+        const auto batches = collect(source, 2);
+        QCOMPARE(sequences(batches), (std::vector<std::uint64_t>{0, 3}));
+        QCOMPARE(source.counts().gaps, std::int64_t{1});
+        QCOMPARE(source.counts().lost, std::int64_t{2});
+        QCOMPARE(publisher.replay_requests.load(), 0);
+    }
+
+    void sequenceBackwardsIsARestart() {
+        TestPublisher publisher(context_);
+        KvEventSource source(context_, options_for(publisher));
+        QVERIFY(publisher.wait_for_subscriber());
+        ResidentBlocks blocks;
+        for (std::uint64_t seq = 0; seq < 4; ++seq) {
+            publisher.publish(seq, one_block(10 + seq));
+        }
+        publisher.publish(0, one_block(20)); // counting from 0 again
+        publisher.publish(1, payload({Cleared{}}));
+        publisher.publish(2, one_block(21));
+        const auto batches = collect(source, 7);
+        QCOMPARE(sequences(batches), (std::vector<std::uint64_t>{0, 1, 2, 3, 0, 1, 2}));
+        for (const SourceBatch& batch : batches) {
+            if (batch.restarted) {
+                blocks.clear();
+            }
+            blocks.apply(batch.batch);
+        }
+        QVERIFY(batches[4].restarted);
+        QCOMPARE(source.counts().restarts, std::int64_t{1});
+        QCOMPARE(source.counts().clears, std::int64_t{1});
+        QCOMPARE(source.counts().gaps, std::int64_t{0});
+        QCOMPARE(blocks.size(), std::size_t{1});
+        QVERIFY(blocks.find({0, "GPU"}, BlockHash::from_uint(21)) != nullptr);
+    }
+
+    // A restarted publisher whose first batches we missed: replay gives them
+    // back, the first one flagged as the restart.
+    void restartReplaysWhatWasMissedOfTheNewRun() {
+        TestPublisher publisher(context_);
+        KvEventSource source(context_, options_for(publisher));
+        QVERIFY(publisher.wait_for_subscriber());
+        for (std::uint64_t seq = 0; seq < 4; ++seq) {
+            publisher.publish(seq, one_block(10 + seq));
+        }
+        publisher.publish(0, one_block(20), /*drop=*/true);
+        publisher.publish(1, one_block(21), /*drop=*/true);
+        publisher.publish(2, one_block(22));
+        const auto batches = collect(source, 7);
+        QCOMPARE(sequences(batches), (std::vector<std::uint64_t>{0, 1, 2, 3, 0, 1, 2}));
+        QVERIFY(batches[4].restarted && batches[4].replayed);
+        QVERIFY(!batches[5].restarted && !batches[6].restarted);
+        QCOMPARE(std::get<StoredBlocks>(batches[4].batch.events.at(0)).hashes.at(0),
+                 BlockHash::from_uint(20));
+        QCOMPARE(source.counts().restarts, std::int64_t{1});
+        QCOMPARE(source.counts().replayed, std::int64_t{2});
+        QCOMPARE(source.counts().lost, std::int64_t{0});
+    }
+
+    void malformedFramesAreCountedNeverCrash() {
+        TestPublisher publisher(context_);
+        KvEventSource source(context_, options_for(publisher));
+        QVERIFY(publisher.wait_for_subscriber());
+        publisher.publish(0, one_block(1));
+        const std::string topic = publisher.topic;
+        publisher.send({topic});                                         // one frame
+        publisher.send({topic, seq_bytes(1), one_block(2), "extra"});    // four
+        publisher.send({topic, "abc", one_block(2)});                    // short sequence
+        publisher.send({topic, seq_bytes(1), "\xC1\xFF garbage"});       // not msgpack
+        publisher.send({topic, seq_bytes(1), payload({}).substr(0, 3)}); // truncated
+        std::mt19937 rng(7);
+        for (int i = 0; i < 20; ++i) {
+            std::string junk(1 + rng() % 64, '\0');
+            for (char& c : junk) {
+                c = static_cast<char>(rng());
+            }
+            publisher.send({topic, seq_bytes(1), junk});
+        }
+        publisher.publish(1, one_block(3));
+        const auto batches = collect(source, 2);
+        QCOMPARE(sequences(batches).back(), std::uint64_t{1});
+        QVERIFY(source.counts().decode_errors >= 5);
+        QCOMPARE(source.counts().decode_errors + static_cast<std::int64_t>(batches.size()),
+                 source.counts().messages);
+        QVERIFY(!source.last_error().empty());
+    }
+
+    void publisherThatComesBackIsReconnected() {
+        std::string endpoint;
+        std::optional<KvEventSource> source;
+        {
+            TestPublisher first(context_);
+            endpoint = first.endpoint;
+            source.emplace(context_, options_for(first, /*replay=*/false));
+            QVERIFY(first.wait_for_subscriber());
+            for (std::uint64_t seq = 0; seq < 3; ++seq) {
+                first.publish(seq, one_block(seq));
+            }
+            QCOMPARE(collect(*source, 3).size(), std::size_t{3});
+        }
+        // The engine restarts on the same port; ZeroMQ reconnects on its own
+        // and the subscription reaches the new socket.
+        TestPublisher second(context_, endpoint);
+        QVERIFY(second.wait_for_subscriber([&] { QVERIFY(source->poll(1ms).empty()); }));
+        second.publish(0, one_block(50));
+        second.publish(1, one_block(51));
+        const auto batches = collect(*source, 2);
+        QCOMPARE(sequences(batches), (std::vector<std::uint64_t>{0, 1}));
+        QVERIFY(batches[0].restarted);
+        QCOMPARE(source->counts().restarts, std::int64_t{1});
+    }
+
+    void silenceIsMeasured() {
+        TestPublisher publisher(context_);
+        KvEventSource source(context_, options_for(publisher));
+        QVERIFY(source.poll(1ms).empty());
+        QVERIFY(publisher.wait_for_subscriber());
+        publisher.publish(0, one_block(1));
+        QCOMPARE(collect(source, 1).size(), std::size_t{1});
+        const auto heard = *source.last_message_time();
+        QCOMPARE(source.silent_for(heard + 5s).count(), 5.0);
+    }
+
+    // Random stores and removals over the socket, some dropped and replayed:
+    // the resident state equals what the publisher sent.
+    void residentStateEqualsWhatWasSent() {
+        TestPublisher publisher(context_);
+        KvEventSource source(context_, options_for(publisher));
+        QVERIFY(publisher.wait_for_subscriber());
+        std::mt19937_64 rng(11);
+        std::set<std::uint64_t> resident;
+        std::map<std::uint64_t, std::optional<std::uint64_t>> parents;
+        const std::uint64_t count = 200;
+        for (std::uint64_t seq = 0; seq < count; ++seq) {
+            std::vector<Event> events;
+            if (rng() % 3 != 0) {
+                const std::uint64_t hash = 0xF000000000000000ull + rng() % 64;
+                std::optional<std::uint64_t> parent;
+                if (rng() % 2) {
+                    parent = 0xF000000000000000ull + rng() % 64;
+                }
+                events.push_back(Stored{{hash}, parent});
+                resident.insert(hash);
+                parents[hash] = parent;
+            } else {
+                const std::uint64_t hash = 0xF000000000000000ull + rng() % 64;
+                events.push_back(Removed{{hash}});
+                resident.erase(hash);
+            }
+            publisher.publish(seq, payload(events), /*drop=*/seq > 0 && rng() % 10 == 0);
+        }
+        ResidentBlocks blocks;
+        const auto batches = collect(source, count);
+        QCOMPARE(batches.size(), std::size_t{count});
+        for (const SourceBatch& batch : batches) {
+            blocks.apply(batch.batch);
+        }
+        QCOMPARE(source.counts().lost, std::int64_t{0});
+        QVERIFY(source.counts().replayed > 0);
+        QCOMPARE(blocks.size(), resident.size());
+        for (const std::uint64_t hash : resident) {
+            const ResidentBlock* block = blocks.find({0, "GPU"}, BlockHash::from_uint(hash));
+            QVERIFY(block != nullptr);
+            QCOMPARE(block->parent ? std::optional(block->parent->low64()) : std::nullopt,
+                     parents[hash]);
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestKvEventSource)
+#include "tst_kv_event_source.moc"
