@@ -363,6 +363,58 @@ private slots:
         QCOMPARE(publisher.replay_requests.load(), 0);
     }
 
+    // A replay socket that never answers costs one replay_timeout, then the
+    // gap is lost and the stream goes on.
+    void silentReplaySocketTimesOut() {
+        TestPublisher publisher(context_);
+        zmq::socket_t mute(context_, zmq::socket_type::router);
+        mute.set(zmq::sockopt::linger, 0);
+        mute.bind("tcp://127.0.0.1:*");
+        KvEventSourceOptions options = options_for(publisher);
+        options.replay_endpoint = endpoint_of(mute);
+        options.replay_timeout = 100ms;
+        KvEventSource source(context_, options);
+        QVERIFY(publisher.wait_for_subscriber());
+        publisher.publish(0, one_block(1));
+        publisher.publish(1, one_block(2), true);
+        publisher.publish(2, one_block(3));
+        const auto started = std::chrono::steady_clock::now();
+        const auto batches = collect(source, 2);
+        QVERIFY(std::chrono::steady_clock::now() - started < 1s);
+        QCOMPARE(sequences(batches), (std::vector<std::uint64_t>{0, 2}));
+        QCOMPARE(source.counts().lost, std::int64_t{1});
+        QVERIFY(!source.last_error().empty());
+    }
+
+    // A reader that does not keep up never blocks the publisher: beyond the
+    // high-water marks ZeroMQ drops, and the reader sees counted gaps.
+    void slowReaderDropsNeverBlocks() {
+        TestPublisher publisher(context_);
+        KvEventSourceOptions options = options_for(publisher, /*replay=*/false);
+        options.receive_hwm = 16;
+        KvEventSource source(context_, options);
+        QVERIFY(publisher.wait_for_subscriber());
+        const std::string body =
+            payload({Stored{std::vector<std::uint64_t>(200, 7), std::nullopt}});
+        const std::uint64_t sent = 20000;
+        const auto started = std::chrono::steady_clock::now();
+        for (std::uint64_t seq = 0; seq < sent; ++seq) {
+            publisher.publish(seq, body, false, /*keep=*/false);
+        }
+        QVERIFY(std::chrono::steady_clock::now() - started < 2s);
+        std::int64_t received = 0;
+        for (auto batches = source.poll(200ms); !batches.empty(); batches = source.poll(200ms)) {
+            received += static_cast<std::int64_t>(batches.size());
+        }
+        QVERIFY(received > 0);
+        QVERIFY(received < static_cast<std::int64_t>(sent));
+        QVERIFY(source.counts().gaps > 0);
+        // Every sequence number up to the last one received is either
+        // handed back or counted lost.
+        QCOMPARE(received + source.counts().lost,
+                 static_cast<std::int64_t>(*source.last_sequence()) + 1);
+    }
+
     void sequenceBackwardsIsARestart() {
         TestPublisher publisher(context_);
         KvEventSource source(context_, options_for(publisher));
