@@ -1,4 +1,5 @@
 #include "kernels/cuda_check.cuh"
+#include "kernels/grid_stride.cuh"
 #include "kernels/nvtx_range.cuh"
 #include "kernels/residual_add.cuh"
 
@@ -27,9 +28,7 @@ void launch_residual_add(float* x, const float* y, std::int64_t count, cudaStrea
     if (count <= 0) {
         return;
     }
-    const std::int64_t blocks = (count + kThreads - 1) / kThreads;
-    residual_add_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), kThreads, 0,
-                          stream>>>(x, y, count);
+    residual_add_kernel<<<grid_stride_blocks(count, kThreads), kThreads, 0, stream>>>(x, y, count);
     KVSCOPE_CHECK_LAUNCH("residual_add_kernel");
 }
 

@@ -131,6 +131,43 @@ __device__ int first_reaching(int count, float target, Value value,
     return result;
 }
 
+// The sum of value(i) over i < count, handed to every thread of the block.
+template <typename Value>
+__device__ float block_sum(int count, Value value, typename SumReduce::TempStorage& reduce,
+                           float* shared_total) {
+    float partial = 0.0f;
+    for (int i = threadIdx.x; i < count; i += blockDim.x) {
+        partial += value(i);
+    }
+    const float total = SumReduce(reduce).Sum(partial);
+    if (threadIdx.x == 0) {
+        *shared_total = total;
+    }
+    __syncthreads();
+    const float result = *shared_total;
+    __syncthreads(); // every thread has read it before the storage is reused
+    return result;
+}
+
+// The first i in [1, count) where cut(i) holds, else count: the length of
+// the prefix to keep when cut holds from some point on (values falling with i).
+template <typename Cut>
+__device__ int keep_until(int count, Cut cut, int* found) {
+    if (threadIdx.x == 0) {
+        *found = count;
+    }
+    __syncthreads();
+    for (int i = 1 + threadIdx.x; i < count; i += blockDim.x) {
+        if (cut(i)) {
+            atomicMin(found, i);
+        }
+    }
+    __syncthreads();
+    const int result = *found;
+    __syncthreads(); // every thread has read it before `found` is reused
+    return result;
+}
+
 // One block per row over the row's logits sorted descending (ties: lower id
 // first): top-k, then top-p and min-p on the probabilities before the
 // temperature, then a draw with the temperature, as the CPU sampler does.
@@ -158,31 +195,13 @@ __global__ void filter_and_pick_kernel(const float* __restrict__ sorted_logits,
         return expf(logits[i] - max_logit);
     };
     if (params.top_p < 1.0f) {
-        float partial = 0.0f;
-        for (int i = threadIdx.x; i < keep; i += blockDim.x) {
-            partial += prob(i);
-        }
-        const float total = SumReduce(reduce).Sum(partial);
-        if (threadIdx.x == 0) {
-            shared_total = total;
-        }
-        __syncthreads();
-        keep = first_reaching(keep, params.top_p * shared_total, prob, scan, &found) + 1;
+        const float total = block_sum(keep, prob, reduce, &shared_total);
+        keep = first_reaching(keep, params.top_p * total, prob, scan, &found) + 1;
     }
     if (params.min_p > 0.0f) {
         // Probabilities relative to the first (1) fall with i: keep those >= min_p.
-        if (threadIdx.x == 0) {
-            found = keep;
-        }
-        __syncthreads();
-        for (int i = 1 + threadIdx.x; i < keep; i += blockDim.x) {
-            if (prob(i) < params.min_p) {
-                atomicMin(&found, i);
-            }
-        }
-        __syncthreads();
-        keep = found;
-        __syncthreads();
+        keep = keep_until(
+            keep, [&](int i) { return prob(i) < params.min_p; }, &found);
     }
     const float inverse_temperature = 1.0f / params.temperature;
     const auto weight = [&](int i) {
@@ -194,28 +213,9 @@ __global__ void filter_and_pick_kernel(const float* __restrict__ sorted_logits,
     // exceeds the scan's running sum by rounding (u within ulps of 1): that
     // must be the least likely candidate of positive weight, not the least
     // likely of the whole vocabulary (low temperatures underflow most of it).
-    if (threadIdx.x == 0) {
-        found = keep;
-    }
-    __syncthreads();
-    for (int i = 1 + threadIdx.x; i < keep; i += blockDim.x) {
-        if (weight(i) == 0.0f) {
-            atomicMin(&found, i);
-        }
-    }
-    __syncthreads();
-    keep = found;
-    __syncthreads();
-    float partial = 0.0f;
-    for (int i = threadIdx.x; i < keep; i += blockDim.x) {
-        partial += weight(i);
-    }
-    const float total = SumReduce(reduce).Sum(partial);
-    if (threadIdx.x == 0) {
-        shared_total = total;
-    }
-    __syncthreads();
-    const float target = params.uniform * shared_total;
+    keep = keep_until(
+        keep, [&](int i) { return weight(i) == 0.0f; }, &found);
+    const float target = params.uniform * block_sum(keep, weight, reduce, &shared_total);
     // The draw: the first candidate whose cumulative weight passes u * total.
     const int pick = first_reaching(keep, target, weight, scan, &found);
     if (threadIdx.x == 0) {

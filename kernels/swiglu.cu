@@ -1,4 +1,5 @@
 #include "kernels/cuda_check.cuh"
+#include "kernels/grid_stride.cuh"
 #include "kernels/nvtx_range.cuh"
 #include "kernels/swiglu.cuh"
 
@@ -28,9 +29,7 @@ void launch_silu_mul(float* gate, const float* up, std::int64_t count, cudaStrea
     if (count <= 0) {
         return;
     }
-    const std::int64_t blocks = (count + kThreads - 1) / kThreads;
-    silu_mul_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), kThreads, 0,
-                      stream>>>(gate, up, count);
+    silu_mul_kernel<<<grid_stride_blocks(count, kThreads), kThreads, 0, stream>>>(gate, up, count);
     KVSCOPE_CHECK_LAUNCH("silu_mul_kernel");
 }
 

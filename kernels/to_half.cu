@@ -1,4 +1,5 @@
 #include "kernels/cuda_check.cuh"
+#include "kernels/grid_stride.cuh"
 #include "kernels/nvtx_range.cuh"
 #include "kernels/to_half.cuh"
 
@@ -38,9 +39,7 @@ void launch_to_half(const float* in, __half* out, std::int64_t count, cudaStream
     if (count <= 0) {
         return;
     }
-    const std::int64_t blocks = (count + kThreads - 1) / kThreads;
-    to_half_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), kThreads, 0, stream>>>(
-        in, out, count);
+    to_half_kernel<<<grid_stride_blocks(count, kThreads), kThreads, 0, stream>>>(in, out, count);
     KVSCOPE_CHECK_LAUNCH("to_half_kernel");
 }
 

@@ -61,17 +61,8 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
         }
         dequantize_row(w.token_embedding, id, x.data() + t * hidden);
     }
-    const bool capture = batch.captures_attention();
-    captured_.clear();
-    capture_offsets_.assign(1, 0);
-    if (capture) {
-        for (const std::int32_t length : batch.context_lengths) {
-            capture_offsets_.push_back(capture_offsets_.back() + length);
-        }
-        captured_.assign(static_cast<std::size_t>(capture_offsets_.back()), 0.0f);
-    }
-    const AttentionCapture attention_capture{capture ? captured_.data() : nullptr,
-                                             capture_offsets_.data()};
+    captured_.reset(batch);
+    const AttentionCapture attention_capture{captured_.sums(), captured_.offsets()};
     rope_tables(batch.positions.data(), tokens, c.head_dim, c.rope_theta, rope_cos.data(),
                 rope_sin.data());
 
@@ -137,15 +128,6 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
     if (rows > 0) { // a step of prefill chunks only wants no logits at all
         op("lm_head", -1, [&] { matmul(w.output, selected.data(), rows, logits, pool_); });
     }
-}
-
-std::span<const float> CpuBackend::captured_attention(std::size_t s) const {
-    if (captured_.empty() || s + 1 >= capture_offsets_.size()) {
-        return {};
-    }
-    const auto begin = static_cast<std::size_t>(capture_offsets_[s]);
-    const auto end = static_cast<std::size_t>(capture_offsets_[s + 1]);
-    return std::span<const float>(captured_).subspan(begin, end - begin);
 }
 
 } // namespace kvscope::cpu

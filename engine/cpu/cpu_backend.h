@@ -8,6 +8,7 @@
 #include "engine/cpu/thread_pool.h"
 #include "engine/model/llama_model.h"
 #include "engine/runner/backend.h"
+#include "engine/runner/captured_attention.h"
 
 #include <memory>
 #include <vector>
@@ -37,7 +38,9 @@ public:
 
     void forward(const runner::ForwardBatch& batch, float* logits) override;
     void release_blocks(std::span<const kv::BlockId> blocks) override { kv_.release(blocks); }
-    std::span<const float> captured_attention(std::size_t s) const override;
+    std::span<const float> captured_attention(std::size_t s) const override {
+        return captured_.of(s);
+    }
     void copy_slots(std::span<const std::int32_t> from, std::span<const std::int32_t> to) override {
         kv_.copy_slots(from, to);
     }
@@ -48,10 +51,7 @@ private:
     CpuBackendOptions options_;
     ThreadPool pool_;
     KvStore kv_;
-    // Attention captured in the last forward(): per sequence of its batch,
-    // its cache entries at capture_offsets_[s] (empty when none captured).
-    std::vector<float> captured_;
-    std::vector<std::int64_t> capture_offsets_;
+    runner::CapturedAttention captured_; // in the last forward()
     // Per-step activations, reused from step to step.
     struct Scratch {
         std::vector<float> x, h, q, k, v, attn, gate, up, rope_cos, rope_sin, selected;

@@ -462,10 +462,7 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
         (launch_context + kernels::kAttentionSplit - 1) / kernels::kAttentionSplit;
 
     // Each sequence's captured entries start at its offset (as on the CPU).
-    std::vector<std::int64_t> offsets(1, 0);
-    for (const std::int32_t length : batch.context_lengths) {
-        offsets.push_back(offsets.back() + length);
-    }
+    const std::vector<std::int64_t> offsets = runner::capture_offsets(batch);
     const std::int64_t capture_total = capture ? offsets.back() : 0;
 
     StagingLayout layout;
@@ -743,24 +740,13 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     } else if (wanted_rows > 0) {
         std::memcpy(logits, download, logit_floats * sizeof(float));
     }
-    captured_.clear();
-    capture_offsets_.assign(1, 0);
+    captured_.reset(batch);
     if (capture) {
-        captured_.assign(download + logit_floats, download + logit_floats + capture_total);
-        capture_offsets_ = std::move(offsets);
+        std::copy_n(download + logit_floats, capture_total, captured_.sums());
     }
     if (op_observer_ != nullptr) {
         report_ops();
     }
-}
-
-std::span<const float> CudaBackend::captured_attention(std::size_t s) const {
-    if (captured_.empty() || s + 1 >= capture_offsets_.size()) {
-        return {};
-    }
-    const auto begin = static_cast<std::size_t>(capture_offsets_[s]);
-    const auto end = static_cast<std::size_t>(capture_offsets_[s + 1]);
-    return std::span<const float>(captured_).subspan(begin, end - begin);
 }
 
 // ---- Cache maintenance --------------------------------------------------------

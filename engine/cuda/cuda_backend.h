@@ -13,6 +13,7 @@
 #include "engine/cuda/kivi_open_blocks.h"
 #include "engine/model/llama_model.h"
 #include "engine/runner/backend.h"
+#include "engine/runner/captured_attention.h"
 #include "kernels/paged_kv_view.cuh"
 
 #include <cstddef>
@@ -73,7 +74,9 @@ public:
     void forward_sampled(const runner::ForwardBatch& batch,
                          std::span<const runner::RowSampling> rows, std::int32_t* tokens) override;
     void release_blocks(std::span<const kv::BlockId> blocks) override;
-    std::span<const float> captured_attention(std::size_t s) const override;
+    std::span<const float> captured_attention(std::size_t s) const override {
+        return captured_.of(s);
+    }
     // Synchronous: returns once the copies are done.
     void copy_slots(std::span<const std::int32_t> from, std::span<const std::int32_t> to) override;
 
@@ -171,10 +174,7 @@ private:
     PinnedBuffer<float> download_;               // logits, then the capture sums
     PinnedBuffer<std::int32_t> download_tokens_; // sampled tokens
 
-    // Attention captured in the last forward(): per sequence of its batch,
-    // its cache entries at capture_offsets_[s] (empty when none captured).
-    std::vector<float> captured_;
-    std::vector<std::int64_t> capture_offsets_;
+    runner::CapturedAttention captured_; // in the last forward()
 
     // Op timing, only while an observer is set: events recorded around each
     // op, read back after the step's synchronisation.

@@ -34,43 +34,36 @@ bool read_hash(const msgpack::object& object, BlockHash& out) {
     }
 }
 
-bool read_hash_list(const msgpack::object& object, std::vector<BlockHash>& out, std::string& why) {
+// An array whose every element `read_one` reads; `what` names an element for
+// the message ("a hash (...)", "an integer").
+template <class T, class ReadOne>
+bool read_list(const msgpack::object& object, std::vector<T>& out, std::string& why,
+               ReadOne read_one, const char* plural, const char* what) {
     if (object.type != Type::ARRAY) {
-        why = std::string("is ") + type_name(object) + ", expected an array of hashes";
+        why = std::string("is ") + type_name(object) + ", expected an array of " + plural;
         return false;
     }
     out.clear();
     out.reserve(object.via.array.size);
     for (std::uint32_t i = 0; i < object.via.array.size; ++i) {
-        BlockHash hash;
-        if (!read_hash(object.via.array.ptr[i], hash)) {
+        T value{};
+        if (!read_one(object.via.array.ptr[i], value)) {
             why = "[" + std::to_string(i) + "] is " + type_name(object.via.array.ptr[i]) +
-                  ", expected a hash (an integer or 1 to 32 bytes)";
-            return false;
-        }
-        out.push_back(hash);
-    }
-    return true;
-}
-
-bool read_int_list(const msgpack::object& object, std::vector<std::int64_t>& out,
-                   std::string& why) {
-    if (object.type != Type::ARRAY) {
-        why = std::string("is ") + type_name(object) + ", expected an array of integers";
-        return false;
-    }
-    out.clear();
-    out.reserve(object.via.array.size);
-    for (std::uint32_t i = 0; i < object.via.array.size; ++i) {
-        std::int64_t value = 0;
-        if (!read_int(object.via.array.ptr[i], value)) {
-            why = "[" + std::to_string(i) + "] is " + type_name(object.via.array.ptr[i]) +
-                  ", expected an integer";
+                  ", expected " + what;
             return false;
         }
         out.push_back(value);
     }
     return true;
+}
+
+bool read_hash_list(const msgpack::object& object, std::vector<BlockHash>& out, std::string& why) {
+    return read_list(object, out, why, read_hash, "hashes", "a hash (an integer or 1 to 32 bytes)");
+}
+
+bool read_int_list(const msgpack::object& object, std::vector<std::int64_t>& out,
+                   std::string& why) {
+    return read_list(object, out, why, read_int, "integers", "an integer");
 }
 
 bool read_optional_int(const msgpack::object& object, std::optional<std::int64_t>& out,

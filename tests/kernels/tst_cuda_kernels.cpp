@@ -9,6 +9,7 @@
 #include "engine/cpu/thread_pool.h"
 #include "engine/gpu_devices.h"
 #include "engine/kv/kv_format.h"
+#include "engine/runner/captured_attention.h"
 #include "engine/runner/forward_batch.h"
 #include "engine/sampling/sampler.h"
 #include "engine/util/half.h"
@@ -265,7 +266,7 @@ struct DeviceBatch {
         , block_table_offsets(b.block_table_offsets)
         , block_tables(b.block_tables)
         , capture_from(b.capture_attention_from)
-        , capture_offsets(capture_offsets_of(b)) {
+        , capture_offsets(runner::capture_offsets(b)) {
         view.tokens = static_cast<int>(b.token_count());
         view.sequences = static_cast<int>(b.sequence_count());
         view.token_ids = token_ids.get();
@@ -277,13 +278,6 @@ struct DeviceBatch {
         view.block_tables = block_tables.get();
         view.capture_attention_from = capture_from.get();
         view.capture_offsets = capture_offsets.get();
-    }
-    static std::vector<std::int64_t> capture_offsets_of(const runner::ForwardBatch& b) {
-        std::vector<std::int64_t> offsets{0};
-        for (const std::int32_t length : b.context_lengths) {
-            offsets.push_back(offsets.back() + length);
-        }
-        return offsets;
     }
 
     DeviceArray<std::int32_t> token_ids, positions, cache_positions, slot_mapping, sequence_of,
@@ -581,7 +575,7 @@ void TestCudaKernels::attention_capture_matches_the_cpu() {
     const runner::ForwardBatch& batch = batches.step;
     const auto tokens = static_cast<std::size_t>(batch.token_count());
     const std::vector<float> q = random_floats(tokens * 9 * 64, 16);
-    const std::vector<std::int64_t> offsets = DeviceBatch::capture_offsets_of(batch);
+    const std::vector<std::int64_t> offsets = runner::capture_offsets(batch);
     std::vector<float> cpu_sums(static_cast<std::size_t>(offsets.back()), 0.0f);
     std::vector<float> cpu_out(q.size());
     cpu::ThreadPool threads(2);
