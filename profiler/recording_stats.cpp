@@ -1,11 +1,13 @@
 #include "profiler/recording_stats.h"
 
 #include "engine/events/typed_events.h"
+#include "profiler/attach/attached_events.h"
 #include "profiler/event_rows.h"
 #include "profiler/recording.h"
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 namespace kvscope::profiler {
@@ -62,12 +64,25 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
     double used_sum = 0;
     double cached_sum = 0;
     std::int64_t samples = 0;
+    attach::AttachedState attached;
+    std::map<std::pair<std::int64_t, attach::TierKey>, std::int64_t> peak_resident;
     EventRows rows(recording.db(), path.string());
     events::EngineEvent event;
     while (rows.next(event)) {
         const std::int64_t t = event.time_ns;
         first_t = first_t < 0 ? t : first_t;
         last_t = t;
+        if (attached.apply(event)) {
+            if (event.kind == EventKind::attached_block_stored) {
+                const auto row = events::as<events::AttachedBlockStored>(event);
+                const attach::AttachedState::Source* source = attached.source(row.source);
+                for (const auto& [key, tier] : source->blocks.tiers()) {
+                    std::int64_t& peak = peak_resident[{row.source, key}];
+                    peak = std::max(peak, static_cast<std::int64_t>(tier.blocks.size()));
+                }
+            }
+            continue;
+        }
         switch (event.kind) {
         case EventKind::step_begin:
             step_begin[events::as<events::StepBegin>(event).step] = t;
@@ -161,6 +176,33 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
     s.prefix_hit_rate = s.prompt_tokens > 0 ? static_cast<double>(s.prefix_hit_tokens) /
                                                   static_cast<double>(s.prompt_tokens)
                                             : 0;
+    for (const auto& [id, source] : attached.sources()) {
+        AttachedSourceStats a;
+        a.source = id;
+        const auto endpoints = nlohmann::json::parse(source.info.endpoints, nullptr, false);
+        if (endpoints.is_object() && endpoints.value("endpoint", nlohmann::json()).is_string()) {
+            a.endpoint = endpoints["endpoint"].get<std::string>();
+        }
+        const attach::ResidencyCounts& c = source.blocks.counts();
+        a.blocks_stored = c.stored;
+        a.blocks_removed = c.removed;
+        a.removed_not_resident = c.unknown_removed;
+        a.clears = c.clears;
+        a.restarts = c.resets;
+        a.events = source.status.events;
+        a.lost = source.status.lost;
+        a.bad_rows = source.bad_rows;
+        for (const auto& [key, peak] : peak_resident) {
+            if (key.first != id) {
+                continue;
+            }
+            const auto* tier = source.blocks.tier(key.second);
+            a.tiers.push_back({key.second.rank, key.second.medium,
+                               tier != nullptr ? static_cast<std::int64_t>(tier->blocks.size()) : 0,
+                               peak});
+        }
+        s.attached.push_back(std::move(a));
+    }
     if (samples > 0) {
         s.mean_used_blocks = used_sum / static_cast<double>(samples);
         s.mean_cached_blocks = cached_sum / static_cast<double>(samples);

@@ -24,6 +24,28 @@ struct Distribution {
     static Distribution of(std::vector<double> samples);
 };
 
+// An attached engine's stream as the recording tells it (kvscope attach).
+struct AttachedTierStats {
+    std::int64_t rank = 0;
+    std::string medium;
+    std::int64_t resident_blocks = 0; // at the end
+    std::int64_t peak_resident_blocks = 0;
+};
+
+struct AttachedSourceStats {
+    std::int64_t source = 0;
+    std::string endpoint;
+    std::int64_t blocks_stored = 0;
+    std::int64_t blocks_removed = 0;
+    std::int64_t removed_not_resident = 0; // stored before we attached (or lost)
+    std::int64_t clears = 0;               // AllBlocksCleared
+    std::int64_t restarts = 0;             // the publisher began again
+    std::int64_t events = 0;               // KV events received, as last reported
+    std::int64_t lost = 0;                 // batches neither stream nor replay gave
+    std::int64_t bad_rows = 0;             // rows whose detail did not parse
+    std::vector<AttachedTierStats> tiers;
+};
+
 struct RecordingStats {
     std::string path;
     std::string run_config; // JSON, as recorded
@@ -60,6 +82,9 @@ struct RecordingStats {
 
     // Time by name: CPU ops, GPU kernels and copies, NVTX ranges.
     TimeSummaries times;
+
+    // Attached engines, in source order (empty for a kvscope run).
+    std::vector<AttachedSourceStats> attached;
 
     // Per-step and per-request samples, for compare's statistical tests.
     std::vector<double> step_ms_samples;

@@ -157,6 +157,61 @@ std::string op_slices_view() {
            id(op) + ";\n";
 }
 
+// Attached engines: the sources as given, and one row per stored, removed or
+// cleared block with the detail JSON spread into columns (json_extract, so
+// a reader needs nothing beyond sqlite3).
+std::string sources_view() {
+    const EventKind attached = EventKind::source_attached;
+    const std::string endpoints = col(attached, "endpoints");
+    return "CREATE VIEW IF NOT EXISTS KVSCOPE_SOURCES AS\nSELECT " + col(attached, "source") +
+           " AS source, e.t_ns AS attached_ns,\n    json_extract(" + endpoints +
+           ", '$.endpoint') AS endpoint,\n    json_extract(" + endpoints +
+           ", '$.replay') AS replay_endpoint,\n    json_extract(" + endpoints +
+           ", '$.topic') AS topic,\n    " + col(attached, "block_size") + " AS block_size, " +
+           col(attached, "num_blocks") +
+           " AS num_blocks\nFROM KVSCOPE_EVENTS AS e\nWHERE e.kind = " + id(attached) + ";\n";
+}
+
+std::string attached_blocks_view() {
+    const EventKind stored = EventKind::attached_block_stored;
+    const EventKind removed = EventKind::attached_block_removed;
+    const EventKind cleared = EventKind::attached_cleared;
+    for (const char* shared : {"source", "rank", "published_us"}) {
+        if (events::column_of(stored, shared) != events::column_of(removed, shared) ||
+            events::column_of(stored, shared) != events::column_of(cleared, shared)) {
+            throw std::logic_error(std::string("attached rows carry ") + shared +
+                                   " in different columns");
+        }
+    }
+    const std::string detail = col(stored, "detail");
+    if (detail != col(removed, "detail")) {
+        throw std::logic_error("attached rows carry their detail in different columns");
+    }
+    const auto from_detail = [&](const char* key) {
+        return "CASE WHEN e.kind IN (" + kind_list({stored, removed}) + ") THEN json_extract(" +
+               detail + ", '$." + key + "') END";
+    };
+    std::string cause = "CASE WHEN e.kind = " + id(cleared) + " THEN CASE " + col(cleared, "cause");
+    for (const auto c :
+         {events::ClearCause::all_blocks_cleared, events::ClearCause::publisher_restarted}) {
+        cause += " WHEN " + std::to_string(static_cast<int>(c)) + " THEN '" +
+                 std::string(events::clear_cause_name(c)) + "'";
+    }
+    cause += " END END";
+    return "CREATE VIEW IF NOT EXISTS KVSCOPE_ATTACHED_BLOCKS AS\nSELECT e.id AS id, e.t_ns AS "
+           "t_ns, k.name AS kind,\n    " +
+           col(stored, "source") + " AS source, " + col(stored, "rank") + " AS rank,\n    " +
+           from_detail("medium") + " AS medium,\n    " + from_detail("hash") + " AS hash,\n    " +
+           from_detail("parent") + " AS parent,\n    CASE WHEN e.kind = " + id(stored) + " THEN " +
+           col(stored, "block_size") + " END AS block_size,\n    CASE WHEN e.kind = " + id(stored) +
+           " THEN json_extract(" + detail + ", '$.tokens') END AS tokens,\n    " +
+           from_detail("lora_id") + " AS lora_id,\n    " + from_detail("group") +
+           " AS kv_group,\n    " + cause + " AS cause,\n    " + col(stored, "published_us") +
+           " AS published_us\nFROM KVSCOPE_EVENTS AS e JOIN ENUM_KVSCOPE_EVENT_KIND AS k ON k.id "
+           "= e.kind\nWHERE e.kind IN (" +
+           kind_list({stored, removed, cleared}) + ");\n";
+}
+
 } // namespace
 
 std::string recording_views_sql() {
@@ -167,7 +222,9 @@ std::string recording_views_sql() {
                         EventKind::block_evicted, EventKind::block_compacted}) +
            op_slices_view() +
            events_view("KVSCOPE_MEMORY", {EventKind::memory_sample, EventKind::kv_bytes,
-                                          EventKind::cache_fill, EventKind::device_memory});
+                                          EventKind::cache_fill, EventKind::device_memory}) +
+           sources_view() + attached_blocks_view() +
+           events_view("KVSCOPE_ATTACHED_STATUS", {EventKind::attached_status});
 }
 
 void create_recording_views(sqlite3* db) {

@@ -39,6 +39,8 @@ public:
         events::for_each_field(e, [&j]<class Value>(std::string_view name, const Value& value) {
             if constexpr (std::is_same_v<Value, events::StepPhase>) {
                 j[std::string(name)] = events::step_phase_name(value);
+            } else if constexpr (std::is_same_v<Value, events::ClearCause>) {
+                j[std::string(name)] = events::clear_cause_name(value);
             } else {
                 j[std::string(name)] = value;
             }

@@ -54,6 +54,56 @@ void print_distribution(const char* name, const profiler::Distribution& d) {
                 static_cast<long long>(d.count), d.mean, d.p50, d.p90, d.p99, d.max);
 }
 
+nlohmann::json attached_json(const std::vector<profiler::AttachedSourceStats>& sources) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const profiler::AttachedSourceStats& a : sources) {
+        nlohmann::json tiers = nlohmann::json::array();
+        for (const profiler::AttachedTierStats& t : a.tiers) {
+            tiers.push_back({{"rank", t.rank},
+                             {"medium", t.medium},
+                             {"resident_blocks", t.resident_blocks},
+                             {"peak_resident_blocks", t.peak_resident_blocks}});
+        }
+        out.push_back({{"source", a.source},
+                       {"endpoint", a.endpoint},
+                       {"blocks_stored", a.blocks_stored},
+                       {"blocks_removed", a.blocks_removed},
+                       {"removed_not_resident", a.removed_not_resident},
+                       {"clears", a.clears},
+                       {"restarts", a.restarts},
+                       {"events", a.events},
+                       {"lost", a.lost},
+                       {"bad_rows", a.bad_rows},
+                       {"tiers", tiers}});
+    }
+    return out;
+}
+
+// Attached engines: what their KV events said, per source and cache tier.
+void print_attached(const std::vector<profiler::AttachedSourceStats>& sources) {
+    for (const profiler::AttachedSourceStats& a : sources) {
+        std::printf("\nattached source %lld  %s\n  %lld events received, %lld batches lost; "
+                    "blocks stored %lld, removed %lld (%lld not resident), cleared %lld, "
+                    "publisher restarts %lld\n",
+                    static_cast<long long>(a.source), a.endpoint.c_str(),
+                    static_cast<long long>(a.events), static_cast<long long>(a.lost),
+                    static_cast<long long>(a.blocks_stored),
+                    static_cast<long long>(a.blocks_removed),
+                    static_cast<long long>(a.removed_not_resident),
+                    static_cast<long long>(a.clears), static_cast<long long>(a.restarts));
+        for (const profiler::AttachedTierStats& t : a.tiers) {
+            std::printf("  rank %lld %-8s %lld blocks resident at the end, peak %lld\n",
+                        static_cast<long long>(t.rank), t.medium.c_str(),
+                        static_cast<long long>(t.resident_blocks),
+                        static_cast<long long>(t.peak_resident_blocks));
+        }
+        if (a.bad_rows > 0) {
+            std::printf("  warning: %lld rows could not be read back\n",
+                        static_cast<long long>(a.bad_rows));
+        }
+    }
+}
+
 int run_stats(const std::string& path, bool json) {
     const profiler::RecordingStats s = profiler::compute_stats(path);
     if (json) {
@@ -89,6 +139,7 @@ int run_stats(const std::string& path, bool json) {
             {"gpu_memory_ops", to_json(s.times.gpu_memory_ops)},
             {"nvtx_ranges", to_json(s.times.nvtx_ranges)},
             {"dropped_gpu_records", s.times.dropped_gpu_records},
+            {"attached", attached_json(s.attached)},
         };
         if (!s.run_config.empty()) {
             out["run_config"] = nlohmann::json::parse(s.run_config, nullptr, false);
@@ -100,6 +151,11 @@ int run_stats(const std::string& path, bool json) {
                 s.duration_s);
     if (!s.run_config.empty()) {
         std::printf("run: %s\n", s.run_config.c_str());
+    }
+    if (!s.attached.empty() && s.steps == 0 && s.requests == 0) {
+        // An attached engine's recording: no steps or requests of ours to report.
+        print_attached(s.attached);
+        return exit_ok;
     }
     std::printf("\n  %-28s %8s %10s %10s %10s %10s %10s\n", "", "count", "mean", "p50", "p90",
                 "p99", "max");
@@ -136,6 +192,7 @@ int run_stats(const std::string& path, bool json) {
                     "summaries above are missing them\n",
                     static_cast<long long>(s.times.dropped_gpu_records));
     }
+    print_attached(s.attached);
     return exit_ok;
 }
 

@@ -56,6 +56,16 @@ std::string_view event_kind_name(EventKind kind) {
         return "token_sampled";
     case EventKind::device_memory:
         return "device_memory";
+    case EventKind::source_attached:
+        return "source_attached";
+    case EventKind::attached_block_stored:
+        return "attached_block_stored";
+    case EventKind::attached_block_removed:
+        return "attached_block_removed";
+    case EventKind::attached_cleared:
+        return "attached_cleared";
+    case EventKind::attached_status:
+        return "attached_status";
     }
     return "unknown";
 }

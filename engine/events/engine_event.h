@@ -42,9 +42,15 @@ enum class EventKind : std::uint8_t {
     block_unshared,
     token_sampled,
     device_memory,
+    // Attached engines (kvscope attach), added in schema 2 as well:
+    source_attached,
+    attached_block_stored,
+    attached_block_removed,
+    attached_cleared,
+    attached_status,
 };
 
-inline constexpr int kEventKindCount = static_cast<int>(EventKind::device_memory) + 1;
+inline constexpr int kEventKindCount = static_cast<int>(EventKind::attached_status) + 1;
 
 std::string_view event_kind_name(EventKind kind);
 

@@ -38,6 +38,16 @@ std::string_view step_phase_name(StepPhase phase) {
     return "idle";
 }
 
+std::string_view clear_cause_name(ClearCause cause) {
+    switch (cause) {
+    case ClearCause::all_blocks_cleared:
+        return "all_blocks_cleared";
+    case ClearCause::publisher_restarted:
+        return "publisher_restarted";
+    }
+    return "?";
+}
+
 std::vector<FieldColumn> field_columns(EventKind kind) {
     std::vector<FieldColumn> columns;
     visit_kind(kind, [&]<class T>(std::type_identity<T>) {

@@ -396,13 +396,113 @@ struct DeviceMemory {
     bool operator==(const DeviceMemory&) const = default;
 };
 
+// Attached engines (kvscope attach). A serving engine's KV events name blocks
+// by hash, so these rows carry no physical block id, owning request or
+// reference count; `source` numbers the attached publishers from 0 in the
+// order given, `rank` is the data-parallel rank a batch named (0 when none).
+// Times are when kvscope received the batch; published_us is the publisher's
+// own wall clock (microseconds since the Unix epoch).
+
+// A publisher kvscope attached to, written once when attaching.
+struct SourceAttached {
+    static constexpr EventKind kind = EventKind::source_attached;
+    std::int64_t source = 0;
+    std::int64_t block_size = 0; // as given (--block-size); 0: from the events
+    std::int64_t num_blocks = 0; // the engine's KV capacity as given; 0: unknown
+    std::string endpoints;       // JSON: endpoint, replay, topic
+    static constexpr auto fields() {
+        return std::tuple{field("source", &SourceAttached::source, Column::a),
+                          field("block_size", &SourceAttached::block_size, Column::b),
+                          field("num_blocks", &SourceAttached::num_blocks, Column::c),
+                          field("endpoints", &SourceAttached::endpoints, Column::text)};
+    }
+    bool operator==(const SourceAttached&) const = default;
+};
+
+// One block entered an attached engine's prefix cache (BlockStored names
+// several; each gets a row).
+struct AttachedBlockStored {
+    static constexpr EventKind kind = EventKind::attached_block_stored;
+    std::int64_t source = 0;
+    std::int64_t rank = 0;
+    std::int64_t block_size = 0;
+    std::int64_t published_us = 0;
+    std::string detail; // JSON: hash, parent, medium, tokens, lora_id, group
+    static constexpr auto fields() {
+        return std::tuple{field("source", &AttachedBlockStored::source, Column::a),
+                          field("rank", &AttachedBlockStored::rank, Column::b),
+                          field("block_size", &AttachedBlockStored::block_size, Column::c),
+                          field("published_us", &AttachedBlockStored::published_us, Column::d),
+                          field("detail", &AttachedBlockStored::detail, Column::text)};
+    }
+    bool operator==(const AttachedBlockStored&) const = default;
+};
+
+// One block left an attached engine's cache tier.
+struct AttachedBlockRemoved {
+    static constexpr EventKind kind = EventKind::attached_block_removed;
+    std::int64_t source = 0;
+    std::int64_t rank = 0;
+    std::int64_t published_us = 0;
+    std::string detail; // JSON: hash, medium, group
+    static constexpr auto fields() {
+        return std::tuple{field("source", &AttachedBlockRemoved::source, Column::a),
+                          field("rank", &AttachedBlockRemoved::rank, Column::b),
+                          field("published_us", &AttachedBlockRemoved::published_us, Column::d),
+                          field("detail", &AttachedBlockRemoved::detail, Column::text)};
+    }
+    bool operator==(const AttachedBlockRemoved&) const = default;
+};
+
+enum class ClearCause : std::uint8_t {
+    all_blocks_cleared = 0,  // the engine reset its prefix cache (AllBlocksCleared)
+    publisher_restarted = 1, // its sequence numbers began again: what it said is void
+};
+std::string_view clear_cause_name(ClearCause cause);
+
+// Everything an attached source had resident is gone.
+struct AttachedCleared {
+    static constexpr EventKind kind = EventKind::attached_cleared;
+    std::int64_t source = 0;
+    std::int64_t rank = 0;
+    ClearCause cause = ClearCause::all_blocks_cleared;
+    std::int64_t published_us = 0;
+    static constexpr auto fields() {
+        return std::tuple{field("source", &AttachedCleared::source, Column::a),
+                          field("rank", &AttachedCleared::rank, Column::b),
+                          field("cause", &AttachedCleared::cause, Column::c),
+                          field("published_us", &AttachedCleared::published_us, Column::d)};
+    }
+    bool operator==(const AttachedCleared&) const = default;
+};
+
+// How an attached stream is doing, written about once a second and at the
+// end: totals since attaching.
+struct AttachedStatus {
+    static constexpr EventKind kind = EventKind::attached_status;
+    std::int64_t source = 0;
+    std::int64_t events = 0;    // KV events received
+    std::int64_t lost = 0;      // batches (sequence numbers) neither stream nor replay gave
+    std::int64_t silent_ms = 0; // since the last message (or since attaching)
+    std::string counts;         // JSON: every counter, and the last decode error
+    static constexpr auto fields() {
+        return std::tuple{field("source", &AttachedStatus::source, Column::a),
+                          field("events", &AttachedStatus::events, Column::b),
+                          field("lost", &AttachedStatus::lost, Column::c),
+                          field("silent_ms", &AttachedStatus::silent_ms, Column::d),
+                          field("counts", &AttachedStatus::counts, Column::text)};
+    }
+    bool operator==(const AttachedStatus&) const = default;
+};
+
 // Every typed event, in EventKind order.
 using TypedEvents =
     std::tuple<RunConfig, StepBegin, StepEnd, RequestArrived, RequestAdmitted, FirstToken,
                RequestFinished, RequestPreempted, RequestAborted, RequestRejected, BlockAllocated,
                BlockFreed, BlockShared, BlockCached, BlockEvicted, PrefixLookup, TokensEvicted,
                CacheFill, OpSlice, MemorySample, BlockCompacted, KvBytes, BlockUnshared,
-               TokenSampled, DeviceMemory>;
+               TokenSampled, DeviceMemory, SourceAttached, AttachedBlockStored,
+               AttachedBlockRemoved, AttachedCleared, AttachedStatus>;
 static_assert(std::tuple_size_v<TypedEvents> == kEventKindCount, "a kind has no typed event");
 
 template <class T>

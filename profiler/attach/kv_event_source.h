@@ -89,6 +89,10 @@ public:
     // (up to max_messages_per_poll). A gap may add up to replay_timeout.
     std::vector<SourceBatch> poll(std::chrono::milliseconds timeout);
 
+    // The SUB socket as a zmq::poll() item, so one thread can wait on many
+    // sources at once and then poll(0) the ones that have messages.
+    zmq::pollitem_t poll_item() { return {sub_.handle(), 0, ZMQ_POLLIN, 0}; }
+
     const KvEventSourceOptions& options() const { return options_; }
     const SourceCounts& counts() const { return counts_; }
     std::optional<std::uint64_t> last_sequence() const { return last_sequence_; }

@@ -145,6 +145,69 @@ std::vector<BlockHash> ResidentBlocks::roots(const TierKey& key) const {
     return out;
 }
 
+std::vector<PrefixTree> ResidentBlocks::trees(const TierKey& key) const {
+    const Tier* t = tier(key);
+    std::vector<PrefixTree> out;
+    if (t == nullptr) {
+        return out;
+    }
+    // Iterative depth-first walk: chains thousands of blocks long must not
+    // recurse. A hash is visited once even if a hostile stream made a cycle.
+    std::unordered_set<BlockHash> seen;
+    std::vector<std::pair<BlockHash, std::int64_t>> stack; // block, its depth
+    for (const BlockHash& root : roots(key)) {
+        PrefixTree tree;
+        tree.root = root;
+        stack.assign(1, {root, 1});
+        while (!stack.empty()) {
+            const auto [hash, depth] = stack.back();
+            stack.pop_back();
+            if (!seen.insert(hash).second) {
+                continue;
+            }
+            const auto block = t->blocks.find(hash);
+            if (block == t->blocks.end()) {
+                continue;
+            }
+            ++tree.blocks;
+            tree.depth = std::max(tree.depth, depth);
+            tree.tokens += static_cast<std::int64_t>(block->second.token_ids.size());
+            if (const auto kids = t->children.find(hash); kids != t->children.end()) {
+                for (const BlockHash& child : kids->second) {
+                    stack.emplace_back(child, depth + 1);
+                }
+            }
+        }
+        out.push_back(tree);
+    }
+    std::sort(out.begin(), out.end(), [](const PrefixTree& x, const PrefixTree& y) {
+        return x.blocks != y.blocks ? x.blocks > y.blocks : x.depth > y.depth;
+    });
+    return out;
+}
+
+std::vector<std::int64_t> ResidentBlocks::prefix_tokens(const TierKey& key,
+                                                        const BlockHash& hash) const {
+    const Tier* t = tier(key);
+    if (t == nullptr) {
+        return {};
+    }
+    std::vector<const ResidentBlock*> chain;
+    std::unordered_set<BlockHash> seen;
+    for (auto it = t->blocks.find(hash); it != t->blocks.end() && seen.insert(it->first).second;) {
+        chain.push_back(&it->second);
+        if (!it->second.parent) {
+            break;
+        }
+        it = t->blocks.find(*it->second.parent);
+    }
+    std::vector<std::int64_t> tokens;
+    for (auto block = chain.rbegin(); block != chain.rend(); ++block) {
+        tokens.insert(tokens.end(), (*block)->token_ids.begin(), (*block)->token_ids.end());
+    }
+    return tokens;
+}
+
 std::size_t ResidentBlocks::size() const {
     std::size_t total = 0;
     for (const auto& [key, t] : tiers_) {

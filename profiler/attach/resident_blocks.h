@@ -53,6 +53,15 @@ struct ResidencyCounts {
     bool operator==(const ResidencyCounts&) const = default;
 };
 
+// One tree of a tier's prefix forest: a root (roots()) and every resident
+// block that continues it.
+struct PrefixTree {
+    BlockHash root{};
+    std::int64_t blocks = 0; // the root included
+    std::int64_t depth = 0;  // blocks on the longest chain from the root
+    std::int64_t tokens = 0; // token ids the tree's blocks carry
+};
+
 class ResidentBlocks {
 public:
     struct Tier {
@@ -75,6 +84,11 @@ public:
     // Resident blocks whose parent is absent or not resident in the tier: the
     // roots of the prefix forest as far as we can see it.
     std::vector<BlockHash> roots(const TierKey& key) const;
+    // The tier's prefix trees, largest first (ties: deeper first).
+    std::vector<PrefixTree> trees(const TierKey& key) const;
+    // The token ids from the root down to `hash` (its ancestors resident in
+    // the tier, then its own): the prefix the block completes, as far as we see.
+    std::vector<std::int64_t> prefix_tokens(const TierKey& key, const BlockHash& hash) const;
     std::size_t size() const; // resident blocks over all tiers
     const ResidencyCounts& counts() const { return counts_; }
 

@@ -1,0 +1,303 @@
+// `kvscope attach ENDPOINT...`: watches the KV-cache events serving engines
+// (vLLM, SGLang) publish over ZeroMQ, one SUB socket per publisher, shows a
+// status line while it runs and, at the end, what each engine holds: resident
+// blocks per rank and cache tier, and its prefix trees. --record writes the
+// same typed events a kvscope run records, so stats, export and the app
+// replay an attached engine like any other run.
+#include "app/cli/command.h"
+#include "engine/gguf/gguf_file.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "kvscope/build_info.h"
+#include "profiler/attach/attach_session.h"
+#include "profiler/attach/token_text.h"
+#include "profiler/machine_info.h"
+#include "profiler/recorder.h"
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+namespace kvscope::cli {
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+struct AttachCommandOptions {
+    std::vector<std::string> endpoints;
+    std::vector<std::string> replays;
+    std::string topic;
+    std::int64_t block_size = 0;
+    std::int64_t num_blocks = 0;
+    std::string tokenizer_path;
+    std::string record_path;
+    bool overwrite = false;
+    double duration_s = 0;
+    bool json = false;
+    int trees = 3;
+};
+
+using attach::AttachedState;
+using attach::AttachSession;
+using attach::ResidentBlocks;
+using attach::TierKey;
+
+std::string prefix_text(const ResidentBlocks& blocks, const TierKey& key,
+                        const attach::PrefixTree& tree, const tokenizer::Tokenizer* tokenizer) {
+    // The root block's tokens: the start every prompt in the tree shares.
+    const attach::ResidentBlock* root = blocks.find(key, tree.root);
+    if (root == nullptr) {
+        return "";
+    }
+    return tokenizer != nullptr ? "\"" + attach::tokens_text(*tokenizer, root->token_ids, 60) + "\""
+                                : attach::token_ids_text(root->token_ids);
+}
+
+nlohmann::json summary_json(const AttachSession& session, double seconds) {
+    nlohmann::json sources = nlohmann::json::array();
+    for (const auto& [id, s] : session.state().sources()) {
+        nlohmann::json tiers = nlohmann::json::array();
+        for (const auto& [key, tier] : s.blocks.tiers()) {
+            const std::vector<attach::PrefixTree> trees = s.blocks.trees(key);
+            tiers.push_back({{"rank", key.rank},
+                             {"medium", key.medium},
+                             {"resident_blocks", tier.blocks.size()},
+                             {"prefix_trees", trees.size()},
+                             {"largest_tree_blocks", trees.empty() ? 0 : trees.front().blocks}});
+        }
+        const attach::ResidencyCounts& c = s.blocks.counts();
+        sources.push_back({{"source", id},
+                           {"endpoints", nlohmann::json::parse(s.info.endpoints, nullptr, false)},
+                           {"stream", nlohmann::json::parse(s.status.counts, nullptr, false)},
+                           {"silent_ms", s.status.silent_ms},
+                           {"blocks_stored", c.stored},
+                           {"blocks_removed", c.removed},
+                           {"removed_not_resident", c.unknown_removed},
+                           {"cleared", c.clears},
+                           {"restarts", c.resets},
+                           {"tiers", tiers}});
+    }
+    return {{"seconds", seconds}, {"sources", sources}};
+}
+
+void print_summary(const AttachSession& session, const AttachCommandOptions& options,
+                   const tokenizer::Tokenizer* tokenizer, double seconds) {
+    std::printf("attached to %zu publisher%s for %.1f s\n", session.sources().size(),
+                session.sources().size() == 1 ? "" : "s", seconds);
+    for (const auto& [id, s] : session.state().sources()) {
+        const attach::KvEventSource& source = *session.sources().at(static_cast<std::size_t>(id));
+        const attach::SourceCounts& n = source.counts();
+        std::printf("\nsource %lld  %s", static_cast<long long>(id),
+                    source.options().endpoint.c_str());
+        if (!source.options().replay_endpoint.empty()) {
+            std::printf("  (replay %s)", source.options().replay_endpoint.c_str());
+        }
+        std::printf("\n  %lld messages, %lld events; gaps %lld (replayed %lld, lost %lld), "
+                    "restarts %lld, rejected messages %lld, silent %.1f s\n",
+                    static_cast<long long>(n.messages), static_cast<long long>(n.events),
+                    static_cast<long long>(n.gaps), static_cast<long long>(n.replayed),
+                    static_cast<long long>(n.lost), static_cast<long long>(n.restarts),
+                    static_cast<long long>(n.decode_errors), source.silent_for().count());
+        if (n.decode.unknown_event_types + n.decode.unknown_fields + n.decode.malformed_events >
+            0) {
+            std::printf("  skipped: %lld events of unknown types, %lld unknown fields, %lld "
+                        "malformed events\n",
+                        static_cast<long long>(n.decode.unknown_event_types),
+                        static_cast<long long>(n.decode.unknown_fields),
+                        static_cast<long long>(n.decode.malformed_events));
+        }
+        if (!source.last_error().empty()) {
+            std::printf("  last problem: %s\n", source.last_error().c_str());
+        }
+        if (n.messages == 0) {
+            std::printf("  nothing received: is the engine running with KV events on, "
+                        "publishing at this endpoint (see docs/attach.md)?\n");
+        }
+        const attach::ResidencyCounts& c = s.blocks.counts();
+        std::printf("  blocks stored %lld, removed %lld (%lld removals of blocks stored before we "
+                    "attached), cleared %lld time%s\n",
+                    static_cast<long long>(c.stored), static_cast<long long>(c.removed),
+                    static_cast<long long>(c.unknown_removed), static_cast<long long>(c.clears),
+                    c.clears == 1 ? "" : "s");
+        for (const auto& [key, tier] : s.blocks.tiers()) {
+            const std::vector<attach::PrefixTree> trees = s.blocks.trees(key);
+            std::printf("  rank %lld %s: %zu resident blocks", static_cast<long long>(key.rank),
+                        key.medium.c_str(), tier.blocks.size());
+            if (options.num_blocks > 0) {
+                std::printf(" of %lld (%.1f%%)", static_cast<long long>(options.num_blocks),
+                            100.0 * static_cast<double>(tier.blocks.size()) /
+                                static_cast<double>(options.num_blocks));
+            }
+            std::printf(" in %zu prefix tree%s\n", trees.size(), trees.size() == 1 ? "" : "s");
+            for (std::size_t i = 0; i < trees.size() && i < static_cast<std::size_t>(options.trees);
+                 ++i) {
+                std::printf("    %6lld blocks, depth %4lld: %s\n",
+                            static_cast<long long>(trees[i].blocks),
+                            static_cast<long long>(trees[i].depth),
+                            prefix_text(s.blocks, key, trees[i], tokenizer).c_str());
+            }
+        }
+    }
+    std::printf("\nKV events name blocks by hash: they do not tell physical block ids, which "
+                "request owns a block,\nreference counts, or partly filled blocks.\n");
+}
+
+void print_status(const AttachSession& session, double seconds) {
+    std::int64_t events = 0;
+    std::int64_t lost = 0;
+    std::size_t resident = 0;
+    double silent = 0;
+    for (const auto& source : session.sources()) {
+        events += source->counts().events;
+        lost += source->counts().lost;
+        silent = std::max(silent, source->silent_for().count());
+    }
+    for (const auto& [id, s] : session.state().sources()) {
+        resident += s.blocks.size();
+    }
+    std::fprintf(stderr, "\r%.0f s: %lld events, %zu blocks resident, %lld lost%s   ", seconds,
+                 static_cast<long long>(events), resident, static_cast<long long>(lost),
+                 silent > 5 ? " (a source is silent)" : "");
+}
+
+int run_attach(const AttachCommandOptions& options) {
+    if (!options.replays.empty() && options.replays.size() != options.endpoints.size()) {
+        std::cerr << "kvscope attach: give one --replay endpoint per publisher ("
+                  << options.endpoints.size() << " endpoints, " << options.replays.size()
+                  << " replay endpoints), or none\n";
+        return exit_usage;
+    }
+    std::optional<tokenizer::Tokenizer> tokenizer;
+    if (!options.tokenizer_path.empty()) {
+        try {
+            tokenizer =
+                tokenizer::Tokenizer::from_gguf(gguf::GgufFile::open(options.tokenizer_path));
+        } catch (const std::exception& error) {
+            std::cerr << "kvscope attach: cannot read a tokenizer from " << options.tokenizer_path
+                      << ": " << error.what() << "\n";
+            return exit_usage;
+        }
+    }
+
+    attach::AttachOptions attach_options;
+    attach_options.block_size = options.block_size;
+    attach_options.num_blocks = options.num_blocks;
+    nlohmann::json endpoints = nlohmann::json::array();
+    for (std::size_t i = 0; i < options.endpoints.size(); ++i) {
+        attach::KvEventSourceOptions source;
+        source.endpoint = options.endpoints[i];
+        source.replay_endpoint = options.replays.empty() ? "" : options.replays[i];
+        source.topic = options.topic;
+        attach_options.sources.push_back(source);
+        endpoints.push_back(attach::normalize_endpoint(source.endpoint));
+    }
+
+    std::unique_ptr<profiler::Recorder> recorder;
+    if (!options.record_path.empty()) {
+        std::map<std::string, std::string> metadata = profiler::machine_info();
+        metadata["kvscope_version"] = build_info::version;
+        metadata["recorded_by"] = "kvscope attach";
+        metadata["source"] = "attach";
+        metadata["endpoints"] = endpoints.dump();
+        recorder =
+            std::make_unique<profiler::Recorder>(options.record_path, metadata, options.overwrite);
+    }
+
+    std::unique_ptr<AttachSession> session;
+    try {
+        session = std::make_unique<AttachSession>(attach_options, recorder.get());
+    } catch (const std::invalid_argument& error) {
+        std::cerr << "kvscope attach: " << error.what()
+                  << " (endpoints look like tcp://HOST:PORT or HOST:PORT)\n";
+        return exit_usage;
+    }
+    std::fprintf(stderr, "attached to %s; %s\n", endpoints.dump().c_str(),
+                 options.duration_s > 0 ? "stopping after --duration" : "Ctrl-C stops");
+
+    g_interrupted = 0;
+    auto previous = std::signal(SIGINT, [](int) { g_interrupted = 1; });
+    const auto start = std::chrono::steady_clock::now();
+    auto next_status = start;
+    const auto elapsed = [&] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    while (g_interrupted == 0 && (options.duration_s <= 0 || elapsed() < options.duration_s)) {
+        session->poll(std::chrono::milliseconds(50));
+        if (std::chrono::steady_clock::now() >= next_status) {
+            print_status(*session, elapsed());
+            next_status += std::chrono::seconds(1);
+        }
+    }
+    std::signal(SIGINT, previous);
+    session->emit_status();
+    const double seconds = elapsed();
+    std::fputs("\n", stderr);
+
+    if (recorder) {
+        recorder->set_metadata("summary", summary_json(*session, seconds).dump());
+        // Ctrl-C is how an attach ends: the recording is whole either way.
+        recorder->set_metadata("complete", "yes");
+        recorder->close();
+        std::fprintf(stderr, "recorded %lld events in %lld commits to %s\n",
+                     static_cast<long long>(recorder->stats().events),
+                     static_cast<long long>(recorder->stats().commits),
+                     options.record_path.c_str());
+    }
+    if (options.json) {
+        std::cout << summary_json(*session, seconds).dump(2) << "\n";
+    } else {
+        print_summary(*session, options, tokenizer ? &*tokenizer : nullptr, seconds);
+    }
+    return exit_ok;
+}
+
+} // namespace
+
+Command add_attach_command(CLI::App& app) {
+    auto options = std::make_shared<AttachCommandOptions>();
+    CLI::App* parser = app.add_subcommand(
+        "attach", "Watch the KV-cache events of running vLLM or SGLang engines (ZeroMQ), "
+                  "and record them");
+    parser
+        ->add_option("endpoints", options->endpoints,
+                     "Each publisher's event endpoint, tcp://HOST:PORT or HOST:PORT (one per "
+                     "engine or data-parallel rank; vLLM's default port is 5557)")
+        ->required();
+    parser->add_option("--replay", options->replays,
+                       "Each publisher's replay endpoint, in the same order (vLLM: "
+                       "replay_endpoint, e.g. HOST:5558); fills gaps in the stream");
+    parser->add_option("--topic", options->topic,
+                       "Subscribe to this topic only (the engine's kv-events topic); default: all");
+    parser
+        ->add_option("--block-size", options->block_size,
+                     "The engines' block size in tokens, for publishers that do not send it")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+    parser
+        ->add_option("--num-blocks", options->num_blocks,
+                     "Each engine's KV capacity in blocks, to show occupancy (vLLM: num_gpu_blocks "
+                     "in its vllm:cache_config_info metric)")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+    parser
+        ->add_option("--tokenizer", options->tokenizer_path,
+                     "A GGUF file whose tokenizer turns token ids into text (the engine's model)")
+        ->check(CLI::ExistingFile);
+    parser->add_option("--record", options->record_path,
+                       "Record the events into this SQLite recording");
+    parser->add_flag("--force", options->overwrite, "Replace the recording if it exists");
+    parser
+        ->add_option("--duration", options->duration_s,
+                     "Stop after this many seconds (default: run until Ctrl-C)")
+        ->check(CLI::Range(0.0, 1e9));
+    parser->add_option("--trees", options->trees, "Prefix trees to list per tier")
+        ->check(CLI::Range(0, 1000))
+        ->capture_default_str();
+    parser->add_flag("--json", options->json, "Print the summary as JSON");
+    return {parser, [options] {
+                return run_attach(*options);
+            }};
+}
+
+} // namespace kvscope::cli

@@ -1,0 +1,105 @@
+#include "profiler/attach/attach_session.h"
+
+#include "engine/util/host_clock.h"
+
+#include <stdexcept>
+
+namespace kvscope::attach {
+
+std::string normalize_endpoint(const std::string& endpoint) {
+    if (endpoint.empty() || endpoint.find("://") != std::string::npos) {
+        return endpoint;
+    }
+    return "tcp://" + endpoint;
+}
+
+AttachSession::AttachSession(AttachOptions options, events::EventSink* sink)
+    : options_(std::move(options))
+    , sink_(sink)
+    , next_status_(std::chrono::steady_clock::now() + options_.status_interval) {
+    std::int64_t id = 0;
+    for (KvEventSourceOptions& source : options_.sources) {
+        source.endpoint = normalize_endpoint(source.endpoint);
+        source.replay_endpoint = normalize_endpoint(source.replay_endpoint);
+        try {
+            sources_.push_back(std::make_unique<KvEventSource>(context_, source));
+        } catch (const zmq::error_t& error) {
+            throw std::invalid_argument("cannot attach to '" + source.endpoint + "'" +
+                                        (source.replay_endpoint.empty()
+                                             ? std::string()
+                                             : " (replay '" + source.replay_endpoint + "')") +
+                                        ": " + error.what());
+        }
+        events::SourceAttached attached;
+        attached.source = id++;
+        attached.block_size = options_.block_size;
+        attached.num_blocks = options_.num_blocks;
+        attached.endpoints = endpoints_json(source);
+        emit(events::to_event(attached));
+    }
+}
+
+AttachSession::~AttachSession() {
+    // Sockets before the context: zmq_ctx_term waits for open sockets.
+    sources_.clear();
+}
+
+void AttachSession::emit(events::EngineEvent event) {
+    event.time_ns = host_now_ns();
+    state_.apply(event);
+    if (sink_ != nullptr) {
+        sink_->on_event(event);
+    }
+    ++events_emitted_;
+}
+
+std::size_t AttachSession::poll(std::chrono::milliseconds timeout) {
+    std::vector<zmq::pollitem_t> items;
+    items.reserve(sources_.size());
+    for (const auto& source : sources_) {
+        items.push_back(source->poll_item());
+    }
+    try {
+        zmq::poll(items.data(), items.size(), timeout);
+    } catch (const zmq::error_t&) {
+        // EINTR (Ctrl-C): fall through and take what is there.
+    }
+    std::size_t batches = 0;
+    for (std::size_t i = 0; i < sources_.size(); ++i) {
+        // A replay still in flight or a message that arrived after the wait
+        // is taken by the next call; poll(0) never blocks.
+        if ((items[i].revents & ZMQ_POLLIN) == 0) {
+            continue;
+        }
+        for (const SourceBatch& batch : sources_[i]->poll(std::chrono::milliseconds(0))) {
+            scratch_.clear();
+            append_typed_events(static_cast<std::int64_t>(i), batch, scratch_);
+            for (events::EngineEvent& event : scratch_) {
+                emit(std::move(event));
+            }
+            ++batches;
+        }
+    }
+    if (std::chrono::steady_clock::now() >= next_status_) {
+        emit_status();
+    }
+    return batches;
+}
+
+void AttachSession::emit_status() {
+    const auto now = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < sources_.size(); ++i) {
+        const KvEventSource& source = *sources_[i];
+        events::AttachedStatus status;
+        status.source = static_cast<std::int64_t>(i);
+        status.events = source.counts().events;
+        status.lost = source.counts().lost;
+        status.silent_ms = static_cast<std::int64_t>(
+            std::chrono::duration<double, std::milli>(source.silent_for(now)).count());
+        status.counts = counts_json(source.counts(), source.last_error());
+        emit(events::to_event(status));
+    }
+    next_status_ = now + options_.status_interval;
+}
+
+} // namespace kvscope::attach

@@ -1,0 +1,66 @@
+// Attaching to serving engines: one KvEventSource per publisher (one per
+// engine, or per data-parallel rank), all polled from the caller's thread,
+// their batches turned into typed events for a sink (a recorder, the app's
+// live queue) and kept in an AttachedState built from those same rows.
+// Written once per source when attaching: SourceAttached; about once a
+// second and at the end: AttachedStatus.
+#pragma once
+
+#include "engine/events/engine_event.h"
+#include "profiler/attach/attached_events.h"
+#include "profiler/attach/kv_event_source.h"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+#include <zmq.hpp>
+
+namespace kvscope::attach {
+
+struct AttachOptions {
+    std::vector<KvEventSourceOptions> sources;
+    std::int64_t block_size = 0; // as the user gave it (0: from the events)
+    std::int64_t num_blocks = 0; // the engines' KV capacity as given (0: unknown)
+    std::chrono::milliseconds status_interval{1000};
+};
+
+class AttachSession {
+public:
+    // Connects every source (ZeroMQ retries on its own: a publisher not up
+    // yet is not an error). Throws std::invalid_argument naming an endpoint
+    // ZeroMQ cannot parse.
+    AttachSession(AttachOptions options, events::EventSink* sink);
+    ~AttachSession();
+    AttachSession(const AttachSession&) = delete;
+    AttachSession& operator=(const AttachSession&) = delete;
+
+    // Waits up to `timeout` for any source to have messages, then takes what
+    // each has queued; emits their events and, when due, the status rows.
+    // Returns the batches taken.
+    std::size_t poll(std::chrono::milliseconds timeout);
+    // Emits every source's status now (poll() does when one is due).
+    void emit_status();
+
+    const std::vector<std::unique_ptr<KvEventSource>>& sources() const { return sources_; }
+    const AttachedState& state() const { return state_; }
+    std::int64_t events_emitted() const { return events_emitted_; }
+
+private:
+    void emit(events::EngineEvent event);
+
+    AttachOptions options_;
+    events::EventSink* sink_;
+    zmq::context_t context_;
+    std::vector<std::unique_ptr<KvEventSource>> sources_;
+    AttachedState state_;
+    std::vector<events::EngineEvent> scratch_;
+    std::chrono::steady_clock::time_point next_status_;
+    std::int64_t events_emitted_ = 0;
+};
+
+// "host:port" -> "tcp://host:port"; anything with a scheme is left alone.
+// Empty when `endpoint` is empty.
+std::string normalize_endpoint(const std::string& endpoint);
+
+} // namespace kvscope::attach

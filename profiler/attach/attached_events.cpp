@@ -1,0 +1,326 @@
+#include "profiler/attach/attached_events.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <type_traits>
+#include <variant>
+
+namespace kvscope::attach {
+namespace {
+
+using nlohmann::json;
+
+std::int64_t to_us(double seconds) {
+    // A publisher's clock is its own business: keep anything finite, in range.
+    if (!std::isfinite(seconds) || std::fabs(seconds) > 9.0e12) {
+        return 0;
+    }
+    return static_cast<std::int64_t>(std::llround(seconds * 1e6));
+}
+
+int hex_digit(char c) {
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+template <class Row>
+Row row_of(std::int64_t source, const KvEventBatch& batch) {
+    Row row;
+    row.source = source;
+    row.rank = batch.rank.value_or(0);
+    row.published_us = to_us(batch.ts);
+    return row;
+}
+
+void put_optional(json& j, const char* key, const std::optional<std::int64_t>& value) {
+    if (value) {
+        j[key] = *value;
+    }
+}
+
+// Reads an optional integer member; false when present but not an integer.
+bool get_optional(const json& j, const char* key, std::optional<std::int64_t>& out) {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+        out.reset();
+        return true;
+    }
+    if (!it->is_number_integer()) {
+        return false;
+    }
+    out = it->get<std::int64_t>();
+    return true;
+}
+
+// The detail's medium; false when present but not a string.
+bool get_medium(const json& j, std::string& out) {
+    const auto it = j.find("medium");
+    if (it == j.end()) {
+        out = kDefaultMedium;
+        return true;
+    }
+    if (!it->is_string()) {
+        return false;
+    }
+    out = it->get<std::string>();
+    return true;
+}
+
+std::optional<json> parse_object(const std::string& text) {
+    json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) {
+        return std::nullopt;
+    }
+    return j;
+}
+
+std::optional<BlockHash> hash_member(const json& j, const char* key) {
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_string()) {
+        return std::nullopt;
+    }
+    return parse_block_hash(it->get_ref<const std::string&>());
+}
+
+} // namespace
+
+std::optional<BlockHash> parse_block_hash(std::string_view text) {
+    const bool integer = text.starts_with("0x");
+    if (integer) {
+        text.remove_prefix(2);
+        if (text.size() != 16) {
+            return std::nullopt;
+        }
+    }
+    if (text.size() % 2 != 0 || text.size() > 2 * BlockHash::kMaxBytes) {
+        return std::nullopt;
+    }
+    std::vector<std::uint8_t> bytes;
+    bytes.reserve(text.size() / 2);
+    for (std::size_t i = 0; i < text.size(); i += 2) {
+        const int high = hex_digit(text[i]);
+        const int low = hex_digit(text[i + 1]);
+        if (high < 0 || low < 0) {
+            return std::nullopt;
+        }
+        bytes.push_back(static_cast<std::uint8_t>(high * 16 + low));
+    }
+    BlockHash hash;
+    if (!BlockHash::from_bytes(bytes, hash)) {
+        return std::nullopt;
+    }
+    hash.form = integer ? BlockHash::Form::integer : BlockHash::Form::bytes;
+    return hash;
+}
+
+void append_typed_events(std::int64_t source, const SourceBatch& source_batch,
+                         std::vector<events::EngineEvent>& out) {
+    const KvEventBatch& batch = source_batch.batch;
+    if (source_batch.restarted) {
+        auto cleared = row_of<events::AttachedCleared>(source, batch);
+        cleared.cause = events::ClearCause::publisher_restarted;
+        out.push_back(events::to_event(cleared));
+    }
+    for (const KvEvent& event : batch.events) {
+        std::visit(
+            [&](const auto& e) {
+                using E = std::decay_t<decltype(e)>;
+                if constexpr (std::is_same_v<E, StoredBlocks>) {
+                    // Block i covers tokens [i * block_size, (i + 1) * block_size)
+                    // and continues block i - 1 (the first, the event's parent).
+                    const auto block_size =
+                        static_cast<std::size_t>(std::max<std::int64_t>(e.block_size, 0));
+                    std::optional<BlockHash> parent = e.parent;
+                    for (std::size_t i = 0; i < e.hashes.size(); ++i) {
+                        const std::size_t begin = std::min(i * block_size, e.token_ids.size());
+                        const std::size_t end = std::min(begin + block_size, e.token_ids.size());
+                        json detail{{"hash", e.hashes[i].hex()}};
+                        if (parent) {
+                            detail["parent"] = parent->hex();
+                        }
+                        detail["medium"] = e.medium;
+                        detail["tokens"] = std::vector<std::int64_t>(
+                            e.token_ids.begin() + static_cast<std::ptrdiff_t>(begin),
+                            e.token_ids.begin() + static_cast<std::ptrdiff_t>(end));
+                        put_optional(detail, "lora_id", e.lora_id);
+                        put_optional(detail, "group", e.group_idx);
+                        auto row = row_of<events::AttachedBlockStored>(source, batch);
+                        row.block_size = e.block_size;
+                        row.detail = detail.dump();
+                        out.push_back(events::to_event(row));
+                        parent = e.hashes[i];
+                    }
+                } else if constexpr (std::is_same_v<E, RemovedBlocks>) {
+                    for (const BlockHash& hash : e.hashes) {
+                        json detail{{"hash", hash.hex()}, {"medium", e.medium}};
+                        put_optional(detail, "group", e.group_idx);
+                        auto row = row_of<events::AttachedBlockRemoved>(source, batch);
+                        row.detail = detail.dump();
+                        out.push_back(events::to_event(row));
+                    }
+                } else {
+                    auto row = row_of<events::AttachedCleared>(source, batch);
+                    row.cause = events::ClearCause::all_blocks_cleared;
+                    out.push_back(events::to_event(row));
+                }
+            },
+            event);
+    }
+}
+
+std::optional<StoredBlocks> stored_block_of(const events::AttachedBlockStored& row) {
+    const std::optional<json> j = parse_object(row.detail);
+    if (!j) {
+        return std::nullopt;
+    }
+    StoredBlocks block;
+    const std::optional<BlockHash> hash = hash_member(*j, "hash");
+    if (!hash) {
+        return std::nullopt;
+    }
+    block.hashes.push_back(*hash);
+    if (j->contains("parent")) {
+        block.parent = hash_member(*j, "parent");
+        if (!block.parent) {
+            return std::nullopt;
+        }
+    }
+    if (const auto tokens = j->find("tokens"); tokens != j->end()) {
+        if (!tokens->is_array()) {
+            return std::nullopt;
+        }
+        block.token_ids.reserve(tokens->size());
+        for (const json& token : *tokens) {
+            if (!token.is_number_integer()) {
+                return std::nullopt;
+            }
+            block.token_ids.push_back(token.get<std::int64_t>());
+        }
+    }
+    block.block_size = row.block_size;
+    if (!get_medium(*j, block.medium) || !get_optional(*j, "lora_id", block.lora_id) ||
+        !get_optional(*j, "group", block.group_idx)) {
+        return std::nullopt;
+    }
+    return block;
+}
+
+std::optional<RemovedBlocks> removed_block_of(const events::AttachedBlockRemoved& row) {
+    const std::optional<json> j = parse_object(row.detail);
+    if (!j) {
+        return std::nullopt;
+    }
+    const std::optional<BlockHash> hash = hash_member(*j, "hash");
+    if (!hash) {
+        return std::nullopt;
+    }
+    RemovedBlocks removed;
+    removed.hashes.push_back(*hash);
+    if (!get_medium(*j, removed.medium) || !get_optional(*j, "group", removed.group_idx)) {
+        return std::nullopt;
+    }
+    return removed;
+}
+
+std::string endpoints_json(const KvEventSourceOptions& options) {
+    return json{{"endpoint", options.endpoint},
+                {"replay", options.replay_endpoint},
+                {"topic", options.topic}}
+        .dump();
+}
+
+std::string counts_json(const SourceCounts& counts, const std::string& last_error) {
+    json j{{"messages", counts.messages},
+           {"events", counts.events},
+           {"gaps", counts.gaps},
+           {"replayed", counts.replayed},
+           {"lost", counts.lost},
+           {"restarts", counts.restarts},
+           {"clears", counts.clears},
+           {"decode_errors", counts.decode_errors},
+           {"unknown_event_types", counts.decode.unknown_event_types},
+           {"unknown_fields", counts.decode.unknown_fields},
+           {"malformed_events", counts.decode.malformed_events}};
+    if (!last_error.empty()) {
+        j["last_error"] = last_error;
+    }
+    // A publisher's bytes may not be UTF-8; replace rather than throw.
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+const AttachedState::Source* AttachedState::source(std::int64_t id) const {
+    const auto it = sources_.find(id);
+    return it == sources_.end() ? nullptr : &it->second;
+}
+
+AttachedState::Source& AttachedState::at(std::int64_t id) {
+    Source& s = sources_[id];
+    s.info.source = id;
+    s.status.source = id;
+    return s;
+}
+
+bool AttachedState::apply(const events::EngineEvent& event) {
+    using events::EventKind;
+    switch (event.kind) {
+    case EventKind::source_attached: {
+        const auto row = events::as<events::SourceAttached>(event);
+        Source& s = at(row.source);
+        s.info = row;
+        s.last_event_ns = event.time_ns;
+        return true;
+    }
+    case EventKind::attached_block_stored: {
+        const auto row = events::as<events::AttachedBlockStored>(event);
+        Source& s = at(row.source);
+        s.last_event_ns = event.time_ns;
+        if (const std::optional<StoredBlocks> block = stored_block_of(row)) {
+            s.blocks.apply(*block, row.rank, static_cast<double>(row.published_us) / 1e6);
+        } else {
+            ++s.bad_rows;
+        }
+        return true;
+    }
+    case EventKind::attached_block_removed: {
+        const auto row = events::as<events::AttachedBlockRemoved>(event);
+        Source& s = at(row.source);
+        s.last_event_ns = event.time_ns;
+        if (const std::optional<RemovedBlocks> block = removed_block_of(row)) {
+            s.blocks.apply(*block, row.rank, static_cast<double>(row.published_us) / 1e6);
+        } else {
+            ++s.bad_rows;
+        }
+        return true;
+    }
+    case EventKind::attached_cleared: {
+        const auto row = events::as<events::AttachedCleared>(event);
+        Source& s = at(row.source);
+        s.last_event_ns = event.time_ns;
+        if (row.cause == events::ClearCause::publisher_restarted) {
+            s.blocks.clear();
+        } else {
+            s.blocks.apply(AllCleared{}, row.rank, static_cast<double>(row.published_us) / 1e6);
+        }
+        return true;
+    }
+    case EventKind::attached_status: {
+        const auto row = events::as<events::AttachedStatus>(event);
+        Source& s = at(row.source);
+        s.status = row;
+        s.last_event_ns = event.time_ns;
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+} // namespace kvscope::attach

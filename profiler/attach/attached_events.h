@@ -1,0 +1,65 @@
+// What an attached source's batches become in kvscope's typed events (one
+// row per block, engine/events/typed_events.h), and the state those rows
+// imply read back. Both `kvscope attach` while it runs and a replayed
+// recording build their view of an attached engine from the same rows, so
+// what is shown live is what a recording shows later.
+#pragma once
+
+#include "engine/events/engine_event.h"
+#include "engine/events/typed_events.h"
+#include "profiler/attach/kv_event_source.h"
+#include "profiler/attach/resident_blocks.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvscope::attach {
+
+// "0x" + 16 hex digits: an integer hash; an even number of hex digits (at
+// most 64): raw bytes. The inverse of BlockHash::hex().
+std::optional<BlockHash> parse_block_hash(std::string_view text);
+
+// Appends the rows of one batch from source `source` (times left 0 for the
+// caller to stamp): a restarted publisher first clears the source, then each
+// stored or removed block gets a row, AllBlocksCleared a clear.
+void append_typed_events(std::int64_t source, const SourceBatch& batch,
+                         std::vector<events::EngineEvent>& out);
+
+// The one-block event a row holds; none for a row that does not parse (a
+// recording from elsewhere, or damaged).
+std::optional<StoredBlocks> stored_block_of(const events::AttachedBlockStored& row);
+std::optional<RemovedBlocks> removed_block_of(const events::AttachedBlockRemoved& row);
+
+// The JSON of a source's endpoints for SourceAttached.
+std::string endpoints_json(const KvEventSourceOptions& options);
+// The JSON of a source's counters for AttachedStatus.
+std::string counts_json(const SourceCounts& counts, const std::string& last_error);
+
+// Every attached source a run's rows describe: what was said when attaching,
+// the resident blocks, the churn so far and the latest status.
+class AttachedState {
+public:
+    struct Source {
+        events::SourceAttached info{};
+        ResidentBlocks blocks;
+        events::AttachedStatus status{};
+        std::int64_t last_event_ns = 0; // the last row's time
+        std::int64_t bad_rows = 0;      // rows whose detail did not parse
+    };
+
+    // Applies an attached row; false (and nothing done) for other kinds.
+    bool apply(const events::EngineEvent& event);
+
+    const std::map<std::int64_t, Source>& sources() const { return sources_; }
+    const Source* source(std::int64_t id) const;
+    bool empty() const { return sources_.empty(); }
+
+private:
+    Source& at(std::int64_t id);
+    std::map<std::int64_t, Source> sources_;
+};
+
+} // namespace kvscope::attach
