@@ -40,8 +40,10 @@
 // hash bytes, up to 32). medium nil or absent: "GPU".
 //
 // Kept: the fields of StoredBlocks/RemovedBlocks. Known but not kept:
-// lora_name, extra_keys, kv_cache_spec_kind, kv_cache_spec_sliding_window and
-// SGLang's metadata (skipped whatever their type). Anything else: counted in
+// lora_name, extra_keys, kv_cache_spec_kind, kv_cache_spec_sliding_window,
+// vLLM 0.33's locality, ownership, session_id and lookahead_token_ids, and
+// SGLang's metadata, cache_salt and session_id (all skipped whatever their
+// type). Anything else: counted in
 // unknown_fields. An event of the wrong shape is dropped (malformed_events)
 // while the rest of its batch is kept; a message whose frames, msgpack or
 // batch are wrong is rejected whole (rejected_messages).
