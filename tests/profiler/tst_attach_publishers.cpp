@@ -167,6 +167,7 @@ struct Attached {
     QJsonObject expected;
     ResidentBlocks blocks;
     SourceCounts counts;
+    std::string last_error;               // the source's, for a status line
     std::vector<std::uint64_t> sequences; // as handed back, in order
     int exit_code = -1;
     bool crashed_on_its_own = false;
@@ -307,6 +308,7 @@ void TestAttachPublishers::attach(const QString& publisher, const QString& mode,
         driver.waitForReadyRead(0);
     }
     out.counts = source.counts();
+    out.last_error = source.last_error();
     out.driver_stderr = QString::fromUtf8(driver.readAllStandardError());
     if (died) {
         out.crashed_on_its_own = true;
@@ -466,6 +468,8 @@ void TestAttachPublishers::garbage_on_the_pub_socket_is_counted_not_fatal() {
     QVERIFY(garbage > 0);
     QCOMPARE(c.decode_errors, garbage);
     QCOMPARE(c.decode.rejected_messages, garbage);
+    QVERIFY2(!run.last_error.empty(), "a rejected message must say why");
+    qInfo("the source says: %s", run.last_error.c_str());
     QCOMPARE(c.gaps, std::int64_t{0});
     QCOMPARE(c.lost, std::int64_t{0});
     QCOMPARE(c.restarts, std::int64_t{0});
