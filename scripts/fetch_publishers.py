@@ -64,7 +64,11 @@ PUBLISHERS = (
     # adds what 0.24 lacks: a topic frame in replay replies and more fields.
     Publisher("vllm", "0.33.0", "vllm/distributed/kv_events.py",
               "82b362a0a7f89318d9127addfce254d537f5078a31aa87beb08493b0953895ee", "map", 336),
-    # SGLang's ZmqEventPublisher: tagged-map events, a topic frame in replies.
+    # SGLang's ZmqEventPublisher: positional-array events up to 0.5.19 (every
+    # field sent, a metadata struct after medium when a request had a salt)...
+    Publisher("sglang", "0.5.19", "sglang/srt/disaggregation/kv_events.py",
+              "06c14ecc295b816b08173d51938ac394c8e14d0c25fe701c7df6ea2b4d0c3747", "array", 26),
+    # ... tagged maps from 0.5.20 on, and a topic frame in replay replies.
     Publisher("sglang", "0.5.23", "sglang/srt/disaggregation/kv_events.py",
               "ef80e7165b11280d30bc07a9e3c04de5057ee45e9c94503a3ac432b009a0e421", "map", 39),
 )

@@ -46,7 +46,8 @@ struct PublisherFile {
 constexpr std::array kPublishers = {
     PublisherFile{"vllm-0.23.0", "vllm", "vllm/distributed/kv_events.py"}, // array events
     PublisherFile{"vllm-0.33.0", "vllm", "vllm/distributed/kv_events.py"}, // map events
-    PublisherFile{"sglang-0.5.23", "sglang", "sglang/srt/disaggregation/kv_events.py"},
+    PublisherFile{"sglang-0.5.19", "sglang", "sglang/srt/disaggregation/kv_events.py"}, // array
+    PublisherFile{"sglang-0.5.23", "sglang", "sglang/srt/disaggregation/kv_events.py"}, // map
 };
 
 QString cache_dir() {
@@ -350,6 +351,10 @@ void TestAttachPublishers::publisher_rows() {
                                                     << "bytes" << 0;
     QTest::newRow("vllm-0.33.0 (map) uint64 hashes, rank 2") << "vllm-0.33.0"
                                                              << "uint" << 2;
+    QTest::newRow("sglang-0.5.19 (array) int64 hashes") << "sglang-0.5.19"
+                                                        << "int64" << 0;
+    QTest::newRow("sglang-0.5.19 (array) int64 hashes, rank 3") << "sglang-0.5.19"
+                                                                << "int64" << 3;
     QTest::newRow("sglang-0.5.23 (map) int64 hashes") << "sglang-0.5.23"
                                                       << "int64" << 0;
     QTest::newRow("sglang-0.5.23 (map) int64 hashes, rank 1") << "sglang-0.5.23"
@@ -395,6 +400,8 @@ void TestAttachPublishers::gaps_are_filled_from_the_publishers_replay_buffer_dat
                                  << "uint";
     QTest::newRow("vllm-0.33.0") << "vllm-0.33.0"
                                  << "bytes";
+    QTest::newRow("sglang-0.5.19") << "sglang-0.5.19"
+                                   << "int64";
     QTest::newRow("sglang-0.5.23") << "sglang-0.5.23"
                                    << "int64";
 }

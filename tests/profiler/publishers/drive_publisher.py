@@ -157,11 +157,17 @@ class Workload:
             if hashes[0] == parent:
                 parent = None
         tokens = [r.randrange(150_000) for _ in range(count * self.block_size)]
-        values = self.optional_values(self.m.BlockStored, count)
+        cls = self.m.BlockStored
+        values = self.optional_values(cls, count)
+        if hasattr(self.m, "BlockStoredWithMetadata") and r.random() < 0.5:
+            # SGLang up to 0.5.19: a salted request's events carry a metadata
+            # struct after medium.
+            cls = self.m.BlockStoredWithMetadata
+            values["metadata"] = self.m.BlockStoredMetadata(cache_salt="tenant-a")
         values.update(block_hashes=hashes, parent_block_hash=parent, token_ids=tokens,
                       block_size=self.block_size, lora_id=r.choice([None, r.randrange(8)]),
                       medium=medium)
-        event = self.m.BlockStored(**values)
+        event = cls(**values)
         for i, value in enumerate(hashes):
             tier[hash_key(value)] = (value, {
                 "parent": None if (i == 0 and parent is None)
@@ -283,13 +289,10 @@ def make_publisher(module, engine: str, rank: int, endpoint: str, replay: str):
         host, _, port = address.rpartition(":")
         return f"{host}:{int(port) - rank}"
 
-    kwargs = dict(endpoint=base(endpoint), replay_endpoint=base(replay), buffer_steps=1000)
-    if engine == "vllm":
-        # vLLM binds only wildcard endpoints (and connects to the rest).
-        host = kwargs["endpoint"].rpartition(":")[0]
-        kwargs["endpoint"] = kwargs["endpoint"].replace(host, "tcp://*", 1)
-    else:
-        kwargs["bind"] = True
+    # The publishers bind only wildcard PUB endpoints (and connect to the
+    # rest); the replay ROUTER binds whatever it is given.
+    pub = "tcp://*:" + base(endpoint).rpartition(":")[2]
+    kwargs = dict(endpoint=pub, replay_endpoint=base(replay), buffer_steps=1000)
     rank_kwarg = "data_parallel_rank" if engine == "vllm" else "attn_dp_rank"
     kwargs[rank_kwarg] = rank
     deadline = time.monotonic() + 5
