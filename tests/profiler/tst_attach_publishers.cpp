@@ -170,6 +170,7 @@ struct Attached {
     SourceCounts counts;
     std::string last_error;               // the source's, for a status line
     std::vector<std::uint64_t> sequences; // as handed back, in order
+    QStringList live_topics;              // of the batches from the SUB socket, each once
     int exit_code = -1;
     bool crashed_on_its_own = false;
     QString driver_stderr;
@@ -207,7 +208,7 @@ private slots:
 private:
     static void publisher_rows();
     void attach(const QString& publisher, const QString& mode, const QString& hashes, int rank,
-                Attached& out);
+                Attached& out, const QString& topic = {});
     static void compare_state(const QJsonObject& expected, const ResidentBlocks& blocks);
 
     QTemporaryDir work_;
@@ -233,7 +234,8 @@ void TestAttachPublishers::initTestCase() {
 }
 
 void TestAttachPublishers::attach(const QString& publisher, const QString& mode,
-                                  const QString& hashes, int rank, Attached& out) {
+                                  const QString& hashes, int rank, Attached& out,
+                                  const QString& topic) {
     const PublisherFile* file = find_publisher(publisher);
     QVERIFY(file != nullptr);
     const auto ports = free_ports();
@@ -244,11 +246,14 @@ void TestAttachPublishers::attach(const QString& publisher, const QString& mode,
 
     QProcess driver;
     driver.setProgram(venv_python());
-    driver.setArguments(
-        {QStringLiteral(KVSCOPE_SOURCE_DIR "/tests/profiler/publishers/drive_publisher.py"),
-         "--publisher", publisher_path(*file), "--engine", file->engine, "--endpoint", endpoint,
-         "--replay", replay, "--expected", expected_path, "--mode", mode, "--hashes", hashes,
-         "--rank", QString::number(rank), "--seed", QString::number(run_)});
+    QStringList arguments{
+        QStringLiteral(KVSCOPE_SOURCE_DIR "/tests/profiler/publishers/drive_publisher.py")};
+    arguments << "--publisher" << publisher_path(*file) << "--engine" << file->engine;
+    arguments << "--endpoint" << endpoint << "--replay" << replay;
+    arguments << "--expected" << expected_path << "--mode" << mode << "--topic" << topic;
+    arguments << "--hashes" << hashes << "--rank" << QString::number(rank);
+    arguments << "--seed" << QString::number(run_);
+    driver.setArguments(arguments);
     driver.start();
     QVERIFY2(driver.waitForStarted(10'000), qPrintable(driver.errorString()));
     // Killed, not asked to stop, once we are done: vLLM's shutdown() waits a
@@ -274,6 +279,7 @@ void TestAttachPublishers::attach(const QString& publisher, const QString& mode,
     KvEventSourceOptions options;
     options.endpoint = endpoint.toStdString();
     options.replay_endpoint = replay.toStdString();
+    options.topic = topic.toStdString();
     KvEventSource source(context, options);
 
     bool done = false;
@@ -287,6 +293,10 @@ void TestAttachPublishers::attach(const QString& publisher, const QString& mode,
             }
             out.blocks.apply(batch.batch);
             out.sequences.push_back(batch.batch.sequence);
+            const QString topic_seen = QString::fromStdString(batch.batch.topic);
+            if (!batch.replayed && !out.live_topics.contains(topic_seen)) {
+                out.live_topics << topic_seen;
+            }
         }
         if (!done && read_line(driver, "done", said)) {
             done = true;
@@ -410,10 +420,12 @@ void TestAttachPublishers::gaps_are_filled_from_the_publishers_replay_buffer() {
     QFETCH(QString, publisher);
     QFETCH(QString, hashes);
     Attached run;
-    attach(publisher, "gap", hashes, 0, run);
+    // With a topic: newer publishers put it in replay replies too.
+    attach(publisher, "gap", hashes, 0, run, "kv-events");
     if (QTest::currentTestFailed()) {
         return;
     }
+    QCOMPARE(run.live_topics, QStringList{"kv-events"});
     compare_state(run.expected["final"].toObject(), run.blocks);
     // Runs of consecutive dropped sequence numbers: one gap each.
     const QJsonArray dropped = run.expected["dropped"].toArray();

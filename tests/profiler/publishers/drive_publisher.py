@@ -282,7 +282,7 @@ def garbage_messages(topic: bytes, seq_bytes: bytes, payload: bytes) -> list[lis
     ]
 
 
-def make_publisher(module, engine: str, rank: int, endpoint: str, replay: str):
+def make_publisher(module, engine: str, rank: int, endpoint: str, replay: str, topic: str):
     # The publishers add the rank to the port (one port per data-parallel
     # rank); the test gives the ports it wants, so take the rank back off.
     def base(address: str) -> str:
@@ -292,7 +292,7 @@ def make_publisher(module, engine: str, rank: int, endpoint: str, replay: str):
     # The publishers bind only wildcard PUB endpoints (and connect to the
     # rest); the replay ROUTER binds whatever it is given.
     pub = "tcp://*:" + base(endpoint).rpartition(":")[2]
-    kwargs = dict(endpoint=pub, replay_endpoint=base(replay), buffer_steps=1000)
+    kwargs = dict(endpoint=pub, replay_endpoint=base(replay), buffer_steps=1000, topic=topic)
     rank_kwarg = "data_parallel_rank" if engine == "vllm" else "attn_dp_rank"
     kwargs[rank_kwarg] = rank
     deadline = time.monotonic() + 5
@@ -341,6 +341,7 @@ def main() -> int:
     parser.add_argument("--rank", type=int, default=0)
     parser.add_argument("--hashes", default="uint", choices=["uint", "int64", "bytes"])
     parser.add_argument("--block-size", type=int, default=16)
+    parser.add_argument("--topic", default="", help="the publisher's topic frame")
     args = parser.parse_args()
 
     module = load_publisher_module(args.publisher, args.engine)
@@ -370,7 +371,8 @@ def main() -> int:
         args.expected.write_text(json.dumps(expected))
 
     for index, run in enumerate(runs):
-        publisher = make_publisher(module, args.engine, args.rank, args.endpoint, args.replay)
+        publisher = make_publisher(module, args.engine, args.rank, args.endpoint, args.replay,
+                                   args.topic)
         monitor = publisher._pub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
         say("ready")
         wait_for_subscriber(monitor)
