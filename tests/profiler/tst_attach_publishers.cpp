@@ -174,6 +174,7 @@ struct Attached {
     int exit_code = -1;
     bool crashed_on_its_own = false;
     QString driver_stderr;
+    QString command; // to run the driver again by hand
 };
 
 bool read_line(QProcess& process, const QByteArray& want, QString& seen) {
@@ -209,7 +210,7 @@ private:
     static void publisher_rows();
     void attach(const QString& publisher, const QString& mode, const QString& hashes, int rank,
                 Attached& out, const QString& topic = {});
-    static void compare_state(const QJsonObject& expected, const ResidentBlocks& blocks);
+    static void compare_state(const QJsonObject& expected, const Attached& run);
 
     QTemporaryDir work_;
     int run_ = 0;
@@ -254,6 +255,7 @@ void TestAttachPublishers::attach(const QString& publisher, const QString& mode,
     arguments << "--hashes" << hashes << "--rank" << QString::number(rank);
     arguments << "--seed" << QString::number(run_);
     driver.setArguments(arguments);
+    out.command = venv_python() + " " + arguments.join(' ');
     driver.start();
     QVERIFY2(driver.waitForStarted(10'000), qPrintable(driver.errorString()));
     // Killed, not asked to stop, once we are done: vLLM's shutdown() waits a
@@ -338,12 +340,11 @@ void TestAttachPublishers::attach(const QString& publisher, const QString& mode,
                             .arg(out.sequences.size())));
 }
 
-void TestAttachPublishers::compare_state(const QJsonObject& expected,
-                                         const ResidentBlocks& blocks) {
-    const QJsonObject actual = state_json(blocks);
+void TestAttachPublishers::compare_state(const QJsonObject& expected, const Attached& run) {
+    const QJsonObject actual = state_json(run.blocks);
     const QStringList diff = differences(expected, actual);
-    QVERIFY2(diff.isEmpty(),
-             qPrintable("decoded state differs from the published one:\n  " + diff.join("\n  ")));
+    QVERIFY2(diff.isEmpty(), qPrintable("decoded state differs from the published one:\n  " +
+                                        diff.join("\n  ") + "\n  driver: " + run.command));
     QVERIFY(!actual.isEmpty()); // a workload that left nothing would prove nothing
 }
 
@@ -393,7 +394,7 @@ void TestAttachPublishers::decoded_state_equals_what_was_published() {
     if (QTest::currentTestFailed()) {
         return;
     }
-    compare_state(run.expected["final"].toObject(), run.blocks);
+    compare_state(run.expected["final"].toObject(), run);
     const SourceCounts& c = run.counts;
     QCOMPARE(c.gaps, std::int64_t{0});
     QCOMPARE(c.lost, std::int64_t{0});
@@ -426,7 +427,7 @@ void TestAttachPublishers::gaps_are_filled_from_the_publishers_replay_buffer() {
         return;
     }
     QCOMPARE(run.live_topics, QStringList{"kv-events"});
-    compare_state(run.expected["final"].toObject(), run.blocks);
+    compare_state(run.expected["final"].toObject(), run);
     // Runs of consecutive dropped sequence numbers: one gap each.
     const QJsonArray dropped = run.expected["dropped"].toArray();
     QVERIFY(!dropped.isEmpty());
@@ -461,7 +462,7 @@ void TestAttachPublishers::a_restarted_publisher_voids_what_it_said_before() {
         return;
     }
     // Only the second run's blocks: the first engine's cache died with it.
-    compare_state(run.expected["final"].toObject(), run.blocks);
+    compare_state(run.expected["final"].toObject(), run);
     const SourceCounts& c = run.counts;
     QCOMPARE(c.restarts, std::int64_t{1});
     QCOMPARE(c.lost, std::int64_t{0});
@@ -481,7 +482,7 @@ void TestAttachPublishers::garbage_on_the_pub_socket_is_counted_not_fatal() {
     if (QTest::currentTestFailed()) {
         return;
     }
-    compare_state(run.expected["final"].toObject(), run.blocks);
+    compare_state(run.expected["final"].toObject(), run);
     const SourceCounts& c = run.counts;
     const auto garbage = static_cast<std::int64_t>(run.expected["garbage"].toInteger());
     QVERIFY(garbage > 0);
@@ -520,7 +521,7 @@ void TestAttachPublishers::a_publisher_killed_mid_stream_leaves_a_consistent_pre
         QCOMPARE(run.sequences[i], static_cast<std::uint64_t>(i));
     }
     const QJsonArray prefixes = run.expected["prefix_states"].toArray();
-    compare_state(prefixes[static_cast<qsizetype>(run.sequences.back())].toObject(), run.blocks);
+    compare_state(prefixes[static_cast<qsizetype>(run.sequences.back())].toObject(), run);
     QCOMPARE(run.counts.lost, std::int64_t{0});
     QCOMPARE(run.counts.decode_errors, std::int64_t{0});
     CHECK_CLEAN_DECODE(run.counts);

@@ -115,9 +115,6 @@ class Workload:
         value = self.rng.getrandbits(64)
         return value - (1 << 63) if self.hash_form == "int64" else value
 
-    def fields(self, cls) -> set[str]:
-        return set(cls.__struct_fields__)
-
     def optional_values(self, cls, count: int) -> dict:
         """Values for the fields kvscope reads past (or does not know), so the
         wire carries them as a real engine would; None as often as not."""
@@ -136,7 +133,7 @@ class Workload:
             "lookahead_token_ids": lambda: [[r.randrange(1000)] for _ in range(count)],
         }
         values = {}
-        for name in self.fields(cls):
+        for name in cls.__struct_fields__:  # in order (a set's would vary by run)
             if name in makers:
                 values[name] = makers[name]() if r.random() < 0.5 else None
         return values
