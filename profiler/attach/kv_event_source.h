@@ -26,8 +26,10 @@
 // Replay protocol (vllm/distributed/kv_events.py ZmqEventPublisher,
 // _service_replay; SGLang's publisher is the same): the DEALER sends
 // ["", start_seq]; the ROUTER answers with ["", seq, payload] per buffered
-// batch from start_seq on (newer vLLM: ["", topic, seq, payload]) and ends
-// with ["", 0xFF x 8, ""] (or with a topic frame before it).
+// batch from start_seq on (vLLM 0.33 and SGLang 0.5.23, not vLLM 0.23 or
+// SGLang 0.5.19: ["", topic, seq, payload]) and ends with ["", 0xFF x 8, ""]
+// (or with an empty topic frame before it). tst_attach_publishers runs those
+// four publishers' own code against this class.
 #pragma once
 
 #include "profiler/attach/kv_events.h"

@@ -345,6 +345,49 @@ void TestKvEventDecoder::decodes_every_layout_data() {
                                .block_size = 4,
                                .group_idx = 0}}
         << qint64(0) << counts(1);
+    // Fields the real publishers send (tst_attach_publishers drives them):
+    // known, skipped, not counted as unknown.
+    QTest::newRow("map BlockStored and BlockRemoved, as vLLM 0.33 sends them")
+        << pack(batch({tagged_map("BlockStored", {{"block_hashes", hashes({kBig})},
+                                                  {"parent_block_hash", nil()},
+                                                  {"token_ids", hashes({1, 2})},
+                                                  {"block_size", integer(2)},
+                                                  {"medium", text("CPU")},
+                                                  {"lora_id", nil()},
+                                                  {"locality", text("LOCAL")},
+                                                  {"ownership", text("tier-2")},
+                                                  {"session_id", text("session-1")},
+                                                  {"lookahead_token_ids",
+                                                   [](Packer& p) {
+                                                       p.pack_array(1);
+                                                       p.pack_array(1);
+                                                       p.pack_int(3);
+                                                   }}}),
+                       tagged_map("BlockRemoved", {{"block_hashes", hashes({kBig2})},
+                                                   {"medium", text("CPU")},
+                                                   {"locality", text("REMOTE")},
+                                                   {"ownership", text("tier-2")}})}))
+        << Events{StoredBlocks{.hashes = {BlockHash::from_uint(kBig)},
+                               .token_ids = {1, 2},
+                               .block_size = 2,
+                               .medium = "CPU"},
+                  RemovedBlocks{.hashes = {BlockHash::from_uint(kBig2)}, .medium = "CPU"}}
+        << qint64(0) << counts(2);
+    QTest::newRow("map BlockStored, as SGLang 0.5.23 sends it")
+        << pack(batch({tagged_map("BlockStored", {{"block_hashes", hashes({kBig})},
+                                                  {"parent_block_hash", nil()},
+                                                  {"token_ids", hashes({1, 2})},
+                                                  {"block_size", integer(2)},
+                                                  {"lora_id", nil()},
+                                                  {"medium", text("DISK")},
+                                                  {"cache_salt", text("salt")},
+                                                  {"session_id", text("session-1")},
+                                                  {"lora_name", text("adapter")}})}))
+        << Events{StoredBlocks{.hashes = {BlockHash::from_uint(kBig)},
+                               .token_ids = {1, 2},
+                               .block_size = 2,
+                               .medium = "DISK"}}
+        << qint64(0) << counts(1);
     QTest::newRow("map BlockRemoved and AllBlocksCleared, minimal")
         << pack(batch({tagged_map("BlockRemoved", {{"block_hashes", hashes({kBig2})}}),
                        tagged_map("AllBlocksCleared", {})}))
