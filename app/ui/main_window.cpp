@@ -1,6 +1,7 @@
 #include "app/ui/main_window.h"
 
 #include "app/ui/export/plot_export.h"
+#include "app/ui/panels/attach_dialog.h"
 #include "app/ui/panels/compare_view.h"
 #include "app/ui/panels/kernel_summary_panel.h"
 #include "app/ui/panels/quality_panel.h"
@@ -8,8 +9,10 @@
 #include "app/ui/panels/requests_panel.h"
 #include "app/ui/panels/run_panel.h"
 #include "app/ui/panels/start_page.h"
+#include "app/ui/run/attach_controller.h"
 #include "app/ui/run/engine_controller.h"
 #include "app/ui/run/teaching_presets.h"
+#include "app/ui/views/attached_blocks_view.h"
 #include "app/ui/views/block_map_view.h"
 #include "app/ui/views/occupancy_chart.h"
 #include "app/ui/views/prefix_view.h"
@@ -33,6 +36,7 @@
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSplitter>
+#include <QStackedWidget>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QThread>
@@ -53,6 +57,7 @@ MainWindow::MainWindow(QWidget* parent)
     setWindowTitle(tr("kvscope"));
     setObjectName("kvscopeMainWindow");
     engine_ = new EngineController(this);
+    attach_ = new AttachController(this);
     create_views();
     create_menus();
     mode_label_ = new QLabel(tr("No run"));
@@ -66,8 +71,36 @@ MainWindow::MainWindow(QWidget* parent)
 
     connect(run_panel_, &RunPanel::start_requested, this, &MainWindow::start_run);
     connect(run_panel_, &RunPanel::pause_toggled, engine_, &EngineController::set_paused);
-    connect(run_panel_, &RunPanel::stop_requested, engine_, &EngineController::stop);
+    connect(run_panel_, &RunPanel::stop_requested, this, &MainWindow::stop_live);
+    connect(attach_, &AttachController::started, this, [this] {
+        live_from_attach_ = true;
+        recording_path_.clear();
+        set_store(std::make_shared<profiler::RunStore>(), Mode::live);
+        run_panel_->set_running(true);
+        frame_timer_->start();
+    });
+    connect(attach_, &AttachController::status, this, [this](const QString& text) {
+        run_panel_->set_status(text);
+        statusBar()->showMessage(text);
+    });
+    connect(attach_, &AttachController::finished, this, [this](const QString& summary) {
+        if (!attach_->running()) {
+            live_ended(summary);
+        }
+    });
+    connect(attach_, &AttachController::failed, this, [this](const QString& message) {
+        if (attach_->running()) {
+            return;
+        }
+        live_ended(tr("Attach failed: %1").arg(message));
+        auto* box = new QMessageBox(QMessageBox::Warning, tr("Cannot attach"), message,
+                                    QMessageBox::Ok, this);
+        box->setObjectName("attachFailedMessage");
+        box->setAttribute(Qt::WA_DeleteOnClose);
+        box->open();
+    });
     connect(engine_, &EngineController::started, this, [this] {
+        live_from_attach_ = false;
         set_store(std::make_shared<profiler::RunStore>(), Mode::live);
         run_panel_->set_running(true);
         frame_timer_->start();
@@ -148,6 +181,7 @@ MainWindow::~MainWindow() {
         loader_->wait(); // it stops at its next progress report
     }
     engine_->stop();
+    attach_->stop();
     // Views point into the store: detach them before it goes.
     set_store(nullptr, Mode::empty);
 }
@@ -165,6 +199,10 @@ void MainWindow::create_views() {
     addDockWidget(Qt::LeftDockWidgetArea, dock);
 
     block_map_ = new BlockMapView;
+    attached_blocks_ = new AttachedBlocksView;
+    block_views_ = new QStackedWidget;
+    block_views_->addWidget(block_map_);
+    block_views_->addWidget(attached_blocks_);
     occupancy_ = new OccupancyChart;
     timeline_ = new TimelineView;
     requests_ = new RequestsPanel;
@@ -175,7 +213,7 @@ void MainWindow::create_views() {
     replay_bar_ = new ReplayBar;
 
     auto* top = new QSplitter(Qt::Horizontal);
-    top->addWidget(block_map_);
+    top->addWidget(block_views_);
     top->addWidget(occupancy_);
     top->setStretchFactor(0, 1);
     top->setStretchFactor(1, 1);
@@ -209,6 +247,7 @@ void MainWindow::create_menus() {
     QAction* open =
         file_menu->addAction(tr("&Open recording…"), this, &MainWindow::choose_recording);
     open->setShortcut(QKeySequence::Open);
+    file_menu->addAction(tr("&Attach to engine…"), this, &MainWindow::choose_attach);
     file_menu->addAction(tr("&Compare recordings…"), this, &MainWindow::choose_comparison);
     QMenu* export_menu = file_menu->addMenu(tr("&Export view"));
     const auto add_export = [this, export_menu](const QString& name, QWidget* view) {
@@ -233,7 +272,7 @@ void MainWindow::create_menus() {
         });
     }
     run_menu->addAction(tr("&Start"), this, &MainWindow::start_run);
-    run_menu->addAction(tr("S&top"), engine_, &EngineController::stop);
+    run_menu->addAction(tr("S&top"), this, &MainWindow::stop_live);
 
     QMenu* help_menu = menuBar()->addMenu(tr("&Help"));
     help_menu->addAction(tr("&About kvscope"), this, &MainWindow::show_about);
@@ -243,6 +282,7 @@ void MainWindow::set_store(std::shared_ptr<profiler::RunStore> store, Mode mode)
     // Views first, then the old store goes (they point into it).
     const profiler::RunStore* raw = store.get();
     block_map_->set_store(raw);
+    attached_blocks_->set_store(raw);
     occupancy_->set_store(raw);
     timeline_->set_store(raw);
     requests_->set_store(raw);
@@ -268,7 +308,7 @@ void MainWindow::tick() {
     if (!store_ || mode_ != Mode::live) {
         return;
     }
-    const std::vector<events::EngineEvent> batch = engine_->events()->take();
+    const std::vector<events::EngineEvent> batch = live_events()->take();
     for (const events::EngineEvent& event : batch) {
         store_->append(event);
     }
@@ -292,7 +332,17 @@ void MainWindow::refresh_views() {
     // the store gained. Once each, never both.
     const bool moved = shown_ns_ != refreshed_ns_;
     refreshed_ns_ = shown_ns_;
-    if (moved) {
+    // An attached engine's run has hashes, not our physical blocks: its own map.
+    const bool attached = store_ && !store_->attached().empty() && store_->steps().empty();
+    block_views_->setCurrentWidget(attached ? static_cast<QWidget*>(attached_blocks_)
+                                            : static_cast<QWidget*>(block_map_));
+    if (attached) {
+        if (moved) {
+            attached_blocks_->set_time_ns(shown_ns_);
+        } else {
+            attached_blocks_->refresh();
+        }
+    } else if (moved) {
         block_map_->set_time_ns(shown_ns_);
     } else {
         block_map_->refresh();
@@ -331,7 +381,7 @@ void MainWindow::start_demo() {
 }
 
 void MainWindow::start_run() {
-    if (engine_->running()) {
+    if (engine_->running() || attach_->running()) {
         statusBar()->showMessage(tr("A run is under way: stop it first"));
         return;
     }
@@ -348,6 +398,7 @@ void MainWindow::open_recording(const QString& path) {
     if (engine_->running()) {
         engine_->stop();
     }
+    attach_->stop();
     if (cancel_load_) {
         *cancel_load_ = true;
     }
@@ -386,7 +437,7 @@ void MainWindow::open_recording(const QString& path) {
                 progress->disconnect();
                 progress->deleteLater();
             }
-            if (!self || cancelled || self->engine_->running()) {
+            if (!self || cancelled || self->engine_->running() || self->attach_->running()) {
                 return;
             }
             if (!error.isEmpty()) {
@@ -426,6 +477,41 @@ void MainWindow::choose_recording() {
     if (!path.isEmpty()) {
         open_recording(path);
     }
+}
+
+void MainWindow::choose_attach() {
+    AttachDialog dialog(this);
+    if (dialog.exec() == QDialog::Accepted) {
+        start_attach(dialog.settings());
+    }
+}
+
+void MainWindow::start_attach(const AttachSettings& settings) {
+    if (engine_->running() || attach_->running()) {
+        statusBar()->showMessage(tr("A run is under way: stop it first"));
+        return;
+    }
+    if (cancel_load_) {
+        *cancel_load_ = true;
+    }
+    attach_->start(settings);
+}
+
+void MainWindow::stop_live() {
+    engine_->stop();
+    attach_->stop();
+}
+
+std::shared_ptr<profiler::LiveEventQueue> MainWindow::live_events() const {
+    return live_from_attach_ ? attach_->events() : engine_->events();
+}
+
+void MainWindow::live_ended(const QString& summary) {
+    tick(); // the last events
+    frame_timer_->stop();
+    run_panel_->set_running(false);
+    run_panel_->set_status(summary);
+    statusBar()->showMessage(summary);
 }
 
 void MainWindow::choose_comparison() {

@@ -13,6 +13,26 @@ std::string normalize_endpoint(const std::string& endpoint) {
     return "tcp://" + endpoint;
 }
 
+std::string add_sources(const std::vector<std::string>& endpoints,
+                        const std::vector<std::string>& replays, const std::string& topic,
+                        AttachOptions& out) {
+    if (endpoints.empty()) {
+        return "no endpoint to attach to";
+    }
+    if (!replays.empty() && replays.size() != endpoints.size()) {
+        return "give one replay endpoint per publisher (" + std::to_string(endpoints.size()) +
+               " endpoints, " + std::to_string(replays.size()) + " replay endpoints), or none";
+    }
+    for (std::size_t i = 0; i < endpoints.size(); ++i) {
+        KvEventSourceOptions source;
+        source.endpoint = normalize_endpoint(endpoints[i]);
+        source.replay_endpoint = replays.empty() ? "" : normalize_endpoint(replays[i]);
+        source.topic = topic;
+        out.sources.push_back(std::move(source));
+    }
+    return "";
+}
+
 AttachSession::AttachSession(AttachOptions options, events::EventSink* sink)
     : options_(std::move(options))
     , sink_(sink)
@@ -35,7 +55,7 @@ AttachSession::AttachSession(AttachOptions options, events::EventSink* sink)
         attached.block_size = options_.block_size;
         attached.num_blocks = options_.num_blocks;
         attached.endpoints = endpoints_json(source);
-        emit(events::to_event(attached));
+        send(events::to_event(attached));
     }
 }
 
@@ -44,7 +64,7 @@ AttachSession::~AttachSession() {
     sources_.clear();
 }
 
-void AttachSession::emit(events::EngineEvent event) {
+void AttachSession::send(events::EngineEvent event) {
     event.time_ns = host_now_ns();
     state_.apply(event);
     if (sink_ != nullptr) {
@@ -75,7 +95,7 @@ std::size_t AttachSession::poll(std::chrono::milliseconds timeout) {
             scratch_.clear();
             append_typed_events(static_cast<std::int64_t>(i), batch, scratch_);
             for (events::EngineEvent& event : scratch_) {
-                emit(std::move(event));
+                send(std::move(event));
             }
             ++batches;
         }
@@ -97,7 +117,7 @@ void AttachSession::emit_status() {
         status.silent_ms = static_cast<std::int64_t>(
             std::chrono::duration<double, std::milli>(source.silent_for(now)).count());
         status.counts = counts_json(source.counts(), source.last_error());
-        emit(events::to_event(status));
+        send(events::to_event(status));
     }
     next_status_ = now + options_.status_interval;
 }

@@ -47,7 +47,7 @@ public:
     std::int64_t events_emitted() const { return events_emitted_; }
 
 private:
-    void emit(events::EngineEvent event);
+    void send(events::EngineEvent event);
 
     AttachOptions options_;
     events::EventSink* sink_;
@@ -58,6 +58,13 @@ private:
     std::chrono::steady_clock::time_point next_status_;
     std::int64_t events_emitted_ = 0;
 };
+
+// Fills `out.sources` for `endpoints`, each with its replay endpoint from
+// `replays` (same order; empty: none) and `topic`. Returns what is wrong with
+// them ("" when nothing): the one check the CLI and the app share.
+std::string add_sources(const std::vector<std::string>& endpoints,
+                        const std::vector<std::string>& replays, const std::string& topic,
+                        AttachOptions& out);
 
 // "host:port" -> "tcp://host:port"; anything with a scheme is left alone.
 // Empty when `endpoint` is empty.

@@ -7,7 +7,7 @@
 
 #include "engine/events/engine_event.h"
 #include "engine/events/typed_events.h"
-#include "profiler/attach/kv_event_source.h"
+#include "profiler/attach/kv_events.h"
 #include "profiler/attach/resident_blocks.h"
 
 #include <cstdint>
@@ -17,6 +17,11 @@
 #include <vector>
 
 namespace kvscope::attach {
+
+// kv_event_source.h (ZeroMQ) stays out of the views that include this.
+struct SourceBatch;
+struct KvEventSourceOptions;
+struct SourceCounts;
 
 // "0x" + 16 hex digits: an integer hash; an even number of hex digits (at
 // most 64): raw bytes. The inverse of BlockHash::hex().
