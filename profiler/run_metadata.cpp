@@ -19,12 +19,16 @@ std::map<std::string, std::string> run_metadata(const session::RunConfig& config
 }
 
 std::map<std::string, std::string> attach_metadata(const std::vector<std::string>& endpoints,
-                                                   const std::string& recorded_by) {
+                                                   const std::string& recorded_by,
+                                                   const std::string& tokenizer_path) {
     std::map<std::string, std::string> metadata = machine_info();
     metadata["kvscope_version"] = build_info::version;
     metadata["recorded_by"] = recorded_by;
     metadata["source"] = "attach";
     metadata["endpoints"] = nlohmann::json(endpoints).dump();
+    if (!tokenizer_path.empty()) {
+        metadata["tokenizer"] = tokenizer_path;
+    }
     return metadata;
 }
 

@@ -192,7 +192,8 @@ int run_attach(const AttachCommandOptions& options) {
     std::unique_ptr<profiler::Recorder> recorder;
     if (!options.record_path.empty()) {
         recorder = std::make_unique<profiler::Recorder>(
-            options.record_path, profiler::attach_metadata(endpoints, "kvscope attach"),
+            options.record_path,
+            profiler::attach_metadata(endpoints, "kvscope attach", options.tokenizer_path),
             options.overwrite);
     }
 

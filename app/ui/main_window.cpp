@@ -2,6 +2,7 @@
 
 #include "app/ui/export/plot_export.h"
 #include "app/ui/panels/attach_dialog.h"
+#include "app/ui/panels/attached_prefix_panel.h"
 #include "app/ui/panels/compare_view.h"
 #include "app/ui/panels/kernel_summary_panel.h"
 #include "app/ui/panels/quality_panel.h"
@@ -17,6 +18,8 @@
 #include "app/ui/views/occupancy_chart.h"
 #include "app/ui/views/prefix_view.h"
 #include "app/ui/views/timeline_view.h"
+#include "engine/gguf/gguf_file.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "kvscope/build_info.h"
 #include "profiler/recording_events.h"
 
@@ -207,6 +210,7 @@ void MainWindow::create_views() {
     timeline_ = new TimelineView;
     requests_ = new RequestsPanel;
     prefix_ = new PrefixView;
+    attached_prefixes_ = new AttachedPrefixPanel;
     kernels_ = new KernelSummaryPanel;
     compare_ = new CompareView;
     start_page_ = new StartPage;
@@ -223,6 +227,8 @@ void MainWindow::create_views() {
     tabs_->setObjectName("viewTabs");
     tabs_->addTab(requests_, tr("Requests"));
     tabs_->addTab(prefix_, tr("Prefix hits"));
+    tabs_->addTab(attached_prefixes_, tr("Attached prefixes"));
+    tabs_->setTabVisible(tabs_->indexOf(attached_prefixes_), false);
     tabs_->addTab(kernels_, tr("Kernels and ops"));
     tabs_->addTab(compare_, tr("Compare"));
     tabs_->addTab(start_page_, tr("Machine"));
@@ -283,6 +289,7 @@ void MainWindow::set_store(std::shared_ptr<profiler::RunStore> store, Mode mode)
     const profiler::RunStore* raw = store.get();
     block_map_->set_store(raw);
     attached_blocks_->set_store(raw);
+    attached_prefixes_->set_store(raw);
     occupancy_->set_store(raw);
     timeline_->set_store(raw);
     requests_->set_store(raw);
@@ -332,11 +339,8 @@ void MainWindow::refresh_views() {
     // the store gained. Once each, never both.
     const bool moved = shown_ns_ != refreshed_ns_;
     refreshed_ns_ = shown_ns_;
-    // An attached engine's run has hashes, not our physical blocks: its own map.
-    const bool attached = store_ && !store_->attached().empty() && store_->steps().empty();
-    block_views_->setCurrentWidget(attached ? static_cast<QWidget*>(attached_blocks_)
-                                            : static_cast<QWidget*>(block_map_));
-    if (attached) {
+    show_views_for_run();
+    if (block_views_->currentWidget() == attached_blocks_) {
         if (moved) {
             attached_blocks_->set_time_ns(shown_ns_);
         } else {
@@ -368,6 +372,12 @@ void MainWindow::refresh_tab(QWidget* tab) {
             prefix_->set_time_ns(shown_ns_); // refreshes
         } else {
             prefix_->refresh();
+        }
+    } else if (tab == attached_prefixes_) {
+        if (attached_prefixes_->time_ns() != shown_ns_) {
+            attached_prefixes_->set_time_ns(shown_ns_);
+        } else {
+            attached_prefixes_->refresh();
         }
     } else if (tab == kernels_) {
         kernels_->set_time_ns(shown_ns_); // refreshes, at most twice a second
@@ -452,6 +462,18 @@ void MainWindow::open_recording(const QString& path) {
             }
             self->recording_path_ = path;
             self->set_store(store, Mode::replay);
+            if (!store->attached().empty()) {
+                // The tokenizer the attach was given, when it is still there.
+                std::string tokenizer;
+                try {
+                    const auto metadata = profiler::recording_metadata(path.toStdString());
+                    if (const auto it = metadata.find("tokenizer"); it != metadata.end()) {
+                        tokenizer = it->second;
+                    }
+                } catch (const std::exception&) {
+                }
+                self->load_attach_tokenizer(QString::fromStdString(tokenizer), true);
+            }
             // The whole run at a glance first; Play replays it from the start.
             self->replay_bar_->set_time_ns(store->end_ns());
             self->show_time(store->end_ns());
@@ -486,9 +508,57 @@ void MainWindow::choose_attach() {
     }
 }
 
+void MainWindow::show_views_for_run() {
+    // An attached engine's run has hashes, not our physical blocks: its own
+    // map and prefix forest.
+    const bool attached = store_ && !store_->attached().empty() && store_->steps().empty();
+    QWidget* blocks =
+        attached ? static_cast<QWidget*>(attached_blocks_) : static_cast<QWidget*>(block_map_);
+    if (block_views_->currentWidget() == blocks) {
+        return;
+    }
+    block_views_->setCurrentWidget(blocks);
+    tabs_->setTabVisible(tabs_->indexOf(attached_prefixes_), attached);
+    tabs_->setTabVisible(tabs_->indexOf(prefix_), !attached);
+    tabs_->setTabVisible(tabs_->indexOf(requests_), !attached);
+    if (attached) {
+        tabs_->setCurrentWidget(attached_prefixes_);
+    } else if (tabs_->currentWidget() == attached_prefixes_) {
+        tabs_->setCurrentWidget(requests_);
+    }
+}
+
+bool MainWindow::load_attach_tokenizer(const QString& path, bool quiet) {
+    std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+    if (!path.isEmpty()) {
+        try {
+            tokenizer = std::make_shared<const tokenizer::Tokenizer>(
+                tokenizer::Tokenizer::from_gguf(gguf::GgufFile::open(path.toStdString())));
+        } catch (const std::exception& e) {
+            const QString message =
+                tr("Cannot read a tokenizer from %1: %2").arg(path, QString::fromUtf8(e.what()));
+            statusBar()->showMessage(message);
+            if (!quiet) {
+                auto* box = new QMessageBox(QMessageBox::Warning, tr("Cannot attach"), message,
+                                            QMessageBox::Ok, this);
+                box->setObjectName("attachFailedMessage");
+                box->setAttribute(Qt::WA_DeleteOnClose);
+                box->open();
+            }
+            attached_prefixes_->set_tokenizer(nullptr);
+            return false;
+        }
+    }
+    attached_prefixes_->set_tokenizer(std::move(tokenizer));
+    return true;
+}
+
 void MainWindow::start_attach(const AttachSettings& settings) {
     if (engine_->running() || attach_->running()) {
         statusBar()->showMessage(tr("A run is under way: stop it first"));
+        return;
+    }
+    if (!load_attach_tokenizer(settings.tokenizer_path, false)) {
         return;
     }
     if (cancel_load_) {

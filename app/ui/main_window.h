@@ -25,6 +25,7 @@ namespace kvscope::ui {
 
 class AttachController;
 class AttachedBlocksView;
+class AttachedPrefixPanel;
 class BlockMapView;
 class CompareView;
 class EngineController;
@@ -53,6 +54,7 @@ public:
     EngineController* engine() const { return engine_; }
     AttachController* attacher() const { return attach_; }
     AttachedBlocksView* attached_blocks() const { return attached_blocks_; }
+    AttachedPrefixPanel* attached_prefixes() const { return attached_prefixes_; }
     BlockMapView* block_map() const { return block_map_; }
     OccupancyChart* occupancy() const { return occupancy_; }
     TimelineView* timeline() const { return timeline_; }
@@ -97,6 +99,11 @@ private:
     // The queue of whichever live source runs (the engine or an attach).
     std::shared_ptr<profiler::LiveEventQueue> live_events() const;
     void live_ended(const QString& summary);
+    // Shows the attached engines' views (or the engine's) for the store's run.
+    void show_views_for_run();
+    // The tokenizer for an attached run's token ids; false (and a message)
+    // when `path` is not one.
+    bool load_attach_tokenizer(const QString& path, bool quiet);
     void choose_comparison();
     void export_view(QWidget* view, const QString& name);
     void show_about();
@@ -118,6 +125,7 @@ private:
     RunPanel* run_panel_ = nullptr;
     BlockMapView* block_map_ = nullptr;
     AttachedBlocksView* attached_blocks_ = nullptr;
+    AttachedPrefixPanel* attached_prefixes_ = nullptr;
     QStackedWidget* block_views_ = nullptr; // the engine's block map, or attached engines'
     OccupancyChart* occupancy_ = nullptr;
     TimelineView* timeline_ = nullptr;

@@ -4,12 +4,18 @@
 // earlier moments, and the dialog checks what is typed and remembers what
 // was used.
 #include "app/ui/main_window.h"
+#include "app/ui/models/attached_forest_model.h"
 #include "app/ui/panels/attach_dialog.h"
+#include "app/ui/panels/attached_prefix_panel.h"
+#include "app/ui/panels/requests_panel.h"
 #include "app/ui/run/attach_controller.h"
 #include "app/ui/views/attached_blocks_view.h"
 #include "app/ui/views/block_map_view.h"
 #include "app/ui/views/timeline_view.h"
+#include "engine/gguf/gguf_file.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "tests/support/kv_event_publisher.h"
+#include "tests/support/tiny_model.h"
 
 #include <QLabel>
 #include <QListWidget>
@@ -19,6 +25,7 @@
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -90,12 +97,20 @@ private slots:
         settings.topic = "kv-events";
         settings.num_blocks = 10;
         settings.record_path = recording;
+        settings.tokenizer_path = tiny_model_path();
         window.start_attach(settings);
         QVERIFY(window.attacher()->running());
         QVERIFY(publisher.wait_for_subscriber([] { QCoreApplication::processEvents(); }, 5000ms));
 
-        QVERIFY(publisher.publish(0, kv_event_payload({PublishedStored{{1, 2, 3}, std::nullopt},
-                                                       PublishedStored{{4}, std::nullopt}})));
+        const tokenizer::Tokenizer tokenizer =
+            tokenizer::Tokenizer::from_gguf(gguf::GgufFile::open(tiny_model_path()));
+        const std::vector<tokenizer::TokenId> hello = tokenizer.encode("Hello world", false);
+        QVERIFY(hello.size() >= 2);
+        const QString first_text = QString::fromStdString(tokenizer.decode({hello[0], hello[1]}));
+        QVERIFY(publisher.publish(
+            0, kv_event_payload(
+                   {PublishedStored{{1, 2, 3}, std::nullopt, {hello[0], hello[1], 7, 7, 8, 8}},
+                    PublishedStored{{4}, std::nullopt}})));
         QTRY_VERIFY_WITH_TIMEOUT(window.store() != nullptr &&
                                      window.store()->attached().source(0) != nullptr &&
                                      window.store()->attached().source(0)->blocks.size() == 4,
@@ -119,6 +134,26 @@ private slots:
         const QPoint inside = section.grid_rect.topLeft() + QPoint(1, 1);
         QCOMPARE(view->cell_at(inside), (std::pair<int, int>{0, 0}));
         QVERIFY(window.timeline()->row_rect("Resident blocks").isValid());
+        // The prefix forest tab, with the first block's text through the tokenizer.
+        QCOMPARE(window.tabs()->currentWidget(), window.attached_prefixes());
+        const auto check_forest = [&](qint64 resident) {
+            AttachedForestModel* model = window.attached_prefixes()->model();
+            QCOMPARE(model->rowCount(), 1);
+            const QModelIndex tier = model->index(0, 0);
+            QCOMPARE(tier.data().toString(), QString("source 0 · rank 0 · GPU"));
+            QCOMPARE(model->index(0, AttachedForestModel::blocks_column).data().toLongLong(),
+                     resident);
+            const QModelIndex root = model->index(0, 0, tier);
+            QCOMPARE(root.data().toString(), QString("0x0000000000000001"));
+            QCOMPARE(model->index(0, AttachedForestModel::blocks_column, tier).data().toInt(), 3);
+            QCOMPARE(model->index(0, AttachedForestModel::depth_column, tier).data().toInt(), 3);
+            QCOMPARE(model->index(0, AttachedForestModel::tokens_column, tier).data().toString(),
+                     first_text);
+            QCOMPARE(model->rowCount(root), 1); // block 2 continues it
+        };
+        window.attached_prefixes()->set_time_ns(window.shown_time_ns());
+        check_forest(4);
+        QVERIFY(!window.tabs()->isTabVisible(window.tabs()->indexOf(window.requests())));
         QVERIFY(!window.timeline()->row_rect("Used blocks").isValid());
 
         if (qEnvironmentVariableIsSet("KVSCOPE_SHOT")) {
@@ -144,9 +179,12 @@ private slots:
         QVERIFY(view->isVisible());
         QCOMPARE(view->sections().at(0).title,
                  QString("source 0 · rank 0 · GPU: 3 of 10 blocks resident"));
+        QCOMPARE(window.tabs()->currentWidget(), window.attached_prefixes());
+        check_forest(3); // with the tokenizer the recording names, loaded again
         window.show_time(before_removal);
         QCOMPARE(view->sections().at(0).title,
                  QString("source 0 · rank 0 · GPU: 4 of 10 blocks resident"));
+        check_forest(4);
     }
 
     void refusedEndpointSaysWhy() {

@@ -77,6 +77,23 @@ AttachDialog::AttachDialog(QWidget* parent)
     record_row->addWidget(record_path_, 1);
     record_row->addWidget(browse);
     form->addRow(tr("Record to:"), record_row);
+    auto* tokenizer_row = new QHBoxLayout;
+    tokenizer_path_ = new QLineEdit;
+    tokenizer_path_->setObjectName("attachTokenizer");
+    tokenizer_path_->setPlaceholderText(tr("none: token ids as numbers"));
+    tokenizer_path_->setToolTip(tr("The engine's model as a GGUF file: its tokenizer shows the "
+                                   "token ids in the events as text"));
+    auto* pick_tokenizer = new QPushButton(tr("Browse…"));
+    connect(pick_tokenizer, &QPushButton::clicked, this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Tokenizer (a GGUF model)"),
+                                                          QString(), tr("GGUF (*.gguf)"));
+        if (!path.isEmpty()) {
+            tokenizer_path_->setText(path);
+        }
+    });
+    tokenizer_row->addWidget(tokenizer_path_, 1);
+    tokenizer_row->addWidget(pick_tokenizer);
+    form->addRow(tr("Tokenizer:"), tokenizer_row);
     layout->addLayout(form);
 
     problem_ = new QLabel;
@@ -128,6 +145,7 @@ void AttachDialog::accept() {
     settings.num_blocks = num_blocks_->value();
     settings.block_size = block_size_->value();
     settings.record_path = record_path_->text().trimmed();
+    settings.tokenizer_path = tokenizer_path_->text().trimmed();
     settings_ = settings;
     remember(settings.lines());
     QDialog::accept();

@@ -40,6 +40,7 @@ private:
     QSpinBox* block_size_ = nullptr;
     QSpinBox* num_blocks_ = nullptr;
     QLineEdit* record_path_ = nullptr;
+    QLineEdit* tokenizer_path_ = nullptr;
     QLabel* problem_ = nullptr;
     AttachSettings settings_;
 };

@@ -122,7 +122,9 @@ void AttachController::run(AttachSettings settings,
         if (!settings.record_path.isEmpty()) {
             recorder = std::make_unique<profiler::Recorder>(
                 settings.record_path.toStdString(),
-                profiler::attach_metadata(endpoints, "kvscope-ui"), false);
+                profiler::attach_metadata(endpoints, "kvscope-ui",
+                                          settings.tokenizer_path.toStdString()),
+                false);
         }
         events::TeeSink tee;
         tee.add(queue.get());

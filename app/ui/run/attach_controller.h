@@ -22,9 +22,10 @@ struct AttachSettings {
     QStringList endpoints; // tcp://HOST:PORT or HOST:PORT, one per publisher
     QStringList replays;   // their replay endpoints in the same order, or none
     QString topic;
-    qint64 block_size = 0; // 0: from the events
-    qint64 num_blocks = 0; // 0: not known
-    QString record_path;   // empty: no recording
+    qint64 block_size = 0;  // 0: from the events
+    qint64 num_blocks = 0;  // 0: not known
+    QString record_path;    // empty: no recording
+    QString tokenizer_path; // a GGUF whose tokenizer shows token ids as text; empty: none
 
     // One line per publisher, "ENDPOINT [REPLAY]", as the dialog shows them.
     QStringList lines() const;
