@@ -16,6 +16,13 @@ public:
         const std::lock_guard lock(mutex_);
         pending_.push_back(event);
     }
+    // Events queued and not yet taken: a producer that can wait (an attach,
+    // whose publishers' high-water marks drop for it) holds off while the
+    // viewer is this far behind.
+    std::size_t pending() {
+        const std::lock_guard lock(mutex_);
+        return pending_.size();
+    }
     // Everything queued since the last call, in order.
     std::vector<events::EngineEvent> take() {
         std::vector<events::EngineEvent> taken;

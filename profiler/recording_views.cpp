@@ -176,21 +176,28 @@ std::string attached_blocks_view() {
     const EventKind stored = EventKind::attached_block_stored;
     const EventKind removed = EventKind::attached_block_removed;
     const EventKind cleared = EventKind::attached_cleared;
+    const EventKind moved = EventKind::attached_block_moved;
     for (const char* shared : {"source", "rank", "published_us"}) {
         if (events::column_of(stored, shared) != events::column_of(removed, shared) ||
-            events::column_of(stored, shared) != events::column_of(cleared, shared)) {
+            events::column_of(stored, shared) != events::column_of(cleared, shared) ||
+            events::column_of(stored, shared) != events::column_of(moved, shared)) {
             throw std::logic_error(std::string("attached rows carry ") + shared +
                                    " in different columns");
         }
     }
     const std::string detail = col(stored, "detail");
-    if (detail != col(removed, "detail")) {
+    if (detail != col(removed, "detail") || detail != col(moved, "detail")) {
         throw std::logic_error("attached rows carry their detail in different columns");
     }
     const auto from_detail = [&](const char* key) {
         return "CASE WHEN e.kind IN (" + kind_list({stored, removed}) + ") THEN json_extract(" +
                detail + ", '$." + key + "') END";
     };
+    // A moved block's medium is where it went; moved_from where it was.
+    const std::string medium = "CASE WHEN e.kind = " + id(moved) + " THEN json_extract(" + detail +
+                               ", '$.to') ELSE " + from_detail("medium") + " END";
+    const std::string hash = "CASE WHEN e.kind = " + id(moved) + " THEN json_extract(" + detail +
+                             ", '$.hash') ELSE " + from_detail("hash") + " END";
     std::string cause = "CASE WHEN e.kind = " + id(cleared) + " THEN CASE " + col(cleared, "cause");
     for (const auto c :
          {events::ClearCause::all_blocks_cleared, events::ClearCause::publisher_restarted}) {
@@ -201,7 +208,8 @@ std::string attached_blocks_view() {
     return "CREATE VIEW IF NOT EXISTS KVSCOPE_ATTACHED_BLOCKS AS\nSELECT e.id AS id, e.t_ns AS "
            "t_ns, k.name AS kind,\n    " +
            col(stored, "source") + " AS source, " + col(stored, "rank") + " AS rank,\n    " +
-           from_detail("medium") + " AS medium,\n    " + from_detail("hash") + " AS hash,\n    " +
+           medium + " AS medium,\n    " + hash + " AS hash,\n    CASE WHEN e.kind = " + id(moved) +
+           " THEN json_extract(" + detail + ", '$.from') END AS moved_from,\n    " +
            from_detail("parent") + " AS parent,\n    CASE WHEN e.kind = " + id(stored) + " THEN " +
            col(stored, "block_size") + " END AS block_size,\n    CASE WHEN e.kind = " + id(stored) +
            " THEN json_extract(" + detail + ", '$.tokens') END AS tokens,\n    " +
@@ -209,7 +217,7 @@ std::string attached_blocks_view() {
            " AS kv_group,\n    " + cause + " AS cause,\n    " + col(stored, "published_us") +
            " AS published_us\nFROM KVSCOPE_EVENTS AS e JOIN ENUM_KVSCOPE_EVENT_KIND AS k ON k.id "
            "= e.kind\nWHERE e.kind IN (" +
-           kind_list({stored, removed, cleared}) + ");\n";
+           kind_list({stored, removed, cleared, moved}) + ");\n";
 }
 
 } // namespace

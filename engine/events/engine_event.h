@@ -48,9 +48,10 @@ enum class EventKind : std::uint8_t {
     attached_block_removed,
     attached_cleared,
     attached_status,
+    attached_block_moved,
 };
 
-inline constexpr int kEventKindCount = static_cast<int>(EventKind::attached_status) + 1;
+inline constexpr int kEventKindCount = static_cast<int>(EventKind::attached_block_moved) + 1;
 
 std::string_view event_kind_name(EventKind kind);
 

@@ -495,6 +495,23 @@ struct AttachedStatus {
     bool operator==(const AttachedStatus&) const = default;
 };
 
+// One block moved between an attached engine's cache tiers, keeping what it
+// holds (offloaded to host memory, or brought back).
+struct AttachedBlockMoved {
+    static constexpr EventKind kind = EventKind::attached_block_moved;
+    std::int64_t source = 0;
+    std::int64_t rank = 0;
+    std::int64_t published_us = 0;
+    std::string detail; // JSON: hash, from, to (media)
+    static constexpr auto fields() {
+        return std::tuple{field("source", &AttachedBlockMoved::source, Column::a),
+                          field("rank", &AttachedBlockMoved::rank, Column::b),
+                          field("published_us", &AttachedBlockMoved::published_us, Column::d),
+                          field("detail", &AttachedBlockMoved::detail, Column::text)};
+    }
+    bool operator==(const AttachedBlockMoved&) const = default;
+};
+
 // Every typed event, in EventKind order.
 using TypedEvents =
     std::tuple<RunConfig, StepBegin, StepEnd, RequestArrived, RequestAdmitted, FirstToken,
@@ -502,7 +519,7 @@ using TypedEvents =
                BlockFreed, BlockShared, BlockCached, BlockEvicted, PrefixLookup, TokensEvicted,
                CacheFill, OpSlice, MemorySample, BlockCompacted, KvBytes, BlockUnshared,
                TokenSampled, DeviceMemory, SourceAttached, AttachedBlockStored,
-               AttachedBlockRemoved, AttachedCleared, AttachedStatus>;
+               AttachedBlockRemoved, AttachedCleared, AttachedStatus, AttachedBlockMoved>;
 static_assert(std::tuple_size_v<TypedEvents> == kEventKindCount, "a kind has no typed event");
 
 template <class T>

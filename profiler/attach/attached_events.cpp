@@ -168,7 +168,16 @@ void append_typed_events(std::int64_t source, const SourceBatch& source_batch,
                         row.detail = detail.dump();
                         out.push_back(events::to_event(row));
                     }
+                } else if constexpr (std::is_same_v<E, MovedBlocks>) {
+                    for (const BlockHash& hash : e.hashes) {
+                        auto row = row_of<events::AttachedBlockMoved>(source, batch);
+                        row.detail =
+                            json{{"hash", hash.hex()}, {"from", e.from_medium}, {"to", e.to_medium}}
+                                .dump();
+                        out.push_back(events::to_event(row));
+                    }
                 } else {
+                    static_assert(std::is_same_v<E, AllCleared>);
                     auto row = row_of<events::AttachedCleared>(source, batch);
                     row.cause = events::ClearCause::all_blocks_cleared;
                     out.push_back(events::to_event(row));
@@ -230,6 +239,20 @@ std::optional<RemovedBlocks> removed_block_of(const events::AttachedBlockRemoved
         return std::nullopt;
     }
     return removed;
+}
+
+std::optional<MovedBlocks> moved_block_of(const events::AttachedBlockMoved& row) {
+    const std::optional<json> j = parse_object(row.detail);
+    if (!j) {
+        return std::nullopt;
+    }
+    const std::optional<BlockHash> hash = hash_member(*j, "hash");
+    const auto from = j->find("from");
+    const auto to = j->find("to");
+    if (!hash || from == j->end() || to == j->end() || !from->is_string() || !to->is_string()) {
+        return std::nullopt;
+    }
+    return MovedBlocks{{*hash}, from->get<std::string>(), to->get<std::string>()};
 }
 
 std::string endpoints_json(const KvEventSourceOptions& options) {
@@ -297,6 +320,17 @@ bool AttachedState::apply(const events::EngineEvent& event) {
         s.last_event_ns = event.time_ns;
         if (const std::optional<RemovedBlocks> block = removed_block_of(row)) {
             s.blocks.apply(*block, row.rank, static_cast<double>(row.published_us) / 1e6);
+        } else {
+            ++s.bad_rows;
+        }
+        return true;
+    }
+    case EventKind::attached_block_moved: {
+        const auto row = events::as<events::AttachedBlockMoved>(event);
+        Source& s = at(row.source);
+        s.last_event_ns = event.time_ns;
+        if (const std::optional<MovedBlocks> moved = moved_block_of(row)) {
+            s.blocks.apply(*moved, row.rank, static_cast<double>(row.published_us) / 1e6);
         } else {
             ++s.bad_rows;
         }

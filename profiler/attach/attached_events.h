@@ -37,6 +37,7 @@ void append_typed_events(std::int64_t source, const SourceBatch& batch,
 // recording from elsewhere, or damaged).
 std::optional<StoredBlocks> stored_block_of(const events::AttachedBlockStored& row);
 std::optional<RemovedBlocks> removed_block_of(const events::AttachedBlockRemoved& row);
+std::optional<MovedBlocks> moved_block_of(const events::AttachedBlockMoved& row);
 
 // The JSON of a source's endpoints for SourceAttached.
 std::string endpoints_json(const KvEventSourceOptions& options);

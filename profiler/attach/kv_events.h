@@ -33,6 +33,8 @@ struct StoredBlocks {
 };
 
 // Blocks left the cache of `medium` (evicted, or freed without caching).
+// An empty medium: whichever tier of the rank holds them (TensorRT-LLM's
+// removals do not say).
 struct RemovedBlocks {
     std::vector<BlockHash> hashes{};
     std::string medium = kDefaultMedium;
@@ -45,7 +47,17 @@ struct AllCleared {
     bool operator==(const AllCleared&) const = default;
 };
 
-using KvEvent = std::variant<StoredBlocks, RemovedBlocks, AllCleared>;
+// Blocks moved between cache tiers, keeping what they hold (TensorRT-LLM's
+// "updated" events with a new cache level: offloaded to host memory, or
+// brought back).
+struct MovedBlocks {
+    std::vector<BlockHash> hashes{};
+    std::string from_medium;
+    std::string to_medium;
+    bool operator==(const MovedBlocks&) const = default;
+};
+
+using KvEvent = std::variant<StoredBlocks, RemovedBlocks, AllCleared, MovedBlocks>;
 
 // One published message: a batch of events from one engine step.
 struct KvEventBatch {

@@ -21,7 +21,10 @@ void ResidentBlocks::apply(const KvEvent& event, std::int64_t rank, double ts) {
                 store(e, rank, ts);
             } else if constexpr (std::is_same_v<E, RemovedBlocks>) {
                 remove(e, rank);
+            } else if constexpr (std::is_same_v<E, MovedBlocks>) {
+                move(e, rank);
             } else {
+                static_assert(std::is_same_v<E, AllCleared>);
                 // vLLM clears the whole prefix cache of the engine, every
                 // tier; one publisher is one engine (one rank) but a batch
                 // does not always say which, so the whole source goes.
@@ -70,21 +73,62 @@ void ResidentBlocks::store(const StoredBlocks& event, std::int64_t rank, double 
         block.token_ids.assign(event.token_ids.begin() + static_cast<std::ptrdiff_t>(begin),
                                event.token_ids.begin() + static_cast<std::ptrdiff_t>(end));
 
-        const auto existing = tier.blocks.find(block.hash);
-        if (existing != tier.blocks.end()) {
+        if (tier.blocks.contains(block.hash)) {
             ++counts_.restored;
-            unlink(tier, existing->second);
-        }
-        if (block.parent) {
-            tier.children[*block.parent].insert(block.hash);
         }
         parent = block.hash; // the next block of the event continues this one
-        tier.blocks.insert_or_assign(block.hash, std::move(block));
+        insert(tier, std::move(block));
         ++counts_.stored;
     }
 }
 
+void ResidentBlocks::insert(Tier& tier, ResidentBlock block) {
+    const auto existing = tier.blocks.find(block.hash);
+    if (existing != tier.blocks.end()) {
+        unlink(tier, existing->second);
+    }
+    if (block.parent) {
+        tier.children[*block.parent].insert(block.hash);
+    }
+    const BlockHash hash = block.hash;
+    tier.blocks.insert_or_assign(hash, std::move(block));
+}
+
+void ResidentBlocks::move(const MovedBlocks& event, std::int64_t rank) {
+    const auto from = tiers_.find(TierKey{rank, event.from_medium});
+    for (const BlockHash& hash : event.hashes) {
+        if (from == tiers_.end()) {
+            ++counts_.unknown_removed; // we never saw it stored there
+            continue;
+        }
+        const auto it = from->second.blocks.find(hash);
+        if (it == from->second.blocks.end()) {
+            ++counts_.unknown_removed;
+            continue;
+        }
+        ResidentBlock block = std::move(it->second);
+        unlink(from->second, block);
+        from->second.blocks.erase(it);
+        insert(tiers_[TierKey{rank, event.to_medium}], std::move(block));
+        ++counts_.moved;
+    }
+}
+
 void ResidentBlocks::remove(const RemovedBlocks& event, std::int64_t rank) {
+    if (event.medium.empty()) {
+        // Whichever tier of the rank holds each block.
+        for (const BlockHash& hash : event.hashes) {
+            RemovedBlocks one{{hash}, kDefaultMedium, event.group_idx};
+            for (const auto& [key, tier] : tiers_) {
+                if (key.rank == rank && tier.blocks.contains(hash)) {
+                    one.medium = key.medium;
+                    break;
+                }
+            }
+            remove(one, rank);
+        }
+        return;
+    }
     const auto tier_it = tiers_.find(TierKey{rank, event.medium});
     for (const BlockHash& hash : event.hashes) {
         if (tier_it == tiers_.end()) {

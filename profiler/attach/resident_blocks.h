@@ -47,6 +47,7 @@ struct ResidencyCounts {
     std::int64_t stored = 0;          // blocks stored (re-stores included)
     std::int64_t restored = 0;        // of those, hashes that were already resident
     std::int64_t removed = 0;         // resident blocks removed
+    std::int64_t moved = 0;           // resident blocks moved to another tier
     std::int64_t unknown_removed = 0; // removals of hashes that were not resident
     std::int64_t clears = 0;          // AllBlocksCleared events
     std::int64_t resets = 0;          // clear() calls (source restarts)
@@ -99,6 +100,9 @@ public:
 private:
     void store(const StoredBlocks& event, std::int64_t rank, double ts);
     void remove(const RemovedBlocks& event, std::int64_t rank);
+    void move(const MovedBlocks& event, std::int64_t rank);
+    // Adds `block` to `tier`, replacing an entry of the same hash.
+    void insert(Tier& tier, ResidentBlock block);
     static void unlink(Tier& tier, const ResidentBlock& block);
 
     std::map<TierKey, Tier> tiers_;

@@ -7,12 +7,16 @@
 // must equal it exactly. Also: gaps filled from the publisher's real replay
 // buffer, a publisher restarting on the same ports, garbage on its PUB
 // socket, and a publisher killed while batches are in flight.
+#include "profiler/attach/attached_events.h"
 #include "profiler/attach/kv_event_source.h"
 #include "profiler/attach/resident_blocks.h"
+#include "profiler/event_rows.h"
+#include "profiler/sqlite_util.h"
 
 #include <arpa/inet.h>
 #include <array>
 #include <chrono>
+#include <csignal>
 #include <netinet/in.h>
 #include <optional>
 #include <sys/socket.h>
@@ -205,6 +209,7 @@ private slots:
     void garbage_on_the_pub_socket_is_counted_not_fatal();
     void a_publisher_killed_mid_stream_leaves_a_consistent_prefix_data();
     void a_publisher_killed_mid_stream_leaves_a_consistent_prefix();
+    void kvscope_attach_records_a_vllm_stream();
 
 private:
     static void publisher_rows();
@@ -525,6 +530,100 @@ void TestAttachPublishers::a_publisher_killed_mid_stream_leaves_a_consistent_pre
     QCOMPARE(run.counts.lost, std::int64_t{0});
     QCOMPARE(run.counts.decode_errors, std::int64_t{0});
     CHECK_CLEAN_DECODE(run.counts);
+}
+
+// The whole path a user takes: `kvscope attach --record` on vLLM's own
+// publisher; the recording, read back, holds exactly what was published.
+void TestAttachPublishers::kvscope_attach_records_a_vllm_stream() {
+    const PublisherFile* file = find_publisher("vllm-0.33.0");
+    QVERIFY(file != nullptr);
+    const auto ports = free_ports();
+    QVERIFY(ports.has_value());
+    const QString endpoint = QString("tcp://127.0.0.1:%1").arg((*ports)[0]);
+    const QString replay = QString("tcp://127.0.0.1:%1").arg((*ports)[1]);
+    const QString expected_path = work_.filePath("expected-cli.json");
+    const QString recording = work_.filePath("vllm-attached.sqlite");
+
+    QProcess driver;
+    driver.setProgram(venv_python());
+    driver.setArguments(
+        {QStringLiteral(KVSCOPE_SOURCE_DIR "/tests/profiler/publishers/drive_publisher.py"),
+         "--publisher", publisher_path(*file), "--engine", file->engine, "--endpoint", endpoint,
+         "--replay", replay, "--expected", expected_path, "--mode", "gap", "--topic", "kv-events",
+         "--hashes", "uint", "--seed", "11"});
+    driver.start();
+    QVERIFY2(driver.waitForStarted(10'000), qPrintable(driver.errorString()));
+    QProcess attach;
+    const auto stop = qScopeGuard([&] {
+        for (QProcess* process : {&driver, &attach}) {
+            if (process->state() != QProcess::NotRunning) {
+                process->kill();
+                process->waitForFinished(5'000);
+            }
+        }
+    });
+    QString said;
+    QElapsedTimer clock;
+    clock.start();
+    while (!read_line(driver, "ready", said)) {
+        QVERIFY2(driver.state() == QProcess::Running && clock.elapsed() < 10'000,
+                 qPrintable("the driver never got ready: " + said));
+        driver.waitForReadyRead(100);
+    }
+    attach.start(QStringLiteral(KVSCOPE_CLI_PATH),
+                 {"attach", endpoint, "--replay", replay, "--topic", "kv-events", "--record",
+                  recording, "--json"});
+    QVERIFY(attach.waitForStarted(10'000));
+    while (!read_line(driver, "done", said)) {
+        QVERIFY2(driver.state() == QProcess::Running && clock.elapsed() < 20'000,
+                 qPrintable("the driver did not finish: " + said +
+                            QString::fromUtf8(driver.readAllStandardError())));
+        driver.waitForReadyRead(100);
+    }
+    QFile expected_file(expected_path);
+    QVERIFY(expected_file.open(QIODevice::ReadOnly));
+    const QJsonObject expected =
+        QJsonDocument::fromJson(expected_file.readAll()).object()["final"].toObject();
+
+    // What the recording says, once its last commit has everything.
+    const auto recorded = [&] {
+        AttachedState state;
+        const kvscope::profiler::ReadOnlyRecording file_in(recording.toStdString());
+        kvscope::profiler::EventRows rows(file_in.db(), recording.toStdString());
+        kvscope::events::EngineEvent event;
+        while (rows.next(event)) {
+            state.apply(event);
+        }
+        return state;
+    };
+    const auto state_of = [](const AttachedState& state) {
+        const AttachedState::Source* source = state.source(0);
+        return source != nullptr ? state_json(source->blocks) : QJsonObject();
+    };
+    while (clock.elapsed() < 20'000) {
+        try {
+            if (state_of(recorded()) == expected) {
+                break;
+            }
+        } catch (const std::exception&) {
+            // Not a recording yet: its first commit is on the way.
+        }
+        QTest::qWait(100);
+    }
+    ::kill(static_cast<pid_t>(attach.processId()), SIGINT);
+    QVERIFY(attach.waitForFinished(10'000));
+    QCOMPARE(attach.exitCode(), 0);
+    const AttachedState state = recorded();
+    const QStringList diff = differences(expected, state_of(state));
+    QVERIFY2(diff.isEmpty(),
+             qPrintable("the recording differs from what vLLM published:\n  " + diff.join("\n  ")));
+    QVERIFY(!expected.isEmpty());
+    // The gaps the driver made were filled from vLLM's replay buffer.
+    const QJsonObject summary = QJsonDocument::fromJson(attach.readAllStandardOutput()).object();
+    const QJsonObject stream = summary["sources"].toArray()[0].toObject()["stream"].toObject();
+    QVERIFY2(stream["gaps"].toInt() > 0, qPrintable(QJsonDocument(summary).toJson()));
+    QCOMPARE(stream["lost"].toInt(), 0);
+    QCOMPARE(stream["replayed"].toInt() > 0, true);
 }
 
 QTEST_GUILESS_MAIN(TestAttachPublishers)

@@ -10,6 +10,9 @@
 namespace kvscope::ui {
 namespace {
 
+// About ten seconds of a busy engine's events (a few hundred bytes each).
+constexpr std::size_t kMaxPendingEvents = 1'000'000;
+
 std::vector<std::string> to_std(const QStringList& list) {
     std::vector<std::string> out;
     for (const QString& item : list) {
@@ -134,8 +137,18 @@ void AttachController::run(AttachSettings settings,
 
         const auto start = std::chrono::steady_clock::now();
         auto next_status = start + std::chrono::seconds(1);
+        bool behind = false;
         while (!stop_.load()) {
-            session.poll(std::chrono::milliseconds(50));
+            // A window far behind (a modal dialog, a slow frame) is not fed
+            // more: the sockets are left unread, so the publishers' ZeroMQ
+            // high-water marks drop for us and the gaps are replayed or
+            // counted lost. Memory stays bounded and no engine waits.
+            behind = queue->pending() > kMaxPendingEvents;
+            if (behind) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            } else {
+                session.poll(std::chrono::milliseconds(50));
+            }
             const auto now = std::chrono::steady_clock::now();
             if (now < next_status) {
                 continue;
@@ -155,6 +168,9 @@ void AttachController::run(AttachSettings settings,
                                .arg(lost);
             if (silent > 5) {
                 text += tr("; a publisher has been silent for %1 s").arg(silent, 0, 'f', 0);
+            }
+            if (behind) {
+                text += tr("; the window is behind, events wait in the publishers' queues");
             }
             emit status(text);
         }
