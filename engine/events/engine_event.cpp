@@ -66,6 +66,8 @@ std::string_view event_kind_name(EventKind kind) {
         return "attached_cleared";
     case EventKind::attached_status:
         return "attached_status";
+    case EventKind::attached_metric:
+        return "attached_metric";
     }
     return "unknown";
 }

@@ -7,7 +7,9 @@
 
 #include "engine/events/engine_event.h"
 #include "engine/events/typed_events.h"
+#include "profiler/attach/attached_metrics.h"
 #include "profiler/attach/kv_event_source.h"
+#include "profiler/attach/metrics_poller.h"
 #include "profiler/attach/resident_blocks.h"
 
 #include <cstdint>
@@ -33,13 +35,17 @@ void append_typed_events(std::int64_t source, const SourceBatch& batch,
 std::optional<StoredBlocks> stored_block_of(const events::AttachedBlockStored& row);
 std::optional<RemovedBlocks> removed_block_of(const events::AttachedBlockRemoved& row);
 
-// The JSON of a source's endpoints for SourceAttached.
-std::string endpoints_json(const KvEventSourceOptions& options);
-// The JSON of a source's counters for AttachedStatus.
-std::string counts_json(const SourceCounts& counts, const std::string& last_error);
+// The JSON of a source's endpoints for SourceAttached (and its metrics URL,
+// when it has one).
+std::string endpoints_json(const KvEventSourceOptions& options,
+                           const std::string& metrics_url = {});
+// The JSON of a source's counters for AttachedStatus, with its metrics
+// URL's polling when it has one.
+std::string counts_json(const SourceCounts& counts, const std::string& last_error,
+                        const MetricsEndpointStatus* metrics = nullptr);
 
 // Every attached source a run's rows describe: what was said when attaching,
-// the resident blocks, the churn so far and the latest status.
+// the resident blocks, the churn so far, the latest status and metrics.
 class AttachedState {
 public:
     struct Source {
@@ -48,6 +54,11 @@ public:
         events::AttachedStatus status{};
         std::int64_t last_event_ns = 0; // the last row's time
         std::int64_t bad_rows = 0;      // rows whose detail did not parse
+        MetricSeriesMap metrics;        // each metric's first and latest sample
+
+        // The KV capacity in blocks: as given when attaching, else the
+        // latest vllm:cache_config_info's num_gpu_blocks; 0 when unknown.
+        std::int64_t capacity_blocks() const;
     };
 
     // Applies an attached row; false (and nothing done) for other kinds.
