@@ -65,8 +65,8 @@ AttachSession::~AttachSession() {
     sources_.clear();
 }
 
-void AttachSession::emit(events::EngineEvent event) {
-    event.time_ns = host_now_ns();
+void AttachSession::emit(events::EngineEvent event, std::int64_t time_ns) {
+    event.time_ns = time_ns != 0 ? time_ns : host_now_ns();
     state_.apply(event);
     if (sink_ != nullptr) {
         sink_->on_event(event);
@@ -103,11 +103,13 @@ std::size_t AttachSession::poll(std::chrono::milliseconds timeout) {
     }
     if (metrics_) {
         for (const MetricsScrape& scrape : metrics_->take()) {
+            // One time for a poll's samples, so a query can group them.
+            const std::int64_t now_ns = host_now_ns();
             for (const MetricSample& sample : scrape.samples) {
                 events::AttachedMetric row;
                 row.source = scrape.source;
                 row.sample = metric_json(sample);
-                emit(events::to_event(row));
+                emit(events::to_event(row), now_ns);
             }
         }
     }

@@ -59,7 +59,8 @@ public:
     std::int64_t events_emitted() const { return events_emitted_; }
 
 private:
-    void emit(events::EngineEvent event);
+    // Stamps the event with `time_ns`, or the host clock now when 0.
+    void emit(events::EngineEvent event, std::int64_t time_ns = 0);
 
     AttachOptions options_;
     events::EventSink* sink_;

@@ -167,6 +167,12 @@ private slots:
         QVERIFY(config.next());
         QCOMPARE(config.text(0), std::string("27215"));
         QCOMPARE(config.real(1), 1.0);
+        // A poll's samples share one time, so queries can group them.
+        profiler::Statement polls(recording.db(),
+                                  "SELECT count(*) FROM (SELECT t_ns FROM KVSCOPE_ATTACHED_METRICS "
+                                  "GROUP BY t_ns HAVING count(*) = 5)");
+        QVERIFY(polls.next());
+        QVERIFY(polls.int64(0) >= 2);
         profiler::Statement url(recording.db(), "SELECT metrics_url FROM KVSCOPE_SOURCES");
         QVERIFY(url.next());
         QCOMPARE(url.text(0), server.url("/metrics"));
