@@ -90,8 +90,7 @@ void print_metrics(const AttachedState::Source& s, const attach::MetricsEndpoint
         std::printf(" (%s: %s)", status.failing ? "failing" : "last problem",
                     status.last_error.c_str());
     }
-    std::printf("
-");
+    std::printf("\n");
     if (s.metrics.empty()) {
         std::printf("    no metric kvscope reads came back (vLLM's vllm:kv_cache_usage_perc, "
                     "vllm:prefix_cache_*, vllm:num_preemptions, vllm:cache_config_info; "

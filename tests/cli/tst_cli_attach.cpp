@@ -117,9 +117,11 @@ private slots:
         server.set("/metrics", {200, metrics_page()});
         KvEventPublisher publisher(context_);
         const QString url = QString::fromStdString(server.url("/metrics"));
+        const QString recording = dir_.filePath("metrics.sqlite");
         QProcess attach;
         attach.start(kCli, attach_args(publisher) + QStringList{"--duration", "1.5", "--metrics",
-                                                                url, "--metrics-interval", "0.2"});
+                                                                url, "--metrics-interval", "0.2",
+                                                                "--record", recording});
         QVERIFY(attach.waitForStarted(10'000));
         QVERIFY2(publisher.wait_for_subscriber({}, 5000ms), "kvscope attach never subscribed");
         QVERIFY(publisher.publish(0, kv_event_payload({PublishedStored{{1, 2}, std::nullopt}})));
@@ -134,6 +136,13 @@ private slots:
                  qPrintable(out));
         // No --num-blocks: the capacity is vllm:cache_config_info's.
         QVERIFY2(out.contains("rank 0 GPU: 2 resident blocks of 27215 (0.0%)"), qPrintable(out));
+
+        // stats reads the metrics and the capacity back from the recording.
+        const test::ProcessResult stats = run_process(kCli, {"stats", recording});
+        QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+        QVERIFY2(stats.out.contains("KV usage 25.0%, prefix cache hit rate 40.0%, 0 preemptions"),
+                 qPrintable(stats.out));
+        QVERIFY2(stats.out.contains("peak 2 of 27215 (0.0%)"), qPrintable(stats.out));
     }
 
     void failingMetricsAreReportedAndTheAttachGoesOn() {
