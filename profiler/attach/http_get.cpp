@@ -82,13 +82,15 @@ HttpResponse HttpClient::get(const std::string& url) {
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
 
     const CURLcode code = curl_easy_perform(curl);
+    // The handle outlives this call's header list and error buffer.
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
     curl_slist_free_all(headers);
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
     if (code != CURLE_OK) {
         if (transfer.too_large) {
             response.error =
-                "the reply is larger than " + std::to_string(options_.max_body >> 20) + " MiB";
+                "the reply is larger than " + std::to_string(options_.max_body) + " bytes";
         } else if (code == CURLE_ABORTED_BY_CALLBACK) {
             response.error = "cancelled";
         } else {

@@ -215,6 +215,44 @@ private slots:
         }
     }
 
+    void httpTimeoutsAndLimitsAreReasons() {
+        // A server that takes the connection and never answers.
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t length = sizeof addr;
+        QVERIFY(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+        QVERIFY(::listen(fd, 4) == 0);
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
+        HttpGetOptions options;
+        options.total_timeout = 200ms;
+        HttpClient client(options);
+        const auto start = std::chrono::steady_clock::now();
+        const HttpResponse hung =
+            client.get("http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/metrics");
+        ::close(fd);
+        QVERIFY(std::chrono::steady_clock::now() - start < 2s);
+        QVERIFY2(contains(hung.error, "timed out"), hung.error.c_str());
+        QVERIFY(hung.body.empty());
+
+        HttpServer server;
+        server.set("/big", {200, std::string(4096, 'x')});
+        server.set("/metrics", {200, "x 1\n"});
+        options.max_body = 1024;
+        HttpClient small(options);
+        const HttpResponse big = small.get(server.url("/big"));
+        QCOMPARE(big.error, std::string("the reply is larger than 1024 bytes"));
+        QVERIFY(big.body.empty());
+        // The same client goes on after a failure.
+        const HttpResponse fine = small.get(server.url("/metrics"));
+        QVERIFY2(fine.ok(), fine.error.c_str());
+        QCOMPARE(fine.status, 200L);
+        QCOMPARE(fine.body, std::string("x 1\n"));
+        QVERIFY2(!small.get("ftp://127.0.0.1/metrics").ok(), "ftp was fetched");
+        QVERIFY2(!small.get("not a url").ok(), "a non-URL was fetched");
+    }
+
     void stopsPromptlyWhileAServerHangs() {
         // A server that takes the connection and never answers.
         const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
