@@ -10,7 +10,7 @@ The names, types and labels are vLLM's (vllm/v1/metrics/loggers.py: counters
 are declared without the _total suffix the client adds; cache_config_info is
 a gauge set to 1 whose labels are the cache config) and SGLang's
 (sglang/srt/metrics/collector.py). The values are fixed so the tests can
-check them.
+check them; only the client's own *_created timestamps differ between runs.
 """
 
 import sys
