@@ -3,6 +3,8 @@
 #include "kvscope/build_info.h"
 #include "profiler/machine_info.h"
 
+#include <nlohmann/json.hpp>
+
 namespace kvscope::profiler {
 
 std::map<std::string, std::string> run_metadata(const session::RunConfig& config,
@@ -13,6 +15,20 @@ std::map<std::string, std::string> run_metadata(const session::RunConfig& config
     metadata["model_path"] = model_file.string();
     metadata["workload"] = config.workload;
     metadata["recorded_by"] = recorded_by;
+    return metadata;
+}
+
+std::map<std::string, std::string> attach_metadata(const std::vector<std::string>& endpoints,
+                                                   const std::string& recorded_by,
+                                                   const std::string& tokenizer_path) {
+    std::map<std::string, std::string> metadata = machine_info();
+    metadata["kvscope_version"] = build_info::version;
+    metadata["recorded_by"] = recorded_by;
+    metadata["source"] = "attach";
+    metadata["endpoints"] = nlohmann::json(endpoints).dump();
+    if (!tokenizer_path.empty()) {
+        metadata["tokenizer"] = tokenizer_path;
+    }
     return metadata;
 }
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace kvscope::profiler {
 
@@ -18,6 +19,14 @@ namespace kvscope::profiler {
 std::map<std::string, std::string> run_metadata(const session::RunConfig& config,
                                                 const std::filesystem::path& model_file,
                                                 const std::string& recorded_by);
+
+// A recording of attached engines (kvscope attach, or the app's Attach):
+// the machine, the kvscope version, the endpoints as JSON, and the tokenizer
+// given for their token ids (a GGUF file; empty: none), so a replay can
+// show text again.
+std::map<std::string, std::string> attach_metadata(const std::vector<std::string>& endpoints,
+                                                   const std::string& recorded_by,
+                                                   const std::string& tokenizer_path = "");
 
 // The session's own metadata (model name, requests, backend, run config).
 void add_session_metadata(Recorder& recorder, const session::ServingSession& session);

@@ -121,6 +121,10 @@ RunStore::RunStore()
     name(Counter::kv_bytes_used, "KV bytes used", "bytes");
     name(Counter::prefix_hit_rate, "Prefix hit rate", "share");
     name(Counter::running, "Sequences in step", "sequences");
+    name(Counter::gpu_used_bytes, "GPU memory used", "bytes");
+    name(Counter::attached_resident, "Resident blocks", "blocks");
+    name(Counter::attached_stored, "Blocks stored", "blocks/s");
+    name(Counter::attached_removed, "Blocks removed", "blocks/s");
 }
 
 std::int32_t RunStore::intern(const std::string& name) {
@@ -249,6 +253,10 @@ void RunStore::append(const EngineEvent& event) {
     end_ns_ = std::max(end_ns_, event.time_ns); // an op slice's end: below
     if (BlockMapState::is_block_event(event.kind)) {
         apply_block_event(event);
+        return;
+    }
+    if (attached_.apply(event)) {
+        apply_attached(event);
         return;
     }
     const std::int64_t t = event.time_ns;
@@ -400,6 +408,80 @@ void RunStore::append(const EngineEvent& event) {
     default:
         break;
     }
+}
+
+namespace {
+// A busy cluster stores and removes blocks many thousand times a second: the
+// counters sample residency at most this often (and at every status row),
+// and count churn in buckets of this length.
+constexpr std::int64_t kAttachedSampleNs = 50'000'000;
+constexpr std::int64_t kChurnBucketNs = 500'000'000;
+} // namespace
+
+void RunStore::apply_attached(const EngineEvent& event) {
+    attached_rows_.push_back(event);
+    const std::int64_t t = event.time_ns;
+    // Churn: a bucket's counts become one rate sample when the next begins.
+    if (churn_bucket_ns_ < 0) {
+        churn_bucket_ns_ = t;
+    }
+    if (t >= churn_bucket_ns_ + kChurnBucketNs) {
+        const double per_second = 1e9 / static_cast<double>(kChurnBucketNs);
+        add_counter(Counter::attached_stored, churn_bucket_ns_,
+                    static_cast<double>(churn_stored_) * per_second);
+        add_counter(Counter::attached_removed, churn_bucket_ns_,
+                    static_cast<double>(churn_removed_) * per_second);
+        // Quiet buckets in between read as zero.
+        const std::int64_t skipped = (t - churn_bucket_ns_) / kChurnBucketNs;
+        if (skipped > 1) {
+            add_counter(Counter::attached_stored, churn_bucket_ns_ + kChurnBucketNs, 0);
+            add_counter(Counter::attached_removed, churn_bucket_ns_ + kChurnBucketNs, 0);
+        }
+        churn_bucket_ns_ += skipped * kChurnBucketNs;
+        churn_stored_ = 0;
+        churn_removed_ = 0;
+    }
+    churn_stored_ += event.kind == EventKind::attached_block_stored ? 1 : 0;
+    churn_removed_ += event.kind == EventKind::attached_block_removed ? 1 : 0;
+
+    // At most one residency sample per kAttachedSampleNs: within it, the
+    // last sample moves to this row and takes its value, so the track always
+    // ends on the latest state.
+    std::size_t resident = 0;
+    for (const auto& [id, source] : attached_.sources()) {
+        resident += source.blocks.size();
+    }
+    CounterTrack& track = counters_[static_cast<std::size_t>(Counter::attached_resident)];
+    if (attached_sampled_ns_ >= 0 && t < attached_sampled_ns_ + kAttachedSampleNs &&
+        !track.t_ns.empty()) {
+        track.t_ns.back() = t;
+        track.values.back() = static_cast<double>(resident);
+    } else {
+        add_counter(Counter::attached_resident, t, static_cast<double>(resident));
+        attached_sampled_ns_ = t;
+    }
+}
+
+attach::AttachedState RunStore::attached_at(std::int64_t t_ns) const {
+    if (attached_rows_.empty() || attached_rows_.back().time_ns <= t_ns) {
+        return attached_;
+    }
+    attach::AttachedState state;
+    for (const EngineEvent& row : attached_rows_) {
+        if (row.time_ns > t_ns) {
+            break;
+        }
+        state.apply(row);
+    }
+    return state;
+}
+
+std::int64_t RunStore::attached_capacity() const {
+    std::int64_t total = 0;
+    for (const auto& [id, source] : attached_.sources()) {
+        total += source.info.num_blocks;
+    }
+    return total;
 }
 
 BlockMapState RunStore::block_map_at(std::int64_t t_ns) const {

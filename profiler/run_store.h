@@ -9,6 +9,7 @@
 
 #include "engine/events/engine_event.h"
 #include "engine/events/typed_events.h"
+#include "profiler/attach/attached_events.h"
 #include "profiler/block_map_state.h"
 
 #include <cstdint>
@@ -108,6 +109,10 @@ enum class Counter : std::uint8_t {
     prefix_hit_rate, // cumulative hit tokens / prompt tokens at first admission
     running,         // sequences in the step
     gpu_used_bytes,  // device memory in use (total - free), on a GPU backend
+    // Attached engines (kvscope attach), summed over sources:
+    attached_resident, // blocks their KV events say are resident, every tier
+    attached_stored,   // blocks stored per second
+    attached_removed,  // blocks removed per second
     count_
 };
 
@@ -158,6 +163,13 @@ public:
     const CounterTrack& counter(Counter which) const;
     const std::vector<PrefixNode>& prefix_nodes() const { return prefix_nodes_; }
 
+    // Attached engines: what their rows say now, and at any moment (rebuilt
+    // from the rows at or before `t_ns`: cost in proportion to them).
+    const attach::AttachedState& attached() const { return attached_; }
+    attach::AttachedState attached_at(std::int64_t t_ns) const;
+    // The engines' KV capacity in blocks, summed over sources (0: not given).
+    std::int64_t attached_capacity() const;
+
     // The block map right after every event at or before `t_ns`.
     BlockMapState block_map_at(std::int64_t t_ns) const;
     // The block map after every event so far (cheap: kept up to date).
@@ -169,6 +181,7 @@ private:
     void close_lane(RequestRecord& r, std::int64_t t_ns);
     void apply_block_event(const events::EngineEvent& event);
     void add_counter(Counter which, std::int64_t t_ns, double value);
+    void apply_attached(const events::EngineEvent& event);
 
     std::int64_t event_count_ = 0;
     std::int64_t start_ns_ = 0;
@@ -191,6 +204,13 @@ private:
     std::vector<CounterTrack> counters_;
     std::int64_t hit_tokens_ = 0;
     std::int64_t prompt_tokens_ = 0;
+
+    attach::AttachedState attached_;
+    std::vector<events::EngineEvent> attached_rows_; // for attached_at()
+    std::int64_t attached_sampled_ns_ = -1;          // last attached_resident sample
+    std::int64_t churn_bucket_ns_ = -1;              // start of the churn bucket being counted
+    std::int64_t churn_stored_ = 0;
+    std::int64_t churn_removed_ = 0;
 
     std::vector<PrefixNode> prefix_nodes_;
     std::vector<std::int32_t> node_of_block_; // -1: the block holds no cached prefix

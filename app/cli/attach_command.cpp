@@ -9,11 +9,10 @@
 #include "app/cli/command.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "kvscope/build_info.h"
 #include "profiler/attach/attach_session.h"
 #include "profiler/attach/token_text.h"
-#include "profiler/machine_info.h"
 #include "profiler/recorder.h"
+#include "profiler/run_metadata.h"
 
 #include <algorithm>
 #include <chrono>
@@ -249,12 +248,6 @@ void print_status(const AttachSession& session, double seconds) {
 }
 
 int run_attach(const AttachCommandOptions& options) {
-    if (!options.replays.empty() && options.replays.size() != options.endpoints.size()) {
-        std::cerr << "kvscope attach: give one --replay endpoint per publisher ("
-                  << options.endpoints.size() << " endpoints, " << options.replays.size()
-                  << " replay endpoints), or none\n";
-        return exit_usage;
-    }
     if (!options.metrics_urls.empty() && options.metrics_urls.size() != options.endpoints.size()) {
         std::cerr << "kvscope attach: give one --metrics URL per publisher ("
                   << options.endpoints.size() << " endpoints, " << options.metrics_urls.size()
@@ -289,25 +282,23 @@ int run_attach(const AttachCommandOptions& options) {
     // A poll may take most of an interval, never much longer than a few.
     attach_options.metrics_http.total_timeout =
         std::max(std::chrono::milliseconds(2000), 2 * attach_options.metrics_interval);
-    nlohmann::json endpoints = nlohmann::json::array();
-    for (std::size_t i = 0; i < options.endpoints.size(); ++i) {
-        attach::KvEventSourceOptions source;
-        source.endpoint = options.endpoints[i];
-        source.replay_endpoint = options.replays.empty() ? "" : options.replays[i];
-        source.topic = options.topic;
-        attach_options.sources.push_back(source);
-        endpoints.push_back(attach::normalize_endpoint(source.endpoint));
+    if (const std::string problem =
+            attach::add_sources(options.endpoints, options.replays, options.topic, attach_options);
+        !problem.empty()) {
+        std::cerr << "kvscope attach: " << problem << "\n";
+        return exit_usage;
+    }
+    std::vector<std::string> endpoints;
+    for (const attach::KvEventSourceOptions& source : attach_options.sources) {
+        endpoints.push_back(source.endpoint);
     }
 
     std::unique_ptr<profiler::Recorder> recorder;
     if (!options.record_path.empty()) {
-        std::map<std::string, std::string> metadata = profiler::machine_info();
-        metadata["kvscope_version"] = build_info::version;
-        metadata["recorded_by"] = "kvscope attach";
-        metadata["source"] = "attach";
-        metadata["endpoints"] = endpoints.dump();
-        recorder =
-            std::make_unique<profiler::Recorder>(options.record_path, metadata, options.overwrite);
+        recorder = std::make_unique<profiler::Recorder>(
+            options.record_path,
+            profiler::attach_metadata(endpoints, "kvscope attach", options.tokenizer_path),
+            options.overwrite);
     }
 
     std::unique_ptr<AttachSession> session;
@@ -318,7 +309,7 @@ int run_attach(const AttachCommandOptions& options) {
                   << " (endpoints look like tcp://HOST:PORT or HOST:PORT)\n";
         return exit_usage;
     }
-    std::fprintf(stderr, "attached to %s; %s\n", endpoints.dump().c_str(),
+    std::fprintf(stderr, "attached to %s; %s\n", nlohmann::json(endpoints).dump().c_str(),
                  options.duration_s > 0 ? "stopping after --duration" : "Ctrl-C stops");
 
     g_interrupted = 0;

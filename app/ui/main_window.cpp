@@ -1,6 +1,8 @@
 #include "app/ui/main_window.h"
 
 #include "app/ui/export/plot_export.h"
+#include "app/ui/panels/attach_dialog.h"
+#include "app/ui/panels/attached_prefix_panel.h"
 #include "app/ui/panels/compare_view.h"
 #include "app/ui/panels/kernel_summary_panel.h"
 #include "app/ui/panels/quality_panel.h"
@@ -8,12 +10,16 @@
 #include "app/ui/panels/requests_panel.h"
 #include "app/ui/panels/run_panel.h"
 #include "app/ui/panels/start_page.h"
+#include "app/ui/run/attach_controller.h"
 #include "app/ui/run/engine_controller.h"
 #include "app/ui/run/teaching_presets.h"
+#include "app/ui/views/attached_blocks_view.h"
 #include "app/ui/views/block_map_view.h"
 #include "app/ui/views/occupancy_chart.h"
 #include "app/ui/views/prefix_view.h"
 #include "app/ui/views/timeline_view.h"
+#include "engine/gguf/gguf_file.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "kvscope/build_info.h"
 #include "profiler/recording_events.h"
 
@@ -33,6 +39,7 @@
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSplitter>
+#include <QStackedWidget>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QThread>
@@ -53,6 +60,7 @@ MainWindow::MainWindow(QWidget* parent)
     setWindowTitle(tr("kvscope"));
     setObjectName("kvscopeMainWindow");
     engine_ = new EngineController(this);
+    attach_ = new AttachController(this);
     create_views();
     create_menus();
     mode_label_ = new QLabel(tr("No run"));
@@ -66,8 +74,36 @@ MainWindow::MainWindow(QWidget* parent)
 
     connect(run_panel_, &RunPanel::start_requested, this, &MainWindow::start_run);
     connect(run_panel_, &RunPanel::pause_toggled, engine_, &EngineController::set_paused);
-    connect(run_panel_, &RunPanel::stop_requested, engine_, &EngineController::stop);
+    connect(run_panel_, &RunPanel::stop_requested, this, &MainWindow::stop_live);
+    connect(attach_, &AttachController::started, this, [this] {
+        live_from_attach_ = true;
+        recording_path_.clear();
+        set_store(std::make_shared<profiler::RunStore>(), Mode::live);
+        run_panel_->set_running(true);
+        frame_timer_->start();
+    });
+    connect(attach_, &AttachController::status, this, [this](const QString& text) {
+        run_panel_->set_status(text);
+        statusBar()->showMessage(text);
+    });
+    connect(attach_, &AttachController::finished, this, [this](const QString& summary) {
+        if (!attach_->running()) {
+            live_ended(summary);
+        }
+    });
+    connect(attach_, &AttachController::failed, this, [this](const QString& message) {
+        if (attach_->running()) {
+            return;
+        }
+        live_ended(tr("Attach failed: %1").arg(message));
+        auto* box = new QMessageBox(QMessageBox::Warning, tr("Cannot attach"), message,
+                                    QMessageBox::Ok, this);
+        box->setObjectName("attachFailedMessage");
+        box->setAttribute(Qt::WA_DeleteOnClose);
+        box->open();
+    });
     connect(engine_, &EngineController::started, this, [this] {
+        live_from_attach_ = false;
         set_store(std::make_shared<profiler::RunStore>(), Mode::live);
         run_panel_->set_running(true);
         frame_timer_->start();
@@ -148,6 +184,7 @@ MainWindow::~MainWindow() {
         loader_->wait(); // it stops at its next progress report
     }
     engine_->stop();
+    attach_->stop();
     // Views point into the store: detach them before it goes.
     set_store(nullptr, Mode::empty);
 }
@@ -165,17 +202,22 @@ void MainWindow::create_views() {
     addDockWidget(Qt::LeftDockWidgetArea, dock);
 
     block_map_ = new BlockMapView;
+    attached_blocks_ = new AttachedBlocksView;
+    block_views_ = new QStackedWidget;
+    block_views_->addWidget(block_map_);
+    block_views_->addWidget(attached_blocks_);
     occupancy_ = new OccupancyChart;
     timeline_ = new TimelineView;
     requests_ = new RequestsPanel;
     prefix_ = new PrefixView;
+    attached_prefixes_ = new AttachedPrefixPanel;
     kernels_ = new KernelSummaryPanel;
     compare_ = new CompareView;
     start_page_ = new StartPage;
     replay_bar_ = new ReplayBar;
 
     auto* top = new QSplitter(Qt::Horizontal);
-    top->addWidget(block_map_);
+    top->addWidget(block_views_);
     top->addWidget(occupancy_);
     top->setStretchFactor(0, 1);
     top->setStretchFactor(1, 1);
@@ -185,6 +227,8 @@ void MainWindow::create_views() {
     tabs_->setObjectName("viewTabs");
     tabs_->addTab(requests_, tr("Requests"));
     tabs_->addTab(prefix_, tr("Prefix hits"));
+    tabs_->addTab(attached_prefixes_, tr("Attached prefixes"));
+    tabs_->setTabVisible(tabs_->indexOf(attached_prefixes_), false);
     tabs_->addTab(kernels_, tr("Kernels and ops"));
     tabs_->addTab(compare_, tr("Compare"));
     tabs_->addTab(start_page_, tr("Machine"));
@@ -209,6 +253,7 @@ void MainWindow::create_menus() {
     QAction* open =
         file_menu->addAction(tr("&Open recording…"), this, &MainWindow::choose_recording);
     open->setShortcut(QKeySequence::Open);
+    file_menu->addAction(tr("&Attach to engine…"), this, &MainWindow::choose_attach);
     file_menu->addAction(tr("&Compare recordings…"), this, &MainWindow::choose_comparison);
     QMenu* export_menu = file_menu->addMenu(tr("&Export view"));
     const auto add_export = [this, export_menu](const QString& name, QWidget* view) {
@@ -233,7 +278,7 @@ void MainWindow::create_menus() {
         });
     }
     run_menu->addAction(tr("&Start"), this, &MainWindow::start_run);
-    run_menu->addAction(tr("S&top"), engine_, &EngineController::stop);
+    run_menu->addAction(tr("S&top"), this, &MainWindow::stop_live);
 
     QMenu* help_menu = menuBar()->addMenu(tr("&Help"));
     help_menu->addAction(tr("&About kvscope"), this, &MainWindow::show_about);
@@ -243,6 +288,8 @@ void MainWindow::set_store(std::shared_ptr<profiler::RunStore> store, Mode mode)
     // Views first, then the old store goes (they point into it).
     const profiler::RunStore* raw = store.get();
     block_map_->set_store(raw);
+    attached_blocks_->set_store(raw);
+    attached_prefixes_->set_store(raw);
     occupancy_->set_store(raw);
     timeline_->set_store(raw);
     requests_->set_store(raw);
@@ -268,7 +315,7 @@ void MainWindow::tick() {
     if (!store_ || mode_ != Mode::live) {
         return;
     }
-    const std::vector<events::EngineEvent> batch = engine_->events()->take();
+    const std::vector<events::EngineEvent> batch = live_events()->take();
     for (const events::EngineEvent& event : batch) {
         store_->append(event);
     }
@@ -292,7 +339,14 @@ void MainWindow::refresh_views() {
     // the store gained. Once each, never both.
     const bool moved = shown_ns_ != refreshed_ns_;
     refreshed_ns_ = shown_ns_;
-    if (moved) {
+    show_views_for_run();
+    if (block_views_->currentWidget() == attached_blocks_) {
+        if (moved) {
+            attached_blocks_->set_time_ns(shown_ns_);
+        } else {
+            attached_blocks_->refresh();
+        }
+    } else if (moved) {
         block_map_->set_time_ns(shown_ns_);
     } else {
         block_map_->refresh();
@@ -319,6 +373,12 @@ void MainWindow::refresh_tab(QWidget* tab) {
         } else {
             prefix_->refresh();
         }
+    } else if (tab == attached_prefixes_) {
+        if (attached_prefixes_->time_ns() != shown_ns_) {
+            attached_prefixes_->set_time_ns(shown_ns_);
+        } else {
+            attached_prefixes_->refresh();
+        }
     } else if (tab == kernels_) {
         kernels_->set_time_ns(shown_ns_); // refreshes, at most twice a second
     }
@@ -331,7 +391,7 @@ void MainWindow::start_demo() {
 }
 
 void MainWindow::start_run() {
-    if (engine_->running()) {
+    if (engine_->running() || attach_->running()) {
         statusBar()->showMessage(tr("A run is under way: stop it first"));
         return;
     }
@@ -348,6 +408,7 @@ void MainWindow::open_recording(const QString& path) {
     if (engine_->running()) {
         engine_->stop();
     }
+    attach_->stop();
     if (cancel_load_) {
         *cancel_load_ = true;
     }
@@ -386,7 +447,7 @@ void MainWindow::open_recording(const QString& path) {
                 progress->disconnect();
                 progress->deleteLater();
             }
-            if (!self || cancelled || self->engine_->running()) {
+            if (!self || cancelled || self->engine_->running() || self->attach_->running()) {
                 return;
             }
             if (!error.isEmpty()) {
@@ -401,6 +462,18 @@ void MainWindow::open_recording(const QString& path) {
             }
             self->recording_path_ = path;
             self->set_store(store, Mode::replay);
+            if (!store->attached().empty()) {
+                // The tokenizer the attach was given, when it is still there.
+                std::string tokenizer;
+                try {
+                    const auto metadata = profiler::recording_metadata(path.toStdString());
+                    if (const auto it = metadata.find("tokenizer"); it != metadata.end()) {
+                        tokenizer = it->second;
+                    }
+                } catch (const std::exception&) {
+                }
+                self->load_attach_tokenizer(QString::fromStdString(tokenizer), true);
+            }
             // The whole run at a glance first; Play replays it from the start.
             self->replay_bar_->set_time_ns(store->end_ns());
             self->show_time(store->end_ns());
@@ -426,6 +499,89 @@ void MainWindow::choose_recording() {
     if (!path.isEmpty()) {
         open_recording(path);
     }
+}
+
+void MainWindow::choose_attach() {
+    AttachDialog dialog(this);
+    if (dialog.exec() == QDialog::Accepted) {
+        start_attach(dialog.settings());
+    }
+}
+
+void MainWindow::show_views_for_run() {
+    // An attached engine's run has hashes, not our physical blocks: its own
+    // map and prefix forest.
+    const bool attached = store_ && !store_->attached().empty() && store_->steps().empty();
+    QWidget* blocks =
+        attached ? static_cast<QWidget*>(attached_blocks_) : static_cast<QWidget*>(block_map_);
+    if (block_views_->currentWidget() == blocks) {
+        return;
+    }
+    block_views_->setCurrentWidget(blocks);
+    tabs_->setTabVisible(tabs_->indexOf(attached_prefixes_), attached);
+    tabs_->setTabVisible(tabs_->indexOf(prefix_), !attached);
+    tabs_->setTabVisible(tabs_->indexOf(requests_), !attached);
+    if (attached) {
+        tabs_->setCurrentWidget(attached_prefixes_);
+    } else if (tabs_->currentWidget() == attached_prefixes_) {
+        tabs_->setCurrentWidget(requests_);
+    }
+}
+
+bool MainWindow::load_attach_tokenizer(const QString& path, bool quiet) {
+    std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+    if (!path.isEmpty()) {
+        try {
+            tokenizer = std::make_shared<const tokenizer::Tokenizer>(
+                tokenizer::Tokenizer::from_gguf(gguf::GgufFile::open(path.toStdString())));
+        } catch (const std::exception& e) {
+            const QString message =
+                tr("Cannot read a tokenizer from %1: %2").arg(path, QString::fromUtf8(e.what()));
+            statusBar()->showMessage(message);
+            if (!quiet) {
+                auto* box = new QMessageBox(QMessageBox::Warning, tr("Cannot attach"), message,
+                                            QMessageBox::Ok, this);
+                box->setObjectName("attachFailedMessage");
+                box->setAttribute(Qt::WA_DeleteOnClose);
+                box->open();
+            }
+            attached_prefixes_->set_tokenizer(nullptr);
+            return false;
+        }
+    }
+    attached_prefixes_->set_tokenizer(std::move(tokenizer));
+    return true;
+}
+
+void MainWindow::start_attach(const AttachSettings& settings) {
+    if (engine_->running() || attach_->running()) {
+        statusBar()->showMessage(tr("A run is under way: stop it first"));
+        return;
+    }
+    if (!load_attach_tokenizer(settings.tokenizer_path, false)) {
+        return;
+    }
+    if (cancel_load_) {
+        *cancel_load_ = true;
+    }
+    attach_->start(settings);
+}
+
+void MainWindow::stop_live() {
+    engine_->stop();
+    attach_->stop();
+}
+
+std::shared_ptr<profiler::LiveEventQueue> MainWindow::live_events() const {
+    return live_from_attach_ ? attach_->events() : engine_->events();
+}
+
+void MainWindow::live_ended(const QString& summary) {
+    tick(); // the last events
+    frame_timer_->stop();
+    run_panel_->set_running(false);
+    run_panel_->set_status(summary);
+    statusBar()->showMessage(summary);
 }
 
 void MainWindow::choose_comparison() {

@@ -5,6 +5,7 @@
 // loaded from a recording, and shows the moment the scrubber selects.
 #pragma once
 
+#include "app/ui/run/attach_controller.h"
 #include "app/ui/run/run_settings.h"
 #include "profiler/run_store.h"
 
@@ -16,11 +17,15 @@
 #include <QThread>
 
 class QLabel;
+class QStackedWidget;
 class QTabWidget;
 class QTimer;
 
 namespace kvscope::ui {
 
+class AttachController;
+class AttachedBlocksView;
+class AttachedPrefixPanel;
 class BlockMapView;
 class CompareView;
 class EngineController;
@@ -47,6 +52,9 @@ public:
     StartPage* start_page() const { return start_page_; }
     RunPanel* run_panel() const { return run_panel_; }
     EngineController* engine() const { return engine_; }
+    AttachController* attacher() const { return attach_; }
+    AttachedBlocksView* attached_blocks() const { return attached_blocks_; }
+    AttachedPrefixPanel* attached_prefixes() const { return attached_prefixes_; }
     BlockMapView* block_map() const { return block_map_; }
     OccupancyChart* occupancy() const { return occupancy_; }
     TimelineView* timeline() const { return timeline_; }
@@ -61,6 +69,9 @@ public:
     void start_demo();
     // Starts a live run with the run panel's settings.
     void start_run();
+    // Attaches to serving engines' KV-event publishers (File > Attach to
+    // engine… asks for the settings first); the views follow them live.
+    void start_attach(const AttachSettings& settings);
     // Loads a recording on a worker thread; recording_opened or
     // recording_failed follows.
     void open_recording(const QString& path);
@@ -83,6 +94,16 @@ private:
     void refresh_views();
     void refresh_tab(QWidget* tab);
     void choose_recording();
+    void choose_attach();
+    void stop_live();
+    // The queue of whichever live source runs (the engine or an attach).
+    std::shared_ptr<profiler::LiveEventQueue> live_events() const;
+    void live_ended(const QString& summary);
+    // Shows the attached engines' views (or the engine's) for the store's run.
+    void show_views_for_run();
+    // The tokenizer for an attached run's token ids; false (and a message)
+    // when `path` is not one.
+    bool load_attach_tokenizer(const QString& path, bool quiet);
     void choose_comparison();
     void export_view(QWidget* view, const QString& name);
     void show_about();
@@ -95,12 +116,17 @@ private:
     std::shared_ptr<std::atomic<bool>> cancel_load_;
     QPointer<QThread> loader_; // the recording being read, if any
     RunSettings last_run_;
+    bool live_from_attach_ = false; // the live store is fed by attach_, not engine_
 
     EngineController* engine_ = nullptr;
+    AttachController* attach_ = nullptr;
     QTimer* frame_timer_ = nullptr;
     StartPage* start_page_ = nullptr;
     RunPanel* run_panel_ = nullptr;
     BlockMapView* block_map_ = nullptr;
+    AttachedBlocksView* attached_blocks_ = nullptr;
+    AttachedPrefixPanel* attached_prefixes_ = nullptr;
+    QStackedWidget* block_views_ = nullptr; // the engine's block map, or attached engines'
     OccupancyChart* occupancy_ = nullptr;
     TimelineView* timeline_ = nullptr;
     ReplayBar* replay_bar_ = nullptr;

@@ -13,6 +13,26 @@ std::string normalize_endpoint(const std::string& endpoint) {
     return "tcp://" + endpoint;
 }
 
+std::string add_sources(const std::vector<std::string>& endpoints,
+                        const std::vector<std::string>& replays, const std::string& topic,
+                        AttachOptions& out) {
+    if (endpoints.empty()) {
+        return "no endpoint to attach to";
+    }
+    if (!replays.empty() && replays.size() != endpoints.size()) {
+        return "give one replay endpoint per publisher (" + std::to_string(endpoints.size()) +
+               " endpoints, " + std::to_string(replays.size()) + " replay endpoints), or none";
+    }
+    for (std::size_t i = 0; i < endpoints.size(); ++i) {
+        KvEventSourceOptions source;
+        source.endpoint = normalize_endpoint(endpoints[i]);
+        source.replay_endpoint = replays.empty() ? "" : normalize_endpoint(replays[i]);
+        source.topic = topic;
+        out.sources.push_back(std::move(source));
+    }
+    return "";
+}
+
 AttachSession::AttachSession(AttachOptions options, events::EventSink* sink)
     : options_(std::move(options))
     , sink_(sink)
@@ -44,7 +64,7 @@ AttachSession::AttachSession(AttachOptions options, events::EventSink* sink)
             source, options_.metrics_urls.empty()
                         ? std::string()
                         : options_.metrics_urls[static_cast<std::size_t>(attached.source)]);
-        emit(events::to_event(attached));
+        send(events::to_event(attached));
     }
     if (!options_.metrics_urls.empty()) {
         MetricsPollerOptions metrics;
@@ -65,7 +85,7 @@ AttachSession::~AttachSession() {
     sources_.clear();
 }
 
-void AttachSession::emit(events::EngineEvent event, std::int64_t time_ns) {
+void AttachSession::send(events::EngineEvent event, std::int64_t time_ns) {
     event.time_ns = time_ns != 0 ? time_ns : host_now_ns();
     state_.apply(event);
     if (sink_ != nullptr) {
@@ -96,7 +116,7 @@ std::size_t AttachSession::poll(std::chrono::milliseconds timeout) {
             scratch_.clear();
             append_typed_events(static_cast<std::int64_t>(i), batch, scratch_);
             for (events::EngineEvent& event : scratch_) {
-                emit(std::move(event));
+                send(std::move(event));
             }
             ++batches;
         }
@@ -109,7 +129,7 @@ std::size_t AttachSession::poll(std::chrono::milliseconds timeout) {
                 events::AttachedMetric row;
                 row.source = scrape.source;
                 row.sample = metric_json(sample);
-                emit(events::to_event(row), now_ns);
+                send(events::to_event(row), now_ns);
             }
         }
     }
@@ -132,7 +152,7 @@ void AttachSession::emit_status() {
             std::chrono::duration<double, std::milli>(source.silent_for(now)).count());
         status.counts = counts_json(source.counts(), source.last_error(),
                                     i < metrics.size() ? &metrics[i] : nullptr);
-        emit(events::to_event(status));
+        send(events::to_event(status));
     }
     next_status_ = now + options_.status_interval;
 }

@@ -60,7 +60,7 @@ public:
 
 private:
     // Stamps the event with `time_ns`, or the host clock now when 0.
-    void emit(events::EngineEvent event, std::int64_t time_ns = 0);
+    void send(events::EngineEvent event, std::int64_t time_ns = 0);
 
     AttachOptions options_;
     events::EventSink* sink_;
@@ -72,6 +72,13 @@ private:
     std::int64_t events_emitted_ = 0;
     std::unique_ptr<MetricsPoller> metrics_; // last: its threads stop first
 };
+
+// Fills `out.sources` for `endpoints`, each with its replay endpoint from
+// `replays` (same order; empty: none) and `topic`. Returns what is wrong with
+// them ("" when nothing): the one check the CLI and the app share.
+std::string add_sources(const std::vector<std::string>& endpoints,
+                        const std::vector<std::string>& replays, const std::string& topic,
+                        AttachOptions& out);
 
 // "host:port" -> "tcp://host:port"; anything with a scheme is left alone.
 // Empty when `endpoint` is empty.

@@ -1,5 +1,8 @@
 #include "profiler/attach/attached_events.h"
 
+#include "profiler/attach/kv_event_source.h"
+#include "profiler/attach/metrics_poller.h"
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <type_traits>

@@ -8,8 +8,7 @@
 #include "engine/events/engine_event.h"
 #include "engine/events/typed_events.h"
 #include "profiler/attach/attached_metrics.h"
-#include "profiler/attach/kv_event_source.h"
-#include "profiler/attach/metrics_poller.h"
+#include "profiler/attach/kv_events.h"
 #include "profiler/attach/resident_blocks.h"
 
 #include <cstdint>
@@ -19,6 +18,12 @@
 #include <vector>
 
 namespace kvscope::attach {
+
+// kv_event_source.h (ZeroMQ) stays out of the views that include this.
+struct SourceBatch;
+struct KvEventSourceOptions;
+struct SourceCounts;
+struct MetricsEndpointStatus; // metrics_poller.h
 
 // "0x" + 16 hex digits: an integer hash; an even number of hex digits (at
 // most 64): raw bytes. The inverse of BlockHash::hex().

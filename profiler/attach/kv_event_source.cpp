@@ -136,11 +136,11 @@ void KvEventSource::accept(KvEventBatch batch, std::vector<SourceBatch>& out) {
             }
         }
     }
-    emit(std::move(batch), false, restarted, out);
+    hand_back(std::move(batch), false, restarted, out);
 }
 
-void KvEventSource::emit(KvEventBatch batch, bool replayed, bool restarted,
-                         std::vector<SourceBatch>& out) {
+void KvEventSource::hand_back(KvEventBatch batch, bool replayed, bool restarted,
+                              std::vector<SourceBatch>& out) {
     last_sequence_ = batch.sequence;
     counts_.events += static_cast<std::int64_t>(batch.events.size());
     for (const KvEvent& event : batch.events) {
@@ -216,7 +216,7 @@ void KvEventSource::fill_gap(std::uint64_t from, std::uint64_t to, std::vector<S
         }
     }
     for (auto& [seq, batch] : got) {
-        emit(std::move(batch), true, std::exchange(pending_restart_, false), out);
+        hand_back(std::move(batch), true, std::exchange(pending_restart_, false), out);
     }
     counts_.lost += missing - static_cast<std::int64_t>(got.size());
 }

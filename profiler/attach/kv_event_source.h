@@ -108,7 +108,8 @@ public:
 private:
     void accept(KvEventBatch batch, std::vector<SourceBatch>& out);
     void fill_gap(std::uint64_t from, std::uint64_t to, std::vector<SourceBatch>& out);
-    void emit(KvEventBatch batch, bool replayed, bool restarted, std::vector<SourceBatch>& out);
+    void hand_back(KvEventBatch batch, bool replayed, bool restarted,
+                   std::vector<SourceBatch>& out);
 
     KvEventSourceOptions options_;
     zmq::context_t& context_;

@@ -186,6 +186,42 @@ std::vector<PrefixTree> ResidentBlocks::trees(const TierKey& key) const {
     return out;
 }
 
+std::vector<std::pair<BlockHash, std::int32_t>>
+ResidentBlocks::in_tree_order(const TierKey& key) const {
+    const Tier* t = tier(key);
+    std::vector<std::pair<BlockHash, std::int32_t>> out;
+    if (t == nullptr) {
+        return out;
+    }
+    out.reserve(t->blocks.size());
+    std::unordered_set<BlockHash> seen;
+    std::vector<BlockHash> stack;
+    std::vector<BlockHash> kids;
+    const std::vector<PrefixTree> forest = trees(key);
+    for (std::size_t index = 0; index < forest.size(); ++index) {
+        stack.assign(1, forest[index].root);
+        while (!stack.empty()) {
+            const BlockHash hash = stack.back();
+            stack.pop_back();
+            if (!t->blocks.contains(hash) || !seen.insert(hash).second) {
+                continue;
+            }
+            out.emplace_back(hash, static_cast<std::int32_t>(index));
+            if (const auto it = t->children.find(hash); it != t->children.end()) {
+                // Children in a fixed order (by bytes), so the layout is the
+                // same each time it is drawn.
+                kids.assign(it->second.begin(), it->second.end());
+                std::sort(kids.begin(), kids.end(), [](const BlockHash& x, const BlockHash& y) {
+                    return std::lexicographical_compare(x.data.begin(), x.data.begin() + x.size,
+                                                        y.data.begin(), y.data.begin() + y.size);
+                });
+                stack.insert(stack.end(), kids.rbegin(), kids.rend());
+            }
+        }
+    }
+    return out;
+}
+
 std::vector<std::int64_t> ResidentBlocks::prefix_tokens(const TierKey& key,
                                                         const BlockHash& hash) const {
     const Tier* t = tier(key);

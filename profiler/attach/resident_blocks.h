@@ -86,6 +86,10 @@ public:
     std::vector<BlockHash> roots(const TierKey& key) const;
     // The tier's prefix trees, largest first (ties: deeper first).
     std::vector<PrefixTree> trees(const TierKey& key) const;
+    // Every resident block of the tier, tree by tree (largest first), each
+    // tree depth-first from its root, with the index of its tree in trees():
+    // a prefix and its continuations side by side.
+    std::vector<std::pair<BlockHash, std::int32_t>> in_tree_order(const TierKey& key) const;
     // The token ids from the root down to `hash` (its ancestors resident in
     // the tier, then its own): the prefix the block completes, as far as we see.
     std::vector<std::int64_t> prefix_tokens(const TierKey& key, const BlockHash& hash) const;

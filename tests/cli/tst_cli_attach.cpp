@@ -208,7 +208,7 @@ private slots:
         QTest::addColumn<QString>("message");
         QTest::newRow("no endpoint") << QStringList{"attach"} << "endpoints is required";
         QTest::newRow("replay count") << QStringList{"attach", "a:1", "b:2", "--replay", "c:3"}
-                                      << "one --replay endpoint per publisher";
+                                      << "one replay endpoint per publisher";
         QTest::newRow("bad endpoint")
             << QStringList{"attach", "tcp://"} << "cannot attach to 'tcp://'";
         QTest::newRow("missing tokenizer")

@@ -4,6 +4,7 @@
 // that do not parse are counted, never trusted or fatal.
 #include "engine/gguf/gguf_file.h"
 #include "profiler/attach/attached_events.h"
+#include "profiler/attach/kv_event_source.h"
 #include "profiler/attach/token_text.h"
 #include "tests/support/tiny_model.h"
 

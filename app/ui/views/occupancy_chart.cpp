@@ -50,6 +50,9 @@ OccupancyChart::OccupancyChart(QWidget* parent)
     QAreaSeries* cached = add_area(chart_, "Cached", cached_top_, used_top_, QColor(242, 193, 78));
     QAreaSeries* free_area =
         add_area(chart_, "Free", free_top_, cached_top_, QColor(215, 215, 215));
+    used_area_ = used;
+    cached_area_ = cached;
+    free_area_ = free_area;
 
     fragmentation_ = new QLineSeries(chart_);
     fragmentation_->setName("Fragmentation (%)");
@@ -107,7 +110,8 @@ void OccupancyChart::set_time_ns(qint64 t_ns) {
 void OccupancyChart::refresh() {
     if (store_ != nullptr &&
         (store_->counter(Counter::used_blocks).t_ns.size() != shown_samples_ ||
-         store_->counter(Counter::fragmentation).t_ns.size() != shown_fragmentation_)) {
+         store_->counter(Counter::fragmentation).t_ns.size() != shown_fragmentation_ ||
+         store_->counter(Counter::attached_resident).t_ns.size() != shown_attached_)) {
         update_series();
     }
     update_cursor();
@@ -123,18 +127,45 @@ void OccupancyChart::update_series() {
         blocks_max_ = 1;
         return;
     }
+    // An attached engine's events tell which blocks are resident (hashed, in
+    // its prefix cache), not which of them requests use: "used" stays empty
+    // and says so, and the capacity given bounds the rest.
+    const bool attached = !store_->attached().empty() && store_->steps().empty();
+    used_area_->setName(attached ? "Used (not in KV events)" : "Used");
+    cached_area_->setName(attached ? "Resident" : "Cached");
+    free_area_->setName(attached ? "Capacity left" : "Free");
+    chart_->setTitle(attached ? "Attached engines' KV blocks" : "KV-cache blocks");
+    profiler::CounterTrack attached_used;
+    profiler::CounterTrack attached_cached;
+    profiler::CounterTrack attached_free;
+    if (attached) {
+        const profiler::CounterTrack& resident = store_->counter(Counter::attached_resident);
+        const auto capacity = static_cast<double>(store_->attached_capacity());
+        attached_used.t_ns = resident.t_ns;
+        attached_used.values.assign(resident.values.size(), 0.0);
+        attached_cached = resident;
+        attached_free.t_ns = resident.t_ns;
+        for (const double value : resident.values) {
+            attached_free.values.push_back(std::max(0.0, capacity - value));
+        }
+    }
     // Memory samples carry all three counts at once; the others are aligned
     // to the used-block samples' times in case a source sampled them apart.
-    const profiler::CounterTrack& used = store_->counter(Counter::used_blocks);
+    const profiler::CounterTrack& used =
+        attached ? attached_used : store_->counter(Counter::used_blocks);
+    const profiler::CounterTrack& cached_track =
+        attached ? attached_cached : store_->counter(Counter::cached_blocks);
+    const profiler::CounterTrack& free_track =
+        attached ? attached_free : store_->counter(Counter::free_blocks);
     const std::vector<double> cached_sum = [&] {
-        std::vector<double> sum = values_at(store_->counter(Counter::cached_blocks), used.t_ns);
+        std::vector<double> sum = values_at(cached_track, used.t_ns);
         for (std::size_t i = 0; i < sum.size(); ++i) {
             sum[i] += used.values[i];
         }
         return sum;
     }();
     const std::vector<double> total = [&] {
-        std::vector<double> sum = values_at(store_->counter(Counter::free_blocks), used.t_ns);
+        std::vector<double> sum = values_at(free_track, used.t_ns);
         for (std::size_t i = 0; i < sum.size(); ++i) {
             sum[i] += cached_sum[i];
         }
@@ -148,7 +179,8 @@ void OccupancyChart::update_series() {
     used_points.reserve(static_cast<qsizetype>(picked.size()));
     cached_points.reserve(static_cast<qsizetype>(picked.size()));
     total_points.reserve(static_cast<qsizetype>(picked.size()));
-    double top = store_->total_blocks();
+    double top =
+        attached ? static_cast<double>(store_->attached_capacity()) : store_->total_blocks();
     for (const std::size_t i : picked) {
         const double x = seconds_since(store_->start_ns(), used.t_ns[i]);
         used_points.append(QPointF(x, used.values[i]));
@@ -167,6 +199,7 @@ void OccupancyChart::update_series() {
 
     shown_samples_ = used.t_ns.size();
     shown_fragmentation_ = store_->counter(Counter::fragmentation).t_ns.size();
+    shown_attached_ = store_->counter(Counter::attached_resident).t_ns.size();
     blocks_max_ = std::max(1.0, top);
     blocks_axis_->setRange(0, blocks_max_);
     set_time_range(x_axis_, seconds_since(store_->start_ns(), store_->end_ns()));

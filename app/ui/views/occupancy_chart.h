@@ -38,6 +38,8 @@ public:
     qint64 time_ns() const { return time_ns_; }
     // Series, by name: "Used", "Cached", "Free" (QAreaSeries, stacked: each
     // upper line is the running sum), "Fragmentation (%)" and "Shown time".
+    // For attached engines: "Used (not in KV events)" (empty), "Resident"
+    // and "Capacity left" (when the capacity is known).
     QChart* chart() const { return chart_; }
 
 private:
@@ -49,6 +51,7 @@ private:
     // What the series hold, so a refresh with nothing new does nothing.
     std::size_t shown_samples_ = 0;
     std::size_t shown_fragmentation_ = 0;
+    std::size_t shown_attached_ = 0;
     double blocks_max_ = 1;
 
     QChart* chart_ = nullptr;
@@ -62,6 +65,9 @@ private:
     QLineSeries* free_top_ = nullptr;
     QLineSeries* fragmentation_ = nullptr;
     QLineSeries* cursor_ = nullptr;
+    QAreaSeries* used_area_ = nullptr;
+    QAreaSeries* cached_area_ = nullptr;
+    QAreaSeries* free_area_ = nullptr;
 };
 
 } // namespace kvscope::ui

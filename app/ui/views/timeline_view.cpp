@@ -112,9 +112,27 @@ QSize TimelineView::minimumSizeHint() const {
     return {kLabelWidth + 200, lanes_top() + counters + 4 * kMinLaneHeight};
 }
 
-std::size_t TimelineView::counter_rows() const {
+std::vector<std::size_t> TimelineView::shown_counter_rows() const {
+    std::vector<std::size_t> shown;
+    // An attached engine's run has no steps of ours: its residency and churn
+    // take the engine rows' place.
+    const bool attached =
+        store_ != nullptr && !store_->attached().empty() && store_->steps().empty();
     const bool gpu = store_ != nullptr && store_->device_memory().device_total_bytes > 0;
-    return std::size(kCounterRows) - (gpu ? 0 : 1);
+    for (std::size_t i = 0; i < std::size(kCounterRows); ++i) {
+        const profiler::Counter counter = kCounterRows[i].counter;
+        const bool attached_row = counter == profiler::Counter::attached_resident ||
+                                  counter == profiler::Counter::attached_stored ||
+                                  counter == profiler::Counter::attached_removed;
+        if (attached_row != attached) {
+            continue;
+        }
+        if (counter == profiler::Counter::gpu_used_bytes && !gpu) {
+            continue;
+        }
+        shown.push_back(i);
+    }
+    return shown;
 }
 
 std::int64_t TimelineView::open_end_ns() const {
@@ -211,7 +229,7 @@ std::vector<TimelineView::Row> TimelineView::rows() const {
         }
     }
     y = lanes_bottom();
-    for (std::size_t i = 0; i < counter_rows(); ++i) {
+    for (const std::size_t i : shown_counter_rows()) {
         add(RowKind::counter, i, kCounterHeight);
     }
     return rows;
@@ -533,6 +551,14 @@ QString TimelineView::counter_tooltip(const Row& row, double x) const {
                 .arg(QLocale().formattedDataSize(device.weights_bytes));
     } else if (counter.counter == profiler::Counter::kv_bytes_used) {
         text = QLocale().formattedDataSize(static_cast<qint64>(value));
+    } else if (counter.counter == profiler::Counter::attached_stored ||
+               counter.counter == profiler::Counter::attached_removed) {
+        text = tr("%1 blocks a second").arg(value, 0, 'f', 0);
+    } else if (counter.counter == profiler::Counter::attached_resident) {
+        text = QString::number(value, 'f', 0);
+        if (store_->attached_capacity() > 0) {
+            text += tr(" of %1").arg(store_->attached_capacity());
+        }
     } else {
         text = QString::number(value, 'f', 0);
         if (store_->total_blocks() > 0) {

@@ -108,10 +108,16 @@ private:
         {profiler::Counter::used_blocks, "Used blocks"},
         {profiler::Counter::cached_blocks, "Cached blocks"},
         {profiler::Counter::kv_bytes_used, "KV bytes"},
-        // Last: shown only for runs on a GPU backend (counter_rows()).
+        // Shown only for runs on a GPU backend (shown_counter_rows()).
         {profiler::Counter::gpu_used_bytes, "GPU memory"},
+        // Shown instead of the engine's rows for attached engines.
+        {profiler::Counter::attached_resident, "Resident blocks"},
+        {profiler::Counter::attached_stored, "Stored / s"},
+        {profiler::Counter::attached_removed, "Removed / s"},
     };
-    std::size_t counter_rows() const;
+    // Indices into kCounterRows of the rows this run has, top to bottom.
+    std::vector<std::size_t> shown_counter_rows() const;
+    std::size_t counter_rows() const { return shown_counter_rows().size(); }
 
     enum class RowKind { steps, cpu_ops, gpu, lane, counter };
     struct Row {

@@ -1,0 +1,54 @@
+// The "Attached prefixes" tab: attached engines' prefix forest (from the
+// parent hashes in their KV events) at the moment shown, with the token ids
+// or, when a tokenizer was given, their text. Rebuilt at most once a second
+// while live; rows opened stay open.
+#pragma once
+
+#include <limits>
+#include <memory>
+
+#include <QElapsedTimer>
+#include <QWidget>
+
+class QLabel;
+class QTreeView;
+
+namespace kvscope::profiler {
+class RunStore;
+}
+namespace kvscope::tokenizer {
+class Tokenizer;
+}
+
+namespace kvscope::ui {
+
+class AttachedForestModel;
+
+class AttachedPrefixPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit AttachedPrefixPanel(QWidget* parent = nullptr);
+    ~AttachedPrefixPanel() override;
+
+    void set_store(const profiler::RunStore* store);
+    void set_tokenizer(std::shared_ptr<const tokenizer::Tokenizer> tokenizer);
+    void set_time_ns(qint64 t_ns);
+    void refresh(); // live: at most once a second
+
+    qint64 time_ns() const { return time_ns_; }
+    AttachedForestModel* model() const { return model_; }
+    QTreeView* tree() const { return tree_; }
+
+private:
+    void rebuild();
+
+    const profiler::RunStore* store_ = nullptr;
+    std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
+    qint64 time_ns_ = std::numeric_limits<qint64>::max();
+    AttachedForestModel* model_ = nullptr;
+    QTreeView* tree_ = nullptr;
+    QLabel* note_ = nullptr;
+    QElapsedTimer since_rebuild_;
+};
+
+} // namespace kvscope::ui

@@ -1,0 +1,66 @@
+// Attaches to serving engines on a thread of its own (the app's File >
+// Attach to engine): an AttachSession polling every publisher, its events
+// into a LiveEventQueue the window drains a frame at a time and, when asked,
+// into a recording. Status comes back about once a second, the end as
+// finished(summary), a failure as failed(reason); never a crash.
+#pragma once
+
+#include "profiler/live_event_queue.h"
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <QObject>
+#include <QString>
+#include <QStringList>
+
+namespace kvscope::ui {
+
+struct AttachSettings {
+    QStringList endpoints; // tcp://HOST:PORT or HOST:PORT, one per publisher
+    QStringList replays;   // their replay endpoints in the same order, or none
+    QString topic;
+    qint64 block_size = 0;  // 0: from the events
+    qint64 num_blocks = 0;  // 0: not known
+    QString record_path;    // empty: no recording
+    QString tokenizer_path; // a GGUF whose tokenizer shows token ids as text; empty: none
+
+    // One line per publisher, "ENDPOINT [REPLAY]", as the dialog shows them.
+    QStringList lines() const;
+    // Parses lines() back; the reason when a line is not one or two words.
+    static QString from_lines(const QStringList& lines, AttachSettings& out);
+};
+
+class AttachController : public QObject {
+    Q_OBJECT
+public:
+    explicit AttachController(QObject* parent = nullptr);
+    ~AttachController() override; // stops and waits for its thread
+
+    // False when an attach is under way or the settings are refused (failed()
+    // says why).
+    bool start(const AttachSettings& settings);
+    void stop(); // finished() follows
+    bool running() const { return running_.load(); }
+    std::shared_ptr<profiler::LiveEventQueue> events() const;
+
+signals:
+    void started();
+    void status(const QString& text);
+    void finished(const QString& summary);
+    void failed(const QString& message);
+
+private:
+    void run(AttachSettings settings, std::shared_ptr<profiler::LiveEventQueue> queue);
+    void join();
+
+    std::thread thread_;
+    std::atomic<bool> running_{false};
+    std::atomic<bool> stop_{false};
+    mutable std::mutex queue_mutex_;
+    std::shared_ptr<profiler::LiveEventQueue> queue_;
+};
+
+} // namespace kvscope::ui
