@@ -66,6 +66,7 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
     std::int64_t samples = 0;
     attach::AttachedState attached;
     std::map<std::pair<std::int64_t, attach::TierKey>, std::int64_t> peak_resident;
+    std::map<std::int64_t, std::int64_t> metric_samples; // per attached source
     EventRows rows(recording.db(), path.string());
     events::EngineEvent event;
     while (rows.next(event)) {
@@ -80,6 +81,8 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
                     std::int64_t& peak = peak_resident[{row.source, key}];
                     peak = std::max(peak, static_cast<std::int64_t>(tier.blocks.size()));
                 }
+            } else if (event.kind == EventKind::attached_metric) {
+                ++metric_samples[events::as<events::AttachedMetric>(event).source];
             }
             continue;
         }
@@ -192,6 +195,9 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
         a.events = source.status.events;
         a.lost = source.status.lost;
         a.bad_rows = source.bad_rows;
+        a.capacity_blocks = source.capacity_blocks();
+        a.metrics = attach::summarize_metrics(source.metrics);
+        a.metric_samples = metric_samples[id];
         for (const auto& [key, peak] : peak_resident) {
             if (key.first != id) {
                 continue;

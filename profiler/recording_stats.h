@@ -4,6 +4,7 @@
 // they work on a recording that was cut short.
 #pragma once
 
+#include "profiler/attach/attached_metrics.h"
 #include "profiler/time_by_name.h"
 
 #include <cstdint>
@@ -43,6 +44,9 @@ struct AttachedSourceStats {
     std::int64_t events = 0;               // KV events received, as last reported
     std::int64_t lost = 0;                 // batches neither stream nor replay gave
     std::int64_t bad_rows = 0;             // rows whose detail did not parse
+    std::int64_t capacity_blocks = 0;      // as given, else the engine's metrics'; 0: unknown
+    std::int64_t metric_samples = 0;       // AttachedMetric rows (--metrics)
+    attach::MetricsSummary metrics;        // the engine's own, as last polled
     std::vector<AttachedTierStats> tiers;
 };
 

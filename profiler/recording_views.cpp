@@ -167,8 +167,9 @@ std::string sources_view() {
            " AS source, e.t_ns AS attached_ns,\n    json_extract(" + endpoints +
            ", '$.endpoint') AS endpoint,\n    json_extract(" + endpoints +
            ", '$.replay') AS replay_endpoint,\n    json_extract(" + endpoints +
-           ", '$.topic') AS topic,\n    " + col(attached, "block_size") + " AS block_size, " +
-           col(attached, "num_blocks") +
+           ", '$.topic') AS topic,\n    json_extract(" + endpoints +
+           ", '$.metrics') AS metrics_url,\n    " + col(attached, "block_size") +
+           " AS block_size, " + col(attached, "num_blocks") +
            " AS num_blocks\nFROM KVSCOPE_EVENTS AS e\nWHERE e.kind = " + id(attached) + ";\n";
 }
 
@@ -220,6 +221,19 @@ std::string attached_blocks_view() {
            kind_list({stored, removed, cleared, moved}) + ");\n";
 }
 
+// One row per polled metric sample, the sample's JSON spread into columns.
+std::string attached_metrics_view() {
+    const EventKind metric = EventKind::attached_metric;
+    const std::string sample = col(metric, "sample");
+    return "CREATE VIEW IF NOT EXISTS KVSCOPE_ATTACHED_METRICS AS\nSELECT e.id AS id, e.t_ns AS "
+           "t_ns, " +
+           col(metric, "source") + " AS source,\n    json_extract(" + sample +
+           ", '$.name') AS name,\n    json_extract(" + sample +
+           ", '$.value') AS value,\n    json_extract(" + sample +
+           ", '$.labels') AS labels\nFROM KVSCOPE_EVENTS AS e\nWHERE e.kind = " + id(metric) +
+           ";\n";
+}
+
 } // namespace
 
 std::string recording_views_sql() {
@@ -232,7 +246,8 @@ std::string recording_views_sql() {
            events_view("KVSCOPE_MEMORY", {EventKind::memory_sample, EventKind::kv_bytes,
                                           EventKind::cache_fill, EventKind::device_memory}) +
            sources_view() + attached_blocks_view() +
-           events_view("KVSCOPE_ATTACHED_STATUS", {EventKind::attached_status});
+           events_view("KVSCOPE_ATTACHED_STATUS", {EventKind::attached_status}) +
+           attached_metrics_view();
 }
 
 void create_recording_views(sqlite3* db) {

@@ -479,7 +479,7 @@ attach::AttachedState RunStore::attached_at(std::int64_t t_ns) const {
 std::int64_t RunStore::attached_capacity() const {
     std::int64_t total = 0;
     for (const auto& [id, source] : attached_.sources()) {
-        total += source.info.num_blocks;
+        total += source.capacity_blocks();
     }
     return total;
 }

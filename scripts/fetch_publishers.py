@@ -5,7 +5,9 @@ tests/profiler/tst_attach_publishers runs vLLM's and SGLang's own ZeroMQ
 publisher code (not ours) against kvscope's decoder. This script puts into the
 cache:
 
-  venv/                  a Python venv with pyzmq and msgspec (pinned, PyPI)
+  venv/                  a Python venv with pyzmq and msgspec (pinned, PyPI), and
+                         prometheus_client, which wrote the metrics fixtures
+                         (tests/profiler/data/metrics/make_fixtures.py)
   <engine>-<version>/    one publisher source file taken out of that engine's
                          wheel, plus manifest.json (package, version, path in
                          the wheel, the wheel's file name and both SHA-256s)
@@ -37,7 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fetch_model import FetchError, sha256_of  # noqa: E402
 
 # The venv's packages; the publishers import nothing else outside their engine.
-VENV_REQUIREMENTS = ("pyzmq==27.3.0", "msgspec==0.22.0")
+# prometheus_client is vLLM's and SGLang's metrics library: it regenerates the
+# /metrics pages tst_prometheus_text reads. A venv made before a pin changed
+# is made again, once (its stamp lists the pins).
+VENV_REQUIREMENTS = ("pyzmq==27.3.0", "msgspec==0.22.0", "prometheus_client==0.23.1")
 VENV_STAMP = "kvscope-requirements.txt"
 
 

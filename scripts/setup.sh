@@ -18,7 +18,7 @@ packages=(
     qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev
     libxkbcommon-dev libvulkan-dev
     libsqlite3-dev libcli11-dev nlohmann-json3-dev libpcre2-dev
-    libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
+    libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libcurl4-openssl-dev
     xvfb xauth fonts-dejavu-core
     python3 python3-pip python3-venv ca-certificates
 )
@@ -74,7 +74,7 @@ if ((skip_packages == 0)); then
     if ! command -v dpkg-query >/dev/null; then
         echo "error: this set-up script targets Debian 12 (no dpkg-query here). Install Qt 6" >&2
         echo "  (base, charts, svg), SQLite, CLI11, nlohmann-json, ZeroMQ (libzmq, cppzmq)," >&2
-        echo "  msgpack-cxx, CMake and Ninja yourself," >&2
+        echo "  msgpack-cxx, libcurl, CMake and Ninja yourself," >&2
         echo "  then run: scripts/setup.sh --skip-packages" >&2
         exit 1
     fi

@@ -1,7 +1,9 @@
 // `kvscope attach ENDPOINT...`: watches the KV-cache events serving engines
 // (vLLM, SGLang) publish over ZeroMQ, one SUB socket per publisher, shows a
 // status line while it runs and, at the end, what each engine holds: resident
-// blocks per rank and cache tier, and its prefix trees. --record writes the
+// blocks per rank and cache tier, and its prefix trees; with --metrics, the
+// engines' own counters (KV usage, prefix cache hit rate, preemptions) polled
+// from their Prometheus endpoints, and their capacity. --record writes the
 // same typed events a kvscope run records, so stats, export and the app
 // replay an attached engine like any other run.
 #include "app/cli/command.h"
@@ -12,7 +14,9 @@
 #include "profiler/recorder.h"
 #include "profiler/run_metadata.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -31,6 +35,8 @@ struct AttachCommandOptions {
     std::string topic;
     std::int64_t block_size = 0;
     std::int64_t num_blocks = 0;
+    std::vector<std::string> metrics_urls;
+    double metrics_interval_s = 1.0;
     std::string tokenizer_path;
     std::string record_path;
     bool overwrite = false;
@@ -55,6 +61,69 @@ std::string prefix_text(const ResidentBlocks& blocks, const TierKey& key,
                                 : attach::token_ids_text(root->token_ids);
 }
 
+nlohmann::json metrics_json(const attach::MetricSeriesMap& series) {
+    const attach::MetricsSummary m = attach::summarize_metrics(series);
+    nlohmann::json j = nlohmann::json::object();
+    const auto put = [&](const char* key, const auto& value) {
+        if (value) {
+            j[key] = *value;
+        }
+    };
+    put("kv_usage", m.kv_usage);
+    put("prefix_cache_queries", m.prefix_queries);
+    put("prefix_cache_hits", m.prefix_hits);
+    put("prefix_cache_hit_rate", m.prefix_hit_rate);
+    put("prefix_cache_hit_rate_since_attach", m.prefix_hit_rate_since);
+    put("preemptions", m.preemptions);
+    put("num_gpu_blocks", m.num_gpu_blocks);
+    put("block_size", m.block_size);
+    return j;
+}
+
+// "metrics (URL): KV usage 25.0%, prefix cache hit rate 40.0% (...)".
+void print_metrics(const AttachedState::Source& s, const attach::MetricsEndpointStatus& status) {
+    const attach::MetricsSummary m = attach::summarize_metrics(s.metrics);
+    std::printf("  metrics %s: %lld polls, %lld failed", status.url.c_str(),
+                static_cast<long long>(status.polls), static_cast<long long>(status.failures));
+    if (!status.last_error.empty()) {
+        std::printf(" (%s: %s)", status.failing ? "failing" : "last problem",
+                    status.last_error.c_str());
+    }
+    std::printf("\n");
+    if (s.metrics.empty()) {
+        std::printf("    no metric kvscope reads came back (vLLM's vllm:kv_cache_usage_perc, "
+                    "vllm:prefix_cache_*, vllm:num_preemptions, vllm:cache_config_info; "
+                    "SGLang's sglang:token_usage, sglang:cache_hit_rate)\n");
+        return;
+    }
+    std::printf("   ");
+    if (m.kv_usage) {
+        std::printf(" KV usage %.1f%%;", 100.0 * *m.kv_usage);
+    }
+    if (m.prefix_hit_rate) {
+        std::printf(" prefix cache hit rate %.1f%%", 100.0 * *m.prefix_hit_rate);
+        if (m.prefix_hits && m.prefix_queries) {
+            std::printf(" (%.0f of %.0f tokens since the engine started", *m.prefix_hits,
+                        *m.prefix_queries);
+            if (m.prefix_hit_rate_since) {
+                std::printf("; %.1f%% since attaching", 100.0 * *m.prefix_hit_rate_since);
+            }
+            std::printf(")");
+        }
+        std::printf(";");
+    }
+    if (m.preemptions) {
+        std::printf(" %.0f preemptions;", *m.preemptions);
+    }
+    if (m.num_gpu_blocks) {
+        std::printf(" capacity %lld blocks", static_cast<long long>(*m.num_gpu_blocks));
+        if (m.block_size) {
+            std::printf(" of %lld tokens", static_cast<long long>(*m.block_size));
+        }
+    }
+    std::printf("\n");
+}
+
 nlohmann::json summary_json(const AttachSession& session, double seconds) {
     nlohmann::json sources = nlohmann::json::array();
     for (const auto& [id, s] : session.state().sources()) {
@@ -77,6 +146,8 @@ nlohmann::json summary_json(const AttachSession& session, double seconds) {
                            {"removed_not_resident", c.unknown_removed},
                            {"cleared", c.clears},
                            {"restarts", c.resets},
+                           {"capacity_blocks", s.capacity_blocks()},
+                           {"metrics", metrics_json(s.metrics)},
                            {"tiers", tiers}});
     }
     return {{"seconds", seconds}, {"sources", sources}};
@@ -115,6 +186,12 @@ void print_summary(const AttachSession& session, const AttachCommandOptions& opt
             std::printf("  nothing received: is the engine running with KV events on, "
                         "publishing at this endpoint (see docs/attach.md)?\n");
         }
+        const std::vector<attach::MetricsEndpointStatus> metrics = session.metrics_status();
+        if (static_cast<std::size_t>(id) < metrics.size()) {
+            print_metrics(s, metrics[static_cast<std::size_t>(id)]);
+        }
+        const std::int64_t capacity =
+            options.num_blocks > 0 ? options.num_blocks : s.capacity_blocks();
         const attach::ResidencyCounts& c = s.blocks.counts();
         std::printf("  blocks stored %lld, removed %lld (%lld removals of blocks stored before we "
                     "attached), cleared %lld time%s\n",
@@ -125,10 +202,10 @@ void print_summary(const AttachSession& session, const AttachCommandOptions& opt
             const std::vector<attach::PrefixTree> trees = s.blocks.trees(key);
             std::printf("  rank %lld %s: %zu resident blocks", static_cast<long long>(key.rank),
                         key.medium.c_str(), tier.blocks.size());
-            if (options.num_blocks > 0) {
-                std::printf(" of %lld (%.1f%%)", static_cast<long long>(options.num_blocks),
+            if (capacity > 0) {
+                std::printf(" of %lld (%.1f%%)", static_cast<long long>(capacity),
                             100.0 * static_cast<double>(tier.blocks.size()) /
-                                static_cast<double>(options.num_blocks));
+                                static_cast<double>(capacity));
             }
             std::printf(" in %zu prefix tree%s\n", trees.size(), trees.size() == 1 ? "" : "s");
             for (std::size_t i = 0; i < trees.size() && i < static_cast<std::size_t>(options.trees);
@@ -157,12 +234,33 @@ void print_status(const AttachSession& session, double seconds) {
     for (const auto& [id, s] : session.state().sources()) {
         resident += s.blocks.size();
     }
-    std::fprintf(stderr, "\r%.0f s: %lld events, %zu blocks resident, %lld lost%s   ", seconds,
+    // A metrics URL that fails says so (and why) without stopping the attach.
+    std::string metrics;
+    for (const attach::MetricsEndpointStatus& status : session.metrics_status()) {
+        if (status.failing) {
+            metrics = "; metrics " + status.url + " failing: " + status.last_error;
+            break;
+        }
+    }
+    std::fprintf(stderr, "\r%.0f s: %lld events, %zu blocks resident, %lld lost%s%s   ", seconds,
                  static_cast<long long>(events), resident, static_cast<long long>(lost),
-                 silent > 5 ? " (a source is silent)" : "");
+                 silent > 5 ? " (a source is silent)" : "", metrics.c_str());
 }
 
 int run_attach(const AttachCommandOptions& options) {
+    if (!options.metrics_urls.empty() && options.metrics_urls.size() != options.endpoints.size()) {
+        std::cerr << "kvscope attach: give one --metrics URL per publisher ("
+                  << options.endpoints.size() << " endpoints, " << options.metrics_urls.size()
+                  << " metrics URLs), or none\n";
+        return exit_usage;
+    }
+    for (const std::string& url : options.metrics_urls) {
+        if (!url.starts_with("http://") && !url.starts_with("https://")) {
+            std::cerr << "kvscope attach: --metrics " << url
+                      << " is not an http:// or https:// URL (vLLM: http://HOST:8000/metrics)\n";
+            return exit_usage;
+        }
+    }
     std::optional<tokenizer::Tokenizer> tokenizer;
     if (!options.tokenizer_path.empty()) {
         try {
@@ -178,6 +276,12 @@ int run_attach(const AttachCommandOptions& options) {
     attach::AttachOptions attach_options;
     attach_options.block_size = options.block_size;
     attach_options.num_blocks = options.num_blocks;
+    attach_options.metrics_urls = options.metrics_urls;
+    attach_options.metrics_interval = std::chrono::milliseconds(
+        std::max<std::int64_t>(1, std::llround(options.metrics_interval_s * 1000)));
+    // A poll may take most of an interval, never much longer than a few.
+    attach_options.metrics_http.total_timeout =
+        std::max(std::chrono::milliseconds(2000), 2 * attach_options.metrics_interval);
     if (const std::string problem =
             attach::add_sources(options.endpoints, options.replays, options.topic, attach_options);
         !problem.empty()) {
@@ -268,9 +372,18 @@ Command add_attach_command(CLI::App& app) {
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
     parser
         ->add_option("--num-blocks", options->num_blocks,
-                     "Each engine's KV capacity in blocks, to show occupancy (vLLM: num_gpu_blocks "
-                     "in its vllm:cache_config_info metric)")
+                     "Each engine's KV capacity in blocks, to show occupancy (default: "
+                     "num_gpu_blocks from vllm:cache_config_info when --metrics is given)")
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+    parser->add_option("--metrics", options->metrics_urls,
+                       "Each publisher's Prometheus metrics URL, in the same order (vLLM: "
+                       "http://HOST:8000/metrics; SGLang: http://HOST:30000/metrics with "
+                       "--enable-metrics): KV usage, prefix cache hit rate, preemptions, capacity");
+    parser
+        ->add_option("--metrics-interval", options->metrics_interval_s,
+                     "Seconds between polls of each --metrics URL")
+        ->check(CLI::Range(0.05, 3600.0))
+        ->capture_default_str();
     parser
         ->add_option("--tokenizer", options->tokenizer_path,
                      "A GGUF file whose tokenizer turns token ids into text (the engine's model)")

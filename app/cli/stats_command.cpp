@@ -54,6 +54,22 @@ void print_distribution(const char* name, const profiler::Distribution& d) {
                 static_cast<long long>(d.count), d.mean, d.p50, d.p90, d.p99, d.max);
 }
 
+// The engine's own metrics as last polled (kvscope attach --metrics).
+nlohmann::json metrics_json(const attach::MetricsSummary& m) {
+    nlohmann::json j = nlohmann::json::object();
+    const auto put = [&](const char* key, const auto& value) {
+        if (value) {
+            j[key] = *value;
+        }
+    };
+    put("kv_usage", m.kv_usage);
+    put("prefix_cache_hit_rate", m.prefix_hit_rate);
+    put("prefix_cache_hit_rate_since_attach", m.prefix_hit_rate_since);
+    put("preemptions", m.preemptions);
+    put("num_gpu_blocks", m.num_gpu_blocks);
+    return j;
+}
+
 nlohmann::json attached_json(const std::vector<profiler::AttachedSourceStats>& sources) {
     nlohmann::json out = nlohmann::json::array();
     for (const profiler::AttachedSourceStats& a : sources) {
@@ -74,6 +90,9 @@ nlohmann::json attached_json(const std::vector<profiler::AttachedSourceStats>& s
                        {"events", a.events},
                        {"lost", a.lost},
                        {"bad_rows", a.bad_rows},
+                       {"capacity_blocks", a.capacity_blocks},
+                       {"metric_samples", a.metric_samples},
+                       {"metrics", metrics_json(a.metrics)},
                        {"tiers", tiers}});
     }
     return out;
@@ -91,11 +110,38 @@ void print_attached(const std::vector<profiler::AttachedSourceStats>& sources) {
                     static_cast<long long>(a.blocks_removed),
                     static_cast<long long>(a.removed_not_resident),
                     static_cast<long long>(a.clears), static_cast<long long>(a.restarts));
+        if (a.metric_samples > 0) {
+            const attach::MetricsSummary& m = a.metrics;
+            std::printf("  engine metrics (%lld samples), last polled:",
+                        static_cast<long long>(a.metric_samples));
+            if (m.kv_usage) {
+                std::printf(" KV usage %.1f%%", 100.0 * *m.kv_usage);
+            }
+            if (m.prefix_hit_rate) {
+                std::printf(", prefix cache hit rate %.1f%%", 100.0 * *m.prefix_hit_rate);
+            }
+            if (m.prefix_hit_rate_since) {
+                std::printf(" (%.1f%% while attached)", 100.0 * *m.prefix_hit_rate_since);
+            }
+            if (m.preemptions) {
+                std::printf(", %.0f preemptions", *m.preemptions);
+            }
+            if (m.num_gpu_blocks) {
+                std::printf(", capacity %lld blocks", static_cast<long long>(*m.num_gpu_blocks));
+            }
+            std::printf("\n");
+        }
         for (const profiler::AttachedTierStats& t : a.tiers) {
-            std::printf("  rank %lld %-8s %lld blocks resident at the end, peak %lld\n",
+            std::printf("  rank %lld %-8s %lld blocks resident at the end, peak %lld",
                         static_cast<long long>(t.rank), t.medium.c_str(),
                         static_cast<long long>(t.resident_blocks),
                         static_cast<long long>(t.peak_resident_blocks));
+            if (a.capacity_blocks > 0) {
+                std::printf(" of %lld (%.1f%%)", static_cast<long long>(a.capacity_blocks),
+                            100.0 * static_cast<double>(t.peak_resident_blocks) /
+                                static_cast<double>(a.capacity_blocks));
+            }
+            std::printf("\n");
         }
         if (a.bad_rows > 0) {
             std::printf("  warning: %lld rows could not be read back\n",

@@ -68,6 +68,8 @@ std::string_view event_kind_name(EventKind kind) {
         return "attached_status";
     case EventKind::attached_block_moved:
         return "attached_block_moved";
+    case EventKind::attached_metric:
+        return "attached_metric";
     }
     return "unknown";
 }

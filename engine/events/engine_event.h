@@ -49,9 +49,11 @@ enum class EventKind : std::uint8_t {
     attached_cleared,
     attached_status,
     attached_block_moved,
+    // Attached engines' Prometheus metrics (kvscope attach --metrics):
+    attached_metric,
 };
 
-inline constexpr int kEventKindCount = static_cast<int>(EventKind::attached_block_moved) + 1;
+inline constexpr int kEventKindCount = static_cast<int>(EventKind::attached_metric) + 1;
 
 std::string_view event_kind_name(EventKind kind);
 

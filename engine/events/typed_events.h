@@ -512,6 +512,21 @@ struct AttachedBlockMoved {
     bool operator==(const AttachedBlockMoved&) const = default;
 };
 
+// One sample of a metric an attached engine exposes for Prometheus (kvscope
+// attach --metrics), as polled: the value is a double and may be NaN or
+// infinite, so it travels in the JSON with the name and labels rather than in
+// an integer column.
+struct AttachedMetric {
+    static constexpr EventKind kind = EventKind::attached_metric;
+    std::int64_t source = 0;
+    std::string sample; // JSON: name, value (a number, or "NaN", "+Inf", "-Inf"), labels
+    static constexpr auto fields() {
+        return std::tuple{field("source", &AttachedMetric::source, Column::a),
+                          field("sample", &AttachedMetric::sample, Column::text)};
+    }
+    bool operator==(const AttachedMetric&) const = default;
+};
+
 // Every typed event, in EventKind order.
 using TypedEvents =
     std::tuple<RunConfig, StepBegin, StepEnd, RequestArrived, RequestAdmitted, FirstToken,
@@ -519,7 +534,8 @@ using TypedEvents =
                BlockFreed, BlockShared, BlockCached, BlockEvicted, PrefixLookup, TokensEvicted,
                CacheFill, OpSlice, MemorySample, BlockCompacted, KvBytes, BlockUnshared,
                TokenSampled, DeviceMemory, SourceAttached, AttachedBlockStored,
-               AttachedBlockRemoved, AttachedCleared, AttachedStatus, AttachedBlockMoved>;
+               AttachedBlockRemoved, AttachedCleared, AttachedStatus, AttachedBlockMoved,
+               AttachedMetric>;
 static_assert(std::tuple_size_v<TypedEvents> == kEventKindCount, "a kind has no typed event");
 
 template <class T>

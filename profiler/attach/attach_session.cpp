@@ -37,6 +37,12 @@ AttachSession::AttachSession(AttachOptions options, events::EventSink* sink)
     : options_(std::move(options))
     , sink_(sink)
     , next_status_(std::chrono::steady_clock::now() + options_.status_interval) {
+    if (!options_.metrics_urls.empty() && options_.metrics_urls.size() != options_.sources.size()) {
+        throw std::invalid_argument("give one metrics URL per publisher (" +
+                                    std::to_string(options_.sources.size()) + " publishers, " +
+                                    std::to_string(options_.metrics_urls.size()) +
+                                    " metrics URLs), or none");
+    }
     std::int64_t id = 0;
     for (KvEventSourceOptions& source : options_.sources) {
         source.endpoint = normalize_endpoint(source.endpoint);
@@ -54,18 +60,33 @@ AttachSession::AttachSession(AttachOptions options, events::EventSink* sink)
         attached.source = id++;
         attached.block_size = options_.block_size;
         attached.num_blocks = options_.num_blocks;
-        attached.endpoints = endpoints_json(source);
+        attached.endpoints = endpoints_json(
+            source, options_.metrics_urls.empty()
+                        ? std::string()
+                        : options_.metrics_urls[static_cast<std::size_t>(attached.source)]);
         send(events::to_event(attached));
+    }
+    if (!options_.metrics_urls.empty()) {
+        MetricsPollerOptions metrics;
+        metrics.urls = options_.metrics_urls;
+        metrics.interval = options_.metrics_interval;
+        metrics.http = options_.metrics_http;
+        metrics_ = std::make_unique<MetricsPoller>(std::move(metrics));
     }
 }
 
+std::vector<MetricsEndpointStatus> AttachSession::metrics_status() const {
+    return metrics_ ? metrics_->status() : std::vector<MetricsEndpointStatus>{};
+}
+
 AttachSession::~AttachSession() {
+    metrics_.reset();
     // Sockets before the context: zmq_ctx_term waits for open sockets.
     sources_.clear();
 }
 
-void AttachSession::send(events::EngineEvent event) {
-    event.time_ns = host_now_ns();
+void AttachSession::send(events::EngineEvent event, std::int64_t time_ns) {
+    event.time_ns = time_ns != 0 ? time_ns : host_now_ns();
     state_.apply(event);
     if (sink_ != nullptr) {
         sink_->on_event(event);
@@ -100,6 +121,18 @@ std::size_t AttachSession::poll(std::chrono::milliseconds timeout) {
             ++batches;
         }
     }
+    if (metrics_) {
+        for (const MetricsScrape& scrape : metrics_->take()) {
+            // One time for a poll's samples, so a query can group them.
+            const std::int64_t now_ns = host_now_ns();
+            for (const MetricSample& sample : scrape.samples) {
+                events::AttachedMetric row;
+                row.source = scrape.source;
+                row.sample = metric_json(sample);
+                send(events::to_event(row), now_ns);
+            }
+        }
+    }
     if (std::chrono::steady_clock::now() >= next_status_) {
         emit_status();
     }
@@ -108,6 +141,7 @@ std::size_t AttachSession::poll(std::chrono::milliseconds timeout) {
 
 void AttachSession::emit_status() {
     const auto now = std::chrono::steady_clock::now();
+    const std::vector<MetricsEndpointStatus> metrics = metrics_status();
     for (std::size_t i = 0; i < sources_.size(); ++i) {
         const KvEventSource& source = *sources_[i];
         events::AttachedStatus status;
@@ -116,7 +150,8 @@ void AttachSession::emit_status() {
         status.lost = source.counts().lost;
         status.silent_ms = static_cast<std::int64_t>(
             std::chrono::duration<double, std::milli>(source.silent_for(now)).count());
-        status.counts = counts_json(source.counts(), source.last_error());
+        status.counts = counts_json(source.counts(), source.last_error(),
+                                    i < metrics.size() ? &metrics[i] : nullptr);
         send(events::to_event(status));
     }
     next_status_ = now + options_.status_interval;

@@ -3,12 +3,14 @@
 // their batches turned into typed events for a sink (a recorder, the app's
 // live queue) and kept in an AttachedState built from those same rows.
 // Written once per source when attaching: SourceAttached; about once a
-// second and at the end: AttachedStatus.
+// second and at the end: AttachedStatus; with metrics URLs, an
+// AttachedMetric per kept sample as each poll arrives.
 #pragma once
 
 #include "engine/events/engine_event.h"
 #include "profiler/attach/attached_events.h"
 #include "profiler/attach/kv_event_source.h"
+#include "profiler/attach/metrics_poller.h"
 
 #include <chrono>
 #include <cstdint>
@@ -23,20 +25,28 @@ struct AttachOptions {
     std::int64_t block_size = 0; // as the user gave it (0: from the events)
     std::int64_t num_blocks = 0; // the engines' KV capacity as given (0: unknown)
     std::chrono::milliseconds status_interval{1000};
+    // Each source's Prometheus /metrics URL, in the same order (none, or one
+    // per source), polled every metrics_interval on threads of their own.
+    std::vector<std::string> metrics_urls;
+    std::chrono::milliseconds metrics_interval{1000};
+    HttpGetOptions metrics_http;
 };
 
 class AttachSession {
 public:
     // Connects every source (ZeroMQ retries on its own: a publisher not up
-    // yet is not an error). Throws std::invalid_argument naming an endpoint
-    // ZeroMQ cannot parse.
+    // yet is not an error) and starts polling the metrics URLs (one that
+    // fails is counted and retried, never fatal). Throws
+    // std::invalid_argument naming an endpoint ZeroMQ cannot parse, or when
+    // the metrics URLs are not one per source.
     AttachSession(AttachOptions options, events::EventSink* sink);
     ~AttachSession();
     AttachSession(const AttachSession&) = delete;
     AttachSession& operator=(const AttachSession&) = delete;
 
     // Waits up to `timeout` for any source to have messages, then takes what
-    // each has queued; emits their events and, when due, the status rows.
+    // each has queued; emits their events, the metrics polled since, and,
+    // when due, the status rows.
     // Returns the batches taken.
     std::size_t poll(std::chrono::milliseconds timeout);
     // Emits every source's status now (poll() does when one is due).
@@ -44,10 +54,13 @@ public:
 
     const std::vector<std::unique_ptr<KvEventSource>>& sources() const { return sources_; }
     const AttachedState& state() const { return state_; }
+    // Each metrics URL's polling so far (empty without metrics URLs).
+    std::vector<MetricsEndpointStatus> metrics_status() const;
     std::int64_t events_emitted() const { return events_emitted_; }
 
 private:
-    void send(events::EngineEvent event);
+    // Stamps the event with `time_ns`, or the host clock now when 0.
+    void send(events::EngineEvent event, std::int64_t time_ns = 0);
 
     AttachOptions options_;
     events::EventSink* sink_;
@@ -57,6 +70,7 @@ private:
     std::vector<events::EngineEvent> scratch_;
     std::chrono::steady_clock::time_point next_status_;
     std::int64_t events_emitted_ = 0;
+    std::unique_ptr<MetricsPoller> metrics_; // last: its threads stop first
 };
 
 // Fills `out.sources` for `endpoints`, each with its replay endpoint from

@@ -1,6 +1,7 @@
 #include "profiler/attach/attached_events.h"
 
 #include "profiler/attach/kv_event_source.h"
+#include "profiler/attach/metrics_poller.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -255,14 +256,18 @@ std::optional<MovedBlocks> moved_block_of(const events::AttachedBlockMoved& row)
     return MovedBlocks{{*hash}, from->get<std::string>(), to->get<std::string>()};
 }
 
-std::string endpoints_json(const KvEventSourceOptions& options) {
-    return json{{"endpoint", options.endpoint},
-                {"replay", options.replay_endpoint},
-                {"topic", options.topic}}
-        .dump();
+std::string endpoints_json(const KvEventSourceOptions& options, const std::string& metrics_url) {
+    json j{{"endpoint", options.endpoint},
+           {"replay", options.replay_endpoint},
+           {"topic", options.topic}};
+    if (!metrics_url.empty()) {
+        j["metrics"] = metrics_url;
+    }
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::string counts_json(const SourceCounts& counts, const std::string& last_error) {
+std::string counts_json(const SourceCounts& counts, const std::string& last_error,
+                        const MetricsEndpointStatus* metrics) {
     json j{{"messages", counts.messages},
            {"events", counts.events},
            {"gaps", counts.gaps},
@@ -277,8 +282,26 @@ std::string counts_json(const SourceCounts& counts, const std::string& last_erro
     if (!last_error.empty()) {
         j["last_error"] = last_error;
     }
+    if (metrics != nullptr) {
+        json m{{"polls", metrics->polls},
+               {"failures", metrics->failures},
+               {"bad_lines", metrics->bad_lines},
+               {"dropped", metrics->dropped},
+               {"failing", metrics->failing}};
+        if (!metrics->last_error.empty()) {
+            m["last_error"] = metrics->last_error;
+        }
+        j["metrics"] = m;
+    }
     // A publisher's bytes may not be UTF-8; replace rather than throw.
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::int64_t AttachedState::Source::capacity_blocks() const {
+    if (info.num_blocks > 0) {
+        return info.num_blocks;
+    }
+    return summarize_metrics(metrics).num_gpu_blocks.value_or(0);
 }
 
 const AttachedState::Source* AttachedState::source(std::int64_t id) const {
@@ -352,6 +375,17 @@ bool AttachedState::apply(const events::EngineEvent& event) {
         Source& s = at(row.source);
         s.status = row;
         s.last_event_ns = event.time_ns;
+        return true;
+    }
+    case EventKind::attached_metric: {
+        const auto row = events::as<events::AttachedMetric>(event);
+        Source& s = at(row.source);
+        s.last_event_ns = event.time_ns;
+        if (const std::optional<MetricSample> sample = metric_of(row)) {
+            add_metric(s.metrics, *sample, event.time_ns);
+        } else {
+            ++s.bad_rows;
+        }
         return true;
     }
     default:

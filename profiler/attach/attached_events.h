@@ -7,6 +7,7 @@
 
 #include "engine/events/engine_event.h"
 #include "engine/events/typed_events.h"
+#include "profiler/attach/attached_metrics.h"
 #include "profiler/attach/kv_events.h"
 #include "profiler/attach/resident_blocks.h"
 
@@ -22,6 +23,7 @@ namespace kvscope::attach {
 struct SourceBatch;
 struct KvEventSourceOptions;
 struct SourceCounts;
+struct MetricsEndpointStatus; // metrics_poller.h
 
 // "0x" + 16 hex digits: an integer hash; an even number of hex digits (at
 // most 64): raw bytes. The inverse of BlockHash::hex().
@@ -39,13 +41,17 @@ std::optional<StoredBlocks> stored_block_of(const events::AttachedBlockStored& r
 std::optional<RemovedBlocks> removed_block_of(const events::AttachedBlockRemoved& row);
 std::optional<MovedBlocks> moved_block_of(const events::AttachedBlockMoved& row);
 
-// The JSON of a source's endpoints for SourceAttached.
-std::string endpoints_json(const KvEventSourceOptions& options);
-// The JSON of a source's counters for AttachedStatus.
-std::string counts_json(const SourceCounts& counts, const std::string& last_error);
+// The JSON of a source's endpoints for SourceAttached (and its metrics URL,
+// when it has one).
+std::string endpoints_json(const KvEventSourceOptions& options,
+                           const std::string& metrics_url = {});
+// The JSON of a source's counters for AttachedStatus, with its metrics
+// URL's polling when it has one.
+std::string counts_json(const SourceCounts& counts, const std::string& last_error,
+                        const MetricsEndpointStatus* metrics = nullptr);
 
 // Every attached source a run's rows describe: what was said when attaching,
-// the resident blocks, the churn so far and the latest status.
+// the resident blocks, the churn so far, the latest status and metrics.
 class AttachedState {
 public:
     struct Source {
@@ -54,6 +60,11 @@ public:
         events::AttachedStatus status{};
         std::int64_t last_event_ns = 0; // the last row's time
         std::int64_t bad_rows = 0;      // rows whose detail did not parse
+        MetricSeriesMap metrics;        // each metric's first and latest sample
+
+        // The KV capacity in blocks: as given when attaching, else the
+        // latest vllm:cache_config_info's num_gpu_blocks; 0 when unknown.
+        std::int64_t capacity_blocks() const;
     };
 
     // Applies an attached row; false (and nothing done) for other kinds.

@@ -1,14 +1,18 @@
 // `kvscope attach` as a user runs it: against a publisher this test hosts on
 // loopback (vLLM's wire protocol), with --record, then `kvscope stats` on the
-// recording; Ctrl-C ends it cleanly; bad command lines get exit 2 and a
-// message that says what to fix.
+// recording; --metrics against a loopback HTTP server serving a page
+// prometheus_client wrote; Ctrl-C ends it cleanly; bad command lines get
+// exit 2 and a message that says what to fix.
 #include "engine/gguf/gguf_file.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/support/http_server.h"
 #include "tests/support/kv_event_publisher.h"
 #include "tests/support/run_process.h"
 #include "tests/support/tiny_model.h"
 
 #include <csignal>
+#include <fstream>
+#include <sstream>
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -32,6 +36,13 @@ QStringList attach_args(const KvEventPublisher& publisher) {
     return {"attach",   QString::fromStdString(publisher.endpoint),
             "--replay", QString::fromStdString(publisher.replay_endpoint),
             "--topic",  "kv-events"};
+}
+
+std::string metrics_page() {
+    std::ifstream in(KVSCOPE_SOURCE_DIR "/tests/profiler/data/metrics/vllm.prom");
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
 }
 
 } // namespace
@@ -101,6 +112,63 @@ private slots:
         QVERIFY2(again.err.contains(recording), qPrintable(again.err));
     }
 
+    void metricsGiveUsageHitRateAndCapacity() {
+        test::HttpServer server;
+        server.set("/metrics", {200, metrics_page()});
+        KvEventPublisher publisher(context_);
+        const QString url = QString::fromStdString(server.url("/metrics"));
+        const QString recording = dir_.filePath("metrics.sqlite");
+        QProcess attach;
+        attach.start(kCli, attach_args(publisher) + QStringList{"--duration", "1.5", "--metrics",
+                                                                url, "--metrics-interval", "0.2",
+                                                                "--record", recording});
+        QVERIFY(attach.waitForStarted(10'000));
+        QVERIFY2(publisher.wait_for_subscriber({}, 5000ms), "kvscope attach never subscribed");
+        QVERIFY(publisher.publish(0, kv_event_payload({PublishedStored{{1, 2}, std::nullopt}})));
+        QVERIFY(attach.waitForFinished(15'000));
+        const QString out = QString::fromUtf8(attach.readAllStandardOutput());
+        QVERIFY2(attach.exitCode() == 0, qPrintable(attach.readAllStandardError()));
+        QVERIFY2(out.contains("metrics " + url + ": "), qPrintable(out));
+        QVERIFY2(out.contains(" polls, 0 failed"), qPrintable(out));
+        QVERIFY2(out.contains("KV usage 25.0%; prefix cache hit rate 40.0% (400 of 1000 tokens "
+                              "since the engine started); 0 preemptions; capacity 27215 blocks "
+                              "of 16 tokens"),
+                 qPrintable(out));
+        // No --num-blocks: the capacity is vllm:cache_config_info's.
+        QVERIFY2(out.contains("rank 0 GPU: 2 resident blocks of 27215 (0.0%)"), qPrintable(out));
+
+        // stats reads the metrics and the capacity back from the recording.
+        const test::ProcessResult stats = run_process(kCli, {"stats", recording});
+        QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+        QVERIFY2(stats.out.contains("KV usage 25.0%, prefix cache hit rate 40.0%, 0 preemptions"),
+                 qPrintable(stats.out));
+        QVERIFY2(stats.out.contains("peak 2 of 27215 (0.0%)"), qPrintable(stats.out));
+    }
+
+    void failingMetricsAreReportedAndTheAttachGoesOn() {
+        KvEventPublisher publisher(context_);
+        const QString url = QString::fromStdString(test::HttpServer::refused_url());
+        QProcess attach;
+        attach.start(kCli, attach_args(publisher) +
+                               QStringList{"--duration", "1.6", "--metrics", url, "--json"});
+        QVERIFY(attach.waitForStarted(10'000));
+        QVERIFY(publisher.wait_for_subscriber({}, 5000ms));
+        QVERIFY(publisher.publish(0, kv_event_payload({PublishedStored{{5}, std::nullopt}})));
+        QVERIFY(attach.waitForFinished(15'000));
+        QCOMPARE(attach.exitCode(), 0);
+        const QString err = QString::fromUtf8(attach.readAllStandardError());
+        QVERIFY2(err.contains("metrics " + url + " failing: "), qPrintable(err));
+        const QJsonObject source = QJsonDocument::fromJson(attach.readAllStandardOutput())
+                                       .object()["sources"]
+                                       .toArray()[0]
+                                       .toObject();
+        QCOMPARE(source["blocks_stored"].toInt(), 1);
+        const QJsonObject metrics = source["stream"].toObject()["metrics"].toObject();
+        QVERIFY(metrics["failures"].toInt() >= 1);
+        QVERIFY(metrics["failing"].toBool());
+        QVERIFY(!metrics["last_error"].toString().isEmpty());
+    }
+
     void ctrlCEndsItCleanly() {
         KvEventPublisher publisher(context_);
         const QString recording = dir_.filePath("interrupted.sqlite");
@@ -151,6 +219,11 @@ private slots:
             << "cannot read a tokenizer from";
         QTest::newRow("zero blocks")
             << QStringList{"attach", "a:1", "--num-blocks", "0"} << "--num-blocks";
+        QTest::newRow("metrics count")
+            << QStringList{"attach", "a:1", "b:2", "--metrics", "http://a:8000/metrics"}
+            << "one --metrics URL per publisher";
+        QTest::newRow("metrics scheme") << QStringList{"attach", "a:1", "--metrics", "a:8000"}
+                                        << "is not an http:// or https:// URL";
     }
     void badCommandLines() {
         QFETCH(QStringList, args);

@@ -76,6 +76,7 @@ private slots:
     void op_slices_match_stats();
     void memory_matches_stats();
     void block_events_name_their_fields();
+    void attached_views_are_there_and_empty();
     void a_recording_without_views_reads_the_same();
 
 private:
@@ -225,6 +226,20 @@ void TestRecordingViews::block_events_name_their_fields() {
     QVERIFY(one(recording_, "SELECT count(*) FROM KVSCOPE_BLOCK_EVENTS WHERE kind = "
                             "'block_shared'") >=
             one(recording_, "SELECT sum(blocks_hit) FROM KVSCOPE_REQUESTS"));
+}
+
+void TestRecordingViews::attached_views_are_there_and_empty() {
+    // A run of kvscope's own engine attaches to nothing; the views still
+    // answer (tst_attach_session and tst_metrics_poller fill them).
+    for (const char* view : {"KVSCOPE_SOURCES", "KVSCOPE_ATTACHED_BLOCKS",
+                             "KVSCOPE_ATTACHED_STATUS", "KVSCOPE_ATTACHED_METRICS"}) {
+        QCOMPARE(one(recording_, QString("SELECT count(*) FROM %1").arg(view)), 0.0);
+    }
+    QCOMPARE(one(recording_, "SELECT count(*) FROM (SELECT id, t_ns, source, name, value, labels "
+                             "FROM KVSCOPE_ATTACHED_METRICS)"),
+             0.0);
+    QCOMPARE(one(recording_, "SELECT count(*) FROM (SELECT metrics_url FROM KVSCOPE_SOURCES)"),
+             0.0);
 }
 
 void TestRecordingViews::a_recording_without_views_reads_the_same() {

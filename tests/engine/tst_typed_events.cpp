@@ -139,6 +139,8 @@ void TestTypedEvents::columns_keep_their_recorded_meaning() {
     QVERIFY(
         as<MemorySample>(row(EventKind::memory_sample, -1, -1, {1, 2, 3, 6})) ==
         (MemorySample{.used_blocks = 1, .cached_blocks = 2, .free_blocks = 3, .total_blocks = 6}));
+    QVERIFY(as<AttachedMetric>(row(EventKind::attached_metric, -1, -1, {2, 0, 0, 0}, "{}")) ==
+            (AttachedMetric{.source = 2, .sample = "{}"}));
     QVERIFY(as<RequestAdmitted>(row(EventKind::request_admitted, 3, -1, {64, 10, 4, 1})) ==
             (RequestAdmitted{.request = 3,
                              .cached_tokens = 64,

@@ -111,6 +111,7 @@ void TestFetchPublishers::initTestCase() {
     // What the venv installs, as stand-ins (the real ones are pinned there).
     make_wheel("pyzmq", "27.3.0", {{"zmq/__init__.py", "FAKE = True\n"}});
     make_wheel("msgspec", "0.22.0", {{"msgspec/__init__.py", "FAKE = True\n"}});
+    make_wheel("prometheus_client", "0.23.1", {{"prometheus_client/__init__.py", "FAKE = True\n"}});
 }
 
 void TestFetchPublishers::make_wheel(const QString& name, const QString& version,
@@ -208,8 +209,9 @@ void TestFetchPublishers::the_venv_is_made_once() {
     QVERIFY2(result.exit_code == 0, qPrintable(result.out + result.err));
     QVERIFY2(result.out.contains("Publisher venv ready"), qPrintable(result.out));
     const QString venv_python = cache + "/venv/bin/python";
-    const ProcessResult imported =
-        run_process(venv_python, {"-c", "import zmq, msgspec; print(zmq.FAKE and msgspec.FAKE)"});
+    const ProcessResult imported = run_process(
+        venv_python, {"-c", "import zmq, msgspec, prometheus_client; "
+                            "print(zmq.FAKE and msgspec.FAKE and prometheus_client.FAKE)"});
     QVERIFY2(imported.exit_code == 0 && imported.out.trimmed() == "True",
              qPrintable(imported.out + imported.err));
     QCOMPARE(entries_besides(cache, {"venv", "fakeengine-1.0"}), QStringList());

@@ -81,9 +81,9 @@ void AttachedBlocksView::rebuild() {
                 section.cells.push_back({hash, tree});
             }
             const std::size_t resident = section.cells.size();
-            // The capacity given is the engine's GPU pool; other tiers' sizes
-            // are not known.
-            const std::int64_t capacity = key.medium == "GPU" ? source.info.num_blocks : 0;
+            // The capacity (given, or the engine's vllm:cache_config_info) is
+            // its GPU pool; other tiers' sizes are not known.
+            const std::int64_t capacity = key.medium == "GPU" ? source.capacity_blocks() : 0;
             if (capacity > static_cast<std::int64_t>(resident)) {
                 section.cells.resize(static_cast<std::size_t>(capacity));
             }
