@@ -559,6 +559,10 @@ bool AttachedState::apply(const events::EngineEvent& event) {
     case EventKind::attached_status: {
         const auto row = events::as<events::AttachedStatus>(event);
         Source& s = at(row.source);
+        if (row.lost > s.status.lost) {
+            s.blocks.clear();
+            ++s.loss_clears;
+        }
         s.status = row;
         s.last_event_ns = event.time_ns;
         return true;

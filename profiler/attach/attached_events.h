@@ -48,6 +48,13 @@ public:
         events::AttachedStatus status{};
         std::int64_t last_event_ns = 0; // the last row's time
         std::int64_t bad_rows = 0;      // rows whose detail did not parse
+        // Times a status row said more events were lost and the blocks were
+        // dropped: a lost BlockRemoved would otherwise leave its block here
+        // for ever, and under sustained loss (a reader slower than the
+        // stream) such phantoms grew without bound. After a clear, every
+        // block held was stored since: what is shown may lack blocks, but
+        // holds none that are gone.
+        std::int64_t loss_clears = 0;
     };
 
     // Applies an attached row; false (and nothing done) for other kinds.

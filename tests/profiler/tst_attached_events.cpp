@@ -222,6 +222,41 @@ private slots:
         QCOMPARE(back->medium, stored.medium);
     }
 
+    // Lost events may have held removals: once a status row says more were
+    // lost, the source's blocks go (rather than phantoms piling up), and
+    // what is stored afterwards is kept.
+    void lostEventsClearTheSource() {
+        AttachedState state;
+        const auto stored = [](std::uint64_t hash) {
+            std::vector<events::EngineEvent> rows;
+            append_typed_events(0,
+                                batch_of({StoredBlocks{
+                                    {BlockHash::from_uint(hash)}, {}, {1, 2}, 2, {}, "GPU", {}}}),
+                                rows);
+            return rows.at(0);
+        };
+        const auto status = [](std::int64_t lost) {
+            events::AttachedStatus row;
+            row.source = 0;
+            row.lost = lost;
+            return events::to_event(row);
+        };
+        QVERIFY(state.apply(stored(1)));
+        QVERIFY(state.apply(stored(2)));
+        QVERIFY(state.apply(status(0)));
+        QCOMPARE(state.source(0)->blocks.size(), std::size_t{2});
+        QCOMPARE(state.source(0)->loss_clears, std::int64_t{0});
+        QVERIFY(state.apply(status(3)));
+        QCOMPARE(state.source(0)->blocks.size(), std::size_t{0});
+        QCOMPARE(state.source(0)->loss_clears, std::int64_t{1});
+        QVERIFY(state.apply(stored(3)));
+        QVERIFY(state.apply(status(3))); // nothing more lost: kept
+        QCOMPARE(state.source(0)->blocks.size(), std::size_t{1});
+        QVERIFY(state.apply(status(4)));
+        QCOMPARE(state.source(0)->blocks.size(), std::size_t{0});
+        QCOMPARE(state.source(0)->loss_clears, std::int64_t{2});
+    }
+
     void restartClearsBeforeTheBatch() {
         SourceBatch batch =
             batch_of({RemovedBlocks{{BlockHash::from_uint(1)}, "GPU", {}}, AllCleared{}});
