@@ -61,7 +61,10 @@ events::EngineEvent engine_event(std::int64_t i, const char* mix) {
 template <typename Feed>
 Result measure(const std::filesystem::path& path, std::int64_t rows, std::string what, Feed feed) {
     std::filesystem::remove(path);
-    profiler::Recorder recorder(path, {{"bench", "recorder throughput"}});
+    // No queue limit: this measures the writer against a producer that
+    // queues everything at once, not the back-pressure that limit applies.
+    profiler::Recorder recorder(path, {{"bench", "recorder throughput"}}, false,
+                                static_cast<std::size_t>(rows));
     const auto start = Clock::now();
     feed(recorder);
     const auto queued = Clock::now();

@@ -4,6 +4,7 @@
 #include "profiler/recording_views.h"
 #include "profiler/sqlite_util.h"
 
+#include <algorithm>
 #include <chrono>
 #include <pthread.h>
 #include <sched.h>
@@ -54,7 +55,9 @@ CREATE INDEX IF NOT EXISTS KVSCOPE_EVENTS_REQUEST ON KVSCOPE_EVENTS (request)
 } // namespace
 
 Recorder::Recorder(const std::filesystem::path& path,
-                   const std::map<std::string, std::string>& metadata, bool overwrite) {
+                   const std::map<std::string, std::string>& metadata, bool overwrite,
+                   std::size_t max_queued_events)
+    : max_queued_(std::max<std::size_t>(max_queued_events, 1)) {
     std::error_code ec;
     if (std::filesystem::exists(path, ec)) {
         if (!overwrite) {
@@ -116,8 +119,30 @@ bool Recorder::Pending::empty() const {
 }
 
 void Recorder::on_event(const events::EngineEvent& event) {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    if (queue_.events.size() >= max_queued_ && !writer_done_) {
+        // Full: have the writer commit now rather than at its next interval,
+        // and wait until it has taken the queue.
+        const auto start = std::chrono::steady_clock::now();
+        wake_.notify_one();
+        room_.wait(lock, [this] { return queue_.events.size() < max_queued_ || writer_done_; });
+        ++stats_.full_waits;
+        stats_.full_wait_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now() - start)
+                                   .count();
+    }
+    if (writer_done_) {
+        ++stats_.dropped_events; // nothing will ever write it
+        return;
+    }
     queue_.events.push_back(event);
+    stats_.max_queued_events =
+        std::max(stats_.max_queued_events, static_cast<std::int64_t>(queue_.events.size()));
+}
+
+std::size_t Recorder::queued_events() const {
+    std::lock_guard lock(mutex_);
+    return queue_.events.size();
 }
 
 void Recorder::on_gpu_activity(GpuActivityBatch batch) {
@@ -232,19 +257,27 @@ void Recorder::writer_loop() {
         bool stopping;
         {
             std::unique_lock lock(mutex_);
-            wake_.wait_for(lock, kRecorderCommitInterval, [this] { return stopping_; });
+            wake_.wait_for(lock, kRecorderCommitInterval,
+                           [this] { return stopping_ || queue_.events.size() >= max_queued_; });
             std::swap(pending, queue_);
             stopping = stopping_;
         }
+        room_.notify_all();
         try {
             commit(pending);
         } catch (const RecordingError& e) {
-            std::lock_guard lock(mutex_);
-            error_ = e.what();
+            {
+                std::lock_guard lock(mutex_);
+                error_ = e.what();
+                writer_done_ = true;
+            }
+            room_.notify_all();
             return; // the engine goes on; close() reports it
         }
         pending = Pending{};
         if (stopping) {
+            std::lock_guard lock(mutex_);
+            writer_done_ = true;
             return;
         }
     }

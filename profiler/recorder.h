@@ -4,6 +4,16 @@
 // transaction every kRecorderCommitInterval, in WAL mode, so a run killed at
 // any moment leaves a file that opens with everything up to its last commit:
 // it loses at most the last interval or so of events.
+//
+// The queue is bounded: a producer faster than SQLite for long (an attached
+// stream of hundreds of thousands of rows a second on a slow disk) waits in
+// on_event() for the next commit once kRecorderMaxQueuedEvents are queued,
+// rather than the queue growing without limit. Back-pressure, not dropping:
+// the recording stays whole and equal to what the producer saw, and the wait
+// lands where it can be afforded. `kvscope attach`'s loop then reads its
+// sockets later, ZeroMQ's high-water marks drop what does not fit at the
+// publishers (which never wait), and the sources count those as lost. Only a
+// writer that failed (close() reports why) makes on_event() drop, counted.
 #pragma once
 
 #include "engine/events/engine_event.h"
@@ -24,12 +34,19 @@ struct sqlite3;
 namespace kvscope::profiler {
 
 inline constexpr std::chrono::milliseconds kRecorderCommitInterval{100};
+// About 80 MiB of attached-block rows, ~1 s of an 8-publisher stream at
+// 100,000 KV events a second; an engine run never comes near it.
+inline constexpr std::size_t kRecorderMaxQueuedEvents = std::size_t{1} << 18;
 
 struct RecorderStats {
     std::int64_t events = 0;              // engine events written
     std::int64_t gpu_records = 0;         // kernels, copies, memsets, memory, NVTX, overhead
     std::int64_t dropped_gpu_records = 0; // lost by CUPTI before they reached us
     std::int64_t commits = 0;
+    std::int64_t max_queued_events = 0; // the most engine events ever waiting for the writer
+    std::int64_t full_waits = 0;        // on_event() calls that waited for room
+    std::int64_t full_wait_ns = 0;      // time they waited, together
+    std::int64_t dropped_events = 0;    // queued after the writer failed: never written
 };
 
 class NsightTableWriter;
@@ -41,7 +58,7 @@ public:
     // exists (unless `overwrite`) or cannot be written. `metadata` goes into
     // KVSCOPE_META next to the schema version.
     Recorder(const std::filesystem::path& path, const std::map<std::string, std::string>& metadata,
-             bool overwrite = false);
+             bool overwrite = false, std::size_t max_queued_events = kRecorderMaxQueuedEvents);
     ~Recorder() override; // close()s
 
     void on_event(const events::EngineEvent& event) override;
@@ -56,6 +73,8 @@ public:
     void close();
 
     RecorderStats stats() const;
+    // Engine events queued and not yet handed to the writer.
+    std::size_t queued_events() const;
 
 private:
     void writer_loop();
@@ -76,8 +95,11 @@ private:
     std::unique_ptr<Statement> insert_one_;
     mutable std::mutex mutex_;
     std::condition_variable wake_;
+    std::condition_variable room_; // the writer took the queue
     Pending queue_;
+    std::size_t max_queued_;
     bool stopping_ = false;
+    bool writer_done_ = false; // the writer thread returned (failed or stopped)
     std::string error_;
     RecorderStats stats_;
     std::thread writer_;

@@ -50,7 +50,7 @@ struct ResidencyCounts {
     std::int64_t moved = 0;           // resident blocks moved to another tier
     std::int64_t unknown_removed = 0; // removals of hashes that were not resident
     std::int64_t clears = 0;          // AllBlocksCleared events
-    std::int64_t resets = 0;          // clear() calls (source restarts)
+    std::int64_t resets = 0;          // clear() calls (source restarts, events lost)
     bool operator==(const ResidencyCounts&) const = default;
 };
 

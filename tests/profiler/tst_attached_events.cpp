@@ -8,6 +8,7 @@
 #include "profiler/attach/token_text.h"
 #include "tests/support/tiny_model.h"
 
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include <QTest>
@@ -154,6 +155,109 @@ private slots:
         QCOMPARE(second->lora_id, std::optional<std::int64_t>(7));
     }
 
+    // The details are written and read by hand (nlohmann's DOM was the
+    // attach thread's main cost): the bytes must be what nlohmann wrote, and
+    // a detail read by hand must equal the same detail read by nlohmann
+    // (here: with spaces, which only nlohmann's path takes).
+    void detailsAreWhatNlohmannWrites() {
+        StoredBlocks stored;
+        stored.hashes = {BlockHash::from_uint(0xFFFFFFFFFFFFFFFFull), bytes_hash(9, 32)};
+        stored.parent = bytes_hash(3, 5);
+        stored.token_ids = {0, -7, 151935, 123456789012345678};
+        stored.block_size = 2;
+        stored.medium = "CPU_PINNED";
+        stored.lora_id = -3;
+        stored.group_idx = 2;
+        RemovedBlocks removed{{BlockHash::from_uint(42)}, "DISK", 1};
+        RemovedBlocks removed_plain{{bytes_hash(1, 8)}, "GPU", {}};
+        std::vector<events::EngineEvent> rows;
+        append_typed_events(0, batch_of({stored, removed, removed_plain}), rows);
+        QCOMPARE(rows.size(), std::size_t{4});
+
+        const nlohmann::json first{{"hash", stored.hashes[0].hex()},
+                                   {"parent", stored.parent->hex()},
+                                   {"medium", "CPU_PINNED"},
+                                   {"tokens", {0, -7}},
+                                   {"lora_id", -3},
+                                   {"group", 2}};
+        const nlohmann::json second{{"hash", stored.hashes[1].hex()},
+                                    {"parent", stored.hashes[0].hex()},
+                                    {"medium", "CPU_PINNED"},
+                                    {"tokens", {151935, 123456789012345678}},
+                                    {"lora_id", -3},
+                                    {"group", 2}};
+        const nlohmann::json third{
+            {"hash", "0x000000000000002a"}, {"medium", "DISK"}, {"group", 1}};
+        const nlohmann::json fourth{{"hash", bytes_hash(1, 8).hex()}, {"medium", "GPU"}};
+        QCOMPARE(rows[0].text, first.dump());
+        QCOMPARE(rows[1].text, second.dump());
+        QCOMPARE(rows[2].text, third.dump());
+        QCOMPARE(rows[3].text, fourth.dump());
+
+        for (int i = 0; i < 2; ++i) {
+            auto row = events::as<events::AttachedBlockStored>(rows[static_cast<std::size_t>(i)]);
+            const std::optional<StoredBlocks> by_hand = stored_block_of(row);
+            row.detail = nlohmann::json::parse(row.detail).dump(1);
+            const std::optional<StoredBlocks> by_nlohmann = stored_block_of(row);
+            QVERIFY(by_hand.has_value() && by_nlohmann.has_value());
+            QVERIFY(*by_hand == *by_nlohmann);
+            QCOMPARE(by_hand->token_ids.size(), std::size_t{2});
+        }
+        for (int i = 2; i < 4; ++i) {
+            auto row = events::as<events::AttachedBlockRemoved>(rows[static_cast<std::size_t>(i)]);
+            const std::optional<RemovedBlocks> by_hand = removed_block_of(row);
+            row.detail = nlohmann::json::parse(row.detail).dump(1);
+            const std::optional<RemovedBlocks> by_nlohmann = removed_block_of(row);
+            QVERIFY(by_hand.has_value() && by_nlohmann.has_value());
+            QVERIFY(*by_hand == *by_nlohmann);
+        }
+        QVERIFY(*removed_block_of(events::as<events::AttachedBlockRemoved>(rows[2])) == removed);
+
+        // A medium that needs escaping still makes valid JSON (nlohmann's).
+        stored.medium = "a\"b\\c";
+        stored.hashes.resize(1);
+        rows.clear();
+        append_typed_events(0, batch_of({stored}), rows);
+        const auto back = stored_block_of(events::as<events::AttachedBlockStored>(rows.at(0)));
+        QVERIFY(back.has_value());
+        QCOMPARE(back->medium, stored.medium);
+    }
+
+    // Lost events may have held removals: once a status row says more were
+    // lost, the source's blocks go (rather than phantoms piling up), and
+    // what is stored afterwards is kept.
+    void lostEventsClearTheSource() {
+        AttachedState state;
+        const auto stored = [](std::uint64_t hash) {
+            std::vector<events::EngineEvent> rows;
+            append_typed_events(0,
+                                batch_of({StoredBlocks{
+                                    {BlockHash::from_uint(hash)}, {}, {1, 2}, 2, {}, "GPU", {}}}),
+                                rows);
+            return rows.at(0);
+        };
+        const auto status = [](std::int64_t lost) {
+            events::AttachedStatus row;
+            row.source = 0;
+            row.lost = lost;
+            return events::to_event(row);
+        };
+        QVERIFY(state.apply(stored(1)));
+        QVERIFY(state.apply(stored(2)));
+        QVERIFY(state.apply(status(0)));
+        QCOMPARE(state.source(0)->blocks.size(), std::size_t{2});
+        QCOMPARE(state.source(0)->loss_clears, std::int64_t{0});
+        QVERIFY(state.apply(status(3)));
+        QCOMPARE(state.source(0)->blocks.size(), std::size_t{0});
+        QCOMPARE(state.source(0)->loss_clears, std::int64_t{1});
+        QVERIFY(state.apply(stored(3)));
+        QVERIFY(state.apply(status(3))); // nothing more lost: kept
+        QCOMPARE(state.source(0)->blocks.size(), std::size_t{1});
+        QVERIFY(state.apply(status(4)));
+        QCOMPARE(state.source(0)->blocks.size(), std::size_t{0});
+        QCOMPARE(state.source(0)->loss_clears, std::int64_t{2});
+    }
+
     void restartClearsBeforeTheBatch() {
         SourceBatch batch =
             batch_of({RemovedBlocks{{BlockHash::from_uint(1)}, "GPU", {}}, AllCleared{}});
@@ -227,6 +331,23 @@ private slots:
             << "{\"hash\": \"0x0000000000000001\", \"tokens\": [1, \"x\"]}";
         QTest::newRow("medium a number") << "{\"hash\": \"0x0000000000000001\", \"medium\": 1}";
         QTest::newRow("lora a float") << "{\"hash\": \"0x0000000000000001\", \"lora_id\": 1.5}";
+        // Compact, as kvscope writes them (its own reader's path first):
+        QTest::newRow("compact: token a string")
+            << "{\"hash\":\"0x0000000000000001\",\"medium\":\"GPU\",\"tokens\":[1,\"x\"]}";
+        QTest::newRow("compact: token a float")
+            << "{\"hash\":\"0x0000000000000001\",\"medium\":\"GPU\",\"tokens\":[1.5]}";
+        QTest::newRow("compact: leading zero")
+            << "{\"hash\":\"0x0000000000000001\",\"medium\":\"GPU\",\"tokens\":[01]}";
+        QTest::newRow("compact: lora a float")
+            << "{\"hash\":\"0x0000000000000001\",\"lora_id\":1.5,\"medium\":\"GPU\","
+               "\"tokens\":[]}";
+        QTest::newRow("compact: trailing bytes")
+            << "{\"hash\":\"0x0000000000000001\",\"medium\":\"GPU\",\"tokens\":[1]}x";
+        QTest::newRow("compact: bad parent")
+            << "{\"hash\":\"0x0000000000000001\",\"medium\":\"GPU\",\"parent\":\"0x12\","
+               "\"tokens\":[]}";
+        QTest::newRow("compact: unterminated")
+            << "{\"hash\":\"0x0000000000000001\",\"medium\":\"GPU\",\"tokens\":[1,";
     }
     void hostileRowsAreCountedNotTrusted() {
         QFETCH(QString, detail);

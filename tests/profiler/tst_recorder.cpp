@@ -51,6 +51,7 @@ class TestRecorder : public QObject {
 private slots:
     void events_and_metadata_read_back();
     void refuses_to_overwrite();
+    void a_full_queue_holds_the_producer_and_loses_nothing();
     void survives_sigkill();
     void a_kill_loses_at_most_the_last_commits();
     void bad_files_are_refused_data();
@@ -84,6 +85,36 @@ void TestRecorder::events_and_metadata_read_back() {
              std::int64_t{2});
     // Closed recordings are one file: the WAL is folded back in.
     QVERIFY(!QFile::exists(QString::fromStdString(path + "-wal")));
+}
+
+void TestRecorder::a_full_queue_holds_the_producer_and_loses_nothing() {
+    // A producer far faster than SQLite (it queues in a tight loop) is held
+    // at the limit instead of the queue growing, and every event is written,
+    // in order.
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("full.sqlite").toStdString();
+    constexpr std::int64_t kEvents = 20000;
+    constexpr std::size_t kLimit = 256;
+    profiler::Recorder recorder(path, {}, false, kLimit);
+    const auto start = std::chrono::steady_clock::now();
+    for (std::int64_t t = 0; t < kEvents; ++t) {
+        recorder.on_event(make_event(t, events::EventKind::memory_sample));
+        QVERIFY(recorder.queued_events() <= kLimit);
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const profiler::RecorderStats queued = recorder.stats();
+    QVERIFY(queued.max_queued_events <= static_cast<std::int64_t>(kLimit));
+    QVERIFY(queued.full_waits > 0);
+    QVERIFY(queued.full_wait_ns > 0);
+    // A full queue wakes the writer at once: ~80 commits, not 80 intervals.
+    qInfo("%lld waits, %.2f s queuing", static_cast<long long>(queued.full_waits), seconds);
+    recorder.close();
+    QCOMPARE(recorder.stats().events, kEvents);
+    QCOMPARE(recorder.stats().dropped_events, std::int64_t{0});
+    QCOMPARE(query_int(path, "SELECT count(*) FROM KVSCOPE_EVENTS"), kEvents);
+    QCOMPARE(query_int(path, "SELECT count(*) FROM KVSCOPE_EVENTS WHERE t_ns != id - 1"),
+             std::int64_t{0});
 }
 
 void TestRecorder::refuses_to_overwrite() {
