@@ -201,7 +201,8 @@ std::string attached_blocks_view() {
                              ", '$.hash') ELSE " + from_detail("hash") + " END";
     std::string cause = "CASE WHEN e.kind = " + id(cleared) + " THEN CASE " + col(cleared, "cause");
     for (const auto c :
-         {events::ClearCause::all_blocks_cleared, events::ClearCause::publisher_restarted}) {
+         {events::ClearCause::all_blocks_cleared, events::ClearCause::publisher_restarted,
+          events::ClearCause::events_lost}) {
         cause += " WHEN " + std::to_string(static_cast<int>(c)) + " THEN '" +
                  std::string(events::clear_cause_name(c)) + "'";
     }

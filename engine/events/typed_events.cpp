@@ -44,6 +44,8 @@ std::string_view clear_cause_name(ClearCause cause) {
         return "all_blocks_cleared";
     case ClearCause::publisher_restarted:
         return "publisher_restarted";
+    case ClearCause::events_lost:
+        return "events_lost";
     }
     return "?";
 }

@@ -457,6 +457,8 @@ struct AttachedBlockRemoved {
 enum class ClearCause : std::uint8_t {
     all_blocks_cleared = 0,  // the engine reset its prefix cache (AllBlocksCleared)
     publisher_restarted = 1, // its sequence numbers began again: what it said is void
+    events_lost = 2,         // batches neither the stream nor replay gave: removals may be
+                             // among them, so what is known resident starts again
 };
 std::string_view clear_cause_name(ClearCause cause);
 

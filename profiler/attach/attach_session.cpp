@@ -49,6 +49,7 @@ AttachSession::AttachSession(AttachOptions options, events::EventSink* sink)
         source.replay_endpoint = normalize_endpoint(source.replay_endpoint);
         try {
             sources_.push_back(std::make_unique<KvEventSource>(context_, source));
+            lost_seen_.push_back(0);
         } catch (const zmq::error_t& error) {
             throw std::invalid_argument("cannot attach to '" + source.endpoint + "'" +
                                         (source.replay_endpoint.empty()
@@ -119,6 +120,16 @@ std::size_t AttachSession::poll(std::chrono::milliseconds timeout) {
                 send(std::move(event));
             }
             ++batches;
+        }
+        // Batches lost for good may have removed blocks: start what is known
+        // resident again rather than keep blocks that may be gone.
+        const std::int64_t lost = sources_[i]->counts().lost;
+        if (lost > lost_seen_[i]) {
+            lost_seen_[i] = lost;
+            events::AttachedCleared cleared;
+            cleared.source = static_cast<std::int64_t>(i);
+            cleared.cause = events::ClearCause::events_lost;
+            send(events::to_event(cleared));
         }
     }
     if (metrics_) {

@@ -66,6 +66,7 @@ private:
     events::EventSink* sink_;
     zmq::context_t context_;
     std::vector<std::unique_ptr<KvEventSource>> sources_;
+    std::vector<std::int64_t> lost_seen_; // per source: its lost count when last looked at
     AttachedState state_;
     std::vector<events::EngineEvent> scratch_;
     std::chrono::steady_clock::time_point next_status_;

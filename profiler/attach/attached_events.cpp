@@ -3,7 +3,6 @@
 #include "profiler/attach/kv_event_source.h"
 #include "profiler/attach/metrics_poller.h"
 
-#include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <type_traits>
@@ -94,257 +93,27 @@ std::optional<BlockHash> hash_member(const json& j, const char* key) {
     return parse_block_hash(it->get_ref<const std::string&>());
 }
 
-// The detail JSON of the rows written here, by hand: nlohmann's DOM (a map
-// node per key, a value per token id) cost more than everything else on the
-// attach thread together at 100,000 events a second. The bytes are what
-// nlohmann wrote (its objects are std::maps, so keys come sorted); a medium
-// this writer cannot put plainly (needing escapes, or not ASCII) goes
-// through nlohmann as before.
-bool plain_text(std::string_view text) {
-    for (const char c : text) {
-        const auto u = static_cast<unsigned char>(c);
-        if (u < 0x20 || u >= 0x7F || c == '"' || c == '\\') {
-            return false;
-        }
-    }
-    return true;
-}
-
-class PlainWriter {
-public:
-    explicit PlainWriter(std::string& out)
-        : out_(out) {
-        out_ = "{";
-    }
-    void key(const char* name) {
-        out_ += first_ ? "\"" : ",\"";
-        first_ = false;
-        out_ += name;
-        out_ += "\":";
-    }
-    void integer(std::int64_t value) {
-        char digits[24];
-        const auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
-        out_.append(digits, end);
-    }
-    void optional_int(const char* name, const std::optional<std::int64_t>& value) {
-        if (value) {
-            key(name);
-            integer(*value);
-        }
-    }
-    void text(const char* name, std::string_view value) { // plain_text(value) only
-        key(name);
-        out_ += '"';
-        out_ += value;
-        out_ += '"';
-    }
-    void close() { out_ += '}'; }
-
-private:
-    std::string& out_;
-    bool first_ = true;
-};
-
+// A stored or removed block's detail JSON (sorted keys, as nlohmann writes
+// objects).
 std::string stored_detail(const StoredBlocks& e, std::size_t begin, std::size_t end,
                           const BlockHash& hash, const std::optional<BlockHash>& parent) {
-    std::string out;
-    if (!plain_text(e.medium)) {
-        json detail{{"hash", hash.hex()}};
-        if (parent) {
-            detail["parent"] = parent->hex();
-        }
-        detail["medium"] = e.medium;
-        detail["tokens"] =
-            std::vector<std::int64_t>(e.token_ids.begin() + static_cast<std::ptrdiff_t>(begin),
-                                      e.token_ids.begin() + static_cast<std::ptrdiff_t>(end));
-        put_optional(detail, "lora_id", e.lora_id);
-        put_optional(detail, "group", e.group_idx);
-        return detail.dump();
-    }
-    out.reserve(96 + (end - begin) * 8);
-    PlainWriter w(out);
-    w.optional_int("group", e.group_idx);
-    w.text("hash", hash.hex());
-    w.optional_int("lora_id", e.lora_id);
-    w.text("medium", e.medium);
+    json detail{{"hash", hash.hex()}};
     if (parent) {
-        w.text("parent", parent->hex());
+        detail["parent"] = parent->hex();
     }
-    w.key("tokens");
-    out += '[';
-    for (std::size_t t = begin; t < end; ++t) {
-        if (t != begin) {
-            out += ',';
-        }
-        w.integer(e.token_ids[t]);
-    }
-    out += ']';
-    w.close();
-    return out;
+    detail["medium"] = e.medium;
+    detail["tokens"] =
+        std::vector<std::int64_t>(e.token_ids.begin() + static_cast<std::ptrdiff_t>(begin),
+                                  e.token_ids.begin() + static_cast<std::ptrdiff_t>(end));
+    put_optional(detail, "lora_id", e.lora_id);
+    put_optional(detail, "group", e.group_idx);
+    return detail.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string removed_detail(const RemovedBlocks& e, const BlockHash& hash) {
-    if (!plain_text(e.medium)) {
-        json detail{{"hash", hash.hex()}, {"medium", e.medium}};
-        put_optional(detail, "group", e.group_idx);
-        return detail.dump();
-    }
-    std::string out;
-    PlainWriter w(out);
-    w.optional_int("group", e.group_idx);
-    w.text("hash", hash.hex());
-    w.text("medium", e.medium);
-    w.close();
-    return out;
-}
-
-// The reading side of the same: a detail exactly as written above parses
-// here, without a DOM; anything else (another writer's spacing or key order,
-// escapes, numbers that are not plain integers) returns none and goes
-// through nlohmann, which decides.
-class PlainReader {
-public:
-    explicit PlainReader(std::string_view text)
-        : text_(text) {}
-
-    bool open() { return literal("{"); }
-    bool close() { return literal("}") && pos_ == text_.size(); }
-    // The next member is `name`: takes its key.
-    bool key(std::string_view name) {
-        const std::size_t comma = first_ ? 0 : 1;
-        if (text_.size() < pos_ + comma + name.size() + 3 || (!first_ && text_[pos_] != ',') ||
-            text_[pos_ + comma] != '"' || text_.substr(pos_ + comma + 1, name.size()) != name ||
-            text_.substr(pos_ + comma + 1 + name.size(), 2) != "\":") {
-            return false;
-        }
-        pos_ += comma + name.size() + 3;
-        first_ = false;
-        return true;
-    }
-    bool literal(std::string_view what) {
-        if (text_.substr(pos_, what.size()) != what) {
-            return false;
-        }
-        pos_ += what.size();
-        return true;
-    }
-    // A string of printable ASCII without escapes.
-    bool string(std::string_view& out) {
-        if (!literal("\"")) {
-            return false;
-        }
-        const std::size_t end = text_.find_first_of("\"\\", pos_);
-        if (end == std::string_view::npos || text_[end] != '"') {
-            return false;
-        }
-        for (std::size_t i = pos_; i < end; ++i) {
-            // Control characters are not JSON; other bytes than ASCII are
-            // left to nlohmann, which checks they are UTF-8.
-            const auto u = static_cast<unsigned char>(text_[i]);
-            if (u < 0x20 || u >= 0x7F) {
-                return false;
-            }
-        }
-        out = text_.substr(pos_, end - pos_);
-        pos_ = end + 1;
-        return true;
-    }
-    bool hash(std::optional<BlockHash>& out) {
-        std::string_view body;
-        if (!string(body)) {
-            return false;
-        }
-        out = parse_block_hash(body);
-        return out.has_value();
-    }
-    // A JSON integer of at most 18 digits (so no overflow to think about).
-    bool integer(std::int64_t& out) {
-        const std::size_t start = pos_;
-        if (pos_ < text_.size() && text_[pos_] == '-') {
-            ++pos_;
-        }
-        const std::size_t digits = pos_;
-        while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-            ++pos_;
-        }
-        const std::size_t n = pos_ - digits;
-        if (n == 0 || n > 18 || (n > 1 && text_[digits] == '0')) {
-            return false;
-        }
-        if (pos_ < text_.size() &&
-            (text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E')) {
-            return false;
-        }
-        std::from_chars(text_.data() + start, text_.data() + pos_, out);
-        return true;
-    }
-    bool optional_int(std::string_view name, std::optional<std::int64_t>& out) {
-        if (!key(name)) {
-            return true;
-        }
-        std::int64_t value = 0;
-        if (!integer(value)) {
-            return false;
-        }
-        out = value;
-        return true;
-    }
-
-private:
-    std::string_view text_;
-    std::size_t pos_ = 0;
-    bool first_ = true;
-};
-
-std::optional<StoredBlocks> plain_stored(const std::string& text, std::int64_t block_size) {
-    PlainReader r(text);
-    StoredBlocks block;
-    std::optional<BlockHash> hash;
-    std::string_view medium;
-    if (!r.open() || !r.optional_int("group", block.group_idx) || !r.key("hash") || !r.hash(hash) ||
-        !r.optional_int("lora_id", block.lora_id) || !r.key("medium") || !r.string(medium)) {
-        return std::nullopt;
-    }
-    block.hashes.push_back(*hash);
-    block.medium.assign(medium);
-    if (r.key("parent") && !r.hash(block.parent)) {
-        return std::nullopt;
-    }
-    if (!r.key("tokens") || !r.literal("[")) {
-        return std::nullopt;
-    }
-    if (!r.literal("]")) {
-        do {
-            std::int64_t token = 0;
-            if (!r.integer(token)) {
-                return std::nullopt;
-            }
-            block.token_ids.push_back(token);
-        } while (r.literal(","));
-        if (!r.literal("]")) {
-            return std::nullopt;
-        }
-    }
-    if (!r.close()) {
-        return std::nullopt;
-    }
-    block.block_size = block_size;
-    return block;
-}
-
-std::optional<RemovedBlocks> plain_removed(const std::string& text) {
-    PlainReader r(text);
-    std::optional<BlockHash> hash;
-    RemovedBlocks removed;
-    std::string_view medium;
-    if (!r.open() || !r.optional_int("group", removed.group_idx) || !r.key("hash") ||
-        !r.hash(hash) || !r.key("medium") || !r.string(medium) || !r.close()) {
-        return std::nullopt;
-    }
-    removed.hashes.push_back(*hash);
-    removed.medium.assign(medium);
-    return removed;
+    json detail{{"hash", hash.hex()}, {"medium", e.medium}};
+    put_optional(detail, "group", e.group_idx);
+    return detail.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 } // namespace
@@ -428,9 +197,6 @@ void append_typed_events(std::int64_t source, const SourceBatch& source_batch,
 }
 
 std::optional<StoredBlocks> stored_block_of(const events::AttachedBlockStored& row) {
-    if (std::optional<StoredBlocks> plain = plain_stored(row.detail, row.block_size)) {
-        return plain;
-    }
     const std::optional<json> j = parse_object(row.detail);
     if (!j) {
         return std::nullopt;
@@ -468,9 +234,6 @@ std::optional<StoredBlocks> stored_block_of(const events::AttachedBlockStored& r
 }
 
 std::optional<RemovedBlocks> removed_block_of(const events::AttachedBlockRemoved& row) {
-    if (std::optional<RemovedBlocks> plain = plain_removed(row.detail)) {
-        return plain;
-    }
     const std::optional<json> j = parse_object(row.detail);
     if (!j) {
         return std::nullopt;
@@ -608,7 +371,10 @@ bool AttachedState::apply(const events::EngineEvent& event) {
         const auto row = events::as<events::AttachedCleared>(event);
         Source& s = at(row.source);
         s.last_event_ns = event.time_ns;
-        if (row.cause == events::ClearCause::publisher_restarted) {
+        if (row.cause == events::ClearCause::events_lost) {
+            s.blocks.clear();
+            ++s.loss_clears;
+        } else if (row.cause == events::ClearCause::publisher_restarted) {
             s.blocks.clear();
         } else {
             s.blocks.apply(AllCleared{}, row.rank, static_cast<double>(row.published_us) / 1e6);
@@ -618,10 +384,6 @@ bool AttachedState::apply(const events::EngineEvent& event) {
     case EventKind::attached_status: {
         const auto row = events::as<events::AttachedStatus>(event);
         Source& s = at(row.source);
-        if (row.lost > s.status.lost) {
-            s.blocks.clear();
-            ++s.loss_clears;
-        }
         s.status = row;
         s.last_event_ns = event.time_ns;
         return true;

@@ -65,12 +65,12 @@ public:
         // The KV capacity in blocks: as given when attaching, else the
         // latest vllm:cache_config_info's num_gpu_blocks; 0 when unknown.
         std::int64_t capacity_blocks() const;
-        // Times a status row said more events were lost and the blocks were
-        // dropped: a lost BlockRemoved would otherwise leave its block here
-        // for ever, and under sustained loss (a reader slower than the
-        // stream) such phantoms grew without bound. After a clear, every
-        // block held was stored since: what is shown may lack blocks, but
-        // holds none that are gone.
+        // Times events were lost and the blocks dropped (an attached_cleared
+        // row, cause events_lost): a lost BlockRemoved would otherwise leave
+        // its block here for ever, and under sustained loss (a reader slower
+        // than the stream) such phantoms grew without bound. After a clear,
+        // every block held was stored since: what is shown may lack blocks,
+        // but holds none that are gone.
         std::int64_t loss_clears = 0;
     };
 

@@ -45,12 +45,3 @@ template <>
 struct std::hash<kvscope::attach::BlockHash> {
     std::size_t operator()(const kvscope::attach::BlockHash& value) const noexcept;
 };
-
-#if defined(__GLIBCXX__)
-// libstdc++'s unordered containers recompute the hash of every node they
-// walk past in a bucket unless they keep it; for BlockHash that means
-// reading a node that is likely not in cache. Keeping it measured ~10% of
-// the attach thread at 100,000 events a second.
-template <>
-struct std::__is_fast_hash<std::hash<kvscope::attach::BlockHash>> : std::false_type {};
-#endif

@@ -236,24 +236,22 @@ private slots:
                                 rows);
             return rows.at(0);
         };
-        const auto status = [](std::int64_t lost) {
-            events::AttachedStatus row;
-            row.source = 0;
-            row.lost = lost;
+        const auto lost = [] {
+            events::AttachedCleared row;
+            row.cause = events::ClearCause::events_lost;
             return events::to_event(row);
         };
         QVERIFY(state.apply(stored(1)));
         QVERIFY(state.apply(stored(2)));
-        QVERIFY(state.apply(status(0)));
+        QVERIFY(state.apply(events::to_event(events::AttachedStatus{})));
         QCOMPARE(state.source(0)->blocks.size(), std::size_t{2});
         QCOMPARE(state.source(0)->loss_clears, std::int64_t{0});
-        QVERIFY(state.apply(status(3)));
+        QVERIFY(state.apply(lost()));
         QCOMPARE(state.source(0)->blocks.size(), std::size_t{0});
         QCOMPARE(state.source(0)->loss_clears, std::int64_t{1});
         QVERIFY(state.apply(stored(3)));
-        QVERIFY(state.apply(status(3))); // nothing more lost: kept
         QCOMPARE(state.source(0)->blocks.size(), std::size_t{1});
-        QVERIFY(state.apply(status(4)));
+        QVERIFY(state.apply(lost()));
         QCOMPARE(state.source(0)->blocks.size(), std::size_t{0});
         QCOMPARE(state.source(0)->loss_clears, std::int64_t{2});
     }
