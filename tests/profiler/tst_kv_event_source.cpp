@@ -1,11 +1,10 @@
-// KvEventSource over real ZeroMQ sockets on loopback. The publisher is
-// written here with cppzmq and msgpack-c's packer, independent of the
-// decoder, and speaks vLLM's protocol: an XPUB (a PUB that also tells us when
-// a subscription arrived, so no test races ZeroMQ's slow joiner) sending
-// [topic, seq, payload], and a ROUTER answering replay requests from its own
-// thread as vLLM's publisher thread does.
+// KvEventSource over real ZeroMQ sockets on loopback, against the test
+// publisher of tests/support/kv_event_publisher.h (cppzmq and msgpack-c,
+// independent of the decoder, speaking vLLM's protocol with an XPUB and a
+// ROUTER replay thread).
 #include "profiler/attach/kv_event_source.h"
 #include "profiler/attach/resident_blocks.h"
+#include "tests/support/kv_event_publisher.h"
 
 #include <atomic>
 #include <chrono>
@@ -90,158 +89,16 @@ std::string payload(const std::vector<Event>& events, double ts = 1.0) {
     return {buffer.data(), buffer.size()};
 }
 
+using TestPublisher = kvscope::test::KvEventPublisher;
+using kvscope::test::sequence_frame;
+
 std::string seq_bytes(std::uint64_t seq) {
-    std::string out(8, '\0');
-    for (int i = 7; i >= 0; --i) {
-        out[static_cast<std::size_t>(i)] = static_cast<char>(seq & 0xFF);
-        seq >>= 8;
-    }
-    return out;
+    return sequence_frame(seq);
 }
 
 std::string endpoint_of(zmq::socket_t& socket) {
     return socket.get(zmq::sockopt::last_endpoint);
 }
-
-class TestPublisher {
-public:
-    // `pub_endpoint` empty: an ephemeral port.
-    explicit TestPublisher(zmq::context_t& context, std::string pub_endpoint = {},
-                           bool replies_with_topic = false)
-        : pub_(context, zmq::socket_type::xpub)
-        , router_(context, zmq::socket_type::router)
-        , with_topic_(replies_with_topic) {
-        pub_.set(zmq::sockopt::linger, 0);
-        router_.set(zmq::sockopt::linger, 0);
-        bind_retrying(pub_, pub_endpoint.empty() ? "tcp://127.0.0.1:*" : pub_endpoint);
-        router_.bind("tcp://127.0.0.1:*");
-        endpoint = endpoint_of(pub_);
-        replay_endpoint = endpoint_of(router_);
-        replay_thread_ = std::thread([this] { serve_replay(); });
-    }
-    ~TestPublisher() {
-        stop_ = true;
-        replay_thread_.join();
-    }
-
-    // A subscriber's subscription reached the XPUB: what we send now arrives.
-    // `meanwhile` runs between waits: after a reconnect a SUB socket resends
-    // its subscription only when its own thread uses it (ZeroMQ processes a
-    // socket's commands there), so the subscriber has to keep polling.
-    bool wait_for_subscriber(const std::function<void()>& meanwhile = {},
-                             std::chrono::milliseconds timeout = 3000ms) {
-        std::array<zmq::pollitem_t, 1> items{{{pub_.handle(), 0, ZMQ_POLLIN, 0}}};
-        const auto deadline = std::chrono::steady_clock::now() + timeout;
-        while (std::chrono::steady_clock::now() < deadline) {
-            if (meanwhile) {
-                meanwhile();
-            }
-            if (zmq::poll(items.data(), 1, 10ms) > 0) {
-                zmq::message_t message;
-                if (pub_.recv(message, zmq::recv_flags::dontwait) && message.size() > 0 &&
-                    message.data<char>()[0] == 1) {
-                    return true;
-                }
-            }
-        }
-        return false;
-    }
-
-    // Buffers the batch for replay; sends it unless `drop` (a lost message).
-    void publish(std::uint64_t seq, const std::string& body, bool drop = false, bool keep = true) {
-        if (keep) {
-            std::lock_guard lock(mutex_);
-            buffer_[seq] = body;
-        }
-        if (!drop) {
-            send({topic, seq_bytes(seq), body});
-        }
-    }
-
-    void send(const std::vector<std::string>& frames) {
-        std::vector<zmq::const_buffer> buffers;
-        for (const std::string& frame : frames) {
-            buffers.emplace_back(frame.data(), frame.size());
-        }
-        QVERIFY(zmq::send_multipart(pub_, buffers).has_value());
-    }
-
-    std::string endpoint;
-    std::string replay_endpoint;
-    std::string topic = "kv-events";
-    std::atomic<int> replay_requests{0};
-
-private:
-    // ZeroMQ closes a socket in its reaper thread, so a port its predecessor
-    // held may stay taken for a moment after that socket is gone.
-    static void bind_retrying(zmq::socket_t& socket, const std::string& endpoint) {
-        const auto deadline = std::chrono::steady_clock::now() + 2s;
-        for (;;) {
-            try {
-                socket.bind(endpoint);
-                return;
-            } catch (const zmq::error_t& error) {
-                if (error.num() != EADDRINUSE || std::chrono::steady_clock::now() > deadline) {
-                    throw;
-                }
-                std::this_thread::sleep_for(10ms);
-            }
-        }
-    }
-
-    void serve_replay() {
-        std::array<zmq::pollitem_t, 1> items{{{router_.handle(), 0, ZMQ_POLLIN, 0}}};
-        while (!stop_) {
-            if (zmq::poll(items.data(), 1, 20ms) == 0) {
-                continue;
-            }
-            std::vector<zmq::message_t> request;
-            if (!zmq::recv_multipart(router_, std::back_inserter(request),
-                                     zmq::recv_flags::dontwait) ||
-                request.size() != 3) {
-                continue;
-            }
-            ++replay_requests;
-            std::uint64_t start = 0;
-            for (std::size_t i = 0; i < 8 && i < request[2].size(); ++i) {
-                start = (start << 8) | request[2].data<std::uint8_t>()[i];
-            }
-            const std::string id = request[0].to_string();
-            std::map<std::uint64_t, std::string> buffered;
-            {
-                std::lock_guard lock(mutex_);
-                buffered = buffer_;
-            }
-            auto reply = [&](const std::string& seq, const std::string& body) {
-                std::vector<std::string> frames = {id, ""};
-                if (with_topic_) {
-                    frames.push_back(topic);
-                }
-                frames.push_back(seq);
-                frames.push_back(body);
-                std::vector<zmq::const_buffer> buffers;
-                for (const std::string& frame : frames) {
-                    buffers.emplace_back(frame.data(), frame.size());
-                }
-                (void)zmq::send_multipart(router_, buffers);
-            };
-            for (const auto& [seq, body] : buffered) {
-                if (seq >= start) {
-                    reply(seq_bytes(seq), body);
-                }
-            }
-            reply(std::string(8, '\xFF'), "");
-        }
-    }
-
-    zmq::socket_t pub_;
-    zmq::socket_t router_;
-    bool with_topic_;
-    std::mutex mutex_;
-    std::map<std::uint64_t, std::string> buffer_;
-    std::atomic<bool> stop_{false};
-    std::thread replay_thread_;
-};
 
 KvEventSourceOptions options_for(const TestPublisher& publisher, bool replay = true) {
     KvEventSourceOptions options;
