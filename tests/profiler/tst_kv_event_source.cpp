@@ -27,66 +27,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
-using Packer = msgpack::packer<msgpack::sbuffer>;
+// vLLM 0.23's positional events, two tokens a block (the shared publisher's).
+using Stored = kvscope::test::PublishedStored;
+using Removed = kvscope::test::PublishedRemoved;
+using Cleared = kvscope::test::PublishedCleared;
+using Event = kvscope::test::PublishedEvent;
 
-void str(Packer& p, std::string_view text) {
-    p.pack_str(static_cast<std::uint32_t>(text.size()));
-    p.pack_str_body(text.data(), static_cast<std::uint32_t>(text.size()));
-}
-
-struct Stored {
-    std::vector<std::uint64_t> hashes;
-    std::optional<std::uint64_t> parent;
-};
-struct Removed {
-    std::vector<std::uint64_t> hashes;
-};
-struct Cleared {};
-using Event = std::variant<Stored, Removed, Cleared>;
-constexpr std::int64_t kBlockSize = 2;
-
-// [ts, [events...], rank] with vLLM 0.23's positional events.
 std::string payload(const std::vector<Event>& events, double ts = 1.0) {
-    msgpack::sbuffer buffer;
-    Packer p(buffer);
-    p.pack_array(3);
-    p.pack_double(ts);
-    p.pack_array(static_cast<std::uint32_t>(events.size()));
-    for (const Event& event : events) {
-        if (const auto* s = std::get_if<Stored>(&event)) {
-            p.pack_array(7);
-            str(p, "BlockStored");
-            p.pack_array(static_cast<std::uint32_t>(s->hashes.size()));
-            for (const std::uint64_t hash : s->hashes) {
-                p.pack_uint64(hash);
-            }
-            if (s->parent) {
-                p.pack_uint64(*s->parent);
-            } else {
-                p.pack_nil();
-            }
-            p.pack_array(static_cast<std::uint32_t>(s->hashes.size() * kBlockSize));
-            for (std::size_t i = 0; i < s->hashes.size() * kBlockSize; ++i) {
-                p.pack_int64(static_cast<std::int64_t>(i));
-            }
-            p.pack_int64(kBlockSize);
-            p.pack_nil();
-            str(p, "GPU");
-        } else if (const auto* r = std::get_if<Removed>(&event)) {
-            p.pack_array(3);
-            str(p, "BlockRemoved");
-            p.pack_array(static_cast<std::uint32_t>(r->hashes.size()));
-            for (const std::uint64_t hash : r->hashes) {
-                p.pack_uint64(hash);
-            }
-            str(p, "GPU");
-        } else {
-            p.pack_array(1);
-            str(p, "AllBlocksCleared");
-        }
-    }
-    p.pack_int(0);
-    return {buffer.data(), buffer.size()};
+    return kvscope::test::kv_event_payload(events, ts);
 }
 
 using TestPublisher = kvscope::test::KvEventPublisher;
