@@ -5,6 +5,7 @@
 
 #include "engine/events/engine_event.h"
 
+#include <iterator>
 #include <mutex>
 #include <vector>
 
@@ -15,6 +16,16 @@ public:
     void on_event(const events::EngineEvent& event) override {
         const std::lock_guard lock(mutex_);
         pending_.push_back(event);
+    }
+    void on_events(std::vector<events::EngineEvent>&& events) override {
+        const std::lock_guard lock(mutex_);
+        if (pending_.empty()) {
+            pending_.swap(events);
+        } else {
+            pending_.insert(pending_.end(), std::make_move_iterator(events.begin()),
+                            std::make_move_iterator(events.end()));
+        }
+        events.clear();
     }
     // Events queued and not yet taken: a producer that can wait (an attach,
     // whose publishers' high-water marks drop for it) holds off while the

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <pthread.h>
 #include <sched.h>
 #include <sqlite3.h>
@@ -118,8 +119,7 @@ bool Recorder::Pending::empty() const {
            metadata.empty();
 }
 
-void Recorder::on_event(const events::EngineEvent& event) {
-    std::unique_lock lock(mutex_);
+bool Recorder::wait_for_room(std::unique_lock<std::mutex>& lock) {
     if (queue_.events.size() >= max_queued_ && !writer_done_) {
         // Full: have the writer commit now rather than at its next interval,
         // and wait until it has taken the queue.
@@ -131,11 +131,34 @@ void Recorder::on_event(const events::EngineEvent& event) {
                                    std::chrono::steady_clock::now() - start)
                                    .count();
     }
-    if (writer_done_) {
+    return !writer_done_;
+}
+
+void Recorder::on_event(const events::EngineEvent& event) {
+    std::unique_lock lock(mutex_);
+    if (!wait_for_room(lock)) {
         ++stats_.dropped_events; // nothing will ever write it
         return;
     }
     queue_.events.push_back(event);
+    stats_.max_queued_events =
+        std::max(stats_.max_queued_events, static_cast<std::int64_t>(queue_.events.size()));
+}
+
+void Recorder::on_events(std::vector<events::EngineEvent>&& events) {
+    std::unique_lock lock(mutex_);
+    if (!wait_for_room(lock)) {
+        stats_.dropped_events += static_cast<std::int64_t>(events.size());
+        events.clear();
+        return;
+    }
+    if (queue_.events.empty()) {
+        queue_.events.swap(events);
+    } else {
+        queue_.events.insert(queue_.events.end(), std::make_move_iterator(events.begin()),
+                             std::make_move_iterator(events.end()));
+    }
+    events.clear();
     stats_.max_queued_events =
         std::max(stats_.max_queued_events, static_cast<std::int64_t>(queue_.events.size()));
 }

@@ -62,6 +62,9 @@ public:
     ~Recorder() override; // close()s
 
     void on_event(const events::EngineEvent& event) override;
+    // Takes the events (one lock, no copies); waits for room as on_event()
+    // does, the batch counting as one arrival.
+    void on_events(std::vector<events::EngineEvent>&& events) override;
     void on_gpu_activity(GpuActivityBatch batch) override;
     // The GPUs of this machine, for TARGET_INFO_GPU.
     void set_gpu_devices(std::vector<GpuDevice> devices);
@@ -78,6 +81,9 @@ public:
 
 private:
     void writer_loop();
+    // Waits while the queue is full (the writer still running); false when
+    // the writer is done and nothing queued now will be written.
+    bool wait_for_room(std::unique_lock<std::mutex>& lock);
     struct Pending {
         std::vector<events::EngineEvent> events;
         GpuActivityBatch gpu;

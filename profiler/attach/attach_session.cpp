@@ -107,18 +107,24 @@ std::size_t AttachSession::poll(std::chrono::milliseconds timeout) {
         // EINTR (Ctrl-C): fall through and take what is there.
     }
     std::size_t batches = 0;
+    scratch_.clear();
     for (std::size_t i = 0; i < sources_.size(); ++i) {
         // A replay still in flight or a message that arrived after the wait
         // is taken by the next call; poll(0) never blocks.
         if ((items[i].revents & ZMQ_POLLIN) == 0) {
             continue;
         }
+        const auto source = static_cast<std::int64_t>(i);
         for (const SourceBatch& batch : sources_[i]->poll(std::chrono::milliseconds(0))) {
-            scratch_.clear();
-            append_typed_events(static_cast<std::int64_t>(i), batch, scratch_);
-            for (events::EngineEvent& event : scratch_) {
-                send(std::move(event));
+            // The state takes the decoded batch; the sink takes its rows, all
+            // of this poll's at once.
+            const std::int64_t now_ns = host_now_ns();
+            const std::size_t first = scratch_.size();
+            append_typed_events(source, batch, scratch_);
+            for (std::size_t r = first; r < scratch_.size(); ++r) {
+                scratch_[r].time_ns = now_ns;
             }
+            state_.apply(source, batch, now_ns);
             ++batches;
         }
         // Batches lost for good may have removed blocks: start what is known
@@ -127,11 +133,18 @@ std::size_t AttachSession::poll(std::chrono::milliseconds timeout) {
         if (lost > lost_seen_[i]) {
             lost_seen_[i] = lost;
             events::AttachedCleared cleared;
-            cleared.source = static_cast<std::int64_t>(i);
+            cleared.source = source;
             cleared.cause = events::ClearCause::events_lost;
-            send(events::to_event(cleared));
+            scratch_.push_back(events::to_event(cleared));
+            scratch_.back().time_ns = host_now_ns();
+            state_.apply(scratch_.back());
         }
     }
+    events_emitted_ += static_cast<std::int64_t>(scratch_.size());
+    if (sink_ != nullptr && !scratch_.empty()) {
+        sink_->on_events(std::move(scratch_));
+    }
+    scratch_.clear();
     if (metrics_) {
         for (const MetricsScrape& scrape : metrics_->take()) {
             // One time for a poll's samples, so a query can group them.

@@ -76,6 +76,13 @@ public:
 
     // Applies an attached row; false (and nothing done) for other kinds.
     bool apply(const events::EngineEvent& event);
+    // Applies what append_typed_events(source, batch) makes of a batch, as
+    // its rows would, without writing them out and reading them back: the
+    // attach loop's path, where reading its own rows' JSON back cost more
+    // than all the rest. `time_ns`: when the rows are stamped. Replay and
+    // the live loop end in the same ResidentBlocks calls, with the same
+    // values (tst_attached_events checks the two states are equal).
+    void apply(std::int64_t source, const SourceBatch& batch, std::int64_t time_ns);
 
     const std::map<std::int64_t, Source>& sources() const { return sources_; }
     const Source* source(std::int64_t id) const;

@@ -1,6 +1,8 @@
 #include "profiler/attach/block_hash.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 
 namespace kvscope::attach {
 
@@ -31,47 +33,53 @@ bool BlockHash::from_bytes(std::span<const std::uint8_t> bytes, BlockHash& out) 
 }
 
 std::uint64_t BlockHash::low64() const {
+    if (size >= 8) {
+        // One load of the last 8 bytes, big-endian: every lookup of the
+        // resident blocks hashes this (libstdc++ hashes nodes again as it
+        // walks a bucket), so no loop over bytes.
+        std::uint64_t word = 0;
+        std::memcpy(&word, data.data() + size - 8, sizeof word);
+        return std::endian::native == std::endian::little ? __builtin_bswap64(word) : word;
+    }
     std::uint64_t value = 0;
-    const std::size_t first = size > 8 ? size - 8u : 0u;
-    for (std::size_t i = first; i < size; ++i) {
+    for (std::size_t i = 0; i < size; ++i) {
         value = (value << 8) | data[i];
     }
     return value;
 }
 
 std::string BlockHash::hex() const {
+    std::string text;
+    append_hex(text);
+    return text;
+}
+
+void BlockHash::append_hex(std::string& out) const {
     static constexpr char kDigits[] = "0123456789abcdef";
-    const std::size_t prefix = form == Form::integer ? 2 : 0;
-    std::string text(prefix + 2u * size, '0');
-    if (prefix != 0) {
-        text[1] = 'x';
+    if (form == Form::integer) {
+        out += "0x";
     }
     for (std::size_t i = 0; i < size; ++i) {
-        text[prefix + 2 * i] = kDigits[data[i] >> 4];
-        text[prefix + 2 * i + 1] = kDigits[data[i] & 0xF];
+        out += kDigits[data[i] >> 4];
+        out += kDigits[data[i] & 0xF];
     }
-    return text;
 }
 
 bool BlockHash::operator==(const BlockHash& other) const {
     return form == other.form && size == other.size &&
-           std::equal(data.begin(), data.begin() + size, other.data.begin());
+           std::memcmp(data.data(), other.data.data(), size) == 0;
 }
 
 } // namespace kvscope::attach
 
 std::size_t std::hash<kvscope::attach::BlockHash>::operator()(
     const kvscope::attach::BlockHash& value) const noexcept {
-    // Hashes are already random: fold the bytes 8 at a time with form and
-    // size, and mix once (one row per block looks them up several times).
-    std::uint64_t h = (static_cast<std::uint64_t>(value.form) << 8) | value.size;
-    for (std::size_t i = 0; i < value.size; i += 8) {
-        std::uint64_t word = 0;
-        for (std::size_t j = i; j < i + 8 && j < value.size; ++j) {
-            word = (word << 8) | value.data[j];
-        }
-        h = (h ^ word) * 0x9E3779B97F4A7C15ull;
-        h ^= h >> 29;
-    }
+    // Hashes are already random, and the last 8 bytes tell them apart (they
+    // are what vLLM's integer form keeps): those with form and size, mixed
+    // once (a multiply and a shift, as splitmix64 finishes).
+    std::uint64_t h = value.low64() ^ ((static_cast<std::uint64_t>(value.form) << 8 | value.size)
+                                       << 56);
+    h *= 0x9E3779B97F4A7C15ull;
+    h ^= h >> 32;
     return static_cast<std::size_t>(h);
 }

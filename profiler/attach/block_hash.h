@@ -35,6 +35,8 @@ struct BlockHash {
     std::uint64_t low64() const;
     // "0x" and 16 hex digits for an integer; plain hex for raw bytes.
     std::string hex() const;
+    // The same appended to `out` (no string of its own: one per row read).
+    void append_hex(std::string& out) const;
 
     bool operator==(const BlockHash& other) const;
 };

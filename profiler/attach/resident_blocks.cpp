@@ -40,20 +40,10 @@ void ResidentBlocks::clear() {
     ++counts_.resets;
 }
 
-void ResidentBlocks::unlink(Tier& tier, const ResidentBlock& block) {
-    if (!block.parent) {
-        return;
-    }
-    const auto it = tier.children.find(*block.parent);
-    if (it != tier.children.end()) {
-        it->second.erase(block.hash);
-        if (it->second.empty()) {
-            tier.children.erase(it);
-        }
-    }
-}
-
 void ResidentBlocks::store(const StoredBlocks& event, std::int64_t rank, double ts) {
+    if (event.hashes.empty()) {
+        return; // no block, so no row in a recording: no tier either
+    }
     Tier& tier = tiers_[TierKey{rank, event.medium}];
     std::optional<BlockHash> parent = event.parent;
     const auto block_size = static_cast<std::size_t>(std::max<std::int64_t>(event.block_size, 0));
@@ -73,25 +63,17 @@ void ResidentBlocks::store(const StoredBlocks& event, std::int64_t rank, double 
         block.token_ids.assign(event.token_ids.begin() + static_cast<std::ptrdiff_t>(begin),
                                event.token_ids.begin() + static_cast<std::ptrdiff_t>(end));
 
-        if (tier.blocks.contains(block.hash)) {
-            ++counts_.restored;
-        }
         parent = block.hash; // the next block of the event continues this one
-        insert(tier, std::move(block));
+        counts_.restored += insert(tier, std::move(block)) ? 1 : 0;
         ++counts_.stored;
     }
 }
 
-void ResidentBlocks::insert(Tier& tier, ResidentBlock block) {
-    const auto existing = tier.blocks.find(block.hash);
-    if (existing != tier.blocks.end()) {
-        unlink(tier, existing->second);
-    }
-    if (block.parent) {
-        tier.children[*block.parent].insert(block.hash);
-    }
-    const BlockHash hash = block.hash;
-    tier.blocks.insert_or_assign(hash, std::move(block));
+bool ResidentBlocks::insert(Tier& tier, ResidentBlock block) {
+    // One lookup: this runs for every block stored.
+    const auto [it, added] = tier.blocks.try_emplace(block.hash);
+    it->second = std::move(block);
+    return !added;
 }
 
 void ResidentBlocks::move(const MovedBlocks& event, std::int64_t rank) {
@@ -107,7 +89,6 @@ void ResidentBlocks::move(const MovedBlocks& event, std::int64_t rank) {
             continue;
         }
         ResidentBlock block = std::move(it->second);
-        unlink(from->second, block);
         from->second.blocks.erase(it);
         insert(tiers_[TierKey{rank, event.to_medium}], std::move(block));
         ++counts_.moved;
@@ -141,7 +122,6 @@ void ResidentBlocks::remove(const RemovedBlocks& event, std::int64_t rank) {
             ++counts_.unknown_removed;
             continue;
         }
-        unlink(tier, it->second);
         // Its children stay: they are still resident, now roots of the
         // visible forest (vLLM evicts leaves first, but other tiers need not).
         tier.blocks.erase(it);
@@ -164,16 +144,33 @@ const ResidentBlock* ResidentBlocks::find(const TierKey& key, const BlockHash& h
 }
 
 std::vector<BlockHash> ResidentBlocks::children(const TierKey& key, const BlockHash& parent) const {
-    const Tier* t = tier(key);
-    if (t == nullptr) {
-        return {};
+    std::vector<BlockHash> out;
+    if (const Tier* t = tier(key)) {
+        for (const auto& [hash, block] : t->blocks) {
+            if (block.parent == parent) {
+                out.push_back(hash);
+            }
+        }
     }
-    const auto it = t->children.find(parent);
-    if (it == t->children.end()) {
-        return {};
-    }
-    return {it->second.begin(), it->second.end()};
+    return out;
 }
+
+namespace {
+
+// parent hash -> its resident children, for one walk of a tier's forest.
+std::unordered_map<BlockHash, std::vector<BlockHash>>
+children_index(const ResidentBlocks::Tier& tier) {
+    std::unordered_map<BlockHash, std::vector<BlockHash>> index;
+    index.reserve(tier.blocks.size());
+    for (const auto& [hash, block] : tier.blocks) {
+        if (block.parent) {
+            index[*block.parent].push_back(hash);
+        }
+    }
+    return index;
+}
+
+} // namespace
 
 std::vector<BlockHash> ResidentBlocks::roots(const TierKey& key) const {
     const Tier* t = tier(key);
@@ -197,6 +194,7 @@ std::vector<PrefixTree> ResidentBlocks::trees(const TierKey& key) const {
     }
     // Iterative depth-first walk: chains thousands of blocks long must not
     // recurse. A hash is visited once even if a hostile stream made a cycle.
+    const auto children = children_index(*t);
     std::unordered_set<BlockHash> seen;
     std::vector<std::pair<BlockHash, std::int64_t>> stack; // block, its depth
     for (const BlockHash& root : roots(key)) {
@@ -216,7 +214,7 @@ std::vector<PrefixTree> ResidentBlocks::trees(const TierKey& key) const {
             ++tree.blocks;
             tree.depth = std::max(tree.depth, depth);
             tree.tokens += static_cast<std::int64_t>(block->second.token_ids.size());
-            if (const auto kids = t->children.find(hash); kids != t->children.end()) {
+            if (const auto kids = children.find(hash); kids != children.end()) {
                 for (const BlockHash& child : kids->second) {
                     stack.emplace_back(child, depth + 1);
                 }
@@ -238,6 +236,7 @@ ResidentBlocks::in_tree_order(const TierKey& key) const {
         return out;
     }
     out.reserve(t->blocks.size());
+    const auto children = children_index(*t);
     std::unordered_set<BlockHash> seen;
     std::vector<BlockHash> stack;
     std::vector<BlockHash> kids;
@@ -251,7 +250,7 @@ ResidentBlocks::in_tree_order(const TierKey& key) const {
                 continue;
             }
             out.emplace_back(hash, static_cast<std::int32_t>(index));
-            if (const auto it = t->children.find(hash); it != t->children.end()) {
+            if (const auto it = children.find(hash); it != children.end()) {
                 // Children in a fixed order (by bytes), so the layout is the
                 // same each time it is drawn.
                 kids.assign(it->second.begin(), it->second.end());

@@ -65,11 +65,12 @@ struct PrefixTree {
 
 class ResidentBlocks {
 public:
+    // No parent -> children index is kept: at 100,000 events a second its
+    // upkeep (a set per parent, touched by every store and removal) cost
+    // more than the blocks themselves, while the forest is read about once
+    // a second by a view. The queries below that need it build it, O(blocks).
     struct Tier {
         std::unordered_map<BlockHash, ResidentBlock> blocks;
-        // parent hash -> the resident blocks naming it. A parent need not be
-        // resident itself (evicted first, or stored before we attached).
-        std::unordered_map<BlockHash, std::unordered_set<BlockHash>> children;
     };
 
     void apply(const KvEventBatch& batch);
@@ -80,7 +81,8 @@ public:
     const std::map<TierKey, Tier>& tiers() const { return tiers_; }
     const Tier* tier(const TierKey& key) const;
     const ResidentBlock* find(const TierKey& key, const BlockHash& hash) const;
-    // Resident children of `parent` in that tier, in no particular order.
+    // Resident children of `parent` in that tier, in no particular order (a
+    // parent need not be resident itself). A scan of the tier: for views.
     std::vector<BlockHash> children(const TierKey& key, const BlockHash& parent) const;
     // Resident blocks whose parent is absent or not resident in the tier: the
     // roots of the prefix forest as far as we can see it.
@@ -101,9 +103,9 @@ private:
     void store(const StoredBlocks& event, std::int64_t rank, double ts);
     void remove(const RemovedBlocks& event, std::int64_t rank);
     void move(const MovedBlocks& event, std::int64_t rank);
-    // Adds `block` to `tier`, replacing an entry of the same hash.
-    void insert(Tier& tier, ResidentBlock block);
-    static void unlink(Tier& tier, const ResidentBlock& block);
+    // Adds `block` to `tier`, replacing an entry of the same hash; true when
+    // it replaced one.
+    static bool insert(Tier& tier, ResidentBlock block);
 
     std::map<TierKey, Tier> tiers_;
     ResidencyCounts counts_;

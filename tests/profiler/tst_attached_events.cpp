@@ -9,6 +9,7 @@
 #include "tests/support/tiny_model.h"
 
 #include <nlohmann/json.hpp>
+#include <array>
 #include <random>
 
 #include <QTest>
@@ -60,7 +61,8 @@ std::vector<SourceBatch> random_stream(std::mt19937_64& rng, int batches) {
                 StoredBlocks stored;
                 stored.block_size = 4;
                 stored.medium = medium;
-                const int n = 1 + static_cast<int>(rng() % 5);
+                // Now and then no block at all (no row, and no tier either).
+                const int n = rng() % 15 == 0 ? 0 : 1 + static_cast<int>(rng() % 5);
                 for (int i = 0; i < n; ++i) {
                     stored.hashes.push_back(
                         (rng() % 3 == 0)
@@ -83,6 +85,12 @@ std::vector<SourceBatch> random_stream(std::mt19937_64& rng, int batches) {
                     stored.group_idx = 1;
                 }
                 batch.batch.events.emplace_back(std::move(stored));
+            } else if (roll < 70) {
+                MovedBlocks moved;
+                moved.from_medium = medium;
+                moved.to_medium = media[rng() % media.size()];
+                moved.hashes.push_back(BlockHash::from_uint(0xF000000000000000ull + rng() % 60));
+                batch.batch.events.emplace_back(std::move(moved));
             } else if (roll < 97) {
                 RemovedBlocks removed;
                 removed.medium = medium;
@@ -100,6 +108,30 @@ std::vector<SourceBatch> random_stream(std::mt19937_64& rng, int batches) {
         out.push_back(std::move(batch));
     }
     return out;
+}
+
+// `got` holds the blocks, links and counts of `want`, tier by tier.
+void same_blocks(const ResidentBlocks& got, const ResidentBlocks& want) {
+    QCOMPARE(got.tiers().size(), want.tiers().size());
+    for (const auto& [key, tier] : want.tiers()) {
+        const ResidentBlocks::Tier* other = got.tier(key);
+        QVERIFY(other != nullptr);
+        QCOMPARE(other->blocks.size(), tier.blocks.size());
+        for (const auto& [hash, block] : tier.blocks) {
+            const auto it = other->blocks.find(hash);
+            QVERIFY(it != other->blocks.end());
+            QCOMPARE(it->second.token_ids, block.token_ids);
+            QVERIFY(it->second.parent == block.parent);
+            QCOMPARE(it->second.lora_id, block.lora_id);
+            QCOMPARE(it->second.group_idx, block.group_idx);
+            QCOMPARE(it->second.stored_at, block.stored_at);
+        }
+    }
+    QCOMPARE(got.counts().stored, want.counts().stored);
+    QCOMPARE(got.counts().removed, want.counts().removed);
+    QCOMPARE(got.counts().unknown_removed, want.counts().unknown_removed);
+    QCOMPARE(got.counts().clears, want.counts().clears);
+    QCOMPARE(got.counts().resets, want.counts().resets);
 }
 
 } // namespace
@@ -155,10 +187,9 @@ private slots:
         QCOMPARE(second->lora_id, std::optional<std::int64_t>(7));
     }
 
-    // The details are written and read by hand (nlohmann's DOM was the
-    // attach thread's main cost): the bytes must be what nlohmann wrote, and
-    // a detail read by hand must equal the same detail read by nlohmann
-    // (here: with spaces, which only nlohmann's path takes).
+    // The details are put together without nlohmann's DOM (it was the
+    // attach thread's main cost): the bytes must be what nlohmann writes,
+    // and read back (by nlohmann) give what was written, in any spacing.
     void detailsAreWhatNlohmannWrites() {
         StoredBlocks stored;
         stored.hashes = {BlockHash::from_uint(0xFFFFFFFFFFFFFFFFull), bytes_hash(9, 32)};
@@ -213,14 +244,24 @@ private slots:
         }
         QVERIFY(*removed_block_of(events::as<events::AttachedBlockRemoved>(rows[2])) == removed);
 
-        // A medium that needs escaping still makes valid JSON (nlohmann's).
-        stored.medium = "a\"b\\c";
+        // A medium that needs escaping still makes valid JSON (nlohmann's),
+        // and one that is not UTF-8 is replaced as nlohmann replaces it.
+        stored.medium = "a\"b\\c\n";
         stored.hashes.resize(1);
         rows.clear();
         append_typed_events(0, batch_of({stored}), rows);
         const auto back = stored_block_of(events::as<events::AttachedBlockStored>(rows.at(0)));
         QVERIFY(back.has_value());
         QCOMPARE(back->medium, stored.medium);
+        stored.medium = "GPU\xff";
+        rows.clear();
+        append_typed_events(0, batch_of({stored, MovedBlocks{{stored.hashes[0]}, "\xfe", "x"}}),
+                            rows);
+        nlohmann::json replaced = nlohmann::json::parse(rows.at(0).text);
+        QCOMPARE(replaced.at("medium").get<std::string>(), std::string("GPU\xef\xbf\xbd"));
+        const nlohmann::json moved{{"hash", stored.hashes[0].hex()}, {"from", "\xfe"}, {"to", "x"}};
+        QCOMPARE(rows.at(1).text,
+                 moved.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
 
     // Lost events may have held removals: once a status row says more were
@@ -289,31 +330,23 @@ private slots:
             direct.apply(batch.batch);
             append_typed_events(1, batch, rows);
         }
-        const AttachedState state = state_from_rows(rows);
-        const AttachedState::Source* source = state.source(1);
-        QVERIFY(source != nullptr);
-        QCOMPARE(source->bad_rows, std::int64_t{0});
-        QCOMPARE(source->blocks.tiers().size(), direct.tiers().size());
-        for (const auto& [key, tier] : direct.tiers()) {
-            const ResidentBlocks::Tier* other = source->blocks.tier(key);
-            QVERIFY(other != nullptr);
-            QCOMPARE(other->blocks.size(), tier.blocks.size());
-            for (const auto& [hash, block] : tier.blocks) {
-                const auto it = other->blocks.find(hash);
-                QVERIFY(it != other->blocks.end());
-                QCOMPARE(it->second.token_ids, block.token_ids);
-                QVERIFY(it->second.parent == block.parent);
-                QCOMPARE(it->second.lora_id, block.lora_id);
-                QCOMPARE(it->second.group_idx, block.group_idx);
-                QCOMPARE(it->second.stored_at, block.stored_at);
-            }
-            QCOMPARE(other->children.size(), tier.children.size());
+        // Rows read back, and the batches applied as the attach loop does:
+        // both must be the state the batches imply.
+        AttachedState live;
+        for (const SourceBatch& batch : stream) {
+            live.apply(1, batch, 0);
         }
-        QCOMPARE(source->blocks.counts().stored, direct.counts().stored);
-        QCOMPARE(source->blocks.counts().removed, direct.counts().removed);
-        QCOMPARE(source->blocks.counts().unknown_removed, direct.counts().unknown_removed);
-        QCOMPARE(source->blocks.counts().clears, direct.counts().clears);
-        QCOMPARE(source->blocks.counts().resets, direct.counts().resets);
+        const AttachedState replayed = state_from_rows(rows);
+        for (const AttachedState* state : std::array<const AttachedState*, 2>{&replayed, &live}) {
+            const AttachedState::Source* source = state->source(1);
+            QVERIFY(source != nullptr);
+            QCOMPARE(source->bad_rows, std::int64_t{0});
+            same_blocks(source->blocks, direct);
+            if (QTest::currentTestFailed()) {
+                return;
+            }
+        }
+        QCOMPARE(live.source(1)->blocks.counts(), replayed.source(1)->blocks.counts());
     }
 
     void hostileRowsAreCountedNotTrusted_data() {
