@@ -418,8 +418,33 @@ constexpr std::int64_t kAttachedSampleNs = 50'000'000;
 constexpr std::int64_t kChurnBucketNs = 500'000'000;
 } // namespace
 
+void RunStore::set_attached_history(std::size_t rows_per_checkpoint, std::size_t checkpoints) {
+    attached_rows_per_checkpoint_ = std::max<std::size_t>(rows_per_checkpoint, 1);
+    attached_checkpoints_kept_ = std::max<std::size_t>(checkpoints, 1);
+}
+
+std::int64_t RunStore::attached_history_start_ns() const {
+    return attached_history_dropped_ ? attached_checkpoints_.front().t_ns : start_ns_;
+}
+
 void RunStore::apply_attached(const EngineEvent& event) {
     attached_rows_.push_back(event);
+    const std::size_t last_checkpoint_row =
+        attached_checkpoints_.empty() ? 0 : attached_checkpoints_.back().row;
+    if (attached_rows_.size() - last_checkpoint_row >= attached_rows_per_checkpoint_) {
+        attached_checkpoints_.push_back({event.time_ns, attached_rows_.size(), attached_});
+        if (attached_checkpoints_.size() > attached_checkpoints_kept_) {
+            // The oldest checkpoint goes, and the rows only it needed.
+            attached_checkpoints_.pop_front();
+            const std::size_t first = attached_checkpoints_.front().row;
+            attached_rows_.erase(attached_rows_.begin(),
+                                 attached_rows_.begin() + static_cast<std::ptrdiff_t>(first));
+            for (AttachedCheckpoint& checkpoint : attached_checkpoints_) {
+                checkpoint.row -= first;
+            }
+            attached_history_dropped_ = true;
+        }
+    }
     const std::int64_t t = event.time_ns;
     // Churn: a bucket's counts become one rate sample when the next begins.
     if (churn_bucket_ns_ < 0) {
@@ -466,12 +491,24 @@ attach::AttachedState RunStore::attached_at(std::int64_t t_ns) const {
     if (attached_rows_.empty() || attached_rows_.back().time_ns <= t_ns) {
         return attached_;
     }
-    attach::AttachedState state;
-    for (const EngineEvent& row : attached_rows_) {
-        if (row.time_ns > t_ns) {
+    // From the latest checkpoint at or before t, then the rows up to t.
+    // Before every checkpoint: from nothing (the run's start), or, when
+    // older rows are gone, the oldest moment kept.
+    const AttachedCheckpoint* from = nullptr;
+    for (const AttachedCheckpoint& checkpoint : attached_checkpoints_) {
+        if (checkpoint.t_ns > t_ns) {
             break;
         }
-        state.apply(row);
+        from = &checkpoint;
+    }
+    if (from == nullptr && attached_history_dropped_) {
+        from = &attached_checkpoints_.front();
+        t_ns = from->t_ns; // and the rest of the rows stamped with its time
+    }
+    attach::AttachedState state = from != nullptr ? from->state : attach::AttachedState{};
+    for (std::size_t row = from != nullptr ? from->row : 0;
+         row < attached_rows_.size() && attached_rows_[row].time_ns <= t_ns; ++row) {
+        state.apply(attached_rows_[row]);
     }
     return state;
 }

@@ -13,6 +13,7 @@
 #include "profiler/block_map_state.h"
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -164,9 +165,18 @@ public:
     const std::vector<PrefixNode>& prefix_nodes() const { return prefix_nodes_; }
 
     // Attached engines: what their rows say now, and at any moment (rebuilt
-    // from the rows at or before `t_ns`: cost in proportion to them).
+    // from the latest checkpoint at or before `t_ns` and the rows after it).
+    //
+    // An attach may run for hours at hundreds of thousands of rows a second,
+    // so the history kept for scrubbing is bounded: a copy of the state
+    // (a checkpoint) every `rows_per_checkpoint` rows, the newest
+    // `checkpoints` of them, and the rows since the oldest. A moment before
+    // attached_history_start_ns() shows the oldest state kept.
     const attach::AttachedState& attached() const { return attached_; }
     attach::AttachedState attached_at(std::int64_t t_ns) const;
+    std::int64_t attached_history_start_ns() const;
+    void set_attached_history(std::size_t rows_per_checkpoint, std::size_t checkpoints);
+    std::size_t attached_rows_kept() const { return attached_rows_.size(); }
     // The engines' KV capacity in blocks, summed over sources (0: not given).
     std::int64_t attached_capacity() const;
 
@@ -206,9 +216,18 @@ private:
     std::int64_t prompt_tokens_ = 0;
 
     attach::AttachedState attached_;
-    std::vector<events::EngineEvent> attached_rows_; // for attached_at()
-    std::int64_t attached_sampled_ns_ = -1;          // last attached_resident sample
-    std::int64_t churn_bucket_ns_ = -1;              // start of the churn bucket being counted
+    struct AttachedCheckpoint {
+        std::int64_t t_ns = 0; // the time of the last row it includes
+        std::size_t row = 0;   // attached_rows_[row] is the first row after it
+        attach::AttachedState state;
+    };
+    std::deque<AttachedCheckpoint> attached_checkpoints_;
+    std::vector<events::EngineEvent> attached_rows_; // since the oldest checkpoint
+    bool attached_history_dropped_ = false;
+    std::size_t attached_rows_per_checkpoint_ = 100'000;
+    std::size_t attached_checkpoints_kept_ = 4;
+    std::int64_t attached_sampled_ns_ = -1; // last attached_resident sample
+    std::int64_t churn_bucket_ns_ = -1;     // start of the churn bucket being counted
     std::int64_t churn_stored_ = 0;
     std::int64_t churn_removed_ = 0;
 

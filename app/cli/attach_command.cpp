@@ -248,19 +248,6 @@ void print_status(const AttachSession& session, double seconds) {
 }
 
 int run_attach(const AttachCommandOptions& options) {
-    if (!options.metrics_urls.empty() && options.metrics_urls.size() != options.endpoints.size()) {
-        std::cerr << "kvscope attach: give one --metrics URL per publisher ("
-                  << options.endpoints.size() << " endpoints, " << options.metrics_urls.size()
-                  << " metrics URLs), or none\n";
-        return exit_usage;
-    }
-    for (const std::string& url : options.metrics_urls) {
-        if (!url.starts_with("http://") && !url.starts_with("https://")) {
-            std::cerr << "kvscope attach: --metrics " << url
-                      << " is not an http:// or https:// URL (vLLM: http://HOST:8000/metrics)\n";
-            return exit_usage;
-        }
-    }
     std::optional<tokenizer::Tokenizer> tokenizer;
     if (!options.tokenizer_path.empty()) {
         try {
@@ -276,15 +263,13 @@ int run_attach(const AttachCommandOptions& options) {
     attach::AttachOptions attach_options;
     attach_options.block_size = options.block_size;
     attach_options.num_blocks = options.num_blocks;
-    attach_options.metrics_urls = options.metrics_urls;
-    attach_options.metrics_interval = std::chrono::milliseconds(
-        std::max<std::int64_t>(1, std::llround(options.metrics_interval_s * 1000)));
-    // A poll may take most of an interval, never much longer than a few.
-    attach_options.metrics_http.total_timeout =
-        std::max(std::chrono::milliseconds(2000), 2 * attach_options.metrics_interval);
-    if (const std::string problem =
-            attach::add_sources(options.endpoints, options.replays, options.topic, attach_options);
-        !problem.empty()) {
+    std::string problem =
+        attach::add_sources(options.endpoints, options.replays, options.topic, attach_options);
+    if (problem.empty()) {
+        problem = attach::add_metrics_urls(options.metrics_urls, options.metrics_interval_s,
+                                           attach_options);
+    }
+    if (!problem.empty()) {
         std::cerr << "kvscope attach: " << problem << "\n";
         return exit_usage;
     }
@@ -378,7 +363,8 @@ Command add_attach_command(CLI::App& app) {
     parser->add_option("--metrics", options->metrics_urls,
                        "Each publisher's Prometheus metrics URL, in the same order (vLLM: "
                        "http://HOST:8000/metrics; SGLang: http://HOST:30000/metrics with "
-                       "--enable-metrics): KV usage, prefix cache hit rate, preemptions, capacity");
+                       "--enable-metrics; HOST:PORT means http://HOST:PORT/metrics): KV usage, "
+                       "prefix cache hit rate, preemptions, capacity");
     parser
         ->add_option("--metrics-interval", options->metrics_interval_s,
                      "Seconds between polls of each --metrics URL")

@@ -52,6 +52,9 @@ namespace {
 // Views refresh at 10 Hz while live: smooth enough to watch blocks fill,
 // cheap enough to leave the CPU to the engine.
 constexpr int kFrameMs = 100;
+// A slice of applying live events: with the views' refresh, a frame stays
+// well inside the 16 ms of a 60 Hz display however fast events come.
+constexpr std::chrono::milliseconds kDrainBudget{8};
 
 } // namespace
 
@@ -70,7 +73,7 @@ MainWindow::MainWindow(QWidget* parent)
 
     frame_timer_ = new QTimer(this);
     frame_timer_->setInterval(kFrameMs);
-    connect(frame_timer_, &QTimer::timeout, this, &MainWindow::tick);
+    connect(frame_timer_, &QTimer::timeout, this, [this] { tick(); });
 
     connect(run_panel_, &RunPanel::start_requested, this, &MainWindow::start_run);
     connect(run_panel_, &RunPanel::pause_toggled, engine_, &EngineController::set_paused);
@@ -118,7 +121,7 @@ MainWindow::MainWindow(QWidget* parent)
         if (engine_->running()) {
             return; // a new run began before this one's end reached the window
         }
-        tick(); // the last events
+        tick(true); // the last events
         frame_timer_->stop();
         run_panel_->set_running(false);
         run_panel_->set_status(summary);
@@ -139,7 +142,7 @@ MainWindow::MainWindow(QWidget* parent)
         if (engine_->running()) {
             return;
         }
-        tick();
+        tick(true);
         frame_timer_->stop();
         run_panel_->set_running(false);
         run_panel_->set_loading(false);
@@ -311,13 +314,49 @@ void MainWindow::set_store(std::shared_ptr<profiler::RunStore> store, Mode mode)
     show_time(live || !raw ? std::numeric_limits<qint64>::max() : raw->end_ns());
 }
 
-void MainWindow::tick() {
+bool MainWindow::drain(std::chrono::nanoseconds budget) {
+    // Slices of a few thousand events, until the budget is spent: an attach
+    // can queue more rows than the window can apply, and a frame that took
+    // them all at once would freeze it.
+    constexpr std::size_t kSlice = 2048;
+    const auto start = std::chrono::steady_clock::now();
+    const std::shared_ptr<profiler::LiveEventQueue> queue = live_events();
+    while (true) {
+        const std::vector<events::EngineEvent> batch = queue->take(kSlice);
+        for (const events::EngineEvent& event : batch) {
+            store_->append(event);
+        }
+        if (batch.size() < kSlice) {
+            return false;
+        }
+        if (std::chrono::steady_clock::now() - start >= budget) {
+            return true;
+        }
+    }
+}
+
+void MainWindow::drain_slice() {
+    drain_scheduled_ = false;
     if (!store_ || mode_ != Mode::live) {
         return;
     }
-    const std::vector<events::EngineEvent> batch = live_events()->take();
-    for (const events::EngineEvent& event : batch) {
-        store_->append(event);
+    if (drain(kDrainBudget)) {
+        // More is queued: another slice once the window's pending events
+        // (input, paints) have run; the next frame shows what was applied.
+        drain_scheduled_ = true;
+        QTimer::singleShot(0, this, &MainWindow::drain_slice);
+    }
+}
+
+void MainWindow::tick(bool everything) {
+    if (!store_ || mode_ != Mode::live) {
+        return;
+    }
+    if (everything) {
+        drain(std::chrono::nanoseconds::max());
+    } else if (drain(kDrainBudget) && !drain_scheduled_) {
+        drain_scheduled_ = true;
+        QTimer::singleShot(0, this, &MainWindow::drain_slice);
     }
     replay_bar_->set_range(store_->start_ns(), store_->end_ns());
     if (replay_bar_->following()) {
@@ -577,7 +616,7 @@ std::shared_ptr<profiler::LiveEventQueue> MainWindow::live_events() const {
 }
 
 void MainWindow::live_ended(const QString& summary) {
-    tick(); // the last events
+    tick(true); // the last events
     frame_timer_->stop();
     run_panel_->set_running(false);
     run_panel_->set_status(summary);

@@ -10,6 +10,7 @@
 #include "profiler/run_store.h"
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 
 #include <QMainWindow>
@@ -90,7 +91,14 @@ private:
     void create_views();
     void create_menus();
     void set_store(std::shared_ptr<profiler::RunStore> store, Mode mode);
-    void tick();
+    // A frame: applies what the live source queued (at most a frame's
+    // budget of it; the rest in further slices between the window's other
+    // events) and refreshes the views. `everything`: the source has ended,
+    // apply all of it.
+    void tick(bool everything = false);
+    // Applies queued events for up to `budget`; true when some remain.
+    bool drain(std::chrono::nanoseconds budget);
+    void drain_slice();
     void refresh_views();
     void refresh_tab(QWidget* tab);
     void choose_recording();
@@ -117,6 +125,7 @@ private:
     QPointer<QThread> loader_; // the recording being read, if any
     RunSettings last_run_;
     bool live_from_attach_ = false; // the live store is fed by attach_, not engine_
+    bool drain_scheduled_ = false;  // a drain_slice() is queued
 
     EngineController* engine_ = nullptr;
     AttachController* attach_ = nullptr;

@@ -2,6 +2,8 @@
 
 #include "engine/util/host_clock.h"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace kvscope::attach {
@@ -11,6 +13,43 @@ std::string normalize_endpoint(const std::string& endpoint) {
         return endpoint;
     }
     return "tcp://" + endpoint;
+}
+
+std::string normalize_metrics_url(const std::string& url) {
+    if (url.starts_with("http://") || url.starts_with("https://")) {
+        return url;
+    }
+    if (url.empty() || url.find("://") != std::string::npos) {
+        return "";
+    }
+    return "http://" + url + (url.find('/') == std::string::npos ? "/metrics" : "");
+}
+
+std::string add_metrics_urls(const std::vector<std::string>& urls, double interval_s,
+                             AttachOptions& out) {
+    if (!urls.empty() && urls.size() != out.sources.size()) {
+        return "give one metrics URL per publisher (" + std::to_string(out.sources.size()) +
+               " publishers, " + std::to_string(urls.size()) + " metrics URLs), or none";
+    }
+    if (!(interval_s > 0) || interval_s > 3600) {
+        return "the metrics interval must be more than 0 and at most 3600 seconds";
+    }
+    out.metrics_urls.clear();
+    for (const std::string& url : urls) {
+        const std::string normalized = normalize_metrics_url(url);
+        if (normalized.empty()) {
+            return "metrics URL '" + url +
+                   "' is neither an http:// or https:// URL nor HOST:PORT (vLLM: "
+                   "http://HOST:8000/metrics)";
+        }
+        out.metrics_urls.push_back(normalized);
+    }
+    out.metrics_interval =
+        std::chrono::milliseconds(std::max<std::int64_t>(1, std::llround(interval_s * 1000)));
+    // A poll may take most of an interval, never much longer than a few.
+    out.metrics_http.total_timeout =
+        std::max(std::chrono::milliseconds(2000), 2 * out.metrics_interval);
+    return "";
 }
 
 std::string add_sources(const std::vector<std::string>& endpoints,

@@ -81,6 +81,19 @@ std::string add_sources(const std::vector<std::string>& endpoints,
                         const std::vector<std::string>& replays, const std::string& topic,
                         AttachOptions& out);
 
+// Sets `out.metrics_urls` from `urls` (one per publisher, in the same order
+// as out.sources, or none), each an http:// or https:// URL or HOST:PORT
+// (http://HOST:PORT/metrics, where vLLM and SGLang serve them), polled every
+// `interval_s` seconds. Returns what is wrong with them ("" when nothing):
+// the check the CLI and the app share. Call after add_sources().
+std::string add_metrics_urls(const std::vector<std::string>& urls, double interval_s,
+                             AttachOptions& out);
+
+// "host:port" -> "http://host:port/metrics" ("host:port/path" keeps its
+// path); an http:// or https:// URL is left alone; empty for anything else
+// with a scheme.
+std::string normalize_metrics_url(const std::string& url);
+
 // "host:port" -> "tcp://host:port"; anything with a scheme is left alone.
 // Empty when `endpoint` is empty.
 std::string normalize_endpoint(const std::string& endpoint);

@@ -5,8 +5,8 @@
 
 #include <charconv>
 #include <cmath>
-#include <span>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <type_traits>
 #include <variant>
 
@@ -171,8 +171,7 @@ std::string stored_detail(const StoredBlocks& e, std::string_view medium, std::s
     return out;
 }
 
-std::string removed_detail(const RemovedBlocks& e, std::string_view medium,
-                           const BlockHash& hash) {
+std::string removed_detail(const RemovedBlocks& e, std::string_view medium, const BlockHash& hash) {
     std::string out;
     DetailWriter w(out);
     w.optional_int("group", e.group_idx);

@@ -77,8 +77,8 @@ std::size_t std::hash<kvscope::attach::BlockHash>::operator()(
     // Hashes are already random, and the last 8 bytes tell them apart (they
     // are what vLLM's integer form keeps): those with form and size, mixed
     // once (a multiply and a shift, as splitmix64 finishes).
-    std::uint64_t h = value.low64() ^ ((static_cast<std::uint64_t>(value.form) << 8 | value.size)
-                                       << 56);
+    std::uint64_t h =
+        value.low64() ^ ((static_cast<std::uint64_t>(value.form) << 8 | value.size) << 56);
     h *= 0x9E3779B97F4A7C15ull;
     h ^= h >> 32;
     return static_cast<std::size_t>(h);

@@ -14,8 +14,12 @@
 #include "app/ui/views/timeline_view.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/support/http_server.h"
 #include "tests/support/kv_event_publisher.h"
 #include "tests/support/tiny_model.h"
+
+#include <fstream>
+#include <sstream>
 
 #include <QLabel>
 #include <QListWidget>
@@ -36,6 +40,18 @@ using test::kv_event_payload;
 using test::KvEventPublisher;
 using test::PublishedRemoved;
 using test::PublishedStored;
+
+namespace {
+
+// vLLM's own /metrics page, as prometheus_client wrote it (tests/profiler/data).
+std::string metrics_page() {
+    std::ifstream in(KVSCOPE_SOURCE_DIR "/tests/profiler/data/metrics/vllm.prom");
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+} // namespace
 
 class TestAttachWindow : public QObject {
     Q_OBJECT
@@ -62,6 +78,23 @@ private slots:
         QVERIFY(AttachSettings::from_lines({"a:1 a:2", "b:1"}, settings).contains("or none"));
         QVERIFY(AttachSettings::from_lines({"a b c"}, settings).contains("line 1"));
         QVERIFY(AttachSettings::from_lines({"", " "}, settings).contains("at least one"));
+        // A word with an http(s) scheme is the publisher's metrics URL.
+        QCOMPARE(AttachSettings::from_lines(
+                     {"a:1 http://a:8000/metrics a:2", "b:1 b:2 https://b/metrics"}, settings),
+                 QString());
+        QCOMPARE(settings.endpoints, (QStringList{"a:1", "b:1"}));
+        QCOMPARE(settings.replays, (QStringList{"a:2", "b:2"}));
+        QCOMPARE(settings.metrics_urls,
+                 (QStringList{"http://a:8000/metrics", "https://b/metrics"}));
+        QCOMPARE(settings.lines(),
+                 (QStringList{"a:1 a:2 http://a:8000/metrics", "b:1 b:2 https://b/metrics"}));
+        QCOMPARE(AttachSettings::from_lines({"a:1 http://a/metrics"}, settings), QString());
+        QCOMPARE(settings.lines(), QStringList{"a:1 http://a/metrics"});
+        QVERIFY(AttachSettings::from_lines({"a:1 http://a/m", "b:1"}, settings)
+                    .contains("a metrics URL, or none"));
+        QVERIFY(AttachSettings::from_lines({"a:1 http://a/m https://a/n"}, settings)
+                    .contains("one metrics URL"));
+        QVERIFY(AttachSettings::from_lines({"http://a/m"}, settings).contains("line 1"));
     }
 
     void dialogValidatesAndRemembers() {
@@ -98,6 +131,10 @@ private slots:
         settings.num_blocks = 10;
         settings.record_path = recording;
         settings.tokenizer_path = tiny_model_path();
+        // The engine's metrics too, as the dialog passes them.
+        test::HttpServer metrics;
+        metrics.set("/metrics", {200, metrics_page()});
+        settings.metrics_urls = {QString::fromStdString(metrics.url("/metrics"))};
         window.start_attach(settings);
         QVERIFY(window.attacher()->running());
         QVERIFY(publisher.wait_for_subscriber([] { QCoreApplication::processEvents(); }, 5000ms));
@@ -161,6 +198,13 @@ private slots:
             QTest::qWait(300);
             window.grab().save(qEnvironmentVariable("KVSCOPE_SHOT"));
         }
+        // The metrics URL was polled into the store (vLLM's page: 25% KV
+        // usage, 27,215 GPU blocks).
+        QTRY_VERIFY_WITH_TIMEOUT(!window.store()->attached().source(0)->metrics.empty(), 5000);
+        const attach::MetricsSummary polled =
+            attach::summarize_metrics(window.store()->attached().source(0)->metrics);
+        QCOMPARE(polled.kv_usage, std::optional<double>(0.25));
+        QCOMPARE(polled.num_gpu_blocks, std::optional<std::int64_t>(27215));
         QTest::qWait(600); // a moment apart, for scrubbing back to it
         const qint64 before_removal = window.store()->end_ns();
         QVERIFY(publisher.publish(1, kv_event_payload({PublishedRemoved{{4}}})));

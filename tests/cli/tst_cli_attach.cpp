@@ -221,9 +221,10 @@ private slots:
             << QStringList{"attach", "a:1", "--num-blocks", "0"} << "--num-blocks";
         QTest::newRow("metrics count")
             << QStringList{"attach", "a:1", "b:2", "--metrics", "http://a:8000/metrics"}
-            << "one --metrics URL per publisher";
-        QTest::newRow("metrics scheme") << QStringList{"attach", "a:1", "--metrics", "a:8000"}
-                                        << "is not an http:// or https:// URL";
+            << "one metrics URL per publisher";
+        QTest::newRow("metrics scheme")
+            << QStringList{"attach", "a:1", "--metrics", "ftp://a:8000"}
+            << "'ftp://a:8000' is neither an http:// or https:// URL nor HOST:PORT";
     }
     void badCommandLines() {
         QFETCH(QStringList, args);

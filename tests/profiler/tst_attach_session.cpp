@@ -209,6 +209,32 @@ private slots:
         QCOMPARE(normalize_endpoint(""), std::string());
     }
 
+    void metricsUrlsAreCheckedAndCompleted() {
+        QCOMPARE(attach::normalize_metrics_url("gpu7:8000"),
+                 std::string("http://gpu7:8000/metrics"));
+        QCOMPARE(attach::normalize_metrics_url("gpu7:30000/custom"),
+                 std::string("http://gpu7:30000/custom"));
+        QCOMPARE(attach::normalize_metrics_url("https://h/m"), std::string("https://h/m"));
+        QCOMPARE(attach::normalize_metrics_url("ftp://h/m"), std::string());
+        QCOMPARE(attach::normalize_metrics_url(""), std::string());
+
+        attach::AttachOptions options;
+        QCOMPARE(attach::add_sources({"a:1", "b:2"}, {}, "", options), std::string());
+        QCOMPARE(attach::add_metrics_urls({"a:8000", "http://b:8000/metrics"}, 0.5, options),
+                 std::string());
+        QCOMPARE(options.metrics_urls,
+                 (std::vector<std::string>{"http://a:8000/metrics", "http://b:8000/metrics"}));
+        QCOMPARE(options.metrics_interval, std::chrono::milliseconds(500));
+        QVERIFY(options.metrics_http.total_timeout >= std::chrono::milliseconds(1000));
+        QVERIFY(attach::add_metrics_urls({"a:8000"}, 1, options).find("one metrics URL per") !=
+                std::string::npos);
+        QVERIFY(attach::add_metrics_urls({"a:1", "gopher://b"}, 1, options).find("gopher://b") !=
+                std::string::npos);
+        QVERIFY(!attach::add_metrics_urls({}, 0, options).empty());
+        QCOMPARE(attach::add_metrics_urls({}, 1, options), std::string());
+        QVERIFY(options.metrics_urls.empty());
+    }
+
     void silentSourceIsReported() {
         AttachOptions options;
         KvEventSourceOptions source;

@@ -8,8 +8,8 @@
 #include "profiler/attach/token_text.h"
 #include "tests/support/tiny_model.h"
 
-#include <nlohmann/json.hpp>
 #include <array>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include <QTest>

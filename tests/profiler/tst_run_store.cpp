@@ -1,10 +1,13 @@
 // RunStore beyond what the engine soak checks: recordings from before
 // block_unshared, damaged block ids, text and lanes read back from a file.
+#include "profiler/attach/kv_event_source.h"
 #include "profiler/recorder.h"
 #include "profiler/recording_events.h"
 #include "profiler/run_store.h"
 #include "tests/support/engine_events.h"
 
+#include <algorithm>
+#include <random>
 #include <sqlite3.h>
 
 #include <QTemporaryDir>
@@ -35,6 +38,21 @@ std::vector<EngineEvent> shared_block_run(bool with_unshared) {
     return events;
 }
 
+// Every resident block of every source, as "source rank medium hash" lines.
+std::vector<std::string> resident_lines(const kvscope::attach::AttachedState& state) {
+    std::vector<std::string> out;
+    for (const auto& [id, source] : state.sources()) {
+        for (const auto& [key, tier] : source.blocks.tiers()) {
+            for (const auto& [hash, block] : tier.blocks) {
+                out.push_back(std::to_string(id) + " " + std::to_string(key.rank) + " " +
+                              key.medium + " " + hash.hex());
+            }
+        }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
 } // namespace
 
 class TestRunStore : public QObject {
@@ -45,6 +63,7 @@ private slots:
     void freed_block_has_no_owner();
     void damaged_block_id_is_refused();
     void recording_reads_back_text_and_lanes();
+    void attached_history_is_bounded_and_scrubs_exactly();
 };
 
 void TestRunStore::freed_block_has_no_owner_data() {
@@ -144,6 +163,54 @@ void TestRunStore::recording_reads_back_text_and_lanes() {
     QCOMPARE(r->state_at(25), std::string("finished"));
     QCOMPARE(r->reason, std::string("token limit"));
     QCOMPARE(r->ttft_ms(), 8e-6);
+}
+
+// An attach left running holds a bounded history: checkpoints every few rows,
+// the newest few kept with the rows since the oldest; scrubbing to any moment
+// they cover gives exactly what every row up to it gives, and a moment
+// before them the oldest state kept.
+void TestRunStore::attached_history_is_bounded_and_scrubs_exactly() {
+    using namespace kvscope::attach;
+    std::mt19937_64 rng(5);
+    std::vector<EngineEvent> rows;
+    std::vector<std::int64_t> times;
+    for (std::int64_t t = 1000; t < 1400; ++t) {
+        SourceBatch batch;
+        batch.batch.ts = 1.7e9;
+        const int events = 1 + static_cast<int>(rng() % 3);
+        for (int e = 0; e < events; ++e) {
+            const auto hash = BlockHash::from_uint(rng() % 40);
+            if (rng() % 3 == 0) {
+                batch.batch.events.emplace_back(RemovedBlocks{{hash}, "GPU", {}});
+            } else {
+                batch.batch.events.emplace_back(
+                    StoredBlocks{{hash}, {}, {1, 2}, 2, {}, rng() % 4 == 0 ? "CPU" : "GPU", {}});
+            }
+        }
+        const std::size_t first = rows.size();
+        append_typed_events(static_cast<std::int64_t>(rng() % 2), batch, rows);
+        for (std::size_t r = first; r < rows.size(); ++r) {
+            rows[r].time_ns = t; // a poll's rows share one time
+        }
+        times.push_back(t);
+    }
+    RunStore everything;
+    everything.set_attached_history(std::size_t{1} << 30, 1);
+    RunStore bounded;
+    bounded.set_attached_history(25, 3);
+    for (const EngineEvent& row : rows) {
+        everything.append(row);
+        bounded.append(row);
+        QVERIFY(bounded.attached_rows_kept() <= 4 * 25);
+    }
+    QCOMPARE(everything.attached_rows_kept(), rows.size());
+    const std::int64_t start = bounded.attached_history_start_ns();
+    QVERIFY(start > times.front() && start < times.back());
+    QCOMPARE(resident_lines(bounded.attached()), resident_lines(everything.attached()));
+    for (const std::int64_t t : times) {
+        QCOMPARE(resident_lines(bounded.attached_at(t)),
+                 resident_lines(everything.attached_at(std::max(t, start))));
+    }
 }
 
 QTEST_GUILESS_MAIN(TestRunStore)

@@ -27,12 +27,14 @@ AttachDialog::AttachDialog(QWidget* parent)
     auto* layout = new QVBoxLayout(this);
     layout->addWidget(new QLabel(
         tr("Publishers of KV-cache events, one per line: the event endpoint and, optionally, "
-           "its replay endpoint.<br>vLLM: <tt>--kv-events-config '{\"enable_kv_cache_events\": "
-           "true, \"publisher\": \"zmq\", \"endpoint\": \"tcp://*:5557\", \"replay_endpoint\": "
-           "\"tcp://*:5558\"}'</tt> publishes at <tt>HOST:5557 HOST:5558</tt>.")));
+           "its replay endpoint and the engine's Prometheus metrics URL (KV usage, prefix "
+           "cache hit rate, capacity).<br>vLLM: <tt>--kv-events-config "
+           "'{\"enable_kv_cache_events\": true, \"publisher\": \"zmq\", \"endpoint\": "
+           "\"tcp://*:5557\", \"replay_endpoint\": \"tcp://*:5558\"}'</tt> publishes at "
+           "<tt>HOST:5557 HOST:5558 http://HOST:8000/metrics</tt>.")));
     publishers_ = new QPlainTextEdit;
     publishers_->setObjectName("attachPublishers");
-    publishers_->setPlaceholderText("localhost:5557 localhost:5558");
+    publishers_->setPlaceholderText("localhost:5557 localhost:5558 http://localhost:8000/metrics");
     publishers_->setTabChangesFocus(true);
     layout->addWidget(publishers_);
 

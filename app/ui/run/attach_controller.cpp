@@ -10,8 +10,10 @@
 namespace kvscope::ui {
 namespace {
 
-// About ten seconds of a busy engine's events (a few hundred bytes each).
-constexpr std::size_t kMaxPendingEvents = 1'000'000;
+// About a second of eight busy publishers' rows (a few hundred bytes each);
+// the window applies them a slice per frame, and what it cannot keep up
+// with waits in the publishers' queues, then is dropped there, counted.
+constexpr std::size_t kMaxPendingEvents = 250'000;
 
 std::vector<std::string> to_std(const QStringList& list) {
     std::vector<std::string> out;
@@ -26,7 +28,14 @@ std::vector<std::string> to_std(const QStringList& list) {
 QStringList AttachSettings::lines() const {
     QStringList out;
     for (qsizetype i = 0; i < endpoints.size(); ++i) {
-        out << (i < replays.size() ? endpoints[i] + " " + replays[i] : endpoints[i]);
+        QStringList words{endpoints[i]};
+        if (i < replays.size() && !replays[i].isEmpty()) {
+            words << replays[i];
+        }
+        if (i < metrics_urls.size() && !metrics_urls[i].isEmpty()) {
+            words << metrics_urls[i];
+        }
+        out << words.join(' ');
     }
     return out;
 }
@@ -34,22 +43,37 @@ QStringList AttachSettings::lines() const {
 QString AttachSettings::from_lines(const QStringList& lines, AttachSettings& out) {
     out.endpoints.clear();
     out.replays.clear();
+    out.metrics_urls.clear();
     int with_replay = 0;
+    int with_metrics = 0;
     int line_number = 0;
     for (const QString& line : lines) {
         ++line_number;
-        const QStringList words = line.simplified().split(' ', Qt::SkipEmptyParts);
+        QStringList words = line.simplified().split(' ', Qt::SkipEmptyParts);
         if (words.isEmpty()) {
             continue;
         }
-        if (words.size() > 2) {
-            return QObject::tr("line %1: give an endpoint and, optionally, its replay endpoint "
-                               "(\"HOST:5557 HOST:5558\")")
+        QString metrics;
+        for (qsizetype w = 0; w < words.size(); ++w) {
+            if (words[w].startsWith("http://") || words[w].startsWith("https://")) {
+                if (!metrics.isEmpty()) {
+                    return QObject::tr("line %1: give one metrics URL per publisher")
+                        .arg(line_number);
+                }
+                metrics = words.takeAt(w--);
+            }
+        }
+        if (words.isEmpty() || words.size() > 2) {
+            return QObject::tr("line %1: give an endpoint, optionally its replay endpoint, and "
+                               "optionally its metrics URL (\"HOST:5557 HOST:5558 "
+                               "http://HOST:8000/metrics\")")
                 .arg(line_number);
         }
         out.endpoints << words[0];
         out.replays << (words.size() == 2 ? words[1] : QString());
+        out.metrics_urls << metrics;
         with_replay += words.size() == 2 ? 1 : 0;
+        with_metrics += metrics.isEmpty() ? 0 : 1;
     }
     if (out.endpoints.isEmpty()) {
         return QObject::tr("give at least one publisher's endpoint");
@@ -58,6 +82,11 @@ QString AttachSettings::from_lines(const QStringList& lines, AttachSettings& out
         out.replays.clear();
     } else if (with_replay != out.endpoints.size()) {
         return QObject::tr("give every publisher a replay endpoint, or none");
+    }
+    if (with_metrics == 0) {
+        out.metrics_urls.clear();
+    } else if (with_metrics != out.endpoints.size()) {
+        return QObject::tr("give every publisher a metrics URL, or none");
     }
     return {};
 }
@@ -113,6 +142,11 @@ void AttachController::run(AttachSettings settings,
         if (const std::string problem =
                 attach::add_sources(to_std(settings.endpoints), to_std(settings.replays),
                                     settings.topic.toStdString(), options);
+            !problem.empty()) {
+            throw std::invalid_argument(problem);
+        }
+        if (const std::string problem =
+                attach::add_metrics_urls(to_std(settings.metrics_urls), 1.0, options);
             !problem.empty()) {
             throw std::invalid_argument(problem);
         }
