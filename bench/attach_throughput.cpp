@@ -17,6 +17,7 @@
 // subscriber never blocks or slows them: what it misses shows up here as
 // sequence gaps, counted lost.
 #include "bench/attach_workload.h"
+#include "bench/publisher_process.h"
 #include "profiler/attach/attach_session.h"
 #include "profiler/recorder.h"
 
@@ -186,64 +187,16 @@ struct RssSample {
     std::int64_t kib = 0;
 };
 
-struct Child {
-    pid_t pid = -1;
-    FILE* out = nullptr; // its stdout
-    int in = -1;         // its stdin: closed, it closes its sockets and exits
-};
-
-Child start_publishers(const Options& o) {
-    int fds[2];
-    int to_child[2];
-    if (pipe(fds) != 0 || pipe(to_child) != 0) {
-        throw std::runtime_error("pipe failed");
-    }
-    std::vector<std::string> args = {"kvscope-bench-attach",
-                                     "--publish",
-                                     "--publishers",
-                                     std::to_string(o.publishers),
-                                     "--rate",
-                                     std::to_string(o.rate),
-                                     "--duration",
-                                     std::to_string(o.duration_s),
-                                     "--send-hwm",
-                                     std::to_string(o.send_hwm),
-                                     "--resident",
-                                     std::to_string(o.resident),
-                                     "--seed",
-                                     std::to_string(o.seed)};
-    const pid_t pid = fork();
-    if (pid < 0) {
-        throw std::runtime_error("fork failed");
-    }
-    if (pid == 0) {
-        dup2(fds[1], STDOUT_FILENO);
-        dup2(to_child[0], STDIN_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        close(to_child[0]);
-        close(to_child[1]);
-        std::vector<char*> argv;
-        for (std::string& a : args) {
-            argv.push_back(a.data());
-        }
-        argv.push_back(nullptr);
-        execv("/proc/self/exe", argv.data());
-        std::perror("execv");
-        _exit(127);
-    }
-    close(fds[1]);
-    close(to_child[0]);
-    return Child{pid, fdopen(fds[0], "r"), to_child[1]};
+bench::PublisherProcess start_publishers(const Options& o) {
+    return bench::start_publisher_process(
+        "/proc/self/exe",
+        {"kvscope-bench-attach", "--publish", "--publishers", std::to_string(o.publishers),
+         "--rate", std::to_string(o.rate), "--duration", std::to_string(o.duration_s), "--send-hwm",
+         std::to_string(o.send_hwm), "--resident", std::to_string(o.resident), "--seed",
+         std::to_string(o.seed)});
 }
 
-std::string read_line(FILE* f) {
-    std::string line;
-    for (int c = std::fgetc(f); c != EOF && c != '\n'; c = std::fgetc(f)) {
-        line.push_back(static_cast<char>(c));
-    }
-    return line;
-}
+using bench::read_line;
 
 struct Result {
     // publisher side
@@ -278,7 +231,7 @@ struct Result {
 };
 
 Result run(const Options& o) {
-    Child child = start_publishers(o);
+    bench::PublisherProcess child = start_publishers(o);
     attach::AttachOptions options;
     for (int i = 0; i < o.publishers; ++i) {
         const std::string endpoint = read_line(child.out);

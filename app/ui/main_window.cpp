@@ -55,6 +55,8 @@ constexpr int kFrameMs = 100;
 // A slice of applying live events: with the views' refresh, a frame stays
 // well inside the 16 ms of a 60 Hz display however fast events come.
 constexpr std::chrono::milliseconds kDrainBudget{8};
+// The attached views' time for "the newest state, whatever comes".
+constexpr qint64 kNow = std::numeric_limits<qint64>::max();
 
 } // namespace
 
@@ -318,7 +320,7 @@ bool MainWindow::drain(std::chrono::nanoseconds budget) {
     // Slices of a few thousand events, until the budget is spent: an attach
     // can queue more rows than the window can apply, and a frame that took
     // them all at once would freeze it.
-    constexpr std::size_t kSlice = 2048;
+    constexpr std::size_t kSlice = 256;
     const auto start = std::chrono::steady_clock::now();
     const std::shared_ptr<profiler::LiveEventQueue> queue = live_events();
     while (true) {
@@ -376,11 +378,17 @@ void MainWindow::show_time(qint64 t_ns) {
 void MainWindow::refresh_views() {
     // set_time_ns() of a view that moved redraws it; refresh() picks up what
     // the store gained. Once each, never both.
+    // Following a live run, the time moves with every frame while what is
+    // shown stays "now": the attached views refresh (as often as their cost
+    // allows) rather than rebuild for a new time.
+    const bool following = replay_bar_->following() && mode_ == Mode::live;
     const bool moved = shown_ns_ != refreshed_ns_;
     refreshed_ns_ = shown_ns_;
     show_views_for_run();
     if (block_views_->currentWidget() == attached_blocks_) {
-        if (moved) {
+        if (following && attached_blocks_->showing_past()) {
+            attached_blocks_->set_time_ns(kNow); // back to live
+        } else if (moved && !following) {
             attached_blocks_->set_time_ns(shown_ns_);
         } else {
             attached_blocks_->refresh();
@@ -413,7 +421,10 @@ void MainWindow::refresh_tab(QWidget* tab) {
             prefix_->refresh();
         }
     } else if (tab == attached_prefixes_) {
-        if (attached_prefixes_->time_ns() != shown_ns_) {
+        const bool following = replay_bar_->following() && mode_ == Mode::live;
+        if (following && attached_prefixes_->time_ns() != kNow) {
+            attached_prefixes_->set_time_ns(kNow); // back to live
+        } else if (!following && attached_prefixes_->time_ns() != shown_ns_) {
             attached_prefixes_->set_time_ns(shown_ns_);
         } else {
             attached_prefixes_->refresh();

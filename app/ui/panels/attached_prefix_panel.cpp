@@ -51,13 +51,16 @@ void AttachedPrefixPanel::set_time_ns(qint64 t_ns) {
 }
 
 void AttachedPrefixPanel::refresh() {
-    if (!since_rebuild_.isValid() || since_rebuild_.elapsed() >= 1000) {
+    if (live_rebuilds_.due()) {
         rebuild();
     }
 }
 
 void AttachedPrefixPanel::rebuild() {
-    since_rebuild_.start();
+    live_rebuilds_.run([this] { rebuild_now(); });
+}
+
+void AttachedPrefixPanel::rebuild_now() {
     // Rows opened stay open across the rebuild, found again by their keys.
     // Only open rows are walked into: a tier of thousands of closed trees
     // costs one look per tree.

@@ -4,10 +4,11 @@
 // while live; rows opened stay open.
 #pragma once
 
+#include "app/ui/views/rebuild_throttle.h"
+
 #include <limits>
 #include <memory>
 
-#include <QElapsedTimer>
 #include <QWidget>
 
 class QLabel;
@@ -32,8 +33,8 @@ public:
 
     void set_store(const profiler::RunStore* store);
     void set_tokenizer(std::shared_ptr<const tokenizer::Tokenizer> tokenizer);
-    void set_time_ns(qint64 t_ns);
-    void refresh(); // live: at most once a second
+    void set_time_ns(qint64 t_ns); // rebuilds now
+    void refresh(); // live: at most once a second, less often when rebuilds cost more
 
     qint64 time_ns() const { return time_ns_; }
     AttachedForestModel* model() const { return model_; }
@@ -41,6 +42,7 @@ public:
 
 private:
     void rebuild();
+    void rebuild_now();
 
     const profiler::RunStore* store_ = nullptr;
     std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
@@ -48,7 +50,7 @@ private:
     AttachedForestModel* model_ = nullptr;
     QTreeView* tree_ = nullptr;
     QLabel* note_ = nullptr;
-    QElapsedTimer since_rebuild_;
+    RebuildThrottle live_rebuilds_{std::chrono::milliseconds(1000)};
 };
 
 } // namespace kvscope::ui

@@ -56,7 +56,7 @@ void AttachedBlocksView::set_time_ns(qint64 t_ns) {
 }
 
 void AttachedBlocksView::refresh() {
-    if (!showing_past_) {
+    if (!showing_past_ && live_rebuilds_.due()) {
         rebuild();
     }
 }
@@ -70,6 +70,10 @@ const attach::AttachedState& AttachedBlocksView::state() const {
 }
 
 void AttachedBlocksView::rebuild() {
+    live_rebuilds_.run([this] { rebuild_now(); });
+}
+
+void AttachedBlocksView::rebuild_now() {
     sections_.clear();
     for (const auto& [id, source] : state().sources()) {
         const auto endpoints = source.info.endpoints;

@@ -6,6 +6,7 @@
 // layout, not the engine's block ids, and the view says so.
 #pragma once
 
+#include "app/ui/views/rebuild_throttle.h"
 #include "profiler/attach/attached_events.h"
 
 #include <limits>
@@ -26,8 +27,10 @@ public:
     void set_store(const profiler::RunStore* store);
     // Shows the blocks resident right after every row at or before `t_ns`.
     void set_time_ns(qint64 t_ns);
-    // The store grew (live).
+    // The store grew (live): rebuilt when the throttle allows (every frame
+    // while cheap, less often as the blocks grow).
     void refresh();
+    bool showing_past() const { return showing_past_; }
 
     struct Cell {
         attach::BlockHash hash{};
@@ -59,6 +62,7 @@ protected:
 
 private:
     void rebuild();
+    void rebuild_now();
     void lay_out();
     const attach::AttachedState& state() const;
 
@@ -66,6 +70,7 @@ private:
     qint64 time_ns_ = std::numeric_limits<qint64>::max();
     attach::AttachedState past_; // the state at time_ns_ when before the store's end
     bool showing_past_ = false;
+    RebuildThrottle live_rebuilds_{std::chrono::milliseconds(0)};
     std::vector<Section> sections_;
     int cell_ = 8;
     QRect caveat_rect_;

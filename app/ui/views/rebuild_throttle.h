@@ -1,0 +1,49 @@
+// How often a view whose rebuild costs in proportion to a live run may
+// rebuild while following it. An attached engine holds a hundred thousand
+// blocks and more; laying them out on every frame would take the window's
+// whole time. A live refresh rebuilds only once the time since the last
+// rebuild is at least `min_interval` and `cost_factor` times what that
+// rebuild took, so such a view takes at most about 1/cost_factor of the
+// window's time, and a small run still updates every frame. Moving the time
+// (scrubbing) rebuilds at once.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+
+#include <QElapsedTimer>
+
+namespace kvscope::ui {
+
+class RebuildThrottle {
+public:
+    explicit RebuildThrottle(std::chrono::milliseconds min_interval, int cost_factor = 10)
+        : min_interval_(min_interval)
+        , cost_factor_(cost_factor) {}
+
+    bool due() const {
+        if (!since_.isValid()) {
+            return true;
+        }
+        const qint64 wait = std::max<qint64>(min_interval_.count(), cost_factor_ * last_cost_ms_);
+        return since_.elapsed() >= wait;
+    }
+    // Runs `rebuild`, timing it.
+    template <class Rebuild>
+    void run(Rebuild&& rebuild) {
+        QElapsedTimer timer;
+        timer.start();
+        rebuild();
+        last_cost_ms_ = timer.elapsed();
+        since_.start();
+    }
+    qint64 last_cost_ms() const { return last_cost_ms_; }
+
+private:
+    std::chrono::milliseconds min_interval_;
+    int cost_factor_;
+    qint64 last_cost_ms_ = 0;
+    QElapsedTimer since_;
+};
+
+} // namespace kvscope::ui
