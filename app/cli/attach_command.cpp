@@ -37,6 +37,8 @@ struct AttachCommandOptions {
     std::int64_t num_blocks = 0;
     std::vector<std::string> metrics_urls;
     double metrics_interval_s = 1.0;
+    std::vector<std::string> trtllm_urls;
+    double trtllm_interval_s = 0.5;
     std::string tokenizer_path;
     std::string record_path;
     bool overwrite = false;
@@ -158,13 +160,9 @@ void print_summary(const AttachSession& session, const AttachCommandOptions& opt
     std::printf("attached to %zu publisher%s for %.1f s\n", session.sources().size(),
                 session.sources().size() == 1 ? "" : "s", seconds);
     for (const auto& [id, s] : session.state().sources()) {
-        const attach::KvEventSource& source = *session.sources().at(static_cast<std::size_t>(id));
-        const attach::SourceCounts& n = source.counts();
-        std::printf("\nsource %lld  %s", static_cast<long long>(id),
-                    source.options().endpoint.c_str());
-        if (!source.options().replay_endpoint.empty()) {
-            std::printf("  (replay %s)", source.options().replay_endpoint.c_str());
-        }
+        const attach::EventSource& source = *session.sources().at(static_cast<std::size_t>(id));
+        const attach::SourceCounts n = source.counts();
+        std::printf("\nsource %lld  %s", static_cast<long long>(id), source.describe().c_str());
         std::printf("\n  %lld messages, %lld events; gaps %lld (replayed %lld, lost %lld), "
                     "restarts %lld, rejected messages %lld, silent %.1f s\n",
                     static_cast<long long>(n.messages), static_cast<long long>(n.events),
@@ -264,7 +262,16 @@ int run_attach(const AttachCommandOptions& options) {
     attach_options.block_size = options.block_size;
     attach_options.num_blocks = options.num_blocks;
     std::string problem =
-        attach::add_sources(options.endpoints, options.replays, options.topic, attach_options);
+        options.endpoints.empty() && options.trtllm_urls.empty()
+            ? "give a publisher's ENDPOINT, or a TensorRT-LLM server with --trtllm"
+        : options.endpoints.empty()
+            ? (options.replays.empty() ? "" : "--replay needs the publishers' ENDPOINTs")
+            : attach::add_sources(options.endpoints, options.replays, options.topic,
+                                  attach_options);
+    if (problem.empty()) {
+        problem = attach::add_trtllm_sources(options.trtllm_urls, options.trtllm_interval_s,
+                                             attach_options);
+    }
     if (problem.empty()) {
         problem = attach::add_metrics_urls(options.metrics_urls, options.metrics_interval_s,
                                            attach_options);
@@ -276,6 +283,9 @@ int run_attach(const AttachCommandOptions& options) {
     std::vector<std::string> endpoints;
     for (const attach::KvEventSourceOptions& source : attach_options.sources) {
         endpoints.push_back(source.endpoint);
+    }
+    for (const attach::TrtllmSourceOptions& source : attach_options.trtllm_sources) {
+        endpoints.push_back(source.url);
     }
 
     std::unique_ptr<profiler::Recorder> recorder;
@@ -339,13 +349,11 @@ int run_attach(const AttachCommandOptions& options) {
 Command add_attach_command(CLI::App& app) {
     auto options = std::make_shared<AttachCommandOptions>();
     CLI::App* parser = app.add_subcommand(
-        "attach", "Watch the KV-cache events of running vLLM or SGLang engines (ZeroMQ), "
-                  "and record them");
-    parser
-        ->add_option("endpoints", options->endpoints,
-                     "Each publisher's event endpoint, tcp://HOST:PORT or HOST:PORT (one per "
-                     "engine or data-parallel rank; vLLM's default port is 5557)")
-        ->required();
+        "attach", "Watch the KV-cache events of running vLLM, SGLang (ZeroMQ) or TensorRT-LLM "
+                  "(HTTP) engines, and record them");
+    parser->add_option("endpoints", options->endpoints,
+                       "Each publisher's event endpoint, tcp://HOST:PORT or HOST:PORT (one per "
+                       "engine or data-parallel rank; vLLM's default port is 5557)");
     parser->add_option("--replay", options->replays,
                        "Each publisher's replay endpoint, in the same order (vLLM: "
                        "replay_endpoint, e.g. HOST:5558); fills gaps in the stream");
@@ -369,6 +377,15 @@ Command add_attach_command(CLI::App& app) {
         ->add_option("--metrics-interval", options->metrics_interval_s,
                      "Seconds between polls of each --metrics URL")
         ->check(CLI::Range(0.05, 3600.0))
+        ->capture_default_str();
+    parser->add_option("--trtllm", options->trtllm_urls,
+                       "TensorRT-LLM servers to poll for KV-cache events (trtllm-serve's POST "
+                       "/kv_cache_events; HOST:PORT or http://HOST:PORT), numbered after the "
+                       "ENDPOINTs");
+    parser
+        ->add_option("--trtllm-interval", options->trtllm_interval_s,
+                     "Seconds between polls of each --trtllm server")
+        ->check(CLI::Range(0.01, 3600.0))
         ->capture_default_str();
     parser
         ->add_option("--tokenizer", options->tokenizer_path,

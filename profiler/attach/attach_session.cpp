@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <thread>
 
 namespace kvscope::attach {
 
@@ -27,8 +28,9 @@ std::string normalize_metrics_url(const std::string& url) {
 
 std::string add_metrics_urls(const std::vector<std::string>& urls, double interval_s,
                              AttachOptions& out) {
-    if (!urls.empty() && urls.size() != out.sources.size()) {
-        return "give one metrics URL per publisher (" + std::to_string(out.sources.size()) +
+    const std::size_t publishers = out.sources.size() + out.trtllm_sources.size();
+    if (!urls.empty() && urls.size() != publishers) {
+        return "give one metrics URL per publisher (" + std::to_string(publishers) +
                " publishers, " + std::to_string(urls.size()) + " metrics URLs), or none";
     }
     if (!(interval_s > 0) || interval_s > 3600) {
@@ -49,6 +51,27 @@ std::string add_metrics_urls(const std::vector<std::string>& urls, double interv
     // A poll may take most of an interval, never much longer than a few.
     out.metrics_http.total_timeout =
         std::max(std::chrono::milliseconds(2000), 2 * out.metrics_interval);
+    return "";
+}
+
+std::string add_trtllm_sources(const std::vector<std::string>& urls, double interval_s,
+                               AttachOptions& out) {
+    if (!(interval_s > 0) || interval_s > 3600) {
+        return "the TensorRT-LLM polling interval must be more than 0 and at most 3600 seconds";
+    }
+    for (const std::string& url : urls) {
+        TrtllmSourceOptions source;
+        source.url = normalize_trtllm_url(url);
+        if (source.url.empty()) {
+            return "TensorRT-LLM URL '" + url +
+                   "' is neither HOST:PORT nor an http:// or https:// URL (trtllm-serve: "
+                   "http://HOST:8000)";
+        }
+        source.interval =
+            std::chrono::milliseconds(std::max<std::int64_t>(1, std::llround(interval_s * 1000)));
+        source.http.total_timeout = std::max(std::chrono::milliseconds(2000), 4 * source.interval);
+        out.trtllm_sources.push_back(std::move(source));
+    }
     return "";
 }
 
@@ -76,19 +99,20 @@ AttachSession::AttachSession(AttachOptions options, events::EventSink* sink)
     : options_(std::move(options))
     , sink_(sink)
     , next_status_(std::chrono::steady_clock::now() + options_.status_interval) {
-    if (!options_.metrics_urls.empty() && options_.metrics_urls.size() != options_.sources.size()) {
-        throw std::invalid_argument("give one metrics URL per publisher (" +
-                                    std::to_string(options_.sources.size()) + " publishers, " +
-                                    std::to_string(options_.metrics_urls.size()) +
-                                    " metrics URLs), or none");
+    const std::size_t publishers = options_.sources.size() + options_.trtllm_sources.size();
+    if (!options_.metrics_urls.empty() && options_.metrics_urls.size() != publishers) {
+        throw std::invalid_argument(
+            "give one metrics URL per publisher (" + std::to_string(publishers) + " publishers, " +
+            std::to_string(options_.metrics_urls.size()) + " metrics URLs), or none");
     }
-    std::int64_t id = 0;
+    const auto metrics_url = [this](std::size_t source) {
+        return options_.metrics_urls.empty() ? std::string() : options_.metrics_urls[source];
+    };
     for (KvEventSourceOptions& source : options_.sources) {
         source.endpoint = normalize_endpoint(source.endpoint);
         source.replay_endpoint = normalize_endpoint(source.replay_endpoint);
         try {
             sources_.push_back(std::make_unique<KvEventSource>(context_, source));
-            lost_seen_.push_back(0);
         } catch (const zmq::error_t& error) {
             throw std::invalid_argument("cannot attach to '" + source.endpoint + "'" +
                                         (source.replay_endpoint.empty()
@@ -96,15 +120,11 @@ AttachSession::AttachSession(AttachOptions options, events::EventSink* sink)
                                              : " (replay '" + source.replay_endpoint + "')") +
                                         ": " + error.what());
         }
-        events::SourceAttached attached;
-        attached.source = id++;
-        attached.block_size = options_.block_size;
-        attached.num_blocks = options_.num_blocks;
-        attached.endpoints = endpoints_json(
-            source, options_.metrics_urls.empty()
-                        ? std::string()
-                        : options_.metrics_urls[static_cast<std::size_t>(attached.source)]);
-        send(events::to_event(attached));
+        attached(endpoints_json(source, metrics_url(sources_.size() - 1)));
+    }
+    for (const TrtllmSourceOptions& source : options_.trtllm_sources) {
+        sources_.push_back(std::make_unique<TrtllmEventSource>(source));
+        attached(trtllm_endpoint_json(source, metrics_url(sources_.size() - 1)));
     }
     if (!options_.metrics_urls.empty()) {
         MetricsPollerOptions metrics;
@@ -117,6 +137,15 @@ AttachSession::AttachSession(AttachOptions options, events::EventSink* sink)
 
 std::vector<MetricsEndpointStatus> AttachSession::metrics_status() const {
     return metrics_ ? metrics_->status() : std::vector<MetricsEndpointStatus>{};
+}
+
+void AttachSession::attached(std::string endpoints) {
+    events::SourceAttached row;
+    row.source = static_cast<std::int64_t>(sources_.size()) - 1;
+    row.block_size = options_.block_size;
+    row.num_blocks = options_.num_blocks;
+    row.endpoints = std::move(endpoints);
+    send(events::to_event(row));
 }
 
 AttachSession::~AttachSession() {
@@ -135,26 +164,35 @@ void AttachSession::send(events::EngineEvent event, std::int64_t time_ns) {
 }
 
 std::size_t AttachSession::poll(std::chrono::milliseconds timeout) {
+    // ZeroMQ sources are waited on; the others fill queues on threads of
+    // their own and are taken from every call.
     std::vector<zmq::pollitem_t> items;
-    items.reserve(sources_.size());
-    for (const auto& source : sources_) {
-        items.push_back(source->poll_item());
+    std::vector<std::size_t> item_source(sources_.size(), sources_.size());
+    for (std::size_t i = 0; i < sources_.size(); ++i) {
+        if (const std::optional<zmq::pollitem_t> item = sources_[i]->poll_item()) {
+            item_source[i] = items.size();
+            items.push_back(*item);
+        }
     }
-    try {
-        zmq::poll(items.data(), items.size(), timeout);
-    } catch (const zmq::error_t&) {
-        // EINTR (Ctrl-C): fall through and take what is there.
+    if (items.empty()) {
+        std::this_thread::sleep_for(std::min(timeout, std::chrono::milliseconds(20)));
+    } else {
+        try {
+            zmq::poll(items.data(), items.size(), timeout);
+        } catch (const zmq::error_t&) {
+            // EINTR (Ctrl-C): fall through and take what is there.
+        }
     }
     std::size_t batches = 0;
     scratch_.clear();
     for (std::size_t i = 0; i < sources_.size(); ++i) {
         // A replay still in flight or a message that arrived after the wait
         // is taken by the next call; poll(0) never blocks.
-        if ((items[i].revents & ZMQ_POLLIN) == 0) {
+        if (item_source[i] < items.size() && (items[item_source[i]].revents & ZMQ_POLLIN) == 0) {
             continue;
         }
         const auto source = static_cast<std::int64_t>(i);
-        for (const SourceBatch& batch : sources_[i]->poll(std::chrono::milliseconds(0))) {
+        for (const SourceBatch& batch : sources_[i]->take()) {
             // The state takes the decoded batch; the sink takes its rows, all
             // of this poll's at once.
             const std::int64_t now_ns = host_now_ns();
@@ -165,18 +203,6 @@ std::size_t AttachSession::poll(std::chrono::milliseconds timeout) {
             }
             state_.apply(source, batch, now_ns);
             ++batches;
-        }
-        // Batches lost for good may have removed blocks: start what is known
-        // resident again rather than keep blocks that may be gone.
-        const std::int64_t lost = sources_[i]->counts().lost;
-        if (lost > lost_seen_[i]) {
-            lost_seen_[i] = lost;
-            events::AttachedCleared cleared;
-            cleared.source = source;
-            cleared.cause = events::ClearCause::events_lost;
-            scratch_.push_back(events::to_event(cleared));
-            scratch_.back().time_ns = host_now_ns();
-            state_.apply(scratch_.back());
         }
     }
     events_emitted_ += static_cast<std::int64_t>(scratch_.size());
@@ -206,15 +232,16 @@ void AttachSession::emit_status() {
     const auto now = std::chrono::steady_clock::now();
     const std::vector<MetricsEndpointStatus> metrics = metrics_status();
     for (std::size_t i = 0; i < sources_.size(); ++i) {
-        const KvEventSource& source = *sources_[i];
+        const EventSource& source = *sources_[i];
+        const SourceCounts counts = source.counts();
         events::AttachedStatus status;
         status.source = static_cast<std::int64_t>(i);
-        status.events = source.counts().events;
-        status.lost = source.counts().lost;
+        status.events = counts.events;
+        status.lost = counts.lost;
         status.silent_ms = static_cast<std::int64_t>(
             std::chrono::duration<double, std::milli>(source.silent_for(now)).count());
-        status.counts = counts_json(source.counts(), source.last_error(),
-                                    i < metrics.size() ? &metrics[i] : nullptr);
+        status.counts =
+            counts_json(counts, source.last_error(), i < metrics.size() ? &metrics[i] : nullptr);
         send(events::to_event(status));
     }
     next_status_ = now + options_.status_interval;

@@ -11,6 +11,7 @@
 #include "profiler/attach/attached_events.h"
 #include "profiler/attach/kv_event_source.h"
 #include "profiler/attach/metrics_poller.h"
+#include "profiler/attach/trtllm_event_source.h"
 
 #include <chrono>
 #include <cstdint>
@@ -21,12 +22,15 @@
 namespace kvscope::attach {
 
 struct AttachOptions {
-    std::vector<KvEventSourceOptions> sources;
+    std::vector<KvEventSourceOptions> sources; // ZeroMQ publishers (vLLM, SGLang)
+    // TensorRT-LLM servers' /kv_cache_events, polled over HTTP; numbered
+    // after the ZeroMQ sources.
+    std::vector<TrtllmSourceOptions> trtllm_sources;
     std::int64_t block_size = 0; // as the user gave it (0: from the events)
     std::int64_t num_blocks = 0; // the engines' KV capacity as given (0: unknown)
     std::chrono::milliseconds status_interval{1000};
     // Each source's Prometheus /metrics URL, in the same order (none, or one
-    // per source), polled every metrics_interval on threads of their own.
+    // per source, ZeroMQ then TensorRT-LLM), polled every metrics_interval on threads of their own.
     std::vector<std::string> metrics_urls;
     std::chrono::milliseconds metrics_interval{1000};
     HttpGetOptions metrics_http;
@@ -52,21 +56,22 @@ public:
     // Emits every source's status now (poll() does when one is due).
     void emit_status();
 
-    const std::vector<std::unique_ptr<KvEventSource>>& sources() const { return sources_; }
+    const std::vector<std::unique_ptr<EventSource>>& sources() const { return sources_; }
     const AttachedState& state() const { return state_; }
     // Each metrics URL's polling so far (empty without metrics URLs).
     std::vector<MetricsEndpointStatus> metrics_status() const;
     std::int64_t events_emitted() const { return events_emitted_; }
 
 private:
+    // Writes the SourceAttached row of the source just added.
+    void attached(std::string endpoints);
     // Stamps the event with `time_ns`, or the host clock now when 0.
     void send(events::EngineEvent event, std::int64_t time_ns = 0);
 
     AttachOptions options_;
     events::EventSink* sink_;
     zmq::context_t context_;
-    std::vector<std::unique_ptr<KvEventSource>> sources_;
-    std::vector<std::int64_t> lost_seen_; // per source: its lost count when last looked at
+    std::vector<std::unique_ptr<EventSource>> sources_;
     AttachedState state_;
     std::vector<events::EngineEvent> scratch_;
     std::chrono::steady_clock::time_point next_status_;
@@ -81,11 +86,17 @@ std::string add_sources(const std::vector<std::string>& endpoints,
                         const std::vector<std::string>& replays, const std::string& topic,
                         AttachOptions& out);
 
+// Adds a TensorRT-LLM source per URL (HOST:PORT, or http(s) with or without
+// the /kv_cache_events path), polled every `interval_s` seconds. Returns
+// what is wrong with them ("" when nothing).
+std::string add_trtllm_sources(const std::vector<std::string>& urls, double interval_s,
+                               AttachOptions& out);
+
 // Sets `out.metrics_urls` from `urls` (one per publisher, in the same order
-// as out.sources, or none), each an http:// or https:// URL or HOST:PORT
+// as out.sources and out.trtllm_sources, or none), each an http:// or https:// URL or HOST:PORT
 // (http://HOST:PORT/metrics, where vLLM and SGLang serve them), polled every
 // `interval_s` seconds. Returns what is wrong with them ("" when nothing):
-// the check the CLI and the app share. Call after add_sources().
+// the check the CLI and the app share. Call after adding the sources.
 std::string add_metrics_urls(const std::vector<std::string>& urls, double interval_s,
                              AttachOptions& out);
 

@@ -2,6 +2,7 @@
 
 #include "profiler/attach/kv_event_source.h"
 #include "profiler/attach/metrics_poller.h"
+#include "profiler/attach/trtllm_event_source.h"
 
 #include <charconv>
 #include <cmath>
@@ -222,6 +223,11 @@ std::optional<BlockHash> parse_block_hash(std::string_view text) {
 void append_typed_events(std::int64_t source, const SourceBatch& source_batch,
                          std::vector<events::EngineEvent>& out) {
     const KvEventBatch& batch = source_batch.batch;
+    if (source_batch.after_loss) {
+        auto cleared = row_of<events::AttachedCleared>(source, batch);
+        cleared.cause = events::ClearCause::events_lost;
+        out.push_back(events::to_event(cleared));
+    }
     if (source_batch.restarted) {
         auto cleared = row_of<events::AttachedCleared>(source, batch);
         cleared.cause = events::ClearCause::publisher_restarted;
@@ -349,6 +355,15 @@ std::string endpoints_json(const KvEventSourceOptions& options, const std::strin
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+std::string trtllm_endpoint_json(const TrtllmSourceOptions& options,
+                                 const std::string& metrics_url) {
+    json j{{"endpoint", options.url}, {"replay", ""}, {"topic", ""}, {"transport", "trtllm-http"}};
+    if (!metrics_url.empty()) {
+        j["metrics"] = metrics_url;
+    }
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 std::string counts_json(const SourceCounts& counts, const std::string& last_error,
                         const MetricsEndpointStatus* metrics) {
     json j{{"messages", counts.messages},
@@ -404,6 +419,10 @@ void AttachedState::apply(std::int64_t source, const SourceBatch& source_batch,
     const KvEventBatch& batch = source_batch.batch;
     Source& s = at(source);
     s.last_event_ns = time_ns;
+    if (source_batch.after_loss) {
+        s.blocks.clear();
+        ++s.loss_clears;
+    }
     if (source_batch.restarted) {
         s.blocks.clear();
     }

@@ -22,6 +22,7 @@ namespace kvscope::attach {
 // kv_event_source.h (ZeroMQ) stays out of the views that include this.
 struct SourceBatch;
 struct KvEventSourceOptions;
+struct TrtllmSourceOptions;
 struct SourceCounts;
 struct MetricsEndpointStatus; // metrics_poller.h
 
@@ -45,6 +46,10 @@ std::optional<MovedBlocks> moved_block_of(const events::AttachedBlockMoved& row)
 // when it has one).
 std::string endpoints_json(const KvEventSourceOptions& options,
                            const std::string& metrics_url = {});
+// The same for a TensorRT-LLM server polled over HTTP: its URL as the
+// endpoint, and "transport": "trtllm-http".
+std::string trtllm_endpoint_json(const TrtllmSourceOptions& options,
+                                 const std::string& metrics_url = {});
 // The JSON of a source's counters for AttachedStatus, with its metrics
 // URL's polling when it has one.
 std::string counts_json(const SourceCounts& counts, const std::string& last_error,

@@ -52,6 +52,16 @@ HttpClient::~HttpClient() {
 }
 
 HttpResponse HttpClient::get(const std::string& url) {
+    // Asks for the classic text format: prometheus_client answers OpenMetrics
+    // only to a client that asks for it.
+    return perform(url, false, "Accept: text/plain;version=0.0.4;q=1,*/*;q=0.1");
+}
+
+HttpResponse HttpClient::post(const std::string& url) {
+    return perform(url, true, "Accept: application/json");
+}
+
+HttpResponse HttpClient::perform(const std::string& url, bool post, const char* accept) {
     HttpResponse response;
     CURL* curl = static_cast<CURL*>(curl_);
     if (curl == nullptr) {
@@ -75,10 +85,12 @@ HttpResponse HttpClient::get(const std::string& url) {
     curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &transfer);
     curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, ""); // gzip if the server offers it
     curl_easy_setopt(curl, CURLOPT_USERAGENT, "kvscope");
-    // Asks for the classic text format: prometheus_client answers OpenMetrics
-    // only to a client that asks for it.
-    curl_slist* headers =
-        curl_slist_append(nullptr, "Accept: text/plain;version=0.0.4;q=1,*/*;q=0.1");
+    if (post) {
+        curl_easy_setopt(curl, CURLOPT_POST, 1L);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "");
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, 0L);
+    }
+    curl_slist* headers = curl_slist_append(nullptr, accept);
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
 
     const CURLcode code = curl_easy_perform(curl);

@@ -1,6 +1,6 @@
-// A plain HTTP GET for polling /metrics, on libcurl: Debian's well-kept
-// client (libcurl4-openssl-dev), with connect and total timeouts, https for
-// free, and every failure a message rather than an exception.
+// Plain HTTP GETs and POSTs for polling /metrics and /kv_cache_events, on libcurl: Debian's
+// well-kept client (libcurl4-openssl-dev), with connect and total timeouts, https for free, and
+// every failure a message rather than an exception.
 #pragma once
 
 #include <atomic>
@@ -36,8 +36,13 @@ public:
     // GET `url` (http:// or https://); never throws for anything the
     // network or the server does.
     HttpResponse get(const std::string& url);
+    // POST with an empty body, asking for JSON (TensorRT-LLM's
+    // /kv_cache_events answers a POST with the events since the last one).
+    HttpResponse post(const std::string& url);
 
 private:
+    HttpResponse perform(const std::string& url, bool post, const char* accept);
+
     HttpGetOptions options_;
     const std::atomic<bool>* cancel_;
     void* curl_; // CURL*, kept out of the header

@@ -151,7 +151,9 @@ void KvEventSource::hand_back(KvEventBatch batch, bool replayed, bool restarted,
     if (replayed) {
         ++counts_.replayed;
     }
-    out.push_back(SourceBatch{std::move(batch), replayed, restarted});
+    const bool after_loss = counts_.lost > lost_flagged_;
+    lost_flagged_ = counts_.lost;
+    out.push_back(SourceBatch{std::move(batch), replayed, restarted, after_loss});
 }
 
 void KvEventSource::fill_gap(std::uint64_t from, std::uint64_t to, std::vector<SourceBatch>& out) {

@@ -32,6 +32,7 @@
 // four publishers' own code against this class.
 #pragma once
 
+#include "profiler/attach/event_source.h"
 #include "profiler/attach/kv_events.h"
 
 #include <chrono>
@@ -59,29 +60,8 @@ struct KvEventSourceOptions {
     int max_messages_per_poll = 4096;
 };
 
-struct SourceCounts {
-    std::int64_t messages = 0;      // messages read from the SUB socket
-    std::int64_t events = 0;        // events handed back (replayed ones too)
-    std::int64_t gaps = 0;          // gaps in the sequence seen
-    std::int64_t replayed = 0;      // batches that replay filled in
-    std::int64_t lost = 0;          // sequence numbers no one could give us
-    std::int64_t restarts = 0;      // sequence went backwards
-    std::int64_t clears = 0;        // AllBlocksCleared events seen
-    std::int64_t decode_errors = 0; // messages rejected whole by the decoder
-    DecodeCounts decode;            // the decoder's own tallies
-    bool operator==(const SourceCounts&) const = default;
-};
-
-struct SourceBatch {
-    KvEventBatch batch;
-    bool replayed = false;  // came from the replay socket, filling a gap
-    bool restarted = false; // first batch after the publisher restarted
-};
-
-class KvEventSource {
+class KvEventSource final : public EventSource {
 public:
-    using Clock = std::chrono::steady_clock;
-
     // Connects at once (ZeroMQ connects lazily and retries on its own, so a
     // publisher that is not up yet is not an error). Throws zmq::error_t only
     // for an endpoint ZeroMQ cannot parse.
@@ -90,20 +70,27 @@ public:
     // Waits up to `timeout` for the first message, then takes what is queued
     // (up to max_messages_per_poll). A gap may add up to replay_timeout.
     std::vector<SourceBatch> poll(std::chrono::milliseconds timeout);
+    std::vector<SourceBatch> take() override { return poll(std::chrono::milliseconds(0)); }
 
     // The SUB socket as a zmq::poll() item, so one thread can wait on many
-    // sources at once and then poll(0) the ones that have messages.
-    zmq::pollitem_t poll_item() { return {sub_.handle(), 0, ZMQ_POLLIN, 0}; }
+    // sources at once and then take() from the ones that have messages.
+    std::optional<zmq::pollitem_t> poll_item() override {
+        return zmq::pollitem_t{sub_.handle(), 0, ZMQ_POLLIN, 0};
+    }
 
     const KvEventSourceOptions& options() const { return options_; }
-    const SourceCounts& counts() const { return counts_; }
+    SourceCounts counts() const override { return counts_; }
     std::optional<std::uint64_t> last_sequence() const { return last_sequence_; }
     // When the last message arrived; none yet: never heard from.
     std::optional<Clock::time_point> last_message_time() const { return last_message_; }
-    // "Silent for N s": since the last message, or since attaching.
-    std::chrono::duration<double> silent_for(Clock::time_point now = Clock::now()) const;
+    std::chrono::duration<double> silent_for(Clock::time_point now = Clock::now()) const override;
     // The last decode problem, for a status line; empty when none.
-    const std::string& last_error() const { return last_error_; }
+    std::string last_error() const override { return last_error_; }
+    std::string describe() const override {
+        return options_.endpoint + (options_.replay_endpoint.empty()
+                                        ? std::string()
+                                        : "  (replay " + options_.replay_endpoint + ")");
+    }
 
 private:
     void accept(KvEventBatch batch, std::vector<SourceBatch>& out);
@@ -123,6 +110,7 @@ private:
     // Set while filling what a restarted publisher sent before we heard it:
     // the first batch handed back then carries the restart flag.
     bool pending_restart_ = false;
+    std::int64_t lost_flagged_ = 0; // counts_.lost when a batch last carried after_loss
 };
 
 } // namespace kvscope::attach

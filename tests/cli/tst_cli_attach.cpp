@@ -206,7 +206,13 @@ private slots:
     void badCommandLines_data() {
         QTest::addColumn<QStringList>("args");
         QTest::addColumn<QString>("message");
-        QTest::newRow("no endpoint") << QStringList{"attach"} << "endpoints is required";
+        QTest::newRow("no endpoint")
+            << QStringList{"attach"} << "give a publisher's ENDPOINT, or a TensorRT-LLM server";
+        QTest::newRow("replay without endpoints")
+            << QStringList{"attach", "--trtllm", "h:8000", "--replay", "h:5558"}
+            << "--replay needs the publishers' ENDPOINTs";
+        QTest::newRow("trtllm scheme") << QStringList{"attach", "--trtllm", "ftp://h:8000"}
+                                       << "TensorRT-LLM URL 'ftp://h:8000'";
         QTest::newRow("replay count") << QStringList{"attach", "a:1", "b:2", "--replay", "c:3"}
                                       << "one replay endpoint per publisher";
         QTest::newRow("bad endpoint")

@@ -105,6 +105,7 @@ std::vector<SourceBatch> random_stream(std::mt19937_64& rng, int batches) {
             }
         }
         batch.restarted = rng() % 50 == 0;
+        batch.after_loss = rng() % 40 == 0;
         out.push_back(std::move(batch));
     }
     return out;
@@ -324,6 +325,9 @@ private slots:
         ResidentBlocks direct;
         std::vector<events::EngineEvent> rows;
         for (const SourceBatch& batch : stream) {
+            if (batch.after_loss) {
+                direct.clear();
+            }
             if (batch.restarted) {
                 direct.clear();
             }

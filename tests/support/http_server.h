@@ -1,10 +1,11 @@
 // A loopback HTTP/1.1 server for tests, on its own thread: serves fixed
 // replies by path (a Prometheus page, a 404, bytes that are not HTTP), one
-// request per connection. Enough for libcurl to GET from; nothing more.
+// request per connection. Enough for libcurl to GET or POST; nothing more.
 #pragma once
 
 #include <arpa/inet.h>
 #include <atomic>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <netinet/in.h>
@@ -54,7 +55,17 @@ public:
         const std::lock_guard lock(mutex_);
         replies_[path] = std::move(reply);
     }
+    // Replies served once each, in order, before `set`'s (a server that
+    // drains a queue on every request, as TensorRT-LLM's /kv_cache_events).
+    void push(const std::string& path, Reply reply) {
+        const std::lock_guard lock(mutex_);
+        queued_[path].push_back(std::move(reply));
+    }
     int requests() const { return requests_; }
+    std::string last_method() {
+        const std::lock_guard lock(mutex_);
+        return last_method_;
+    }
 
     // A port nothing listens on (bound, then closed): connections are refused.
     static std::string refused_url() {
@@ -100,7 +111,12 @@ private:
             Reply reply{404, "not found\n", false};
             {
                 const std::lock_guard lock(mutex_);
-                if (const auto it = replies_.find(path); it != replies_.end()) {
+                last_method_ = request.substr(0, request.find(' '));
+                if (auto queued = queued_.find(path);
+                    queued != queued_.end() && !queued->second.empty()) {
+                    reply = std::move(queued->second.front());
+                    queued->second.pop_front();
+                } else if (const auto it = replies_.find(path); it != replies_.end()) {
                     reply = it->second;
                 }
             }
@@ -132,6 +148,8 @@ private:
     std::atomic<int> requests_{0};
     std::mutex mutex_;
     std::map<std::string, Reply> replies_;
+    std::map<std::string, std::deque<Reply>> queued_;
+    std::string last_method_;
     std::thread thread_;
 };
 
