@@ -86,6 +86,8 @@ int run(const Options& o, int argc, char** argv) {
         if (endpoint.empty()) {
             std::fprintf(stderr, "kvscope-bench-attach-ui: no endpoint from %s\n",
                          publisher.c_str());
+            close(child.in);
+            waitpid(child.pid, nullptr, 0);
             return 1;
         }
         settings.endpoints << QString::fromStdString(endpoint);

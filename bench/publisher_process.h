@@ -25,7 +25,12 @@ inline PublisherProcess start_publisher_process(const std::string& exe,
                                                 std::vector<std::string> args) {
     int from_child[2];
     int to_child[2];
-    if (pipe(from_child) != 0 || pipe(to_child) != 0) {
+    if (pipe(from_child) != 0) {
+        throw std::runtime_error("pipe failed");
+    }
+    if (pipe(to_child) != 0) {
+        close(from_child[0]);
+        close(from_child[1]);
         throw std::runtime_error("pipe failed");
     }
     const pid_t pid = fork();

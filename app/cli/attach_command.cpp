@@ -225,8 +225,9 @@ void print_status(const AttachSession& session, double seconds) {
     std::size_t resident = 0;
     double silent = 0;
     for (const auto& source : session.sources()) {
-        events += source->counts().events;
-        lost += source->counts().lost;
+        const attach::SourceCounts counts = source->counts(); // one snapshot
+        events += counts.events;
+        lost += counts.lost;
         silent = std::max(silent, source->silent_for().count());
     }
     for (const auto& [id, s] : session.state().sources()) {

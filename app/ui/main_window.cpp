@@ -365,6 +365,16 @@ void MainWindow::tick(bool everything) {
         shown_ns_ = store_->end_ns();
     }
     refresh_views();
+    if (everything && replay_bar_->following()) {
+        // The source ended and no frame follows: the attached views show the
+        // last state now, whatever their throttle says.
+        if (block_views_->currentWidget() == attached_blocks_) {
+            attached_blocks_->set_time_ns(kNow);
+        }
+        if (tabs_->currentWidget() == attached_prefixes_) {
+            attached_prefixes_->set_time_ns(kNow);
+        }
+    }
 }
 
 void MainWindow::show_time(qint64 t_ns) {

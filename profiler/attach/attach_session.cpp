@@ -18,12 +18,16 @@ std::string normalize_endpoint(const std::string& endpoint) {
 
 std::string normalize_metrics_url(const std::string& url) {
     if (url.starts_with("http://") || url.starts_with("https://")) {
-        return url;
+        return url.size() > url.find("://") + 3 ? url : ""; // a host at least
     }
-    if (url.empty() || url.find("://") != std::string::npos) {
+    if (url.empty() || url.find("://") != std::string::npos || url.front() == '/') {
         return "";
     }
-    return "http://" + url + (url.find('/') == std::string::npos ? "/metrics" : "");
+    const std::size_t path = url.find('/');
+    return "http://" + url +
+           (path == std::string::npos ? "/metrics"
+            : path + 1 == url.size()  ? "metrics"
+                                      : "");
 }
 
 std::string add_metrics_urls(const std::vector<std::string>& urls, double interval_s,
@@ -69,7 +73,10 @@ std::string add_trtllm_sources(const std::vector<std::string>& urls, double inte
         }
         source.interval =
             std::chrono::milliseconds(std::max<std::int64_t>(1, std::llround(interval_s * 1000)));
-        source.http.total_timeout = std::max(std::chrono::milliseconds(2000), 4 * source.interval);
+        // trtllm-serve holds the POST while it waits for events (up to 2 s
+        // for the next one): give it long enough never to be cut off while
+        // answering, since events it took off its queue would be gone.
+        source.http.total_timeout = std::chrono::seconds(30);
         out.trtllm_sources.push_back(std::move(source));
     }
     return "";

@@ -4,6 +4,7 @@
 #include "profiler/attach/metrics_poller.h"
 #include "profiler/attach/trtllm_event_source.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -418,7 +419,24 @@ void AttachedState::apply(std::int64_t source, const SourceBatch& source_batch,
                           std::int64_t time_ns) {
     const KvEventBatch& batch = source_batch.batch;
     Source& s = at(source);
-    s.last_event_ns = time_ns;
+    // Stamped as its rows would stamp it: a batch that makes none (a
+    // priority-only update, a store of no block) leaves no trace in replay.
+    const bool makes_rows =
+        source_batch.after_loss || source_batch.restarted ||
+        std::any_of(batch.events.begin(), batch.events.end(), [](const KvEvent& event) {
+            return std::visit(
+                [](const auto& e) {
+                    if constexpr (requires { e.hashes; }) {
+                        return !e.hashes.empty();
+                    } else {
+                        return true; // AllCleared
+                    }
+                },
+                event);
+        });
+    if (makes_rows) {
+        s.last_event_ns = time_ns;
+    }
     if (source_batch.after_loss) {
         s.blocks.clear();
         ++s.loss_clears;

@@ -74,11 +74,17 @@ bool BlockHash::operator==(const BlockHash& other) const {
 
 std::size_t std::hash<kvscope::attach::BlockHash>::operator()(
     const kvscope::attach::BlockHash& value) const noexcept {
-    // Hashes are already random, and the last 8 bytes tell them apart (they
-    // are what vLLM's integer form keeps): those with form and size, mixed
-    // once (a multiply and a shift, as splitmix64 finishes).
-    std::uint64_t h =
-        value.low64() ^ ((static_cast<std::uint64_t>(value.form) << 8 | value.size) << 56);
+    // Hashes are already random: the last 8 bytes (what vLLM's integer form
+    // keeps) with form and size, the bytes before them folded in 8 at a time
+    // (so a stream of byte hashes sharing their ends cannot make every
+    // lookup collide), and one multiply and shift to mix.
+    std::uint64_t h = value.low64() ^ (static_cast<std::uint64_t>(value.form) << 63) ^
+                      (static_cast<std::uint64_t>(value.size) << 56);
+    for (std::size_t i = 0; i + 8 < value.size; i += 8) {
+        std::uint64_t word = 0;
+        std::memcpy(&word, value.data.data() + i, sizeof word);
+        h = (h ^ word) * 0x9E3779B97F4A7C15ull;
+    }
     h *= 0x9E3779B97F4A7C15ull;
     h ^= h >> 32;
     return static_cast<std::size_t>(h);

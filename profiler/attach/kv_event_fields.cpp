@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string_view>
 
@@ -92,6 +93,14 @@ bool read_medium(const msgpack::object& object, std::string& out, std::string& w
         return false;
     }
     out = std::string(as_view(object.via.str));
+    // A medium is a name, kept as text in recordings: bytes that are not
+    // UTF-8 become U+FFFD here, as the rows' JSON writes them, so what is
+    // shown live and what a recording replays name the same tier.
+    if (std::any_of(out.begin(), out.end(), [](char c) { return (c & 0x80) != 0; })) {
+        using nlohmann::json;
+        out = json::parse(json(out).dump(-1, ' ', false, json::error_handler_t::replace))
+                  .get<std::string>();
+    }
     return true;
 }
 

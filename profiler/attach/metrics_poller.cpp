@@ -48,8 +48,16 @@ void MetricsPoller::run(std::size_t index) {
         std::string error = response.error;
         PrometheusText text;
         if (response.ok()) {
-            text = parse_prometheus_text(response.body);
-            if (text.samples.empty() && text.bad_lines > 0) {
+            try {
+                text = parse_prometheus_text(response.body);
+            } catch (const std::exception& e) {
+                // Out of memory on a huge page, say: a reason, never the process.
+                error = std::string("cannot read the page: ") + e.what();
+                text = {};
+            }
+            if (!error.empty()) {
+                // kept: the page could not be read at all
+            } else if (text.samples.empty() && text.bad_lines > 0) {
                 error = "not Prometheus text (" + text.first_error + ")";
             } else if (text.samples.empty() && text.types.empty()) {
                 error = "an empty reply (no metrics)";

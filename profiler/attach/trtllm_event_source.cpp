@@ -2,6 +2,7 @@
 
 #include "profiler/attach/trtllm_events.h"
 
+#include <algorithm>
 #include <iterator>
 
 namespace kvscope::attach {
@@ -87,7 +88,7 @@ void TrtllmEventSource::accept(KvEventBatch batch) {
         counts_.clears += std::holds_alternative<AllCleared>(event) ? 1 : 0;
     }
     counts_.events += static_cast<std::int64_t>(batch.events.size());
-    if (queue_.size() >= options_.max_queued) {
+    if (queue_.size() >= std::max<std::size_t>(options_.max_queued, 1)) {
         ++counts_.lost;
         queue_.pop_front();
     }
@@ -101,37 +102,12 @@ void TrtllmEventSource::run() {
     HttpClient client(options_.http, &stop_);
     auto next = Clock::now();
     while (!stop_) {
-        // Fetch and decode outside the lock: only the hand-over holds it.
-        const HttpResponse response = client.post(options_.url);
-        const double now_s =
-            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-                .count();
-        TrtllmDecodeResult decoded;
-        if (response.ok()) {
-            decoded = decode_trtllm_events(response.body, now_s);
-        }
-        if (stop_) {
-            break;
-        }
-        {
+        try {
+            poll_once(client);
+        } catch (const std::exception& error) {
+            // A reply too large to hold, say: a reason, never the process.
             const std::lock_guard lock(mutex_);
-            if (!response.ok()) {
-                last_error_ = options_.url + ": " + response.error;
-            } else {
-                ++counts_.messages;
-                last_reply_ = Clock::now();
-                counts_.decode += decoded.counts;
-                if (!decoded.error.empty()) {
-                    last_error_ = decoded.error;
-                    counts_.decode_errors += decoded.batches.empty() ? 1 : 0;
-                }
-                if (!decoded.blocks_per_cache_level.empty()) {
-                    blocks_per_cache_level_ = decoded.blocks_per_cache_level;
-                }
-                for (KvEventBatch& batch : decoded.batches) {
-                    accept(std::move(batch));
-                }
-            }
+            last_error_ = options_.url + ": " + error.what();
         }
         next += options_.interval;
         const auto now = Clock::now();
@@ -140,6 +116,38 @@ void TrtllmEventSource::run() {
         }
         std::unique_lock lock(mutex_);
         wake_.wait_until(lock, next, [this] { return stop_.load(); });
+    }
+}
+
+void TrtllmEventSource::poll_once(HttpClient& client) {
+    // Fetch and decode outside the lock: only the hand-over holds it.
+    const HttpResponse response = client.post(options_.url);
+    const double now_s =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    TrtllmDecodeResult decoded;
+    if (response.ok()) {
+        decoded = decode_trtllm_events(response.body, now_s);
+    }
+    if (stop_) {
+        return;
+    }
+    const std::lock_guard lock(mutex_);
+    if (!response.ok()) {
+        last_error_ = options_.url + ": " + response.error;
+        return;
+    }
+    ++counts_.messages;
+    last_reply_ = Clock::now();
+    counts_.decode += decoded.counts;
+    if (!decoded.error.empty()) {
+        last_error_ = decoded.error;
+        counts_.decode_errors += decoded.batches.empty() ? 1 : 0;
+    }
+    if (!decoded.blocks_per_cache_level.empty()) {
+        blocks_per_cache_level_ = decoded.blocks_per_cache_level;
+    }
+    for (KvEventBatch& batch : decoded.batches) {
+        accept(std::move(batch));
     }
 }
 

@@ -54,6 +54,7 @@ public:
 
 private:
     void run();
+    void poll_once(HttpClient& client);
     void accept(KvEventBatch batch); // holds mutex_
 
     TrtllmSourceOptions options_;

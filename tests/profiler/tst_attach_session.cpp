@@ -215,6 +215,9 @@ private slots:
         QCOMPARE(attach::normalize_metrics_url("gpu7:30000/custom"),
                  std::string("http://gpu7:30000/custom"));
         QCOMPARE(attach::normalize_metrics_url("https://h/m"), std::string("https://h/m"));
+        QCOMPARE(attach::normalize_metrics_url("gpu7:8000/"),
+                 std::string("http://gpu7:8000/metrics"));
+        QCOMPARE(attach::normalize_metrics_url("http://"), std::string());
         QCOMPARE(attach::normalize_metrics_url("ftp://h/m"), std::string());
         QCOMPARE(attach::normalize_metrics_url(""), std::string());
 

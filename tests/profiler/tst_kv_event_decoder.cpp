@@ -297,6 +297,11 @@ void TestKvEventDecoder::decodes_every_layout_data() {
     QTest::newRow("array BlockStored on the CPU tier")
         << pack(batch({stored_array(6, "CPU")})) << Events{stored_expected(6, "CPU")} << qint64(0)
         << counts(1);
+    // A medium is kept as text: bytes that are not UTF-8 are replaced with
+    // U+FFFD as the recording's JSON writes them, so live and replay agree.
+    QTest::newRow("a medium that is not UTF-8")
+        << pack(batch({stored_array(6, "GPU\xff")}))
+        << Events{stored_expected(6, "GPU\xef\xbf\xbd")} << qint64(0) << counts(1);
     QTest::newRow("first publisher: [ts, events], no medium, no rank")
         << pack(batch({stored_array(5), removed_array(false), cleared_array()}, Rank::absent))
         << Events{stored_expected(5), RemovedBlocks{.hashes = {BlockHash::from_uint(kBig)}},

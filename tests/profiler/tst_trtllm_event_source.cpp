@@ -148,6 +148,30 @@ private slots:
         QCOMPARE(resident, std::int64_t{1});
     }
 
+    // A session that stops taking never grows the queue past its bound: the
+    // oldest batches go, counted lost, and the next batch says so.
+    void queueIsBounded() {
+        test::HttpServer server;
+        server.set("/kv_cache_events", json_reply("[]"));
+        server.push("/kv_cache_events",
+                    json_reply("[" + stored(0, 1) + "," + stored(1, 2) + "," + stored(2, 3) + "," +
+                               stored(3, 4) + "," + stored(4, 5) + "]"));
+        TrtllmSourceOptions options;
+        options.url = server.url("/kv_cache_events");
+        options.interval = 10ms;
+        options.max_queued = 2;
+        TrtllmEventSource source(options);
+        const auto until = std::chrono::steady_clock::now() + 5s;
+        while (source.counts().events < 5 && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(5ms);
+        }
+        QCOMPARE(source.counts().lost, std::int64_t{3});
+        const std::vector<SourceBatch> taken = source.take();
+        QCOMPARE(taken.size(), std::size_t{2});
+        QCOMPARE(taken[0].batch.sequence, std::uint64_t{3});
+        QVERIFY(taken[1].after_loss); // the newest, pushed after the drops
+    }
+
     void failuresAreReasons() {
         test::HttpServer server;
         server.set("/down", {404, "no such route", false});

@@ -192,8 +192,9 @@ void AttachController::run(AttachSettings settings,
             qint64 lost = 0;
             double silent = 0;
             for (const auto& source : session.sources()) {
-                events += source->counts().events;
-                lost += source->counts().lost;
+                const attach::SourceCounts counts = source->counts(); // one snapshot
+                events += counts.events;
+                lost += counts.lost;
                 silent = std::max(silent, source->silent_for(now).count());
             }
             QString text = tr("Attached: %1 events from %2 publisher(s), %3 lost")
