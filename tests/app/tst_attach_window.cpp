@@ -95,6 +95,21 @@ private slots:
         QVERIFY(AttachSettings::from_lines({"a:1 http://a/m https://a/n"}, settings)
                     .contains("one metrics URL"));
         QVERIFY(AttachSettings::from_lines({"http://a/m"}, settings).contains("line 1"));
+        // TensorRT-LLM servers, numbered (and their metrics URLs ordered)
+        // after the ZeroMQ endpoints whatever the order of the lines.
+        QCOMPARE(AttachSettings::from_lines(
+                     {"trtllm t:8000 http://t/metrics", "a:1 a:2 http://a/metrics"}, settings),
+                 QString());
+        QCOMPARE(settings.endpoints, QStringList{"a:1"});
+        QCOMPARE(settings.trtllm_urls, QStringList{"t:8000"});
+        QCOMPARE(settings.metrics_urls, (QStringList{"http://a/metrics", "http://t/metrics"}));
+        QCOMPARE(settings.lines(),
+                 (QStringList{"a:1 a:2 http://a/metrics", "trtllm t:8000 http://t/metrics"}));
+        QCOMPARE(AttachSettings::from_lines({"trtllm t:8000"}, settings), QString());
+        QVERIFY(settings.endpoints.isEmpty() && settings.metrics_urls.isEmpty());
+        QVERIFY(AttachSettings::from_lines({"trtllm"}, settings).contains("trtllm HOST:PORT"));
+        QVERIFY(AttachSettings::from_lines({"trtllm t:1", "a:1 http://a/m"}, settings)
+                    .contains("a metrics URL, or none"));
     }
 
     void dialogValidatesAndRemembers() {

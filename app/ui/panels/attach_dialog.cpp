@@ -31,7 +31,8 @@ AttachDialog::AttachDialog(QWidget* parent)
            "cache hit rate, capacity).<br>vLLM: <tt>--kv-events-config "
            "'{\"enable_kv_cache_events\": true, \"publisher\": \"zmq\", \"endpoint\": "
            "\"tcp://*:5557\", \"replay_endpoint\": \"tcp://*:5558\"}'</tt> publishes at "
-           "<tt>HOST:5557 HOST:5558 http://HOST:8000/metrics</tt>.")));
+           "<tt>HOST:5557 HOST:5558 http://HOST:8000/metrics</tt>. TensorRT-LLM: a line "
+           "<tt>trtllm HOST:8000</tt> polls trtllm-serve's <tt>/kv_cache_events</tt>.")));
     publishers_ = new QPlainTextEdit;
     publishers_->setObjectName("attachPublishers");
     publishers_->setPlaceholderText("localhost:5557 localhost:5558 http://localhost:8000/metrics");

@@ -27,13 +27,23 @@ std::vector<std::string> to_std(const QStringList& list) {
 
 QStringList AttachSettings::lines() const {
     QStringList out;
+    const auto metrics = [this](qsizetype source) {
+        return source < metrics_urls.size() ? metrics_urls[source] : QString();
+    };
     for (qsizetype i = 0; i < endpoints.size(); ++i) {
         QStringList words{endpoints[i]};
         if (i < replays.size() && !replays[i].isEmpty()) {
             words << replays[i];
         }
-        if (i < metrics_urls.size() && !metrics_urls[i].isEmpty()) {
-            words << metrics_urls[i];
+        if (!metrics(i).isEmpty()) {
+            words << metrics(i);
+        }
+        out << words.join(' ');
+    }
+    for (qsizetype i = 0; i < trtllm_urls.size(); ++i) {
+        QStringList words{QStringLiteral("trtllm"), trtllm_urls[i]};
+        if (!metrics(endpoints.size() + i).isEmpty()) {
+            words << metrics(endpoints.size() + i);
         }
         out << words.join(' ');
     }
@@ -43,7 +53,9 @@ QStringList AttachSettings::lines() const {
 QString AttachSettings::from_lines(const QStringList& lines, AttachSettings& out) {
     out.endpoints.clear();
     out.replays.clear();
+    out.trtllm_urls.clear();
     out.metrics_urls.clear();
+    QStringList trtllm_metrics; // after the endpoints' in the end
     int with_replay = 0;
     int with_metrics = 0;
     int line_number = 0;
@@ -63,6 +75,16 @@ QString AttachSettings::from_lines(const QStringList& lines, AttachSettings& out
                 metrics = words.takeAt(w--);
             }
         }
+        with_metrics += metrics.isEmpty() ? 0 : 1;
+        if (!words.isEmpty() && words[0] == QStringLiteral("trtllm")) {
+            if (words.size() != 2) {
+                return QObject::tr("line %1: give a TensorRT-LLM server as \"trtllm HOST:PORT\"")
+                    .arg(line_number);
+            }
+            out.trtllm_urls << words[1];
+            trtllm_metrics << metrics;
+            continue;
+        }
         if (words.isEmpty() || words.size() > 2) {
             return QObject::tr("line %1: give an endpoint, optionally its replay endpoint, and "
                                "optionally its metrics URL (\"HOST:5557 HOST:5558 "
@@ -73,9 +95,9 @@ QString AttachSettings::from_lines(const QStringList& lines, AttachSettings& out
         out.replays << (words.size() == 2 ? words[1] : QString());
         out.metrics_urls << metrics;
         with_replay += words.size() == 2 ? 1 : 0;
-        with_metrics += metrics.isEmpty() ? 0 : 1;
     }
-    if (out.endpoints.isEmpty()) {
+    out.metrics_urls << trtllm_metrics;
+    if (out.endpoints.isEmpty() && out.trtllm_urls.isEmpty()) {
         return QObject::tr("give at least one publisher's endpoint");
     }
     if (with_replay == 0) {
@@ -85,7 +107,7 @@ QString AttachSettings::from_lines(const QStringList& lines, AttachSettings& out
     }
     if (with_metrics == 0) {
         out.metrics_urls.clear();
-    } else if (with_metrics != out.endpoints.size()) {
+    } else if (with_metrics != out.metrics_urls.size()) {
         return QObject::tr("give every publisher a metrics URL, or none");
     }
     return {};
@@ -139,9 +161,16 @@ void AttachController::run(AttachSettings settings,
         attach::AttachOptions options;
         options.block_size = settings.block_size;
         options.num_blocks = settings.num_blocks;
+        if (!settings.endpoints.isEmpty()) {
+            if (const std::string problem =
+                    attach::add_sources(to_std(settings.endpoints), to_std(settings.replays),
+                                        settings.topic.toStdString(), options);
+                !problem.empty()) {
+                throw std::invalid_argument(problem);
+            }
+        }
         if (const std::string problem =
-                attach::add_sources(to_std(settings.endpoints), to_std(settings.replays),
-                                    settings.topic.toStdString(), options);
+                attach::add_trtllm_sources(to_std(settings.trtllm_urls), 0.5, options);
             !problem.empty()) {
             throw std::invalid_argument(problem);
         }
@@ -153,6 +182,9 @@ void AttachController::run(AttachSettings settings,
         std::vector<std::string> endpoints;
         for (const attach::KvEventSourceOptions& source : options.sources) {
             endpoints.push_back(source.endpoint);
+        }
+        for (const attach::TrtllmSourceOptions& source : options.trtllm_sources) {
+            endpoints.push_back(source.url);
         }
         // Never over an existing file: it may be the recording to compare with.
         std::unique_ptr<profiler::Recorder> recorder;
@@ -167,7 +199,8 @@ void AttachController::run(AttachSettings settings,
         tee.add(queue.get());
         tee.add(recorder.get());
         attach::AttachSession session(options, &tee);
-        emit status(tr("Attached to %1").arg(settings.endpoints.join(", ")));
+        emit status(
+            tr("Attached to %1").arg((settings.endpoints + settings.trtllm_urls).join(", ")));
 
         const auto start = std::chrono::steady_clock::now();
         auto next_status = start + std::chrono::seconds(1);

@@ -19,17 +19,22 @@
 namespace kvscope::ui {
 
 struct AttachSettings {
-    QStringList endpoints;    // tcp://HOST:PORT or HOST:PORT, one per publisher
-    QStringList replays;      // their replay endpoints in the same order, or none
-    QStringList metrics_urls; // their Prometheus /metrics URLs in the same order, or none
+    QStringList endpoints; // tcp://HOST:PORT or HOST:PORT, one per publisher
+    QStringList replays;   // their replay endpoints in the same order, or none
+    // TensorRT-LLM servers polled over HTTP (lines "trtllm HOST:PORT"),
+    // numbered after the endpoints.
+    QStringList trtllm_urls;
+    // Every publisher's Prometheus /metrics URL (endpoints', then the
+    // TensorRT-LLM servers'), or none.
+    QStringList metrics_urls;
     QString topic;
     qint64 block_size = 0;  // 0: from the events
     qint64 num_blocks = 0;  // 0: not known
     QString record_path;    // empty: no recording
     QString tokenizer_path; // a GGUF whose tokenizer shows token ids as text; empty: none
 
-    // One line per publisher, "ENDPOINT [REPLAY] [http://METRICS_URL]", as
-    // the dialog shows them.
+    // One line per publisher, "ENDPOINT [REPLAY] [http://METRICS_URL]" or
+    // "trtllm HOST:PORT [http://METRICS_URL]", as the dialog shows them.
     QStringList lines() const;
     // Parses lines() back (a word with an http:// or https:// scheme is the
     // metrics URL); the reason when a line is not that.
