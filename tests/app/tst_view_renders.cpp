@@ -393,7 +393,7 @@ void TestViewRenders::initTestCase() {
     recording_ = dir_.filePath("demo.sqlite");
     const kvscope::test::ProcessResult recorded = kvscope::test::run_process(
         KVSCOPE_CLI_PATH,
-        {"record", "--workload", "shared-prefix", "--requests", "8", "--rate", "4", "-n", "24",
+        {"record", "--workload", "shared-prefix", "--requests", "8", "--rate", "8", "-n", "48",
          "--seed", "1", "--cache-tokens", "1024", "--out", recording_},
         QProcessEnvironment::systemEnvironment(), 300'000);
     QVERIFY2(recorded.finished && recorded.exit_code == 0, qPrintable(recorded.err));
@@ -422,8 +422,15 @@ void TestViewRenders::each_view_renders_the_recording() {
     QTRY_VERIFY_WITH_TIMEOUT(opened.count() == 1, 60000);
     const kvscope::profiler::RunStore* store = window.store();
     QCOMPARE(store->requests().size(), std::size_t{8});
-    // A moment with requests decoding and the prefix shared: 60% into the run.
-    const qint64 moment = store->start_ns() + (store->end_ns() - store->start_ns()) * 6 / 10;
+    // A moment with requests decoding and the prefix shared: 60% into the run,
+    // or later if the last request had not yet come by then (arrivals are
+    // paced in wall-clock time, so on a fast machine the run is short).
+    qint64 last_admitted = 0;
+    for (const kvscope::profiler::RequestRecord& r : store->requests()) {
+        last_admitted = std::max<qint64>(last_admitted, std::max(r.arrival_ns, r.admitted_ns));
+    }
+    const qint64 moment = std::max<qint64>(
+        store->start_ns() + (store->end_ns() - store->start_ns()) * 6 / 10, last_admitted + 1);
     window.replay_bar()->set_time_ns(moment);
     window.show_time(moment);
     window.requests()->select_request(3);
