@@ -255,7 +255,7 @@ void RunStore::append(const EngineEvent& event) {
         apply_block_event(event);
         return;
     }
-    if (attached_.apply(event)) {
+    if (following_snapshots_ ? attach::is_attached_kind(event.kind) : attached_.apply(event)) {
         apply_attached(event);
         return;
     }
@@ -427,22 +427,93 @@ std::int64_t RunStore::attached_history_start_ns() const {
     return attached_history_dropped_ ? attached_checkpoints_.front().t_ns : start_ns_;
 }
 
-void RunStore::apply_attached(const EngineEvent& event) {
-    attached_rows_.push_back(event);
+const attach::AttachedState& RunStore::attached() const {
+    return following_snapshots_ ? *followed_ : attached_;
+}
+
+std::shared_ptr<const attach::AttachedState> RunStore::attached_shared() const {
+    if (following_snapshots_) {
+        return followed_;
+    }
+    if (!attached_copy_) {
+        attached_copy_ = std::make_shared<const attach::AttachedState>(attached_);
+    }
+    return attached_copy_;
+}
+
+void RunStore::follow_attached_snapshots() {
+    if (!following_snapshots_) {
+        followed_ = attached_shared(); // what the rows said so far
+        following_snapshots_ = true;
+    }
+}
+
+void RunStore::add_attached_snapshot(std::uint64_t rows,
+                                     std::shared_ptr<const attach::AttachedState> state) {
+    if (!following_snapshots_ || !state) {
+        return;
+    }
+    AttachedSnapshot snapshot{rows, std::move(state)};
+    if (rows <= attached_rows_seen_) {
+        install_attached_snapshot(std::move(snapshot));
+    } else {
+        // A window behind its rows: only the newest waiting snapshot matters
+        // for what is shown; older ones would be shown for a moment each.
+        while (pending_snapshots_.size() >= 2) {
+            pending_snapshots_.pop_front();
+        }
+        pending_snapshots_.push_back(std::move(snapshot));
+    }
+}
+
+void RunStore::install_attached_snapshot(AttachedSnapshot snapshot) {
+    // The rows up to the snapshot end `behind` rows before the newest.
+    const std::uint64_t behind = attached_rows_seen_ - snapshot.rows;
+    followed_ = std::move(snapshot.state);
+    if (behind > attached_rows_.size()) {
+        return; // its rows are no longer kept: no checkpoint
+    }
+    const std::size_t row = attached_rows_.size() - static_cast<std::size_t>(behind);
     const std::size_t last_checkpoint_row =
         attached_checkpoints_.empty() ? 0 : attached_checkpoints_.back().row;
-    if (attached_rows_.size() - last_checkpoint_row >= attached_rows_per_checkpoint_) {
-        attached_checkpoints_.push_back({event.time_ns, attached_rows_.size(), attached_});
-        if (attached_checkpoints_.size() > attached_checkpoints_kept_) {
-            // The oldest checkpoint goes, and the rows only it needed.
-            attached_checkpoints_.pop_front();
-            const std::size_t first = attached_checkpoints_.front().row;
-            attached_rows_.erase(attached_rows_.begin(),
-                                 attached_rows_.begin() + static_cast<std::ptrdiff_t>(first));
-            for (AttachedCheckpoint& checkpoint : attached_checkpoints_) {
-                checkpoint.row -= first;
-            }
-            attached_history_dropped_ = true;
+    if (row >= last_checkpoint_row + attached_rows_per_checkpoint_) {
+        add_attached_checkpoint(row, followed_);
+    }
+}
+
+void RunStore::add_attached_checkpoint(std::size_t row,
+                                       std::shared_ptr<const attach::AttachedState> state) {
+    const std::int64_t t_ns = row > 0 ? attached_rows_[row - 1].time_ns : start_ns_;
+    attached_checkpoints_.push_back({t_ns, row, std::move(state)});
+    if (attached_checkpoints_.size() > attached_checkpoints_kept_) {
+        // The oldest checkpoint goes, and the rows only it needed.
+        attached_checkpoints_.pop_front();
+        const std::size_t first = attached_checkpoints_.front().row;
+        attached_rows_.erase(attached_rows_.begin(),
+                             attached_rows_.begin() + static_cast<std::ptrdiff_t>(first));
+        for (AttachedCheckpoint& checkpoint : attached_checkpoints_) {
+            checkpoint.row -= first;
+        }
+        attached_history_dropped_ = true;
+    }
+}
+
+void RunStore::apply_attached(const EngineEvent& event) {
+    attached_rows_.push_back(event);
+    ++attached_rows_seen_;
+    if (following_snapshots_) {
+        while (!pending_snapshots_.empty() &&
+               pending_snapshots_.front().rows <= attached_rows_seen_) {
+            AttachedSnapshot snapshot = std::move(pending_snapshots_.front());
+            pending_snapshots_.pop_front();
+            install_attached_snapshot(std::move(snapshot));
+        }
+    } else {
+        attached_copy_.reset();
+        const std::size_t last_checkpoint_row =
+            attached_checkpoints_.empty() ? 0 : attached_checkpoints_.back().row;
+        if (attached_rows_.size() - last_checkpoint_row >= attached_rows_per_checkpoint_) {
+            add_attached_checkpoint(attached_rows_.size(), attached_shared());
         }
     }
     const std::int64_t t = event.time_ns;
@@ -473,7 +544,7 @@ void RunStore::apply_attached(const EngineEvent& event) {
     // last sample moves to this row and takes its value, so the track always
     // ends on the latest state.
     std::size_t resident = 0;
-    for (const auto& [id, source] : attached_.sources()) {
+    for (const auto& [id, source] : attached().sources()) {
         resident += source.blocks.size();
     }
     CounterTrack& track = counters_[static_cast<std::size_t>(Counter::attached_resident)];
@@ -487,9 +558,9 @@ void RunStore::apply_attached(const EngineEvent& event) {
     }
 }
 
-attach::AttachedState RunStore::attached_at(std::int64_t t_ns) const {
+std::shared_ptr<const attach::AttachedState> RunStore::attached_at(std::int64_t t_ns) const {
     if (attached_rows_.empty() || attached_rows_.back().time_ns <= t_ns) {
-        return attached_;
+        return attached_shared();
     }
     // From the latest checkpoint at or before t, then the rows up to t.
     // Before every checkpoint: from nothing (the run's start), or, when
@@ -505,17 +576,21 @@ attach::AttachedState RunStore::attached_at(std::int64_t t_ns) const {
         from = &attached_checkpoints_.front();
         t_ns = from->t_ns; // and the rest of the rows stamped with its time
     }
-    attach::AttachedState state = from != nullptr ? from->state : attach::AttachedState{};
-    for (std::size_t row = from != nullptr ? from->row : 0;
-         row < attached_rows_.size() && attached_rows_[row].time_ns <= t_ns; ++row) {
-        state.apply(attached_rows_[row]);
+    std::size_t row = from != nullptr ? from->row : 0;
+    if (from != nullptr && (row == attached_rows_.size() || attached_rows_[row].time_ns > t_ns)) {
+        return from->state; // nothing to add: shared, not copied
+    }
+    auto state = from != nullptr ? std::make_shared<attach::AttachedState>(*from->state)
+                                 : std::make_shared<attach::AttachedState>();
+    for (; row < attached_rows_.size() && attached_rows_[row].time_ns <= t_ns; ++row) {
+        state->apply(attached_rows_[row]);
     }
     return state;
 }
 
 std::int64_t RunStore::attached_capacity() const {
     std::int64_t total = 0;
-    for (const auto& [id, source] : attached_.sources()) {
+    for (const auto& [id, source] : attached().sources()) {
         total += source.capacity_blocks();
     }
     return total;

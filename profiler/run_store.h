@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -166,17 +167,33 @@ public:
 
     // Attached engines: what their rows say now, and at any moment (rebuilt
     // from the latest checkpoint at or before `t_ns` and the rows after it).
+    // Both as shared, immutable values a view may lay out on a worker thread.
     //
     // An attach may run for hours at hundreds of thousands of rows a second,
     // so the history kept for scrubbing is bounded: a copy of the state
     // (a checkpoint) every `rows_per_checkpoint` rows, the newest
     // `checkpoints` of them, and the rows since the oldest. A moment before
     // attached_history_start_ns() shows the oldest state kept.
-    const attach::AttachedState& attached() const { return attached_; }
-    attach::AttachedState attached_at(std::int64_t t_ns) const;
+    const attach::AttachedState& attached() const;
+    std::shared_ptr<const attach::AttachedState> attached_shared() const;
+    std::shared_ptr<const attach::AttachedState> attached_at(std::int64_t t_ns) const;
     std::int64_t attached_history_start_ns() const;
     void set_attached_history(std::size_t rows_per_checkpoint, std::size_t checkpoints);
     std::size_t attached_rows_kept() const { return attached_rows_.size(); }
+
+    // A live attach keeps its own state, from the very batches its rows are
+    // written from (attach::AttachSession::state()), and hands copies over
+    // now and then. After follow_attached_snapshots(), attached rows are
+    // kept (for scrubbing) and counted (for the churn) but not read: the
+    // state shown is the newest snapshot whose rows have all been appended,
+    // and snapshots are the checkpoints. Reading 300,000 rows a second back
+    // from their JSON was more than a window's thread can do.
+    void follow_attached_snapshots();
+    bool following_attached_snapshots() const { return following_snapshots_; }
+    // The state right after the attach's first `rows` rows (every row it
+    // emitted counts). Snapshots come in order of `rows`.
+    void add_attached_snapshot(std::uint64_t rows,
+                               std::shared_ptr<const attach::AttachedState> state);
     // The engines' KV capacity in blocks, summed over sources (0: not given).
     std::int64_t attached_capacity() const;
 
@@ -186,12 +203,21 @@ public:
     const BlockMapState& block_map_now() const { return block_map_; }
 
 private:
+    struct AttachedSnapshot {
+        std::uint64_t rows = 0;
+        std::shared_ptr<const attach::AttachedState> state;
+    };
     RequestRecord& record(std::int64_t id);
     void open_lane(RequestRecord& r, std::int64_t t_ns, LaneState state);
     void close_lane(RequestRecord& r, std::int64_t t_ns);
     void apply_block_event(const events::EngineEvent& event);
     void add_counter(Counter which, std::int64_t t_ns, double value);
     void apply_attached(const events::EngineEvent& event);
+    // Keeps `state` as the checkpoint after attached_rows_[0, row); drops
+    // the oldest checkpoint and the rows only it needed beyond the limit.
+    void add_attached_checkpoint(std::size_t row,
+                                 std::shared_ptr<const attach::AttachedState> state);
+    void install_attached_snapshot(AttachedSnapshot snapshot);
 
     std::int64_t event_count_ = 0;
     std::int64_t start_ns_ = 0;
@@ -215,11 +241,17 @@ private:
     std::int64_t hit_tokens_ = 0;
     std::int64_t prompt_tokens_ = 0;
 
-    attach::AttachedState attached_;
+    attach::AttachedState attached_; // read from the rows, unless following snapshots
+    mutable std::shared_ptr<const attach::AttachedState>
+        attached_copy_; // of attached_, until it changes
+    bool following_snapshots_ = false;
+    std::shared_ptr<const attach::AttachedState> followed_; // the newest snapshot installed
+    std::deque<AttachedSnapshot> pending_snapshots_; // their rows not all appended yet
+    std::uint64_t attached_rows_seen_ = 0;           // every attached row appended
     struct AttachedCheckpoint {
         std::int64_t t_ns = 0; // the time of the last row it includes
         std::size_t row = 0;   // attached_rows_[row] is the first row after it
-        attach::AttachedState state;
+        std::shared_ptr<const attach::AttachedState> state;
     };
     std::deque<AttachedCheckpoint> attached_checkpoints_;
     std::vector<events::EngineEvent> attached_rows_; // since the oldest checkpoint

@@ -83,7 +83,11 @@ MainWindow::MainWindow(QWidget* parent)
     connect(attach_, &AttachController::started, this, [this] {
         live_from_attach_ = true;
         recording_path_.clear();
-        set_store(std::make_shared<profiler::RunStore>(), Mode::live);
+        // The attach's own state comes as snapshots (take_snapshots() in
+        // drain()): this thread does not read the rows back.
+        auto store = std::make_shared<profiler::RunStore>();
+        store->follow_attached_snapshots();
+        set_store(std::move(store), Mode::live);
         run_panel_->set_running(true);
         frame_timer_->start();
     });
@@ -323,6 +327,13 @@ bool MainWindow::drain(std::chrono::nanoseconds budget) {
     constexpr std::size_t kSlice = 256;
     const auto start = std::chrono::steady_clock::now();
     const std::shared_ptr<profiler::LiveEventQueue> queue = live_events();
+    if (live_from_attach_) {
+        // Each is shown once the rows before it are in (they are queued
+        // before it is taken, so they come in this drain or a later one).
+        for (AttachController::StateSnapshot& snapshot : attach_->take_snapshots()) {
+            store_->add_attached_snapshot(snapshot.rows, std::move(snapshot.state));
+        }
+    }
     while (true) {
         const std::vector<events::EngineEvent> batch = queue->take(kSlice);
         for (const events::EngineEvent& event : batch) {

@@ -453,6 +453,22 @@ void AttachedState::apply(std::int64_t source, const SourceBatch& source_batch,
     }
 }
 
+bool is_attached_kind(events::EventKind kind) {
+    using events::EventKind;
+    switch (kind) {
+    case EventKind::source_attached:
+    case EventKind::attached_block_stored:
+    case EventKind::attached_block_removed:
+    case EventKind::attached_block_moved:
+    case EventKind::attached_cleared:
+    case EventKind::attached_status:
+    case EventKind::attached_metric:
+        return true;
+    default:
+        return false;
+    }
+}
+
 bool AttachedState::apply(const events::EngineEvent& event) {
     using events::EventKind;
     switch (event.kind) {

@@ -55,6 +55,9 @@ std::string trtllm_endpoint_json(const TrtllmSourceOptions& options,
 std::string counts_json(const SourceCounts& counts, const std::string& last_error,
                         const MetricsEndpointStatus* metrics = nullptr);
 
+// Whether AttachedState::apply() takes rows of this kind (without reading them).
+bool is_attached_kind(events::EventKind kind);
+
 // Every attached source a run's rows describe: what was said when attaching,
 // the resident blocks, the churn so far, the latest status and metrics.
 class AttachedState {

@@ -141,6 +141,18 @@ class TestAttachedEvents : public QObject {
     Q_OBJECT
 
 private slots:
+    // A store following an attach's snapshots keeps exactly the rows
+    // AttachedState::apply() takes, told apart by kind alone.
+    void attachedKindsAreTheKindsApplied() {
+        for (int k = 0; k < events::kEventKindCount; ++k) {
+            events::EngineEvent row;
+            row.kind = static_cast<events::EventKind>(k);
+            row.text = "{}";
+            AttachedState state;
+            QCOMPARE(state.apply(row), is_attached_kind(row.kind));
+        }
+    }
+
     void hashTextRoundTrips() {
         for (const BlockHash& hash :
              {BlockHash::from_uint(0xFEDCBA9876543210ull), BlockHash::from_int(-5), bytes_hash(7),

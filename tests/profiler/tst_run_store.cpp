@@ -64,6 +64,7 @@ private slots:
     void damaged_block_id_is_refused();
     void recording_reads_back_text_and_lanes();
     void attached_history_is_bounded_and_scrubs_exactly();
+    void following_snapshots_shows_what_the_rows_say();
 };
 
 void TestRunStore::freed_block_has_no_owner_data() {
@@ -208,8 +209,87 @@ void TestRunStore::attached_history_is_bounded_and_scrubs_exactly() {
     QVERIFY(start > times.front() && start < times.back());
     QCOMPARE(resident_lines(bounded.attached()), resident_lines(everything.attached()));
     for (const std::int64_t t : times) {
-        QCOMPARE(resident_lines(bounded.attached_at(t)),
-                 resident_lines(everything.attached_at(std::max(t, start))));
+        QCOMPARE(resident_lines(*bounded.attached_at(t)),
+                 resident_lines(*everything.attached_at(std::max(t, start))));
+    }
+}
+
+// A live attach's window follows the attach's own state (snapshots) instead
+// of reading every row back: once a snapshot's rows are all in, it shows
+// what a store reading the rows shows at that row, whether the snapshot
+// came before its rows or after; the final state is the rows' state; and
+// scrubbing from snapshot checkpoints gives what the rows give.
+void TestRunStore::following_snapshots_shows_what_the_rows_say() {
+    using namespace kvscope::attach;
+    std::mt19937_64 rng(11);
+    AttachedState session; // the attach's own state, applied batch by batch
+    std::vector<EngineEvent> rows;
+    struct Snapshot {
+        std::uint64_t rows;
+        std::shared_ptr<const AttachedState> state;
+    };
+    std::vector<Snapshot> snapshots;
+    for (std::int64_t t = 1000; t < 1600; ++t) {
+        SourceBatch batch;
+        batch.batch.ts = 1.7e9;
+        const int events = 1 + static_cast<int>(rng() % 3);
+        for (int e = 0; e < events; ++e) {
+            const auto hash = BlockHash::from_uint(rng() % 50);
+            if (rng() % 3 == 0) {
+                batch.batch.events.emplace_back(RemovedBlocks{{hash}, "GPU", {}});
+            } else {
+                batch.batch.events.emplace_back(
+                    StoredBlocks{{hash}, {}, {1, 2}, 2, {}, rng() % 4 == 0 ? "CPU" : "GPU", {}});
+            }
+        }
+        const std::int64_t source = static_cast<std::int64_t>(rng() % 2);
+        const std::size_t first = rows.size();
+        append_typed_events(source, batch, rows);
+        for (std::size_t r = first; r < rows.size(); ++r) {
+            rows[r].time_ns = t;
+        }
+        session.apply(source, batch, t);
+        if (rng() % 7 == 0) {
+            snapshots.push_back({rows.size(), std::make_shared<const AttachedState>(session)});
+        }
+    }
+    snapshots.push_back({rows.size(), std::make_shared<const AttachedState>(session)});
+
+    for (const bool snapshots_late : {false, true}) {
+        RunStore reading; // reads every row
+        reading.set_attached_history(std::size_t{1} << 30, 1);
+        RunStore following;
+        following.follow_attached_snapshots();
+        following.set_attached_history(40, 3);
+        std::size_t next = 0;
+        for (std::size_t r = 0; r < rows.size(); ++r) {
+            // Early: handed over before their rows are in (the window is
+            // behind); late: after.
+            while (!snapshots_late && next < snapshots.size() && snapshots[next].rows <= r + 5) {
+                following.add_attached_snapshot(snapshots[next].rows, snapshots[next].state);
+                ++next;
+            }
+            reading.append(rows[r]);
+            following.append(rows[r]);
+            while (snapshots_late && next < snapshots.size() && snapshots[next].rows <= r + 1) {
+                following.add_attached_snapshot(snapshots[next].rows, snapshots[next].state);
+                QCOMPARE(resident_lines(following.attached()), resident_lines(reading.attached()));
+                ++next;
+            }
+        }
+        QCOMPARE(next, snapshots.size());
+        QCOMPARE(resident_lines(following.attached()), resident_lines(reading.attached()));
+        QCOMPARE(following.attached_shared().get(), &following.attached());
+        QVERIFY(following.attached_rows_kept() < rows.size()); // bounded
+        const std::int64_t start = following.attached_history_start_ns();
+        for (std::int64_t t = 1000; t < 1600; t += 7) {
+            QCOMPARE(resident_lines(*following.attached_at(t)),
+                     resident_lines(*reading.attached_at(std::max(t, start))));
+        }
+        // The churn is counted from the rows' kinds alone.
+        const auto& stored = reading.counter(kvscope::profiler::Counter::attached_stored);
+        QCOMPARE(following.counter(kvscope::profiler::Counter::attached_stored).values,
+                 stored.values);
     }
 }
 

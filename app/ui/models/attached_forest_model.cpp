@@ -16,14 +16,14 @@ AttachedForestModel::AttachedForestModel(QObject* parent)
                 {tr("Depth"), true},
                 {tr("Stored at"), false}}) {}
 
-void AttachedForestModel::set_state(const attach::AttachedState& state,
-                                    const tokenizer::Tokenizer* tokenizer) {
-    beginResetModel();
-    nodes_.clear();
-    top_.clear();
+AttachedForestModel::Forest AttachedForestModel::build(const attach::AttachedState& state,
+                                                       const tokenizer::Tokenizer* tokenizer) {
+    Forest forest;
+    std::vector<ForestNode>& nodes = forest.nodes;
+    std::vector<int>& top = forest.top;
     for (const auto& [id, source] : state.sources()) {
         for (const auto& [key, tier] : source.blocks.tiers()) {
-            const int tier_node = static_cast<int>(nodes_.size());
+            const int tier_node = static_cast<int>(nodes.size());
             const QString tier_key =
                 QString("%1/%2/%3").arg(id).arg(key.rank).arg(QString::fromStdString(key.medium));
             ForestNode t;
@@ -33,9 +33,9 @@ void AttachedForestModel::set_state(const attach::AttachedState& state,
                           .arg(QString::fromStdString(key.medium));
             t.key = tier_key;
             t.blocks = static_cast<qint64>(tier.blocks.size());
-            t.row = static_cast<int>(top_.size());
-            nodes_.push_back(t);
-            top_.push_back(tier_node);
+            t.row = static_cast<int>(top.size());
+            nodes.push_back(t);
+            top.push_back(tier_node);
             // Depth-first, parents before children: in_tree_order() gives
             // each tree's blocks from its root down.
             std::unordered_map<attach::BlockHash, int> node_of;
@@ -56,12 +56,12 @@ void AttachedForestModel::set_state(const attach::AttachedState& state,
                 n.depth = 1;
                 const auto parent = block->parent ? node_of.find(*block->parent) : node_of.end();
                 n.parent = parent != node_of.end() ? parent->second : tier_node;
-                const int index = static_cast<int>(nodes_.size());
+                const int index = static_cast<int>(nodes.size());
                 node_of.emplace(hash, index);
-                std::vector<int>& siblings = nodes_[static_cast<std::size_t>(n.parent)].children;
+                std::vector<int>& siblings = nodes[static_cast<std::size_t>(n.parent)].children;
                 n.row = static_cast<int>(siblings.size());
                 siblings.push_back(index);
-                nodes_.push_back(std::move(n));
+                nodes.push_back(std::move(n));
             }
             const qint64 left = static_cast<qint64>(tier.blocks.size()) - kMaxBlocksPerTier;
             if (left > 0) {
@@ -70,31 +70,37 @@ void AttachedForestModel::set_state(const attach::AttachedState& state,
                 more.key = tier_key + "/more";
                 more.parent = tier_node;
                 more.row =
-                    static_cast<int>(nodes_[static_cast<std::size_t>(tier_node)].children.size());
-                nodes_[static_cast<std::size_t>(tier_node)].children.push_back(
-                    static_cast<int>(nodes_.size()));
-                nodes_.push_back(more);
+                    static_cast<int>(nodes[static_cast<std::size_t>(tier_node)].children.size());
+                nodes[static_cast<std::size_t>(tier_node)].children.push_back(
+                    static_cast<int>(nodes.size()));
+                nodes.push_back(more);
             }
         }
     }
     // Sizes and depths bottom-up: children always come after their parent.
-    for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
-        ForestNode& n = nodes_[static_cast<std::size_t>(i)];
-        if (n.parent < 0 || n.blocks == 0 ||
-            nodes_[static_cast<std::size_t>(n.parent)].parent < 0) {
+    for (int i = static_cast<int>(nodes.size()) - 1; i >= 0; --i) {
+        ForestNode& n = nodes[static_cast<std::size_t>(i)];
+        if (n.parent < 0 || n.blocks == 0 || nodes[static_cast<std::size_t>(n.parent)].parent < 0) {
             continue; // tier rows keep their resident count; "more" rows stay empty
         }
-        ForestNode& p = nodes_[static_cast<std::size_t>(n.parent)];
+        ForestNode& p = nodes[static_cast<std::size_t>(n.parent)];
         p.blocks += n.blocks;
         p.depth = std::max(p.depth, n.depth + 1);
     }
-    for (const int tier : top_) {
+    for (const int tier : top) {
         qint64 depth = 0;
-        for (const int child : nodes_[static_cast<std::size_t>(tier)].children) {
-            depth = std::max(depth, nodes_[static_cast<std::size_t>(child)].depth);
+        for (const int child : nodes[static_cast<std::size_t>(tier)].children) {
+            depth = std::max(depth, nodes[static_cast<std::size_t>(child)].depth);
         }
-        nodes_[static_cast<std::size_t>(tier)].depth = depth;
+        nodes[static_cast<std::size_t>(tier)].depth = depth;
     }
+    return forest;
+}
+
+void AttachedForestModel::set_forest(Forest forest) {
+    beginResetModel();
+    nodes_ = std::move(forest.nodes);
+    top_ = std::move(forest.top);
     endResetModel();
 }
 

@@ -40,8 +40,18 @@ public:
 
     explicit AttachedForestModel(QObject* parent = nullptr);
 
+    // Every row of a state's forest: what a worker thread builds (it touches
+    // no model) and set_forest() shows.
+    struct Forest {
+        std::vector<ForestNode> nodes;
+        std::vector<int> top; // tier rows
+    };
     // `tokenizer` (may be null) turns token ids into text.
-    void set_state(const attach::AttachedState& state, const tokenizer::Tokenizer* tokenizer);
+    static Forest build(const attach::AttachedState& state, const tokenizer::Tokenizer* tokenizer);
+    void set_forest(Forest forest);
+    void set_state(const attach::AttachedState& state, const tokenizer::Tokenizer* tokenizer) {
+        set_forest(build(state, tokenizer));
+    }
     const std::vector<ForestNode>& nodes() const { return nodes_; }
     QModelIndex index_of(int node) const;
 

@@ -14,7 +14,11 @@ namespace kvscope::ui {
 
 AttachedPrefixPanel::AttachedPrefixPanel(QWidget* parent)
     : QWidget(parent)
-    , model_(new AttachedForestModel(this)) {
+    , model_(new AttachedForestModel(this))
+    , builds_(this, [this](AttachedForestModel::Forest forest, qint64 cost_ms) {
+        live_rebuilds_.ran(cost_ms);
+        show_forest(std::move(forest));
+    }) {
     setObjectName("attachedPrefixPanel");
     tree_ = new QTreeView;
     tree_->setModel(model_);
@@ -51,16 +55,28 @@ void AttachedPrefixPanel::set_time_ns(qint64 t_ns) {
 }
 
 void AttachedPrefixPanel::refresh() {
-    if (live_rebuilds_.due()) {
+    if (!builds_.busy() && live_rebuilds_.due()) {
         rebuild();
     }
 }
 
 void AttachedPrefixPanel::rebuild() {
-    live_rebuilds_.run([this] { rebuild_now(); });
+    std::shared_ptr<const attach::AttachedState> state =
+        store_ == nullptr             ? std::make_shared<const attach::AttachedState>()
+        : time_ns_ < store_->end_ns() ? store_->attached_at(time_ns_)
+                                      : store_->attached_shared();
+    std::size_t blocks = 0;
+    for (const auto& [id, source] : state->sources()) {
+        blocks += source.blocks.size();
+    }
+    builds_.request(
+        [state, tokenizer = tokenizer_] {
+            return AttachedForestModel::build(*state, tokenizer.get());
+        },
+        blocks <= kInlineBlocks);
 }
 
-void AttachedPrefixPanel::rebuild_now() {
+void AttachedPrefixPanel::show_forest(AttachedForestModel::Forest forest) {
     // Rows opened stay open across the rebuild, found again by their keys.
     // Only open rows are walked into: a tier of thousands of closed trees
     // costs one look per tree.
@@ -78,13 +94,7 @@ void AttachedPrefixPanel::rebuild_now() {
         }
     }
     const bool first = model_->nodes().empty();
-    if (store_ == nullptr) {
-        model_->set_state(attach::AttachedState{}, nullptr);
-        return;
-    }
-    const bool past = time_ns_ < store_->end_ns();
-    const attach::AttachedState state = past ? store_->attached_at(time_ns_) : store_->attached();
-    model_->set_state(state, tokenizer_.get());
+    model_->set_forest(std::move(forest));
     for (int i = 0; i < static_cast<int>(model_->nodes().size()); ++i) {
         const ForestNode& node = model_->nodes()[static_cast<std::size_t>(i)];
         // Tiers open the first time, so the trees show at once.

@@ -4,6 +4,8 @@
 // while live; rows opened stay open.
 #pragma once
 
+#include "app/ui/models/attached_forest_model.h"
+#include "app/ui/views/background_build.h"
 #include "app/ui/views/rebuild_throttle.h"
 
 #include <limits>
@@ -23,8 +25,6 @@ class Tokenizer;
 
 namespace kvscope::ui {
 
-class AttachedForestModel;
-
 class AttachedPrefixPanel : public QWidget {
     Q_OBJECT
 public:
@@ -33,8 +33,12 @@ public:
 
     void set_store(const profiler::RunStore* store);
     void set_tokenizer(std::shared_ptr<const tokenizer::Tokenizer> tokenizer);
-    void set_time_ns(qint64 t_ns); // rebuilds now
+    // Rebuilds now (on a worker thread past kInlineBlocks resident blocks,
+    // shown when ready).
+    void set_time_ns(qint64 t_ns);
     void refresh(); // live: at most once a second, less often when rebuilds cost more
+    static constexpr std::size_t kInlineBlocks = 5'000;
+    bool rebuilding() const { return builds_.busy(); }
 
     qint64 time_ns() const { return time_ns_; }
     AttachedForestModel* model() const { return model_; }
@@ -42,7 +46,7 @@ public:
 
 private:
     void rebuild();
-    void rebuild_now();
+    void show_forest(AttachedForestModel::Forest forest);
 
     const profiler::RunStore* store_ = nullptr;
     std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
@@ -51,6 +55,7 @@ private:
     QTreeView* tree_ = nullptr;
     QLabel* note_ = nullptr;
     RebuildThrottle live_rebuilds_{std::chrono::milliseconds(1000)};
+    BackgroundBuild<AttachedForestModel::Forest> builds_;
 };
 
 } // namespace kvscope::ui

@@ -5,7 +5,9 @@
 #include "profiler/recorder.h"
 #include "profiler/run_metadata.h"
 
+#include <algorithm>
 #include <chrono>
+#include <utility>
 
 namespace kvscope::ui {
 namespace {
@@ -14,6 +16,15 @@ namespace {
 // the window applies them a slice per frame, and what it cannot keep up
 // with waits in the publishers' queues, then is dropped there, counted.
 constexpr std::size_t kMaxPendingEvents = 250'000;
+
+// How often the window gets a copy of the attach's state: every
+// kSnapshotInterval, or kSnapshotCostFactor times what the last copy took
+// (160,000 resident blocks take tens of milliseconds to copy), so copies
+// keep to a small share of the attach thread.
+constexpr std::chrono::milliseconds kSnapshotInterval{200};
+constexpr int kSnapshotCostFactor = 10;
+// Snapshots the window has not taken: the newest matter, older ones go.
+constexpr std::size_t kMaxSnapshotsWaiting = 2;
 
 std::vector<std::string> to_std(const QStringList& list) {
     std::vector<std::string> out;
@@ -127,6 +138,11 @@ std::shared_ptr<profiler::LiveEventQueue> AttachController::events() const {
     return queue_;
 }
 
+std::vector<AttachController::StateSnapshot> AttachController::take_snapshots() {
+    const std::lock_guard lock(queue_mutex_);
+    return std::exchange(snapshots_, {});
+}
+
 void AttachController::join() {
     if (thread_.joinable()) {
         thread_.join();
@@ -143,6 +159,7 @@ bool AttachController::start(const AttachSettings& settings) {
     {
         const std::lock_guard lock(queue_mutex_);
         queue_ = queue;
+        snapshots_.clear();
     }
     running_ = true;
     emit started();
@@ -204,6 +221,22 @@ void AttachController::run(AttachSettings settings,
 
         const auto start = std::chrono::steady_clock::now();
         auto next_status = start + std::chrono::seconds(1);
+        auto next_snapshot = start;
+        std::int64_t snapshot_rows = -1; // rows emitted at the last snapshot
+        const auto snapshot = [&] {
+            const auto begin = std::chrono::steady_clock::now();
+            StateSnapshot copy{static_cast<std::uint64_t>(session.events_emitted()),
+                               std::make_shared<const attach::AttachedState>(session.state())};
+            snapshot_rows = session.events_emitted();
+            const auto end = std::chrono::steady_clock::now();
+            next_snapshot = end + std::max<std::chrono::steady_clock::duration>(
+                                      kSnapshotInterval, kSnapshotCostFactor * (end - begin));
+            const std::lock_guard lock(queue_mutex_);
+            if (snapshots_.size() >= kMaxSnapshotsWaiting) {
+                snapshots_.erase(snapshots_.begin());
+            }
+            snapshots_.push_back(std::move(copy));
+        };
         bool behind = false;
         while (!stop_.load()) {
             // A window far behind (a modal dialog, a slow frame) is not fed
@@ -217,6 +250,9 @@ void AttachController::run(AttachSettings settings,
                 session.poll(std::chrono::milliseconds(50));
             }
             const auto now = std::chrono::steady_clock::now();
+            if (!behind && now >= next_snapshot && session.events_emitted() != snapshot_rows) {
+                snapshot();
+            }
             if (now < next_status) {
                 continue;
             }
@@ -243,6 +279,7 @@ void AttachController::run(AttachSettings settings,
             emit status(text);
         }
         session.emit_status();
+        snapshot(); // the final state, status rows included
         qint64 events = 0;
         for (const auto& source : session.sources()) {
             events += source->counts().events;

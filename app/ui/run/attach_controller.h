@@ -8,13 +8,19 @@
 #include "profiler/live_event_queue.h"
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <QObject>
 #include <QString>
 #include <QStringList>
+
+namespace kvscope::attach {
+class AttachedState;
+}
 
 namespace kvscope::ui {
 
@@ -54,6 +60,17 @@ public:
     bool running() const { return running_.load(); }
     std::shared_ptr<profiler::LiveEventQueue> events() const;
 
+    // The attach's own state (built from the batches its rows come from),
+    // copied every few hundred milliseconds while it changes (less often
+    // when a copy takes long) and once at the end, with the number of rows
+    // emitted before it: the window's store shows these
+    // (RunStore::add_attached_snapshot) rather than read every row back.
+    struct StateSnapshot {
+        std::uint64_t rows = 0;
+        std::shared_ptr<const attach::AttachedState> state;
+    };
+    std::vector<StateSnapshot> take_snapshots();
+
 signals:
     void started();
     void status(const QString& text);
@@ -67,8 +84,9 @@ private:
     std::thread thread_;
     std::atomic<bool> running_{false};
     std::atomic<bool> stop_{false};
-    mutable std::mutex queue_mutex_;
+    mutable std::mutex queue_mutex_; // also guards snapshots_
     std::shared_ptr<profiler::LiveEventQueue> queue_;
+    std::vector<StateSnapshot> snapshots_;
 };
 
 } // namespace kvscope::ui

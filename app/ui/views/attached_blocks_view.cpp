@@ -3,6 +3,7 @@
 #include "app/ui/views/request_colors.h"
 #include "profiler/run_store.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <QDateTime>
@@ -28,7 +29,14 @@ QString short_hash(const attach::BlockHash& hash) {
 } // namespace
 
 AttachedBlocksView::AttachedBlocksView(QWidget* parent)
-    : QWidget(parent) {
+    : QWidget(parent)
+    , builds_(this, [this](Built built, qint64 cost_ms) {
+        state_ = std::move(built.state);
+        sections_ = std::move(built.sections);
+        live_rebuilds_.ran(cost_ms);
+        lay_out();
+        update();
+    }) {
     setObjectName("attachedBlocksView");
     setMouseTracking(true);
 }
@@ -49,39 +57,48 @@ void AttachedBlocksView::set_store(const profiler::RunStore* store) {
 void AttachedBlocksView::set_time_ns(qint64 t_ns) {
     time_ns_ = t_ns;
     showing_past_ = store_ != nullptr && t_ns < store_->end_ns();
-    if (showing_past_) {
-        past_ = store_->attached_at(t_ns);
-    }
     rebuild();
 }
 
 void AttachedBlocksView::refresh() {
-    if (!showing_past_ && live_rebuilds_.due()) {
+    // While a build runs, the next waits for its end (and its cost).
+    if (!showing_past_ && !builds_.busy() && live_rebuilds_.due()) {
         rebuild();
     }
 }
 
 const attach::AttachedState& AttachedBlocksView::state() const {
     static const attach::AttachedState empty;
-    if (store_ == nullptr) {
-        return empty;
-    }
-    return showing_past_ ? past_ : store_->attached();
+    return state_ ? *state_ : empty;
 }
 
 void AttachedBlocksView::rebuild() {
-    live_rebuilds_.run([this] { rebuild_now(); });
+    std::shared_ptr<const attach::AttachedState> state =
+        store_ == nullptr ? std::make_shared<const attach::AttachedState>()
+        : showing_past_   ? store_->attached_at(time_ns_)
+                          : store_->attached_shared();
+    std::size_t blocks = 0;
+    for (const auto& [id, source] : state->sources()) {
+        blocks += source.blocks.size();
+    }
+    builds_.request(
+        [state] {
+            return Built{state, build_sections(*state)};
+        },
+        blocks <= kInlineBlocks);
 }
 
-void AttachedBlocksView::rebuild_now() {
-    sections_.clear();
-    for (const auto& [id, source] : state().sources()) {
-        const auto endpoints = source.info.endpoints;
+std::vector<AttachedBlocksView::Section>
+AttachedBlocksView::build_sections(const attach::AttachedState& state) {
+    std::vector<Section> sections;
+    for (const auto& [id, source] : state.sources()) {
         for (const auto& [key, tier] : source.blocks.tiers()) {
             Section section;
             section.source = id;
             section.tier = key;
-            for (const auto& [hash, tree] : source.blocks.in_tree_order(key)) {
+            const auto order = source.blocks.in_tree_order(key);
+            section.cells.reserve(order.size());
+            for (const auto& [hash, tree] : order) {
                 section.cells.push_back({hash, tree});
             }
             const std::size_t resident = section.cells.size();
@@ -102,17 +119,16 @@ void AttachedBlocksView::rebuild_now() {
                                                .arg(key.rank)
                                                .arg(QString::fromStdString(key.medium))
                                                .arg(resident);
-            sections_.push_back(std::move(section));
+            sections.push_back(std::move(section));
         }
         if (source.blocks.tiers().empty()) {
             Section section;
             section.source = id;
             section.title = tr("source %1: no blocks resident").arg(id);
-            sections_.push_back(std::move(section));
+            sections.push_back(std::move(section));
         }
     }
-    lay_out();
-    update();
+    return sections;
 }
 
 void AttachedBlocksView::lay_out() {
@@ -146,6 +162,41 @@ void AttachedBlocksView::lay_out() {
         s.columns = columns;
         s.grid_rect = QRect(area.left(), y, columns * cell_, rows * cell_);
         y += rows * cell_ + kSectionGap;
+    }
+    grids_.clear();
+}
+
+void AttachedBlocksView::draw_grids() {
+    // Pixels written straight into each section's image: 160,000 fillRect
+    // calls took longer than a frame.
+    const QRgb base = palette().color(QPalette::Base).rgb();
+    const QRgb free = kFreeColor.rgb();
+    const int gap = cell_ >= 6 ? 1 : 0;
+    const int inner = cell_ - gap;
+    std::vector<QRgb> tree_colors;
+    grids_.clear();
+    for (const Section& s : sections_) {
+        QImage image(s.grid_rect.size(), QImage::Format_RGB32);
+        image.fill(base);
+        for (std::size_t i = 0; i < s.cells.size(); ++i) {
+            const std::int32_t tree = s.cells[i].tree;
+            QRgb color = free;
+            if (tree >= 0) {
+                const auto t = static_cast<std::size_t>(tree);
+                while (tree_colors.size() <= t) {
+                    tree_colors.push_back(
+                        request_color(static_cast<int>(tree_colors.size())).rgb());
+                }
+                color = tree_colors[t];
+            }
+            const int x = static_cast<int>(i) % s.columns * cell_;
+            const int y = static_cast<int>(i) / s.columns * cell_;
+            for (int line = y; line < y + inner && line < image.height(); ++line) {
+                auto* pixels = reinterpret_cast<QRgb*>(image.scanLine(line));
+                std::fill(pixels + x, pixels + std::min(x + inner, image.width()), color);
+            }
+        }
+        grids_.push_back(std::move(image));
     }
 }
 
@@ -236,25 +287,16 @@ void AttachedBlocksView::paintEvent(QPaintEvent*) {
         painter.drawText(rect(), Qt::AlignCenter, tr("No attached engine has stored a block yet"));
         return;
     }
-    const int gap = cell_ >= 6 ? 1 : 0;
-    for (const Section& s : sections_) {
+    if (grids_.size() != sections_.size()) {
+        draw_grids();
+    }
+    for (std::size_t i = 0; i < sections_.size(); ++i) {
+        const Section& s = sections_[i];
         painter.setPen(palette().color(QPalette::WindowText));
         painter.drawText(s.title_rect, Qt::AlignLeft | Qt::AlignVCenter, s.title);
-        if (s.cells.empty()) {
-            continue;
+        if (!s.cells.empty()) {
+            painter.drawImage(s.grid_rect.topLeft(), grids_[i]);
         }
-        // One image per section: a hundred thousand squares stay one draw.
-        QImage image(s.grid_rect.size(), QImage::Format_RGB32);
-        image.fill(palette().color(QPalette::Base));
-        QPainter cells(&image);
-        for (std::size_t i = 0; i < s.cells.size(); ++i) {
-            const int column = static_cast<int>(i) % s.columns;
-            const int row = static_cast<int>(i) / s.columns;
-            const QColor color = s.cells[i].tree < 0 ? kFreeColor : request_color(s.cells[i].tree);
-            cells.fillRect(column * cell_, row * cell_, cell_ - gap, cell_ - gap, color);
-        }
-        cells.end();
-        painter.drawImage(s.grid_rect.topLeft(), image);
     }
     painter.setPen(palette().color(QPalette::PlaceholderText));
     painter.drawText(caveat_rect_, Qt::TextWordWrap, caveat());

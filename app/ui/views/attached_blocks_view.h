@@ -6,11 +6,14 @@
 // layout, not the engine's block ids, and the view says so.
 #pragma once
 
+#include "app/ui/views/background_build.h"
 #include "app/ui/views/rebuild_throttle.h"
 #include "profiler/attach/attached_events.h"
 
 #include <limits>
+#include <memory>
 
+#include <QImage>
 #include <QWidget>
 
 namespace kvscope::profiler {
@@ -28,9 +31,13 @@ public:
     // Shows the blocks resident right after every row at or before `t_ns`.
     void set_time_ns(qint64 t_ns);
     // The store grew (live): rebuilt when the throttle allows (every frame
-    // while cheap, less often as the blocks grow).
+    // while cheap, less often as the blocks grow). Past kInlineBlocks blocks
+    // the sections are built on a worker thread and swapped in when ready.
     void refresh();
     bool showing_past() const { return showing_past_; }
+    static constexpr std::size_t kInlineBlocks = 5'000;
+    // A rebuild is under way on a worker.
+    bool rebuilding() const { return builds_.busy(); }
 
     struct Cell {
         attach::BlockHash hash{};
@@ -45,6 +52,9 @@ public:
         QRect grid_rect;
         int columns = 1;
     };
+    // Every source's tiers as sections of cells (no geometry yet): what the
+    // worker builds.
+    static std::vector<Section> build_sections(const attach::AttachedState& state);
     const std::vector<Section>& sections() const { return sections_; }
     int cell_size() const { return cell_; }
     // The section and cell under `pos`; {-1, -1} for none.
@@ -61,17 +71,24 @@ protected:
     void resizeEvent(QResizeEvent* event) override;
 
 private:
+    struct Built {
+        std::shared_ptr<const attach::AttachedState> state;
+        std::vector<Section> sections;
+    };
     void rebuild();
-    void rebuild_now();
     void lay_out();
     const attach::AttachedState& state() const;
+    // Each section's squares drawn once per layout, not on every paint.
+    void draw_grids();
 
     const profiler::RunStore* store_ = nullptr;
     qint64 time_ns_ = std::numeric_limits<qint64>::max();
-    attach::AttachedState past_; // the state at time_ns_ when before the store's end
     bool showing_past_ = false;
     RebuildThrottle live_rebuilds_{std::chrono::milliseconds(0)};
+    BackgroundBuild<Built> builds_;
+    std::shared_ptr<const attach::AttachedState> state_; // what sections_ were built from
     std::vector<Section> sections_;
+    std::vector<QImage> grids_; // per section; empty: to draw
     int cell_ = 8;
     QRect caveat_rect_;
 };

@@ -4,8 +4,9 @@
 // whole time. A live refresh rebuilds only once the time since the last
 // rebuild is at least `min_interval` and `cost_factor` times what that
 // rebuild took, so such a view takes at most about 1/cost_factor of the
-// window's time, and a small run still updates every frame. Moving the time
-// (scrubbing) rebuilds at once.
+// window's time (or of a core, when it rebuilds on a worker: background_build.h),
+// and a small run still updates every frame. Moving the time (scrubbing)
+// rebuilds at once.
 #pragma once
 
 #include <algorithm>
@@ -34,7 +35,11 @@ public:
         QElapsedTimer timer;
         timer.start();
         rebuild();
-        last_cost_ms_ = timer.elapsed();
+        ran(timer.elapsed());
+    }
+    // A rebuild timed elsewhere (on a worker thread) just ended.
+    void ran(qint64 cost_ms) {
+        last_cost_ms_ = cost_ms;
         since_.start();
     }
     qint64 last_cost_ms() const { return last_cost_ms_; }
