@@ -26,6 +26,7 @@
 #include <fstream>
 #include <string>
 #include <sys/wait.h>
+#include <time.h>
 #include <vector>
 
 #include <QApplication>
@@ -99,8 +100,20 @@ int run(const Options& o, int argc, char** argv) {
     window.show();
     window.start_attach(settings);
 
-    // The probe: how late each 1 ms tick comes is how long the loop was busy.
+    // The probe: how late each 1 ms tick comes is how long the loop was busy
+    // (or waiting for a core: the publishers, the attach and the window share
+    // this machine's); the window thread's CPU time between two ticks is the
+    // work it did at a stretch.
     std::vector<double> stalls_ms;
+    std::vector<double> work_ms;
+    double worst_at_s = 0;
+    double worst_ms = 0;
+    const auto thread_cpu_ns = [] {
+        timespec t{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+        return static_cast<qint64>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+    };
+    qint64 last_cpu_ns = thread_cpu_ns();
     std::vector<std::int64_t> rss;
     QElapsedTimer clock;
     clock.start();
@@ -111,9 +124,17 @@ int run(const Options& o, int argc, char** argv) {
     probe.setInterval(1);
     QObject::connect(&probe, &QTimer::timeout, [&] {
         const qint64 now = clock.nsecsElapsed();
+        const qint64 cpu = thread_cpu_ns();
         if (static_cast<double>(now) > o.warmup_s * 1e9) {
-            stalls_ms.push_back(static_cast<double>(now - last_ns) / 1e6);
+            const double stall = static_cast<double>(now - last_ns) / 1e6;
+            stalls_ms.push_back(stall);
+            work_ms.push_back(static_cast<double>(cpu - last_cpu_ns) / 1e6);
+            if (stall > worst_ms) {
+                worst_ms = stall;
+                worst_at_s = static_cast<double>(now) / 1e9;
+            }
         }
+        last_cpu_ns = cpu;
         if (now >= next_rss_ns) {
             rss.push_back(rss_kib());
             next_rss_ns = now + 1'000'000'000;
@@ -161,7 +182,24 @@ int run(const Options& o, int argc, char** argv) {
                 "%.2f / %.2f |\n",
                 percentile(stalls_ms, 0.5), percentile(stalls_ms, 0.99),
                 percentile(stalls_ms, 0.999), percentile(stalls_ms, 1.0));
-    std::printf("| share of 1 ms probes later than 16 ms | %.3f%% |\n", 100.0 * over_16);
+    std::printf("| the longest, at (s from the start) | %.1f |\n", worst_at_s);
+    double work_total_ms = 0;
+    for (const double w : work_ms) {
+        work_total_ms += w;
+    }
+    std::printf("| window thread's share of a core while watched | %.0f%% |\n",
+                100.0 * work_total_ms / (o.duration_s * 1e3));
+    std::printf("| window thread's CPU time at a stretch, ms: median / p99 / p99.9 / max | %.2f / "
+                "%.2f / %.2f / %.2f |\n",
+                percentile(work_ms, 0.5), percentile(work_ms, 0.99), percentile(work_ms, 0.999),
+                percentile(work_ms, 1.0));
+    const double work_over_16 =
+        static_cast<double>(
+            std::count_if(work_ms.begin(), work_ms.end(), [](double s) { return s > 16; })) /
+        static_cast<double>(std::max<std::size_t>(work_ms.size(), 1));
+    std::printf("| share of 1 ms probes later than 16 ms / with over 16 ms of work | %.3f%% / "
+                "%.3f%% |\n",
+                100.0 * over_16, 100.0 * work_over_16);
     std::printf("| rows the window applied | %lld (%.0f/s) |\n",
                 static_cast<long long>(store != nullptr ? store->event_count() : 0),
                 store != nullptr

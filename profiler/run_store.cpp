@@ -467,40 +467,41 @@ void RunStore::add_attached_snapshot(std::uint64_t rows,
 }
 
 void RunStore::install_attached_snapshot(AttachedSnapshot snapshot) {
-    // The rows up to the snapshot end `behind` rows before the newest.
-    const std::uint64_t behind = attached_rows_seen_ - snapshot.rows;
     followed_ = std::move(snapshot.state);
-    if (behind > attached_rows_.size()) {
-        return; // its rows are no longer kept: no checkpoint
-    }
-    const std::size_t row = attached_rows_.size() - static_cast<std::size_t>(behind);
-    const std::size_t last_checkpoint_row =
+    const std::uint64_t row = snapshot.rows;
+    const std::uint64_t last_checkpoint_row =
         attached_checkpoints_.empty() ? 0 : attached_checkpoints_.back().row;
-    if (row >= last_checkpoint_row + attached_rows_per_checkpoint_) {
+    // A snapshot handed over late may follow rows no longer kept: no checkpoint then.
+    if (row >= attached_rows_base_ && row >= last_checkpoint_row + attached_rows_per_checkpoint_) {
         add_attached_checkpoint(row, followed_);
     }
 }
 
-void RunStore::add_attached_checkpoint(std::size_t row,
+void RunStore::add_attached_checkpoint(std::uint64_t row,
                                        std::shared_ptr<const attach::AttachedState> state) {
-    const std::int64_t t_ns = row > 0 ? attached_rows_[row - 1].time_ns : start_ns_;
+    const std::int64_t t_ns = row > attached_rows_base_ ? attached_row(row - 1).time_ns : start_ns_;
     attached_checkpoints_.push_back({t_ns, row, std::move(state)});
     if (attached_checkpoints_.size() > attached_checkpoints_kept_) {
         // The oldest checkpoint goes, and the rows only it needed.
         attached_checkpoints_.pop_front();
-        const std::size_t first = attached_checkpoints_.front().row;
-        attached_rows_.erase(attached_rows_.begin(),
-                             attached_rows_.begin() + static_cast<std::ptrdiff_t>(first));
-        for (AttachedCheckpoint& checkpoint : attached_checkpoints_) {
-            checkpoint.row -= first;
-        }
+        attached_trim_to_ = attached_checkpoints_.front().row;
         attached_history_dropped_ = true;
     }
+}
+
+std::size_t RunStore::attached_rows_kept() const {
+    return static_cast<std::size_t>(attached_rows_seen_ -
+                                    std::max(attached_rows_base_, attached_trim_to_));
 }
 
 void RunStore::apply_attached(const EngineEvent& event) {
     attached_rows_.push_back(event);
     ++attached_rows_seen_;
+    // Rows are appended one at a time, so two dropped per row keep up.
+    for (int i = 0; i < 2 && attached_rows_base_ < attached_trim_to_; ++i) {
+        attached_rows_.pop_front();
+        ++attached_rows_base_;
+    }
     if (following_snapshots_) {
         while (!pending_snapshots_.empty() &&
                pending_snapshots_.front().rows <= attached_rows_seen_) {
@@ -510,10 +511,10 @@ void RunStore::apply_attached(const EngineEvent& event) {
         }
     } else {
         attached_copy_.reset();
-        const std::size_t last_checkpoint_row =
+        const std::uint64_t last_checkpoint_row =
             attached_checkpoints_.empty() ? 0 : attached_checkpoints_.back().row;
-        if (attached_rows_.size() - last_checkpoint_row >= attached_rows_per_checkpoint_) {
-            add_attached_checkpoint(attached_rows_.size(), attached_shared());
+        if (attached_rows_seen_ - last_checkpoint_row >= attached_rows_per_checkpoint_) {
+            add_attached_checkpoint(attached_rows_seen_, attached_shared());
         }
     }
     const std::int64_t t = event.time_ns;
@@ -576,14 +577,15 @@ std::shared_ptr<const attach::AttachedState> RunStore::attached_at(std::int64_t 
         from = &attached_checkpoints_.front();
         t_ns = from->t_ns; // and the rest of the rows stamped with its time
     }
-    std::size_t row = from != nullptr ? from->row : 0;
-    if (from != nullptr && (row == attached_rows_.size() || attached_rows_[row].time_ns > t_ns)) {
+    std::uint64_t row = from != nullptr ? from->row : attached_rows_base_;
+    const std::uint64_t end = attached_rows_seen_;
+    if (from != nullptr && (row == end || attached_row(row).time_ns > t_ns)) {
         return from->state; // nothing to add: shared, not copied
     }
     auto state = from != nullptr ? std::make_shared<attach::AttachedState>(*from->state)
                                  : std::make_shared<attach::AttachedState>();
-    for (; row < attached_rows_.size() && attached_rows_[row].time_ns <= t_ns; ++row) {
-        state->apply(attached_rows_[row]);
+    for (; row < end && attached_row(row).time_ns <= t_ns; ++row) {
+        state->apply(attached_row(row));
     }
     return state;
 }

@@ -179,7 +179,7 @@ public:
     std::shared_ptr<const attach::AttachedState> attached_at(std::int64_t t_ns) const;
     std::int64_t attached_history_start_ns() const;
     void set_attached_history(std::size_t rows_per_checkpoint, std::size_t checkpoints);
-    std::size_t attached_rows_kept() const { return attached_rows_.size(); }
+    std::size_t attached_rows_kept() const;
 
     // A live attach keeps its own state, from the very batches its rows are
     // written from (attach::AttachSession::state()), and hands copies over
@@ -213,9 +213,10 @@ private:
     void apply_block_event(const events::EngineEvent& event);
     void add_counter(Counter which, std::int64_t t_ns, double value);
     void apply_attached(const events::EngineEvent& event);
-    // Keeps `state` as the checkpoint after attached_rows_[0, row); drops
-    // the oldest checkpoint and the rows only it needed beyond the limit.
-    void add_attached_checkpoint(std::size_t row,
+    // Keeps `state` as the checkpoint after the first `row` attached rows;
+    // beyond the limit, drops the oldest checkpoint and (a few per row
+    // appended) the rows only it needed.
+    void add_attached_checkpoint(std::uint64_t row,
                                  std::shared_ptr<const attach::AttachedState> state);
     void install_attached_snapshot(AttachedSnapshot snapshot);
 
@@ -246,15 +247,24 @@ private:
         attached_copy_; // of attached_, until it changes
     bool following_snapshots_ = false;
     std::shared_ptr<const attach::AttachedState> followed_; // the newest snapshot installed
-    std::deque<AttachedSnapshot> pending_snapshots_; // their rows not all appended yet
-    std::uint64_t attached_rows_seen_ = 0;           // every attached row appended
+    std::deque<AttachedSnapshot> pending_snapshots_;        // their rows not all appended yet
+    // Attached rows are numbered from 0 in the order appended.
+    std::uint64_t attached_rows_seen_ = 0; // every attached row appended
     struct AttachedCheckpoint {
         std::int64_t t_ns = 0; // the time of the last row it includes
-        std::size_t row = 0;   // attached_rows_[row] is the first row after it
+        std::uint64_t row = 0; // the number of the first row after it
         std::shared_ptr<const attach::AttachedState> state;
     };
     std::deque<AttachedCheckpoint> attached_checkpoints_;
-    std::vector<events::EngineEvent> attached_rows_; // since the oldest checkpoint
+    // Rows from attached_rows_base_ on: since the oldest checkpoint, and
+    // those before attached_trim_to_ that go a few per row appended (a
+    // hundred thousand dropped at once stalled the window).
+    std::deque<events::EngineEvent> attached_rows_;
+    std::uint64_t attached_rows_base_ = 0;
+    std::uint64_t attached_trim_to_ = 0;
+    const events::EngineEvent& attached_row(std::uint64_t row) const {
+        return attached_rows_[static_cast<std::size_t>(row - attached_rows_base_)];
+    }
     bool attached_history_dropped_ = false;
     std::size_t attached_rows_per_checkpoint_ = 100'000;
     std::size_t attached_checkpoints_kept_ = 4;

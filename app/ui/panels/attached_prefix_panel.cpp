@@ -95,11 +95,19 @@ void AttachedPrefixPanel::show_forest(AttachedForestModel::Forest forest) {
     }
     const bool first = model_->nodes().empty();
     model_->set_forest(std::move(forest));
-    for (int i = 0; i < static_cast<int>(model_->nodes().size()); ++i) {
-        const ForestNode& node = model_->nodes()[static_cast<std::size_t>(i)];
-        // Tiers open the first time, so the trees show at once.
-        if (expanded.contains(node.key) || (first && node.parent < 0)) {
-            tree_->setExpanded(model_->index_of(i), true);
+    // Down from the tiers, into the rows that were open only.
+    open.push_back(QModelIndex());
+    while (!open.empty()) {
+        const QModelIndex parent = open.back();
+        open.pop_back();
+        for (int row = 0; row < model_->rowCount(parent); ++row) {
+            const QModelIndex child = model_->index(row, 0, parent);
+            // Tiers open the first time, so the trees show at once.
+            if (expanded.contains(child.data(AttachedForestModel::key_role).toString()) ||
+                (first && !parent.isValid())) {
+                tree_->setExpanded(child, true);
+                open.push_back(child);
+            }
         }
     }
 }

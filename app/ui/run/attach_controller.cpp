@@ -1,5 +1,6 @@
 #include "app/ui/run/attach_controller.h"
 
+#include "app/ui/views/free_on_worker.h"
 #include "engine/events/tee_sink.h"
 #include "profiler/attach/attach_session.h"
 #include "profiler/recorder.h"
@@ -225,8 +226,9 @@ void AttachController::run(AttachSettings settings,
         std::int64_t snapshot_rows = -1; // rows emitted at the last snapshot
         const auto snapshot = [&] {
             const auto begin = std::chrono::steady_clock::now();
+            // Freed on a worker too: the window's thread drops them.
             StateSnapshot copy{static_cast<std::uint64_t>(session.events_emitted()),
-                               std::make_shared<const attach::AttachedState>(session.state())};
+                               make_shared_freed_on_worker(session.state())};
             snapshot_rows = session.events_emitted();
             const auto end = std::chrono::steady_clock::now();
             next_snapshot = end + std::max<std::chrono::steady_clock::duration>(
