@@ -114,6 +114,18 @@ int run(const Options& o, int argc, char** argv) {
         return static_cast<qint64>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
     };
     qint64 last_cpu_ns = thread_cpu_ns();
+    // The thread's time waiting for a core (the kernel's schedstat).
+    const auto runqueue_wait_ns = [] {
+        std::ifstream in("/proc/thread-self/schedstat");
+        long long on_cpu = 0;
+        long long waiting = 0;
+        in >> on_cpu >> waiting;
+        return static_cast<qint64>(waiting);
+    };
+    qint64 last_wait_ns = runqueue_wait_ns();
+    double late_ms = 0;         // over all stretches later than 16 ms:
+    double late_work_ms = 0;    // the window's work in them
+    double late_waiting_ms = 0; // and its waiting for a core
     std::vector<std::int64_t> rss;
     QElapsedTimer clock;
     clock.start();
@@ -125,16 +137,23 @@ int run(const Options& o, int argc, char** argv) {
     QObject::connect(&probe, &QTimer::timeout, [&] {
         const qint64 now = clock.nsecsElapsed();
         const qint64 cpu = thread_cpu_ns();
+        const qint64 wait = runqueue_wait_ns();
         if (static_cast<double>(now) > o.warmup_s * 1e9) {
             const double stall = static_cast<double>(now - last_ns) / 1e6;
             stalls_ms.push_back(stall);
             work_ms.push_back(static_cast<double>(cpu - last_cpu_ns) / 1e6);
+            if (stall > 16) {
+                late_ms += stall;
+                late_work_ms += work_ms.back();
+                late_waiting_ms += static_cast<double>(wait - last_wait_ns) / 1e6;
+            }
             if (stall > worst_ms) {
                 worst_ms = stall;
                 worst_at_s = static_cast<double>(now) / 1e9;
             }
         }
         last_cpu_ns = cpu;
+        last_wait_ns = wait;
         if (now >= next_rss_ns) {
             rss.push_back(rss_kib());
             next_rss_ns = now + 1'000'000'000;
@@ -146,8 +165,10 @@ int run(const Options& o, int argc, char** argv) {
         probe.stop();
         window.attacher()->stop();
     });
+    // Waiting for events, not spinning: the window's thread's CPU time is
+    // then the window's work.
     while (probe.isActive() || window.attacher()->running()) {
-        QApplication::processEvents(QEventLoop::AllEvents, 50);
+        QApplication::processEvents(QEventLoop::AllEvents | QEventLoop::WaitForMoreEvents);
     }
     QApplication::processEvents(); // the finished() signal and the last events
 
@@ -187,6 +208,11 @@ int run(const Options& o, int argc, char** argv) {
     for (const double w : work_ms) {
         work_total_ms += w;
     }
+    std::printf("| stretches over 16 ms: the window's work / waiting for a core / the rest | "
+                "%.0f%% / %.0f%% / %.0f%% |\n",
+                100.0 * late_work_ms / std::max(late_ms, 1e-9),
+                100.0 * late_waiting_ms / std::max(late_ms, 1e-9),
+                100.0 * (late_ms - late_work_ms - late_waiting_ms) / std::max(late_ms, 1e-9));
     std::printf("| window thread's share of a core while watched | %.0f%% |\n",
                 100.0 * work_total_ms / (o.duration_s * 1e3));
     std::printf("| window thread's CPU time at a stretch, ms: median / p99 / p99.9 / max | %.2f / "

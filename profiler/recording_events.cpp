@@ -117,6 +117,8 @@ void read_nvtx(sqlite3* db, RunStore& store) {
 void load_recording(const std::filesystem::path& path, RunStore& store,
                     const LoadProgress& progress) {
     const ReadOnlyRecording recording(path);
+    // A replay scrubs the whole run, not the last moments a live window keeps.
+    store.keep_whole_attached_history();
     read_events(recording.db(), path.string(), store, progress);
     read_kernels(recording.db(), store);
     read_nvtx(recording.db(), store);

@@ -423,6 +423,10 @@ void RunStore::set_attached_history(std::size_t rows_per_checkpoint, std::size_t
     attached_checkpoints_kept_ = std::max<std::size_t>(checkpoints, 1);
 }
 
+void RunStore::keep_whole_attached_history() {
+    attached_history_whole_ = true;
+}
+
 std::int64_t RunStore::attached_history_start_ns() const {
     return attached_history_dropped_ ? attached_checkpoints_.front().t_ns : start_ns_;
 }
@@ -481,7 +485,15 @@ void RunStore::add_attached_checkpoint(std::uint64_t row,
                                        std::shared_ptr<const attach::AttachedState> state) {
     const std::int64_t t_ns = row > attached_rows_base_ ? attached_row(row - 1).time_ns : start_ns_;
     attached_checkpoints_.push_back({t_ns, row, std::move(state)});
-    if (attached_checkpoints_.size() > attached_checkpoints_kept_) {
+    if (attached_history_whole_ && attached_checkpoints_.size() > attached_checkpoints_kept_) {
+        // Checkpoints every N rows become every 2N: the 2nd, 4th, ... stay.
+        std::deque<AttachedCheckpoint> thinned;
+        for (std::size_t i = 1; i < attached_checkpoints_.size(); i += 2) {
+            thinned.push_back(std::move(attached_checkpoints_[i]));
+        }
+        attached_checkpoints_ = std::move(thinned);
+        attached_rows_per_checkpoint_ *= 2;
+    } else if (attached_checkpoints_.size() > attached_checkpoints_kept_) {
         // The oldest checkpoint goes, and the rows only it needed.
         attached_checkpoints_.pop_front();
         attached_trim_to_ = attached_checkpoints_.front().row;

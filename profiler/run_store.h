@@ -179,6 +179,11 @@ public:
     std::shared_ptr<const attach::AttachedState> attached_at(std::int64_t t_ns) const;
     std::int64_t attached_history_start_ns() const;
     void set_attached_history(std::size_t rows_per_checkpoint, std::size_t checkpoints);
+    // A recording's replay (load_recording): every row is kept and the
+    // history reaches back to the start; past `checkpoints` checkpoints,
+    // every other one goes and their spacing doubles, so memory for states
+    // stays bounded while scrubbing costs at most one spacing of rows.
+    void keep_whole_attached_history();
     std::size_t attached_rows_kept() const;
 
     // A live attach keeps its own state, from the very batches its rows are
@@ -266,6 +271,7 @@ private:
         return attached_rows_[static_cast<std::size_t>(row - attached_rows_base_)];
     }
     bool attached_history_dropped_ = false;
+    bool attached_history_whole_ = false;
     std::size_t attached_rows_per_checkpoint_ = 100'000;
     std::size_t attached_checkpoints_kept_ = 4;
     std::int64_t attached_sampled_ns_ = -1; // last attached_resident sample

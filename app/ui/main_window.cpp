@@ -15,6 +15,7 @@
 #include "app/ui/run/teaching_presets.h"
 #include "app/ui/views/attached_blocks_view.h"
 #include "app/ui/views/block_map_view.h"
+#include "app/ui/views/free_on_worker.h"
 #include "app/ui/views/occupancy_chart.h"
 #include "app/ui/views/prefix_view.h"
 #include "app/ui/views/timeline_view.h"
@@ -24,6 +25,7 @@
 #include "profiler/recording_events.h"
 
 #include <limits>
+#include <utility>
 
 #include <QAction>
 #include <QApplication>
@@ -56,7 +58,7 @@ constexpr int kFrameMs = 100;
 // stretch of work stays well inside the 16 ms of a 60 Hz display however
 // fast events come. A frame applies a shorter slice before refreshing the
 // views, which take several milliseconds of their own.
-constexpr std::chrono::milliseconds kDrainBudget{5};
+constexpr std::chrono::milliseconds kDrainBudget{4};
 constexpr std::chrono::milliseconds kFrameDrainBudget{2};
 // The attached views' time for "the newest state, whatever comes".
 constexpr qint64 kNow = std::numeric_limits<qint64>::max();
@@ -307,7 +309,9 @@ void MainWindow::set_store(std::shared_ptr<profiler::RunStore> store, Mode mode)
     requests_->set_store(raw);
     prefix_->set_store(raw);
     kernels_->set_store(raw);
-    store_ = std::move(store);
+    // A long attach's store holds a million rows and several copies of its
+    // engines' blocks: freeing it here froze the window for a second.
+    free_on_worker(std::exchange(store_, std::move(store)));
     mode_ = mode;
     const bool live = mode == Mode::live;
     replay_bar_->set_range(raw ? raw->start_ns() : 0, raw ? raw->end_ns() : 0);

@@ -199,10 +199,19 @@ void TestRunStore::attached_history_is_bounded_and_scrubs_exactly() {
     everything.set_attached_history(std::size_t{1} << 30, 1);
     RunStore bounded;
     bounded.set_attached_history(25, 3);
+    RunStore whole; // a recording's replay: thinned checkpoints, every row
+    whole.set_attached_history(25, 3);
+    whole.keep_whole_attached_history();
     for (const EngineEvent& row : rows) {
         everything.append(row);
         bounded.append(row);
+        whole.append(row);
         QVERIFY(bounded.attached_rows_kept() <= 4 * 25);
+    }
+    QCOMPARE(whole.attached_rows_kept(), rows.size());
+    QCOMPARE(whole.attached_history_start_ns(), everything.attached_history_start_ns());
+    for (const std::int64_t t : times) {
+        QCOMPARE(resident_lines(*whole.attached_at(t)), resident_lines(*everything.attached_at(t)));
     }
     QCOMPARE(everything.attached_rows_kept(), rows.size());
     const std::int64_t start = bounded.attached_history_start_ns();
