@@ -11,6 +11,8 @@
 // the owner's thread; once the owner is gone they are dropped.
 #pragma once
 
+#include "app/ui/views/view_workers.h"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -21,7 +23,6 @@
 #include <QElapsedTimer>
 #include <QMetaObject>
 #include <QObject>
-#include <QThreadPool>
 
 namespace kvscope::ui {
 
@@ -79,24 +80,29 @@ private:
     };
 
     void start(Build build, std::uint64_t generation) {
+        QThreadPool* pool = view_workers();
+        if (pool == nullptr) { // no application: nothing to keep responsive
+            delivered_ = generation;
+            deliver_(build(), 0);
+            return;
+        }
         running_ = true;
-        QThreadPool::globalInstance()->start(
-            [link = link_, build = std::move(build), generation, self = this] {
-                QElapsedTimer timer;
-                timer.start();
-                auto built = std::make_shared<Built>(Built{build(), 0});
-                built->cost_ms = timer.elapsed();
-                const std::lock_guard lock(link->mutex);
-                if (link->owner == nullptr) {
-                    return; // the view is gone
-                }
-                // Runs on the owner's thread; dropped with the owner if it
-                // goes first (its posted events go with it), and `self` is a
-                // member of the owner, alive as long as it is.
-                QMetaObject::invokeMethod(
-                    link->owner, [self, built, generation] { self->finished(generation, built); },
-                    Qt::QueuedConnection);
-            });
+        pool->start([link = link_, build = std::move(build), generation, self = this] {
+            QElapsedTimer timer;
+            timer.start();
+            auto built = std::make_shared<Built>(Built{build(), 0});
+            built->cost_ms = timer.elapsed();
+            const std::lock_guard lock(link->mutex);
+            if (link->owner == nullptr) {
+                return; // the view is gone
+            }
+            // Runs on the owner's thread; dropped with the owner if it
+            // goes first (its posted events go with it), and `self` is a
+            // member of the owner, alive as long as it is.
+            QMetaObject::invokeMethod(
+                link->owner, [self, built, generation] { self->finished(generation, built); },
+                Qt::QueuedConnection);
+        });
     }
 
     void finished(std::uint64_t generation, const std::shared_ptr<Built>& built) {

@@ -1,37 +1,40 @@
 // Frees on a worker thread what takes long to free: a copy of an attached
-// engine's 160,000 resident blocks, a forest of as many rows. The window's
-// thread drops such values several times a second while following an
-// attach, and freeing them there took tens of milliseconds each time.
+// engine's 160,000 resident blocks, a forest of as many rows, a long run's
+// store. The window's thread drops such values several times a second while
+// following an attach, and freeing them there took tens of milliseconds
+// each time. Elsewhere than the window's thread they are freed on the spot.
 #pragma once
+
+#include "app/ui/views/view_workers.h"
 
 #include <memory>
 #include <utility>
 
-#include <QCoreApplication>
-#include <QThreadPool>
+#include <QThread>
 
 namespace kvscope::ui {
 
-// Destroys `value` on the global thread pool (here, when no application runs).
+inline bool on_window_thread() {
+    return QCoreApplication::instance() != nullptr &&
+           QThread::currentThread() == QCoreApplication::instance()->thread();
+}
+
+// Destroys `value` on a view worker when called on the window's thread.
 template <class T>
 void free_on_worker(T value) {
-    if (QCoreApplication::instance() == nullptr) {
+    if (!on_window_thread()) {
         return; // `value` goes here
     }
     auto held = std::make_shared<T>(std::move(value));
-    QThreadPool::globalInstance()->start([held = std::move(held)]() mutable { held.reset(); });
+    view_workers()->start([held = std::move(held)]() mutable { held.reset(); });
 }
 
-// A shared, immutable value whose last owner, on whatever thread, has it
-// freed on a worker.
+// A shared, immutable value freed as free_on_worker() frees, wherever its
+// last owner lets go of it.
 template <class T>
 std::shared_ptr<const T> make_shared_freed_on_worker(T value) {
     return std::shared_ptr<const T>(new T(std::move(value)), [](const T* gone) {
-        std::unique_ptr<const T> owned(gone);
-        if (QCoreApplication::instance() != nullptr) {
-            QThreadPool::globalInstance()->start(
-                [owned = std::shared_ptr<const T>(std::move(owned))]() mutable { owned.reset(); });
-        }
+        free_on_worker(std::unique_ptr<const T>(gone));
     });
 }
 
