@@ -71,19 +71,23 @@ std::vector<std::int64_t> TrtllmEventSource::blocks_per_cache_level() const {
 
 void TrtllmEventSource::accept(KvEventBatch batch) {
     const std::uint64_t sequence = batch.sequence;
-    if (last_sequence_) {
-        if (sequence <= *last_sequence_) {
+    const std::int64_t rank = batch.rank.value_or(0);
+    if (const auto last = last_sequence_.find(rank); last != last_sequence_.end()) {
+        if (sequence <= last->second) {
             // The server began counting again: what it said before is void.
+            // Every rank counts again from here (their own restarts would
+            // otherwise clear what the first rank has said since).
             ++counts_.restarts;
             restart_pending_ = true;
-        } else if (sequence > *last_sequence_ + 1) {
+            last_sequence_.clear();
+        } else if (sequence > last->second + 1) {
             // Events the server dropped (its event buffer is bounded) or a
             // reply lost on the way: no one can give them to us now.
             ++counts_.gaps;
-            counts_.lost += static_cast<std::int64_t>(sequence - *last_sequence_ - 1);
+            counts_.lost += static_cast<std::int64_t>(sequence - last->second - 1);
         }
     }
-    last_sequence_ = sequence;
+    last_sequence_[rank] = sequence;
     for (const KvEvent& event : batch.events) {
         counts_.clears += std::holds_alternative<AllCleared>(event) ? 1 : 0;
     }

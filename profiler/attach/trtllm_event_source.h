@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -63,7 +64,10 @@ private:
     std::atomic<bool> stop_{false};
     std::deque<SourceBatch> queue_;
     SourceCounts counts_;
-    std::optional<std::uint64_t> last_sequence_;
+    // The last event_id per attention-DP rank: with attention data
+    // parallelism trtllm-serve gathers every rank's events into one reply,
+    // each rank counting its own from 0.
+    std::map<std::int64_t, std::uint64_t> last_sequence_;
     bool restart_pending_ = false;
     std::int64_t lost_flagged_ = 0; // counts_.lost when a batch last carried after_loss
     std::vector<std::int64_t> blocks_per_cache_level_;

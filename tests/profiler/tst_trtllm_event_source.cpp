@@ -25,8 +25,11 @@ using namespace std::chrono_literals;
 namespace {
 
 // A stored event of one block of two tokens (parent: none or a hash).
-std::string stored(int id, int hash, const char* parent = "null", int level = 0) {
+// `rank` >= 0: the attention-DP rank that sent it (trtllm-serve gathers
+// every rank's events, each rank counting its own ids).
+std::string stored(int id, int hash, const char* parent = "null", int level = 0, int rank = -1) {
     return R"({"event_id": )" + std::to_string(id) +
+           (rank >= 0 ? R"(, "attention_dp_rank": )" + std::to_string(rank) : std::string()) +
            R"(, "window_size": 4096, "data": {"type": "stored", "parent_hash": )" + parent +
            R"(, "blocks": [{"type": "stored_block", "block_hash": )" + std::to_string(hash) +
            R"(, "tokens": [{"type": "unique_token", "token_id": 5, "token_extra_id": 0},)"
@@ -146,6 +149,52 @@ private slots:
             resident += tier.resident_blocks;
         }
         QCOMPARE(resident, std::int64_t{1});
+    }
+
+    // With attention data parallelism one reply holds every rank's events,
+    // each rank numbering its own from 0: interleaved ids are neither
+    // restarts nor gaps; a gap is a rank's own; a server restart (every rank
+    // from 0 again) is one restart, clearing once.
+    void attentionDpRanksCountApart() {
+        test::HttpServer server;
+        server.set("/kv_cache_events", json_reply("[]"));
+        server.push("/kv_cache_events",
+                    json_reply("[" + stored(0, 11, "null", 0, 0) + "," +
+                               stored(0, 31, "null", 0, 1) + "," + stored(1, 12, "11", 0, 0) + "," +
+                               stored(1, 32, "31", 0, 1) + "]"));
+        AttachSession session(trtllm_options(server.url("")), nullptr);
+        QVERIFY(poll_until(session, [&] {
+            return session.state().source(0) != nullptr &&
+                   session.state().source(0)->blocks.size() == 4;
+        }));
+        SourceCounts counts = session.sources()[0]->counts();
+        QCOMPARE(counts.restarts, std::int64_t{0});
+        QCOMPARE(counts.gaps, std::int64_t{0});
+        QVERIFY(session.state().source(0)->blocks.find({1, "GPU"}, BlockHash::from_int(32)) !=
+                nullptr);
+
+        // Rank 1 skips its id 2: one lost, on that rank's count.
+        server.push("/kv_cache_events", json_reply("[" + stored(2, 13, "12", 0, 0) + "," +
+                                                   stored(3, 33, "32", 0, 1) + "]"));
+        QVERIFY(poll_until(session, [&] { return session.sources()[0]->counts().events >= 6; }));
+        counts = session.sources()[0]->counts();
+        QCOMPARE(counts.gaps, std::int64_t{1});
+        QCOMPARE(counts.lost, std::int64_t{1});
+
+        // The server restarted: both ranks from 0 again. One restart; what
+        // both ranks said since it stays.
+        server.push("/kv_cache_events", json_reply("[" + stored(0, 41, "null", 0, 0) + "," +
+                                                   stored(0, 51, "null", 0, 1) + "," +
+                                                   stored(1, 42, "41", 0, 0) + "]"));
+        QVERIFY(poll_until(session, [&] {
+            const AttachedState::Source* source = session.state().source(0);
+            return source->blocks.find({0, "GPU"}, BlockHash::from_int(42)) != nullptr;
+        }));
+        counts = session.sources()[0]->counts();
+        QCOMPARE(counts.restarts, std::int64_t{1});
+        QCOMPARE(session.state().source(0)->blocks.size(), std::size_t{3});
+        QVERIFY(session.state().source(0)->blocks.find({1, "GPU"}, BlockHash::from_int(51)) !=
+                nullptr);
     }
 
     // A session that stops taking never grows the queue past its bound: the
