@@ -17,6 +17,7 @@
 // subscriber never blocks or slows them: what it misses shows up here as
 // sequence gaps, counted lost.
 #include "bench/attach_workload.h"
+#include "bench/process_stats.h"
 #include "bench/publisher_process.h"
 #include "profiler/attach/attach_session.h"
 #include "profiler/recorder.h"
@@ -165,23 +166,6 @@ double cpu_seconds(const rusage& u) {
            static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-double thread_cpu_seconds() {
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
-}
-
-std::int64_t rss_kib() {
-    std::ifstream status("/proc/self/status");
-    std::string line;
-    while (std::getline(status, line)) {
-        if (line.rfind("VmRSS:", 0) == 0) {
-            return std::stoll(line.substr(6));
-        }
-    }
-    return -1;
-}
-
 struct RssSample {
     double t = 0;
     std::int64_t kib = 0;
@@ -197,6 +181,8 @@ bench::PublisherProcess start_publishers(const Options& o) {
 }
 
 using bench::read_line;
+using bench::rss_kib;
+using bench::thread_cpu_seconds;
 
 struct Result {
     // publisher side

@@ -14,19 +14,20 @@
 // the throughput benchmark.
 #include "app/ui/main_window.h"
 #include "app/ui/run/attach_controller.h"
+#include "bench/process_stats.h"
 #include "bench/publisher_process.h"
 #include "profiler/run_store.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <sys/wait.h>
-#include <time.h>
 #include <vector>
 
 #include <QApplication>
@@ -44,17 +45,6 @@ struct Options {
     double warmup_s = 2; // connecting and the first frames: not counted
     std::size_t resident = 20'000;
 };
-
-std::int64_t rss_kib() {
-    std::ifstream status("/proc/self/status");
-    std::string line;
-    while (std::getline(status, line)) {
-        if (line.rfind("VmRSS:", 0) == 0) {
-            return std::stoll(line.substr(6));
-        }
-    }
-    return -1;
-}
 
 double percentile(std::vector<double> values, double p) {
     if (values.empty()) {
@@ -109,9 +99,7 @@ int run(const Options& o, int argc, char** argv) {
     double worst_at_s = 0;
     double worst_ms = 0;
     const auto thread_cpu_ns = [] {
-        timespec t{};
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-        return static_cast<qint64>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+        return static_cast<qint64>(std::llround(bench::thread_cpu_seconds() * 1e9));
     };
     qint64 last_cpu_ns = thread_cpu_ns();
     // The thread's time waiting for a core (the kernel's schedstat).
@@ -155,7 +143,7 @@ int run(const Options& o, int argc, char** argv) {
         last_cpu_ns = cpu;
         last_wait_ns = wait;
         if (now >= next_rss_ns) {
-            rss.push_back(rss_kib());
+            rss.push_back(bench::rss_kib());
             next_rss_ns = now + 1'000'000'000;
         }
         last_ns = now;

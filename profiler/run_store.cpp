@@ -425,6 +425,8 @@ void RunStore::set_attached_history(std::size_t rows_per_checkpoint, std::size_t
 
 void RunStore::keep_whole_attached_history() {
     attached_history_whole_ = true;
+    // More copies than live: a recording's spacing grows with its length.
+    attached_checkpoints_kept_ = std::max<std::size_t>(attached_checkpoints_kept_, 8);
 }
 
 std::int64_t RunStore::attached_history_start_ns() const {
@@ -460,6 +462,10 @@ void RunStore::add_attached_snapshot(std::uint64_t rows,
     AttachedSnapshot snapshot{rows, std::move(state)};
     if (rows <= attached_rows_seen_) {
         install_attached_snapshot(std::move(snapshot));
+        // Its rows came first: the residency track ends on it now.
+        if (!attached_rows_.empty()) {
+            sample_attached_resident(attached_rows_.back().time_ns);
+        }
     } else {
         // A window behind its rows: only the newest waiting snapshot matters
         // for what is shown; older ones would be shown for a moment each.
@@ -502,8 +508,7 @@ void RunStore::add_attached_checkpoint(std::uint64_t row,
 }
 
 std::size_t RunStore::attached_rows_kept() const {
-    return static_cast<std::size_t>(attached_rows_seen_ -
-                                    std::max(attached_rows_base_, attached_trim_to_));
+    return attached_rows_.size();
 }
 
 void RunStore::apply_attached(const EngineEvent& event) {
@@ -553,20 +558,21 @@ void RunStore::apply_attached(const EngineEvent& event) {
     churn_stored_ += event.kind == EventKind::attached_block_stored ? 1 : 0;
     churn_removed_ += event.kind == EventKind::attached_block_removed ? 1 : 0;
 
+    sample_attached_resident(t);
+}
+
+void RunStore::sample_attached_resident(std::int64_t t) {
     // At most one residency sample per kAttachedSampleNs: within it, the
-    // last sample moves to this row and takes its value, so the track always
-    // ends on the latest state.
-    std::size_t resident = 0;
-    for (const auto& [id, source] : attached().sources()) {
-        resident += source.blocks.size();
-    }
+    // last sample moves to this time and takes its value, so the track
+    // always ends on the latest state.
+    const auto resident = static_cast<double>(attached().resident_blocks());
     CounterTrack& track = counters_[static_cast<std::size_t>(Counter::attached_resident)];
     if (attached_sampled_ns_ >= 0 && t < attached_sampled_ns_ + kAttachedSampleNs &&
         !track.t_ns.empty()) {
         track.t_ns.back() = t;
-        track.values.back() = static_cast<double>(resident);
+        track.values.back() = resident;
     } else {
-        add_counter(Counter::attached_resident, t, static_cast<double>(resident));
+        add_counter(Counter::attached_resident, t, resident);
         attached_sampled_ns_ = t;
     }
 }
@@ -590,15 +596,24 @@ std::shared_ptr<const attach::AttachedState> RunStore::attached_at(std::int64_t 
         t_ns = from->t_ns; // and the rest of the rows stamped with its time
     }
     std::uint64_t row = from != nullptr ? from->row : attached_rows_base_;
-    const std::uint64_t end = attached_rows_seen_;
-    if (from != nullptr && (row == end || attached_row(row).time_ns > t_ns)) {
-        return from->state; // nothing to add: shared, not copied
+    std::shared_ptr<const attach::AttachedState> start =
+        from != nullptr ? from->state : std::make_shared<const attach::AttachedState>();
+    // Playing a replay forward steps on from the last moment asked for, not
+    // from the checkpoint again (their spacing grows with a recording).
+    const AttachedMoment& last = attached_moment_;
+    if (last.state && last.t_ns <= t_ns && last.row >= row && last.row >= attached_rows_base_) {
+        row = last.row;
+        start = last.state;
     }
-    auto state = from != nullptr ? std::make_shared<attach::AttachedState>(*from->state)
-                                 : std::make_shared<attach::AttachedState>();
+    const std::uint64_t end = attached_rows_seen_;
+    if (row == end || attached_row(row).time_ns > t_ns) {
+        return start; // nothing to add: shared, not copied
+    }
+    auto state = std::make_shared<attach::AttachedState>(*start);
     for (; row < end && attached_row(row).time_ns <= t_ns; ++row) {
         state->apply(attached_row(row));
     }
+    attached_moment_ = {t_ns, row, state};
     return state;
 }
 

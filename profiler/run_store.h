@@ -174,6 +174,10 @@ public:
     // (a checkpoint) every `rows_per_checkpoint` rows, the newest
     // `checkpoints` of them, and the rows since the oldest. A moment before
     // attached_history_start_ns() shows the oldest state kept.
+    //
+    // When following snapshots (below), "now" is the newest snapshot shown.
+    // attached_shared() and attached_at() keep copies they made (the state
+    // while unchanged, the last moment asked for): call them from one thread.
     const attach::AttachedState& attached() const;
     std::shared_ptr<const attach::AttachedState> attached_shared() const;
     std::shared_ptr<const attach::AttachedState> attached_at(std::int64_t t_ns) const;
@@ -183,6 +187,8 @@ public:
     // history reaches back to the start; past `checkpoints` checkpoints,
     // every other one goes and their spacing doubles, so memory for states
     // stays bounded while scrubbing costs at most one spacing of rows.
+    // At least 8 checkpoints are kept then; playing forward steps on from the
+    // last moment asked for.
     void keep_whole_attached_history();
     std::size_t attached_rows_kept() const;
 
@@ -221,6 +227,7 @@ private:
     // Keeps `state` as the checkpoint after the first `row` attached rows;
     // beyond the limit, drops the oldest checkpoint and (a few per row
     // appended) the rows only it needed.
+    void sample_attached_resident(std::int64_t t_ns);
     void add_attached_checkpoint(std::uint64_t row,
                                  std::shared_ptr<const attach::AttachedState> state);
     void install_attached_snapshot(AttachedSnapshot snapshot);
@@ -253,6 +260,12 @@ private:
     bool following_snapshots_ = false;
     std::shared_ptr<const attach::AttachedState> followed_; // the newest snapshot installed
     std::deque<AttachedSnapshot> pending_snapshots_;        // their rows not all appended yet
+    struct AttachedMoment {
+        std::int64_t t_ns = 0;
+        std::uint64_t row = 0; // the first row after it
+        std::shared_ptr<const attach::AttachedState> state;
+    };
+    mutable AttachedMoment attached_moment_; // the last attached_at() built
     // Attached rows are numbered from 0 in the order appended.
     std::uint64_t attached_rows_seen_ = 0; // every attached row appended
     struct AttachedCheckpoint {

@@ -15,7 +15,7 @@
 #include "app/ui/run/teaching_presets.h"
 #include "app/ui/views/attached_blocks_view.h"
 #include "app/ui/views/block_map_view.h"
-#include "app/ui/views/free_on_worker.h"
+#include "app/ui/workers/free_on_worker.h"
 #include "app/ui/views/occupancy_chart.h"
 #include "app/ui/views/prefix_view.h"
 #include "app/ui/views/timeline_view.h"

@@ -453,6 +453,14 @@ void AttachedState::apply(std::int64_t source, const SourceBatch& source_batch,
     }
 }
 
+std::size_t AttachedState::resident_blocks() const {
+    std::size_t blocks = 0;
+    for (const auto& [id, source] : sources_) {
+        blocks += source.blocks.size();
+    }
+    return blocks;
+}
+
 bool is_attached_kind(events::EventKind kind) {
     using events::EventKind;
     switch (kind) {

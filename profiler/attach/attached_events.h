@@ -95,6 +95,8 @@ public:
     const std::map<std::int64_t, Source>& sources() const { return sources_; }
     const Source* source(std::int64_t id) const;
     bool empty() const { return sources_.empty(); }
+    // Blocks resident over every source and tier.
+    std::size_t resident_blocks() const;
 
 private:
     Source& at(std::int64_t id);

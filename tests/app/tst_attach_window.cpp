@@ -16,6 +16,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/support/http_server.h"
 #include "tests/support/kv_event_publisher.h"
+#include "tests/support/metrics_pages.h"
 #include "tests/support/tiny_model.h"
 
 #include <fstream>
@@ -40,18 +41,6 @@ using test::kv_event_payload;
 using test::KvEventPublisher;
 using test::PublishedRemoved;
 using test::PublishedStored;
-
-namespace {
-
-// vLLM's own /metrics page, as prometheus_client wrote it (tests/profiler/data).
-std::string metrics_page() {
-    std::ifstream in(KVSCOPE_SOURCE_DIR "/tests/profiler/data/metrics/vllm.prom");
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
-
-} // namespace
 
 class TestAttachWindow : public QObject {
     Q_OBJECT
@@ -148,7 +137,7 @@ private slots:
         settings.tokenizer_path = tiny_model_path();
         // The engine's metrics too, as the dialog passes them.
         test::HttpServer metrics;
-        metrics.set("/metrics", {200, metrics_page()});
+        metrics.set("/metrics", {200, kvscope::test::metrics_page()});
         settings.metrics_urls = {QString::fromStdString(metrics.url("/metrics"))};
         window.start_attach(settings);
         QVERIFY(window.attacher()->running());

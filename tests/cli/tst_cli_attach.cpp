@@ -7,6 +7,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/support/http_server.h"
 #include "tests/support/kv_event_publisher.h"
+#include "tests/support/metrics_pages.h"
 #include "tests/support/run_process.h"
 #include "tests/support/tiny_model.h"
 
@@ -36,13 +37,6 @@ QStringList attach_args(const KvEventPublisher& publisher) {
     return {"attach",   QString::fromStdString(publisher.endpoint),
             "--replay", QString::fromStdString(publisher.replay_endpoint),
             "--topic",  "kv-events"};
-}
-
-std::string metrics_page() {
-    std::ifstream in(KVSCOPE_SOURCE_DIR "/tests/profiler/data/metrics/vllm.prom");
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
 }
 
 } // namespace
@@ -114,7 +108,7 @@ private slots:
 
     void metricsGiveUsageHitRateAndCapacity() {
         test::HttpServer server;
-        server.set("/metrics", {200, metrics_page()});
+        server.set("/metrics", {200, kvscope::test::metrics_page()});
         KvEventPublisher publisher(context_);
         const QString url = QString::fromStdString(server.url("/metrics"));
         const QString recording = dir_.filePath("metrics.sqlite");

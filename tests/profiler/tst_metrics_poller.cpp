@@ -10,6 +10,7 @@
 #include "profiler/sqlite_util.h"
 #include "tests/support/http_server.h"
 #include "tests/support/kv_event_publisher.h"
+#include "tests/support/metrics_pages.h"
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -27,14 +28,6 @@ using test::KvEventPublisher;
 using test::PublishedStored;
 
 namespace {
-
-std::string fixture(const char* name) {
-    std::ifstream in(std::string(KVSCOPE_SOURCE_DIR) + "/tests/profiler/data/metrics/" + name,
-                     std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
 
 template <class Done>
 bool wait_until(Done done, std::chrono::milliseconds timeout = 5s) {
@@ -62,7 +55,7 @@ class TestMetricsPoller : public QObject {
 private slots:
     void pollsAndCountsFailuresWithReasons() {
         HttpServer server;
-        server.set("/metrics", {200, fixture("vllm.prom")});
+        server.set("/metrics", {200, kvscope::test::metrics_page("vllm.prom")});
         server.set("/garbage", {0, std::string("\x01\x02\xff not HTTP at all\r\n\r\n", 27), true});
         server.set("/html", {200, "<html><body>Not metrics</body></html>\n"});
         MetricsPollerOptions options;
@@ -106,7 +99,7 @@ private slots:
         QTemporaryDir dir;
         const std::string path = dir.filePath("metrics.sqlite").toStdString();
         HttpServer server;
-        server.set("/metrics", {200, fixture("vllm.prom")});
+        server.set("/metrics", {200, kvscope::test::metrics_page("vllm.prom")});
         KvEventPublisher publisher(context_);
         AttachOptions options;
         KvEventSourceOptions source;

@@ -5,6 +5,7 @@
 // JSON, and random bytes, which must never crash it.
 #include "profiler/attach/attached_metrics.h"
 #include "profiler/attach/prometheus_text.h"
+#include "tests/support/metrics_pages.h"
 
 #include <cmath>
 #include <fstream>
@@ -17,14 +18,6 @@ using namespace kvscope;
 using namespace kvscope::attach;
 
 namespace {
-
-std::string fixture(const char* name) {
-    std::ifstream in(std::string(KVSCOPE_SOURCE_DIR) + "/tests/profiler/data/metrics/" + name,
-                     std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
 
 const PrometheusSample* find(const PrometheusText& text, std::string_view name) {
     for (const PrometheusSample& s : text.samples) {
@@ -54,7 +47,7 @@ class TestPrometheusText : public QObject {
 
 private slots:
     void vllmPageFromPrometheusClient() {
-        const std::string page = fixture("vllm.prom");
+        const std::string page = kvscope::test::metrics_page("vllm.prom");
         QVERIFY(!page.empty());
         const PrometheusText text = parse_prometheus_text(page);
         QCOMPARE(text.bad_lines, std::int64_t{0});
@@ -93,8 +86,8 @@ private slots:
     }
 
     void twoEnginesSummed() {
-        const std::vector<MetricSample> kept =
-            kept_metrics(parse_prometheus_text(fixture("vllm_two_engines.prom")));
+        const std::vector<MetricSample> kept = kept_metrics(
+            parse_prometheus_text(kvscope::test::metrics_page("vllm_two_engines.prom")));
         MetricSeriesMap series;
         for (const MetricSample& s : kept) {
             add_metric(series, s, 1);
@@ -122,7 +115,8 @@ private slots:
     }
 
     void sglangPageWithNanAndInf() {
-        const PrometheusText text = parse_prometheus_text(fixture("sglang.prom"));
+        const PrometheusText text =
+            parse_prometheus_text(kvscope::test::metrics_page("sglang.prom"));
         QCOMPARE(text.bad_lines, std::int64_t{0});
         QVERIFY(std::isnan(find(text, "sglang:num_running_reqs")->value));
         QVERIFY(std::isinf(find(text, "sglang:gen_throughput")->value));
@@ -214,7 +208,7 @@ private slots:
         std::mt19937_64 random(15);
         // Bytes biased towards the grammar's, so the parser gets deep.
         const std::string alphabet = "ab_:{}=\",\\n# \t\r\n0123456789.eE+-InfNaTYPEHELP\x80\xff";
-        const std::string page = fixture("vllm_two_engines.prom");
+        const std::string page = kvscope::test::metrics_page("vllm_two_engines.prom");
         std::int64_t samples = 0;
         for (int round = 0; round < 20'000; ++round) {
             std::string text;

@@ -1,6 +1,6 @@
 #include "app/ui/models/attached_forest_model.h"
 
-#include "app/ui/views/free_on_worker.h"
+#include "app/ui/workers/free_on_worker.h"
 #include "profiler/attach/token_text.h"
 
 #include <cmath>

@@ -65,10 +65,7 @@ void AttachedPrefixPanel::rebuild() {
         store_ == nullptr             ? std::make_shared<const attach::AttachedState>()
         : time_ns_ < store_->end_ns() ? store_->attached_at(time_ns_)
                                       : store_->attached_shared();
-    std::size_t blocks = 0;
-    for (const auto& [id, source] : state->sources()) {
-        blocks += source.blocks.size();
-    }
+    const std::size_t blocks = state->resident_blocks();
     builds_.request(
         [state, tokenizer = tokenizer_] {
             return AttachedForestModel::build(*state, tokenizer.get());

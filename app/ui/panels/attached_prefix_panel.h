@@ -5,7 +5,7 @@
 #pragma once
 
 #include "app/ui/models/attached_forest_model.h"
-#include "app/ui/views/background_build.h"
+#include "app/ui/workers/background_build.h"
 #include "app/ui/views/rebuild_throttle.h"
 
 #include <limits>

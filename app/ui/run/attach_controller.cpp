@@ -1,6 +1,6 @@
 #include "app/ui/run/attach_controller.h"
 
-#include "app/ui/views/free_on_worker.h"
+#include "app/ui/workers/free_on_worker.h"
 #include "engine/events/tee_sink.h"
 #include "profiler/attach/attach_session.h"
 #include "profiler/recorder.h"
@@ -233,8 +233,10 @@ void AttachController::run(AttachSettings settings,
             const auto end = std::chrono::steady_clock::now();
             next_snapshot = end + std::max<std::chrono::steady_clock::duration>(
                                       kSnapshotInterval, kSnapshotCostFactor * (end - begin));
+            StateSnapshot evicted; // freed after unlocking: the window waits on this lock
             const std::lock_guard lock(queue_mutex_);
             if (snapshots_.size() >= kMaxSnapshotsWaiting) {
+                evicted = std::move(snapshots_.front());
                 snapshots_.erase(snapshots_.begin());
             }
             snapshots_.push_back(std::move(copy));

@@ -1,10 +1,12 @@
 #include "app/ui/views/attached_blocks_view.h"
 
 #include "app/ui/views/request_colors.h"
+#include "app/ui/workers/free_on_worker.h"
 #include "profiler/run_store.h"
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <QDateTime>
 #include <QHelpEvent>
@@ -31,7 +33,7 @@ QString short_hash(const attach::BlockHash& hash) {
 AttachedBlocksView::AttachedBlocksView(QWidget* parent)
     : QWidget(parent)
     , builds_(this, [this](Built built, qint64 cost_ms) {
-        state_ = std::move(built.state);
+        free_on_worker(std::exchange(state_, std::move(built.state)));
         sections_ = std::move(built.sections);
         live_rebuilds_.ran(cost_ms);
         lay_out();
@@ -61,8 +63,10 @@ void AttachedBlocksView::set_time_ns(qint64 t_ns) {
 }
 
 void AttachedBlocksView::refresh() {
-    // While a build runs, the next waits for its end (and its cost).
-    if (!showing_past_ && !builds_.busy() && live_rebuilds_.due()) {
+    // While a build runs, the next waits for its end (and its cost); a
+    // state already shown is not laid out again.
+    if (!showing_past_ && !builds_.busy() && live_rebuilds_.due() &&
+        (store_ == nullptr || store_->attached_shared() != state_)) {
         rebuild();
     }
 }
@@ -77,10 +81,7 @@ void AttachedBlocksView::rebuild() {
         store_ == nullptr ? std::make_shared<const attach::AttachedState>()
         : showing_past_   ? store_->attached_at(time_ns_)
                           : store_->attached_shared();
-    std::size_t blocks = 0;
-    for (const auto& [id, source] : state->sources()) {
-        blocks += source.blocks.size();
-    }
+    const std::size_t blocks = state->resident_blocks();
     builds_.request(
         [state] {
             return Built{state, build_sections(*state)};

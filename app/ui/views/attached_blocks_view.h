@@ -6,8 +6,8 @@
 // layout, not the engine's block ids, and the view says so.
 #pragma once
 
-#include "app/ui/views/background_build.h"
 #include "app/ui/views/rebuild_throttle.h"
+#include "app/ui/workers/background_build.h"
 #include "profiler/attach/attached_events.h"
 
 #include <limits>

@@ -29,15 +29,7 @@ public:
         const qint64 wait = std::max<qint64>(min_interval_.count(), cost_factor_ * last_cost_ms_);
         return since_.elapsed() >= wait;
     }
-    // Runs `rebuild`, timing it.
-    template <class Rebuild>
-    void run(Rebuild&& rebuild) {
-        QElapsedTimer timer;
-        timer.start();
-        rebuild();
-        ran(timer.elapsed());
-    }
-    // A rebuild timed elsewhere (on a worker thread) just ended.
+    // A rebuild that took `cost_ms` just ended (on whatever thread it ran).
     void ran(qint64 cost_ms) {
         last_cost_ms_ = cost_ms;
         since_.start();

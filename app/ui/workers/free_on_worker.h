@@ -5,7 +5,7 @@
 // each time. Elsewhere than the window's thread they are freed on the spot.
 #pragma once
 
-#include "app/ui/views/view_workers.h"
+#include "app/ui/workers/view_workers.h"
 
 #include <memory>
 #include <utility>

@@ -11,7 +11,8 @@
 // the owner's thread; once the owner is gone they are dropped.
 #pragma once
 
-#include "app/ui/views/view_workers.h"
+#include "app/ui/workers/free_on_worker.h"
+#include "app/ui/workers/view_workers.h"
 
 #include <chrono>
 #include <cstdint>
@@ -110,6 +111,8 @@ private:
         if (generation > delivered_) {
             delivered_ = generation;
             deliver_(std::move(built->result), built->cost_ms);
+        } else {
+            free_on_worker(std::move(built->result)); // outdated: as large as any
         }
         if (waiting_) {
             Waiting next = std::move(*waiting_);
