@@ -27,5 +27,6 @@ Command add_compare_command(CLI::App& app);
 Command add_export_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
 Command add_attach_command(CLI::App& app);
+Command add_simulate_command(CLI::App& app);
 
 } // namespace kvscope::cli

@@ -82,7 +82,7 @@ std::int64_t LlmEngine::add_request(RequestSpec spec) {
     request->tokens = spec.prompt;
     request->sampler = std::make_unique<sampling::Sampler>(spec.sampling);
     request->spec = std::move(spec);
-    request->arrival_ns = host_now_ns();
+    request->arrival_ns = now_ns();
     Request* r = request.get();
     requests_.emplace(r->id, std::move(request));
     std::string pieces;
@@ -107,6 +107,19 @@ std::int64_t LlmEngine::add_request(RequestSpec spec) {
     return r->id;
 }
 
+std::int64_t LlmEngine::now_ns() const {
+    return config_.clock ? config_.clock() : host_now_ns();
+}
+
+bool LlmEngine::forget(std::int64_t id) {
+    const auto it = requests_.find(id);
+    if (it == requests_.end() || !it->second->is_done()) {
+        return false;
+    }
+    requests_.erase(it);
+    return true;
+}
+
 void LlmEngine::release_blocks(Request& request) {
     const std::vector<kv::BlockId> released = kv_.release(request.id, request.blocks);
     backend_.release_blocks(released);
@@ -117,7 +130,7 @@ void LlmEngine::finish(Request& request, RequestState state, std::string reason)
     release_blocks(request);
     request.state = state;
     request.finish_reason = std::move(reason);
-    request.finish_ns = host_now_ns();
+    request.finish_ns = now_ns();
     switch (state) {
     case RequestState::aborted:
         events::emit_now(sink_, events::RequestAborted{.request = request.id});
@@ -199,7 +212,7 @@ ScheduleResult LlmEngine::schedule(StepStats& stats) {
     }
     for (Request* r : plan.admitted) {
         if (r->admitted_ns < 0) {
-            r->admitted_ns = host_now_ns();
+            r->admitted_ns = now_ns();
         }
         const RequestAccounting& a = r->accounting;
         const auto tokens = static_cast<std::int64_t>(r->tokens.size());
@@ -338,7 +351,7 @@ void LlmEngine::postprocess(const ScheduleResult& plan,
                                                          .piece = config_.token_piece(next)});
         }
         if (r.generated == 1) {
-            r.first_token_ns = host_now_ns();
+            r.first_token_ns = now_ns();
             events::emit_now(sink_, events::FirstToken{.request = r.id});
         }
         const std::int64_t capacity =

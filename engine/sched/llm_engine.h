@@ -31,6 +31,10 @@ struct EngineConfig {
     // A token's text as raw bytes (the tokenizer's); when set, events carry
     // the prompt's pieces and each sampled token's, so viewers show text.
     std::function<std::string(std::int32_t)> token_piece;
+    // The clock request times are read from (arrival, admission, first
+    // token, end); the host clock when empty. A simulated run (engine/sim)
+    // gives its cost-model clock, and stamps the events with it too.
+    std::function<std::int64_t()> clock;
 };
 
 struct StepStats {
@@ -58,6 +62,10 @@ public:
     bool abort(std::int64_t id);
 
     bool has_unfinished() const;
+    // Drops an ended request's record (request() no longer knows it): a
+    // replayed trace of thousands of requests keeps only those not ended.
+    // False when it has not ended (or is not known).
+    bool forget(std::int64_t id);
     // One step: schedule, run the model over the batch, sample, finish.
     StepStats step();
 
@@ -82,6 +90,7 @@ private:
     void postprocess(const ScheduleResult& plan, const std::vector<runner::SequenceStep>& steps,
                      StepStats& stats);
     void sample_cache();
+    std::int64_t now_ns() const;
 
     void finish(Request& request, RequestState state, std::string reason);
     void release_blocks(Request& request);

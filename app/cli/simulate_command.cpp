@@ -1,0 +1,249 @@
+// `kvscope simulate TRACE`: replays a production request trace (Mooncake's
+// JSONL) through the engine's own KV manager and scheduler with a backend
+// that computes nothing and a cost-model clock (engine/sim), and reports the
+// prefix-cache hit ratio three ways, time to first token and per output
+// token, queueing and preemptions. What a deployment with this much KV
+// memory and this block size would see, without a GPU.
+#include "app/cli/command.h"
+#include "app/cli/serving_options.h"
+#include "engine/sim/simulator.h"
+
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace kvscope::cli {
+namespace {
+
+// A roofline estimate, not a measurement: Llama-3-8B on one H100 (the
+// weights, 16 GB, read once a step at 3 TB/s; 2 FLOPs per weight per token
+// computed at 400 TFLOP/s; 128 KiB of K/V per cached token read at 3 TB/s).
+sim::CostModel default_cost_model() {
+    sim::CostModel model;
+    model.step_s = 16e9 / 3e12;
+    model.prefill_token_s = 16e9 / 400e12;
+    model.decode_sequence_s = 16e9 / 400e12;
+    model.kv_token_read_s = 131072.0 / 3e12;
+    model.source = "roofline estimate: Llama-3-8B on one H100 (not measured)";
+    return model;
+}
+
+// "N" blocks, "Ntokens" / "Nt", or bytes "NKiB" / "NMiB" / "NGiB" / "NB";
+// 0 when it is none of those.
+std::int64_t parse_capacity_blocks(const std::string& text, int block_size,
+                                   std::int64_t bytes_per_block) {
+    std::size_t end = 0;
+    long double value = 0;
+    try {
+        value = std::stold(text, &end);
+    } catch (const std::exception&) {
+        return 0;
+    }
+    std::string unit = text.substr(end);
+    for (char& c : unit) {
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    long double blocks = 0;
+    if (unit.empty() || unit == "blocks") {
+        blocks = value;
+    } else if (unit == "t" || unit == "tokens") {
+        blocks = value / block_size;
+    } else {
+        long double scale = 0;
+        if (unit == "b") {
+            scale = 1;
+        } else if (unit == "kib") {
+            scale = 1024.0L;
+        } else if (unit == "mib") {
+            scale = 1024.0L * 1024;
+        } else if (unit == "gib") {
+            scale = 1024.0L * 1024 * 1024;
+        } else {
+            return 0;
+        }
+        blocks = value * scale / static_cast<long double>(bytes_per_block);
+    }
+    if (!(blocks >= 1) || blocks > 1e9L) {
+        return 0;
+    }
+    return static_cast<std::int64_t>(blocks);
+}
+
+nlohmann::json to_json(const sim::Percentiles& p) {
+    return {{"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}, {"mean", p.mean}};
+}
+
+struct SimulateOptions {
+    std::string trace;
+    std::string format = "auto";
+    int block_size = 16;
+    std::string capacity;
+    std::int64_t bytes_per_token = 23'040; // SmolLM2-135M at f16
+    std::string cost_model_path;
+    std::int64_t max_requests = 0;
+    bool json = false;
+    ServingOptions serving;
+};
+
+int run_simulate(const SimulateOptions& o) {
+    try {
+        const std::int64_t bytes_per_block = o.bytes_per_token * o.block_size;
+        const std::int64_t blocks =
+            parse_capacity_blocks(o.capacity, o.block_size, bytes_per_block);
+        if (blocks <= 0) {
+            std::cerr << "kvscope simulate: --capacity '" << o.capacity
+                      << "' is not a KV capacity (blocks, e.g. 20000; tokens, 320000t; or "
+                         "bytes, 8GiB), of one block or more\n";
+            return exit_usage;
+        }
+        sim::SimulationConfig config;
+        config.block_size = o.block_size;
+        config.num_blocks = static_cast<int>(blocks);
+        config.bytes_per_block = bytes_per_block;
+        session::RunConfig serving;
+        o.serving.apply(serving);
+        config.prefix_caching = serving.prefix_caching;
+        config.scheduler = serving.scheduler;
+        config.max_requests = o.max_requests;
+        config.cost = default_cost_model();
+        if (!o.cost_model_path.empty()) {
+            std::ifstream in(o.cost_model_path);
+            if (!in) {
+                std::cerr << "kvscope simulate: cannot read " << o.cost_model_path << "\n";
+                return exit_failure;
+            }
+            std::stringstream text;
+            text << in.rdbuf();
+            config.cost = sim::CostModel::from_json(text.str());
+            if (config.cost.source.empty()) {
+                config.cost.source = o.cost_model_path;
+            }
+        }
+        sim::MooncakeTrace trace(o.trace);
+        const sim::SimulationResult r =
+            sim::simulate(trace, config, nullptr, [&o](std::int64_t read) {
+                if (!o.json) {
+                    std::fprintf(stderr, "\r%lld requests replayed", static_cast<long long>(read));
+                }
+                return true;
+            });
+        if (!o.json) {
+            std::fprintf(stderr, "\n");
+        }
+        for (const std::string& warning : trace.warnings()) {
+            std::cerr << "warning: " << warning << "\n";
+        }
+        if (trace.warning_count() > static_cast<std::int64_t>(trace.warnings().size())) {
+            std::cerr << "warning: " << trace.warning_count() - trace.warnings().size()
+                      << " more warnings\n";
+        }
+        if (o.json) {
+            const nlohmann::json out = {
+                {"trace", o.trace},
+                {"block_size", config.block_size},
+                {"capacity_blocks", config.num_blocks},
+                {"capacity_tokens",
+                 static_cast<std::int64_t>(config.num_blocks) * config.block_size},
+                {"capacity_bytes", static_cast<std::int64_t>(config.num_blocks) * bytes_per_block},
+                {"requests", r.requests},
+                {"finished", r.finished},
+                {"rejected", r.rejected},
+                {"preemptions", r.preemptions},
+                {"hit_ratio",
+                 {{"blocks", r.hit_ratio_blocks()},
+                  {"tokens", r.hit_ratio_tokens()},
+                  {"request_mean", r.hit_ratio_request_mean()}}},
+                {"prompt_tokens", r.prompt_tokens},
+                {"hit_tokens", r.hit_tokens},
+                {"ttft_s", to_json(r.ttft_s)},
+                {"tpot_s", to_json(r.tpot_s)},
+                {"queue_s", to_json(r.queue_s)},
+                {"simulated_s", r.simulated_s},
+                {"steps", r.steps},
+                {"cost_model", nlohmann::json::parse(config.cost.to_json())},
+                {"trace_warnings", r.trace_warnings},
+                {"wall_s", r.wall_s}};
+            std::cout << out.dump(2) << "\n";
+            return exit_ok;
+        }
+        std::printf("Trace %s: %lld requests (%lld finished, %lld rejected) over %.1f s "
+                    "simulated, replayed in %.1f s\n",
+                    o.trace.c_str(), static_cast<long long>(r.requests),
+                    static_cast<long long>(r.finished), static_cast<long long>(r.rejected),
+                    r.simulated_s, r.wall_s);
+        std::printf("KV cache: %d blocks of %d tokens (%lld tokens, %.2f GiB at %lld B/token)\n",
+                    config.num_blocks, config.block_size,
+                    static_cast<long long>(config.num_blocks) * config.block_size,
+                    static_cast<double>(config.num_blocks) * static_cast<double>(bytes_per_block) /
+                        (1024.0 * 1024 * 1024),
+                    static_cast<long long>(o.bytes_per_token));
+        std::printf("Prefix-cache hit ratio (at each request's first admission):\n");
+        std::printf("  by blocks  %6.2f%%  (cached blocks of all full and partial prompt blocks)\n",
+                    100 * r.hit_ratio_blocks());
+        std::printf("  by tokens  %6.2f%%  (cached prompt tokens of all prompt tokens)\n",
+                    100 * r.hit_ratio_tokens());
+        std::printf("  per request %5.2f%%  (mean over requests of each one's token ratio)\n",
+                    100 * r.hit_ratio_request_mean());
+        std::printf("Preemptions: %lld\n", static_cast<long long>(r.preemptions));
+        std::printf("Latency under the cost model (%s), seconds:\n", config.cost.source.c_str());
+        std::printf("  %-28s %10s %10s %10s %10s\n", "", "mean", "p50", "p90", "p99");
+        const auto row = [](const char* name, const sim::Percentiles& p) {
+            std::printf("  %-28s %10.3f %10.3f %10.3f %10.3f\n", name, p.mean, p.p50, p.p90, p.p99);
+        };
+        row("time to first token", r.ttft_s);
+        row("time per output token", r.tpot_s);
+        row("queueing (arrival to admit)", r.queue_s);
+        return exit_ok;
+    } catch (const sim::TraceError& e) {
+        std::cerr << "kvscope simulate: " << e.what() << "\n";
+        return exit_failure;
+    } catch (const std::exception& e) {
+        std::cerr << "kvscope simulate: " << e.what() << "\n";
+        return exit_failure;
+    }
+}
+
+} // namespace
+
+Command add_simulate_command(CLI::App& app) {
+    auto options = std::make_shared<SimulateOptions>();
+    // A deployment's scheduler, not this machine's: vLLM's defaults.
+    options->serving.max_num_seqs = 256;
+    options->serving.max_num_batched_tokens = 8192;
+    CLI::App* sub = app.add_subcommand(
+        "simulate", "Replay a request trace (Mooncake JSONL) through the KV manager and "
+                    "scheduler on a cost-model clock: prefix-cache hit ratio and latency");
+    sub->add_option("TRACE", options->trace, "The trace, one JSON request a line")
+        ->required()
+        ->check(CLI::ExistingFile);
+    sub->add_option("--format", options->format, "The trace's format")
+        ->check(CLI::IsMember({"auto", "mooncake"}))
+        ->capture_default_str();
+    sub->add_option("--block-size", options->block_size, "Tokens per KV block")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+    sub->add_option("--capacity", options->capacity,
+                    "KV capacity: blocks (20000), tokens (320000t) or bytes (8GiB)")
+        ->required();
+    sub->add_option("--bytes-per-token", options->bytes_per_token,
+                    "K/V bytes per token, for capacities in bytes (default: SmolLM2-135M at f16)")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30))
+        ->capture_default_str();
+    sub->add_option("--cost-model", options->cost_model_path,
+                    "A JSON cost model: step_s, prefill_token_s, decode_sequence_s, "
+                    "kv_token_read_s (default: a roofline estimate for an 8B model on an H100)")
+        ->check(CLI::ExistingFile);
+    sub->add_option("--max-requests", options->max_requests,
+                    "Replay only the trace's first N requests")
+        ->check(CLI::NonNegativeNumber);
+    sub->add_flag("--json", options->json, "Print the results as JSON");
+    options->serving.add_to(*sub);
+    return {sub, [options] {
+                return run_simulate(*options);
+            }};
+}
+
+} // namespace kvscope::cli

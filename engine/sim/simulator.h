@@ -1,0 +1,73 @@
+// Replays a request trace through the engine's own KV manager and scheduler
+// (sched::LlmEngine) over a SimulatedBackend: nothing is computed, a clock
+// advances by the cost model, and what the prefix cache, eviction and
+// preemption do is what a live run with that cache would do. Requests come
+// in at their trace times (the clock jumps over idle stretches); each ended
+// request is summed up and forgotten, so memory follows what runs, not the
+// trace's length.
+#pragma once
+
+#include "engine/events/engine_event.h"
+#include "engine/sched/scheduler.h"
+#include "engine/sim/cost_model.h"
+#include "engine/sim/mooncake_trace.h"
+
+#include <cstdint>
+#include <functional>
+
+namespace kvscope::sim {
+
+struct SimulationConfig {
+    int block_size = 16;
+    int num_blocks = 0; // the KV capacity
+    std::int64_t bytes_per_block = 0;
+    bool prefix_caching = true;
+    sched::SchedulerConfig scheduler;
+    CostModel cost;
+    std::int64_t max_requests = 0; // 0: the whole trace
+};
+
+struct Percentiles {
+    double p50 = 0;
+    double p90 = 0;
+    double p99 = 0;
+    double mean = 0;
+};
+
+struct SimulationResult {
+    std::int64_t requests = 0; // read from the trace
+    std::int64_t finished = 0;
+    std::int64_t rejected = 0; // could never fit the cache or the limits
+    std::int64_t preemptions = 0;
+    // The prefix cache at each request's first admission:
+    std::int64_t prompt_tokens = 0;
+    std::int64_t hit_tokens = 0;
+    std::int64_t blocks_hit = 0;
+    std::int64_t blocks_missed = 0;
+    double request_hit_sum = 0; // sum over finished requests of hit / prompt tokens
+    double hit_ratio_blocks() const;
+    double hit_ratio_tokens() const;
+    double hit_ratio_request_mean() const;
+    // Seconds on the simulated clock, from the trace's arrival times:
+    Percentiles ttft_s;     // arrival to first token
+    Percentiles tpot_s;     // per output token after the first
+    Percentiles queue_s;    // arrival to first admission
+    double simulated_s = 0; // the clock at the end
+    std::int64_t steps = 0;
+    StepWork work;     // summed over steps
+    double wall_s = 0; // what the replay took here
+    std::int64_t trace_warnings = 0;
+};
+
+// `progress` (may be empty) is told the requests read so far now and then;
+// returning false stops the replay early (what ran is still summed up).
+using SimulationProgress = std::function<bool(std::int64_t requests_read)>;
+
+// Throws TraceError for a bad trace line, std::invalid_argument for a bad
+// config. `sink` (may be null) gets the engine's events stamped with the
+// simulated clock (a recording of the replay).
+SimulationResult simulate(MooncakeTrace& trace, const SimulationConfig& config,
+                          events::EventSink* sink = nullptr,
+                          const SimulationProgress& progress = {});
+
+} // namespace kvscope::sim

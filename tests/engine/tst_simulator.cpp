@@ -1,0 +1,287 @@
+// kvscope simulate's core (engine/sim): Mooncake traces read line by line
+// with FILE:LINE errors and warnings; prompts derived from the hash ids
+// (equal ids, equal tokens); the replay's prefix-cache hits against an
+// independent count from the ids alone; the cost-model clock against the
+// model's own arithmetic; and the head of the real conversation trace
+// (tests/engine/data/mooncake_conversation_head300.jsonl, the first 300
+// lines of Mooncake's FAST25-release/traces/conversation_trace.jsonl,
+// Apache-2.0) replayed whole.
+#include "engine/sim/cost_model.h"
+#include "engine/sim/mooncake_trace.h"
+#include "engine/sim/simulated_backend.h"
+#include "engine/sim/simulator.h"
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace kvscope;
+using namespace kvscope::sim;
+
+namespace {
+
+std::string write_file(const QTemporaryDir& dir, const char* name, const std::string& text) {
+    const std::string path = dir.filePath(name).toStdString();
+    std::ofstream(path) << text;
+    return path;
+}
+
+std::string line(double ms, int input, int output, const std::vector<std::int64_t>& ids) {
+    std::string text = "{\"timestamp\": " + std::to_string(static_cast<long long>(ms)) +
+                       ", \"input_length\": " + std::to_string(input) +
+                       ", \"output_length\": " + std::to_string(output) + ", \"hash_ids\": [";
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        text += (i > 0 ? ", " : "") + std::to_string(ids[i]);
+    }
+    return text + "]}\n";
+}
+
+// Times in seconds: a test cost model whose arithmetic is easy to follow.
+CostModel test_costs() {
+    CostModel model;
+    model.step_s = 0.01;
+    model.prefill_token_s = 1e-4;
+    model.decode_sequence_s = 2e-3;
+    model.kv_token_read_s = 1e-6;
+    model.source = "test";
+    return model;
+}
+
+SimulationConfig config_with(int blocks) {
+    SimulationConfig config;
+    config.block_size = 16;
+    config.num_blocks = blocks;
+    config.bytes_per_block = 16 * 1024;
+    config.scheduler.max_num_seqs = 64;
+    config.scheduler.max_num_batched_tokens = 8192;
+    config.cost = test_costs();
+    return config;
+}
+
+} // namespace
+
+class TestSimulator : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir dir_;
+
+private slots:
+    void readsRequestsAndSaysWhereLinesAreWrong() {
+        const std::string path =
+            write_file(dir_, "good.jsonl",
+                       line(0, 1000, 5, {1, 2}) + "\n" + line(500, 512, 1, {1}) +
+                           line(400, 600, 2, {3, 4}) +     // earlier than the line before
+                           line(900, 1030, 2, {5, 1, 6})); // id 1 at block 1
+        MooncakeTrace trace(path);
+        std::vector<TraceRequest> requests;
+        while (std::optional<TraceRequest> r = trace.next()) {
+            requests.push_back(*r);
+        }
+        QCOMPARE(requests.size(), std::size_t{4});
+        QCOMPARE(requests[0].input_tokens, 1000);
+        QCOMPARE(requests[1].line, std::int64_t{3}); // the blank line counted
+        QCOMPARE(requests[1].arrival_s, 0.5);
+        QCOMPARE(requests[2].arrival_s, 0.5); // kept in file order, at the earlier time
+        QCOMPARE(trace.warning_count(), std::int64_t{2});
+        QVERIFY(trace.warnings()[0].find("good.jsonl:4: timestamp earlier") != std::string::npos);
+        QVERIFY(trace.warnings()[1].find("good.jsonl:5: hash id 1 at block 1") !=
+                std::string::npos);
+
+        const std::vector<std::pair<std::string, std::string>> bad{
+            {"not json", "not JSON"},
+            {"[1, 2]", "not a JSON object"},
+            {R"({"input_length": 10, "output_length": 1, "hash_ids": [1]})", "timestamp"},
+            {R"({"timestamp": 0, "output_length": 1, "hash_ids": [1]})", "input_length"},
+            {R"({"timestamp": 0, "input_length": 10, "hash_ids": [1]})", "output_length"},
+            {R"({"timestamp": 0, "input_length": 10, "output_length": 1})", "hash_ids"},
+            {R"({"timestamp": -5, "input_length": 10, "output_length": 1, "hash_ids": [1]})",
+             "timestamp"},
+            {R"({"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1]})",
+             "1 hash ids for 600 input tokens (2 blocks of 512)"},
+            {R"({"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": ["a"]})",
+             "not an integer"},
+        };
+        for (const auto& [text, why] : bad) {
+            const std::string bad_path =
+                write_file(dir_, "bad.jsonl", line(0, 10, 1, {7}) + text + "\n");
+            MooncakeTrace bad_trace(bad_path);
+            QVERIFY(bad_trace.next().has_value());
+            try {
+                bad_trace.next();
+                QFAIL(("accepted: " + text).c_str());
+            } catch (const TraceError& e) {
+                const std::string message = e.what();
+                QVERIFY2(message.find("bad.jsonl:2: ") != std::string::npos, message.c_str());
+                QVERIFY2(message.find(why) != std::string::npos, message.c_str());
+            }
+        }
+        QVERIFY_THROWS_EXCEPTION(TraceError, MooncakeTrace(dir_.filePath("missing").toStdString()));
+    }
+
+    void promptTokensFollowTheIds() {
+        TraceRequest a;
+        a.input_tokens = 1100;
+        a.block_ids = {10, 11, 12};
+        TraceRequest b = a;
+        b.input_tokens = 1030;
+        b.block_ids = {10, 11, 99};
+        const std::vector<std::int32_t> ta = trace_prompt_tokens(a, SimulatedBackend::kVocab);
+        const std::vector<std::int32_t> tb = trace_prompt_tokens(b, SimulatedBackend::kVocab);
+        QCOMPARE(ta.size(), std::size_t{1100});
+        QCOMPARE(tb.size(), std::size_t{1030});
+        QVERIFY(std::equal(ta.begin(), ta.begin() + 1024, tb.begin())); // ids 10 and 11
+        QVERIFY(!std::equal(ta.begin() + 1024, ta.begin() + 1030, tb.begin() + 1024));
+        std::set<std::int32_t> distinct(ta.begin(), ta.end());
+        QVERIFY(distinct.size() > 1000); // not a constant fill
+        for (const std::int32_t t : ta) {
+            QVERIFY(t >= 0 && t < SimulatedBackend::kVocab);
+        }
+    }
+
+    // Requests far apart (each ends before the next comes) with a cache that
+    // never fills: each one's hit is its longest run of leading ids seen
+    // before (a reused id may be a prompt's partial last block), in whole
+    // engine blocks, short of its last token - counted here from the ids alone.
+    void hitsMatchACountFromTheIds() {
+        std::mt19937 rng(3);
+        std::string text;
+        std::set<std::int64_t> seen;
+        std::int64_t expected_hit = 0;
+        std::int64_t expected_prompt = 0;
+        std::int64_t expected_blocks_hit = 0;
+        std::int64_t expected_blocks = 0;
+        std::int64_t next_id = 1000;
+        std::vector<std::vector<std::int64_t>> earlier;
+        for (int i = 0; i < 40; ++i) {
+            const int blocks = 1 + static_cast<int>(rng() % 6);
+            std::vector<std::int64_t> ids;
+            // Continue an earlier prompt for a while (a shared prefix), then new ids.
+            if (!earlier.empty() && rng() % 3 != 0) {
+                const std::vector<std::int64_t>& base = earlier[rng() % earlier.size()];
+                const std::size_t keep = std::min<std::size_t>(base.size() - 1, rng() % 5);
+                ids.assign(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(keep));
+            }
+            while (static_cast<int>(ids.size()) < blocks) {
+                ids.push_back(next_id++);
+            }
+            // Full 512-token blocks but for a last block of 100..511 tokens.
+            const int input =
+                512 * (static_cast<int>(ids.size()) - 1) + 100 + static_cast<int>(rng() % 412);
+            // The leading ids seen before, each with this prompt's tokens of it
+            // (the last block partial: its first tokens equal the earlier
+            // full block's).
+            std::int64_t matched_tokens = 0;
+            for (std::size_t k = 0; k < ids.size() && seen.count(ids[k]) > 0; ++k) {
+                matched_tokens +=
+                    k + 1 < ids.size() ? 512 : input - 512 * static_cast<int>(ids.size() - 1);
+            }
+            // Whole engine blocks, short of the last prompt token.
+            const std::int64_t hit = std::min<std::int64_t>(matched_tokens, input - 1) / 16 * 16;
+            expected_hit += hit;
+            expected_prompt += input;
+            expected_blocks_hit += hit / 16;
+            expected_blocks += (input + 15) / 16;
+            for (std::size_t k = 0; k + 1 < ids.size(); ++k) {
+                seen.insert(ids[k]); // the partial last block is not cached whole
+            }
+            earlier.push_back(ids);
+            text += line(i * 1'000'000.0, input, 3, ids);
+        }
+        const std::string path = write_file(dir_, "shared.jsonl", text);
+        MooncakeTrace trace(path);
+        const SimulationResult r = simulate(trace, config_with(100'000));
+        QCOMPARE(r.requests, std::int64_t{40});
+        QCOMPARE(r.finished, std::int64_t{40});
+        QCOMPARE(r.prompt_tokens, expected_prompt);
+        QVERIFY(expected_hit > 0);
+        QCOMPARE(r.hit_tokens, expected_hit);
+        QCOMPARE(r.blocks_hit, expected_blocks_hit);
+        QCOMPARE(r.blocks_hit + r.blocks_missed, expected_blocks);
+        QCOMPARE(r.hit_ratio_tokens(),
+                 static_cast<double>(expected_hit) / static_cast<double>(expected_prompt));
+        QCOMPARE(r.preemptions, std::int64_t{0});
+
+        // Without prefix caching nothing is hit.
+        MooncakeTrace again(path);
+        SimulationConfig off = config_with(100'000);
+        off.prefix_caching = false;
+        QCOMPARE(simulate(again, off).hit_tokens, std::int64_t{0});
+    }
+
+    // One request alone: its prefill is one step (the budget holds it), each
+    // further token a decode step; the clock is the cost model's sum.
+    void clockFollowsTheCostModel() {
+        const std::string path = write_file(dir_, "one.jsonl", line(2000, 1000, 4, {1, 2}));
+        MooncakeTrace trace(path);
+        const SimulationResult r = simulate(trace, config_with(1000));
+        const CostModel c = test_costs();
+        const double prefill = c.step_s + 1000 * c.prefill_token_s + 1000 * c.kv_token_read_s;
+        double decode_total = 0;
+        for (int context = 1001; context <= 1003; ++context) {
+            decode_total += c.step_s + c.decode_sequence_s + context * c.kv_token_read_s;
+        }
+        QVERIFY(std::abs(r.ttft_s.p50 - prefill) < 1e-6);
+        QVERIFY(std::abs(r.tpot_s.p50 - decode_total / 3) < 1e-6);
+        QVERIFY(std::abs(r.queue_s.p50) < 1e-9); // admitted as it came
+        QVERIFY(std::abs(r.simulated_s - (2.0 + prefill + decode_total)) < 1e-6);
+        QCOMPARE(r.steps, std::int64_t{4});
+        QCOMPARE(r.work.prefill_tokens, 1000LL);
+        QCOMPARE(r.work.decode_sequences, 3LL);
+    }
+
+    // A cache too small for a prompt rejects it, counted, and the replay goes
+    // on; a cache that holds one request at a time makes the others wait.
+    void smallCachesRejectAndQueue() {
+        const std::string path =
+            write_file(dir_, "tight.jsonl",
+                       line(0, 5000, 2, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) +
+                           line(0, 1000, 50, {20, 21}) + line(0, 1000, 50, {30, 31}));
+        MooncakeTrace trace(path);
+        const SimulationResult r = simulate(trace, config_with(70)); // 1,120 tokens
+        QCOMPARE(r.requests, std::int64_t{3});
+        QCOMPARE(r.rejected, std::int64_t{1});
+        QCOMPARE(r.finished, std::int64_t{2});
+        QVERIFY(r.queue_s.p90 > 0.05); // the second waited for the first's blocks
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, [&] {
+            MooncakeTrace t(path);
+            simulate(t, config_with(0));
+        }());
+    }
+
+    void costModelFilesAreChecked() {
+        const CostModel read = CostModel::from_json(
+            R"({"step_s": 0.005, "prefill_token_s": 4e-5, "decode_sequence_s": 4e-5,
+                "kv_token_read_s": 4e-8, "source": "an H100"})");
+        QCOMPARE(read.step_s, 0.005);
+        QCOMPARE(read.source, std::string("an H100"));
+        QCOMPARE(CostModel::from_json(read.to_json()).kv_token_read_s, 4e-8);
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, CostModel::from_json("{"));
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                                 CostModel::from_json(R"({"step_s": 1, "prefill_token_s": 1,
+                                     "decode_sequence_s": -1, "kv_token_read_s": 0})"));
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, CostModel::from_json(R"({"step_s": 1})"));
+    }
+
+    // The real trace's first 300 requests, whole: every one ends, the ids
+    // the conversations share give hits, and none are warned about.
+    void conversationTraceHead() {
+        MooncakeTrace trace(KVSCOPE_SOURCE_DIR
+                            "/tests/engine/data/mooncake_conversation_head300.jsonl");
+        SimulationConfig config = config_with(200'000);
+        config.scheduler.max_num_seqs = 256;
+        const SimulationResult r = simulate(trace, config);
+        QCOMPARE(r.requests, std::int64_t{300});
+        QCOMPARE(r.finished + r.rejected, std::int64_t{300});
+        QCOMPARE(r.trace_warnings, std::int64_t{0});
+        QVERIFY(r.hit_ratio_tokens() > 0.01);
+        QVERIFY(r.hit_ratio_request_mean() >= r.hit_ratio_tokens() * 0.5);
+        QVERIFY(r.ttft_s.p50 > 0);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestSimulator)
+#include "tst_simulator.moc"
