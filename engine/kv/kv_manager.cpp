@@ -70,7 +70,12 @@ PrefixMatch KvManager::match_prefix(std::span<const std::int32_t> tokens,
     // a prefix shared but shorter than a block (or cut by the last token).
     const auto rest = tokens.subspan(static_cast<std::size_t>(match.hit_tokens));
     std::int32_t longest = 0;
-    const auto [first, last] = by_parent_.equal_range(parent);
+    if (rest.empty()) {
+        match.shared_short_tokens = 0;
+        return match;
+    }
+    // Only children that begin with the next token can agree with it at all.
+    const auto [first, last] = by_parent_.equal_range(child_key(parent, rest.front()));
     for (auto it = first; it != last; ++it) {
         const Block& block = blocks_[static_cast<std::size_t>(it->second)];
         if (hash_block(parent, block.tokens, extra_key) != block.hash) {
@@ -118,7 +123,7 @@ void KvManager::forget_hash(BlockId block) {
         }
     };
     drop(by_hash_, b.hash);
-    drop(by_parent_, b.parent);
+    drop(by_parent_, child_key(b.parent, b.tokens.front()));
     b.hashed = false;
     b.tokens.clear();
 }
@@ -213,7 +218,7 @@ void KvManager::cache_full_blocks(std::int64_t request, SequenceBlocks& sequence
         block.parent = parent;
         block.tokens.assign(block_tokens.begin(), block_tokens.end());
         by_hash_.emplace(hash, id);
-        by_parent_.emplace(parent, id);
+        by_parent_.emplace(child_key(parent, block.tokens.front()), id);
         events::emit_now(
             sink_, events::BlockCached{.block = id,
                                        .request = request,

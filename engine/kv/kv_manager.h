@@ -132,7 +132,13 @@ private:
     std::list<BlockId> free_; // front: next to take
     std::list<BlockId> lru_;  // front: least recently used
     std::unordered_multimap<BlockHash, BlockId> by_hash_;
-    std::unordered_multimap<BlockHash, BlockId> by_parent_; // cached blocks by parent hash
+    // Cached blocks by parent hash and first token (child_key): every prompt's
+    // first block has the same parent, so the parent alone made one bucket
+    // of thousands, walked at each admission and eviction.
+    std::unordered_multimap<BlockHash, BlockId> by_parent_;
+    static BlockHash child_key(BlockHash parent, std::int32_t first_token) {
+        return (parent ^ static_cast<std::uint32_t>(first_token)) * 0x9E3779B97F4A7C15ull;
+    }
     events::EventSink* sink_ = nullptr;
 };
 
