@@ -1,0 +1,93 @@
+// `kvscope simulate` from the outside: the head of Mooncake's conversation
+// trace replayed as JSON (the hit ratio three ways, agreeing with each
+// other's definitions), a capacity given in blocks, tokens or bytes meaning
+// the same cache, and bad input (capacity, trace line, cost model) answered
+// with a reason and a non-zero exit, never a crash.
+#include "tests/support/run_process.h"
+
+#include <fstream>
+
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QTest>
+
+using kvscope::test::run_process;
+
+namespace {
+
+const QString kCli = QStringLiteral(KVSCOPE_CLI_PATH);
+const QString kTrace =
+    QStringLiteral(KVSCOPE_SOURCE_DIR "/tests/engine/data/mooncake_conversation_head300.jsonl");
+
+QJsonObject simulate_json(const QStringList& extra) {
+    const auto result = run_process(kCli, QStringList{"simulate", kTrace, "--json"} + extra);
+    if (result.exit_code != 0) {
+        qWarning("%s", qPrintable(result.err));
+        return {};
+    }
+    return QJsonDocument::fromJson(result.out.toUtf8()).object();
+}
+
+} // namespace
+
+class TestCliSimulate : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir dir_;
+
+private slots:
+    void replaysTheTraceHead() {
+        const QJsonObject r = simulate_json({"--capacity", "20000"});
+        QCOMPARE(r["requests"].toInt(), 300);
+        QCOMPARE(r["finished"].toInt() + r["rejected"].toInt(), 300);
+        const QJsonObject hit = r["hit_ratio"].toObject();
+        QVERIFY(hit["tokens"].toDouble() > 0);
+        QCOMPARE(hit["tokens"].toDouble(),
+                 r["hit_tokens"].toDouble() / r["prompt_tokens"].toDouble());
+        QVERIFY(hit["blocks"].toDouble() > 0 && hit["request_mean"].toDouble() > 0);
+        QVERIFY(r["ttft_s"].toObject()["p50"].toDouble() > 0);
+        QVERIFY(r["cost_model"].toObject()["source"].toString().contains("not measured"));
+
+        // The same cache given in tokens and in bytes (16 tokens of 23,040 B a block).
+        const QJsonObject tokens = simulate_json({"--capacity", "320000t"});
+        QCOMPARE(tokens["capacity_blocks"].toInt(), 20000);
+        QCOMPARE(tokens["hit_tokens"].toDouble(), r["hit_tokens"].toDouble());
+        const QJsonObject bytes =
+            simulate_json({"--capacity", QString::number(20000LL * 16 * 23040) + "B"});
+        QCOMPARE(bytes["capacity_blocks"].toInt(), 20000);
+        // A first-N replay and a cost model from a file.
+        const QString model = dir_.filePath("model.json");
+        std::ofstream(model.toStdString())
+            << R"({"step_s": 0.001, "prefill_token_s": 1e-6, "decode_sequence_s": 1e-5,
+                  "kv_token_read_s": 0, "source": "a test GPU"})";
+        const QJsonObject first =
+            simulate_json({"--capacity", "20000", "--max-requests", "50", "--cost-model", model});
+        QCOMPARE(first["requests"].toInt(), 50);
+        QCOMPARE(first["cost_model"].toObject()["source"].toString(), QString("a test GPU"));
+    }
+
+    void badInputSaysWhy() {
+        auto result = run_process(kCli, {"simulate", kTrace, "--capacity", "lots"});
+        QCOMPARE(result.exit_code, 2);
+        QVERIFY(result.err.contains("--capacity 'lots'"));
+        const QString bad = dir_.filePath("bad.jsonl");
+        std::ofstream(bad.toStdString())
+            << R"({"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1]})"
+            << "\n{\"timestamp\": 1, \"input_length\": 10}\n";
+        result = run_process(kCli, {"simulate", bad, "--capacity", "100"});
+        QCOMPARE(result.exit_code, 1);
+        QVERIFY2(result.err.contains("bad.jsonl:2: \"output_length\""), qPrintable(result.err));
+        const QString model = dir_.filePath("broken.json");
+        std::ofstream(model.toStdString()) << R"({"step_s": 1})";
+        result =
+            run_process(kCli, {"simulate", kTrace, "--capacity", "100", "--cost-model", model});
+        QCOMPARE(result.exit_code, 1);
+        QVERIFY(result.err.contains("prefill_token_s"));
+        result = run_process(kCli, {"simulate", dir_.filePath("missing.jsonl"), "--capacity", "1"});
+        QVERIFY(result.exit_code != 0);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCliSimulate)
+#include "tst_cli_simulate.moc"
