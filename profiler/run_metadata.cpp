@@ -32,6 +32,18 @@ std::map<std::string, std::string> attach_metadata(const std::vector<std::string
     return metadata;
 }
 
+std::map<std::string, std::string> simulate_metadata(const std::string& trace_path,
+                                                     const std::string& settings_json,
+                                                     const std::string& recorded_by) {
+    std::map<std::string, std::string> metadata = machine_info();
+    metadata["kvscope_version"] = build_info::version;
+    metadata["recorded_by"] = recorded_by;
+    metadata["source"] = "simulate";
+    metadata["trace"] = trace_path;
+    metadata["simulation"] = settings_json;
+    return metadata;
+}
+
 void add_session_metadata(Recorder& recorder, const session::ServingSession& session) {
     for (const auto& [key, value] : session.recording_metadata()) {
         recorder.set_metadata(key, value);

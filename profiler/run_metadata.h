@@ -28,6 +28,13 @@ std::map<std::string, std::string> attach_metadata(const std::vector<std::string
                                                    const std::string& recorded_by,
                                                    const std::string& tokenizer_path = "");
 
+// A simulated run's recording (kvscope simulate --record): the machine, the
+// kvscope version, the trace file and the simulation's settings as JSON (KV
+// capacity, block size, scheduler limits, cost model).
+std::map<std::string, std::string> simulate_metadata(const std::string& trace_path,
+                                                     const std::string& settings_json,
+                                                     const std::string& recorded_by);
+
 // The session's own metadata (model name, requests, backend, run config).
 void add_session_metadata(Recorder& recorder, const session::ServingSession& session);
 

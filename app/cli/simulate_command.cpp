@@ -7,6 +7,8 @@
 #include "app/cli/command.h"
 #include "app/cli/serving_options.h"
 #include "engine/sim/simulator.h"
+#include "profiler/recorder.h"
+#include "profiler/run_metadata.h"
 
 #include <cctype>
 #include <cstdio>
@@ -85,6 +87,7 @@ struct SimulateOptions {
     std::string cost_model_path;
     std::int64_t max_requests = 0;
     bool json = false;
+    std::string record_path;
     ServingOptions serving;
 };
 
@@ -123,8 +126,24 @@ int run_simulate(const SimulateOptions& o) {
             }
         }
         sim::MooncakeTrace trace(o.trace);
+        // Never over an existing file: it may be the recording to compare with.
+        std::unique_ptr<profiler::Recorder> recorder;
+        if (!o.record_path.empty()) {
+            const nlohmann::json settings = {
+                {"block_size", config.block_size},
+                {"capacity_blocks", config.num_blocks},
+                {"bytes_per_block", config.bytes_per_block},
+                {"prefix_caching", config.prefix_caching},
+                {"max_num_seqs", config.scheduler.max_num_seqs},
+                {"max_num_batched_tokens", config.scheduler.max_num_batched_tokens},
+                {"max_requests", config.max_requests},
+                {"cost_model", nlohmann::json::parse(config.cost.to_json())}};
+            recorder = std::make_unique<profiler::Recorder>(
+                o.record_path,
+                profiler::simulate_metadata(o.trace, settings.dump(), "kvscope simulate"));
+        }
         const sim::SimulationResult r =
-            sim::simulate(trace, config, nullptr, [&o](std::int64_t read) {
+            sim::simulate(trace, config, recorder.get(), [&o](std::int64_t read) {
                 if (!o.json) {
                     std::fprintf(stderr, "\r%lld requests replayed", static_cast<long long>(read));
                 }
@@ -132,6 +151,13 @@ int run_simulate(const SimulateOptions& o) {
             });
         if (!o.json) {
             std::fprintf(stderr, "\n");
+        }
+        if (recorder) {
+            recorder->set_metadata("complete", "yes");
+            recorder->close();
+            if (!o.json) {
+                std::printf("Recorded to %s\n", o.record_path.c_str());
+            }
         }
         for (const std::string& warning : trace.warnings()) {
             std::cerr << "warning: " << warning << "\n";
@@ -240,6 +266,9 @@ Command add_simulate_command(CLI::App& app) {
                     "Replay only the trace's first N requests")
         ->check(CLI::NonNegativeNumber);
     sub->add_flag("--json", options->json, "Print the results as JSON");
+    sub->add_option("--record", options->record_path,
+                    "Record the replay (every engine event, on the simulated clock) to a new "
+                    "SQLite file that stats, compare, export and the app read");
     options->serving.add_to(*sub);
     return {sub, [options] {
                 return run_simulate(*options);

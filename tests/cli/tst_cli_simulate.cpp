@@ -67,6 +67,29 @@ private slots:
         QCOMPARE(first["cost_model"].toObject()["source"].toString(), QString("a test GPU"));
     }
 
+    // --record writes a recording like any other run's: stats reads it back
+    // with the same requests and prefix hits the replay reported.
+    void recordsTheReplay() {
+        const QString recording = dir_.filePath("sim.sqlite");
+        const QJsonObject r =
+            simulate_json({"--capacity", "20000", "--max-requests", "30", "--record", recording});
+        QCOMPARE(r["requests"].toInt(), 30);
+        const auto stats = run_process(kCli, {"stats", "--json", recording});
+        QCOMPARE(stats.exit_code, 0);
+        const QJsonObject s = QJsonDocument::fromJson(stats.out.toUtf8()).object();
+        QCOMPARE(s["requests"].toInt(), 30);
+        QCOMPARE(s["finished"].toInt(), r["finished"].toInt());
+        QCOMPARE(s["prompt_tokens"].toDouble(), r["prompt_tokens"].toDouble());
+        QCOMPARE(s["prefix_hit_tokens"].toDouble(), r["hit_tokens"].toDouble());
+        QCOMPARE(s["preemptions"].toInt(), r["preemptions"].toInt());
+        QCOMPARE(s["total_blocks"].toInt(), 20000);
+        // Not over an existing file.
+        const auto again =
+            run_process(kCli, {"simulate", kTrace, "--capacity", "100", "--record", recording});
+        QVERIFY(again.exit_code != 0);
+        QVERIFY(again.err.contains("exists"));
+    }
+
     void badInputSaysWhy() {
         auto result = run_process(kCli, {"simulate", kTrace, "--capacity", "lots"});
         QCOMPARE(result.exit_code, 2);
