@@ -6,16 +6,22 @@
 // memory and this block size would see, without a GPU.
 #include "app/cli/command.h"
 #include "app/cli/serving_options.h"
+#include "app/cli/sweep_plot.h"
 #include "engine/sim/simulator.h"
 #include "profiler/recorder.h"
 #include "profiler/run_metadata.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 namespace kvscope::cli {
 namespace {
@@ -82,7 +88,9 @@ struct SimulateOptions {
     std::string trace;
     std::string format = "auto";
     int block_size = 16;
-    std::string capacity;
+    std::vector<std::string> capacities;
+    bool sweep = false;
+    std::string plot_path;
     std::int64_t bytes_per_token = 23'040; // SmolLM2-135M at f16
     std::string cost_model_path;
     std::int64_t max_requests = 0;
@@ -91,20 +99,108 @@ struct SimulateOptions {
     ServingOptions serving;
 };
 
+// One replay's results as JSON (alone, or a point of a sweep).
+nlohmann::json result_json(const std::string& trace, const sim::SimulationConfig& config,
+                           const sim::SimulationResult& r) {
+    return {
+        {"trace", trace},
+        {"block_size", config.block_size},
+        {"capacity_blocks", config.num_blocks},
+        {"capacity_tokens", static_cast<std::int64_t>(config.num_blocks) * config.block_size},
+        {"capacity_bytes", static_cast<std::int64_t>(config.num_blocks) * config.bytes_per_block},
+        {"requests", r.requests},
+        {"finished", r.finished},
+        {"rejected", r.rejected},
+        {"preemptions", r.preemptions},
+        {"hit_ratio",
+         {{"blocks", r.hit_ratio_blocks()},
+          {"tokens", r.hit_ratio_tokens()},
+          {"request_mean", r.hit_ratio_request_mean()}}},
+        {"prompt_tokens", r.prompt_tokens},
+        {"hit_tokens", r.hit_tokens},
+        {"ttft_s", to_json(r.ttft_s)},
+        {"tpot_s", to_json(r.tpot_s)},
+        {"queue_s", to_json(r.queue_s)},
+        {"simulated_s", r.simulated_s},
+        {"steps", r.steps},
+        {"cost_model", nlohmann::json::parse(config.cost.to_json())},
+        {"trace_warnings", r.trace_warnings},
+        {"wall_s", r.wall_s}};
+}
+
+// Replays the trace at every capacity, on as many threads as there are
+// cores (each its own reader and engine), and writes what each gave.
+std::vector<sim::SimulationResult> replay_each(const std::string& trace_path,
+                                               const std::vector<sim::SimulationConfig>& configs,
+                                               bool quiet) {
+    std::vector<sim::SimulationResult> results(configs.size());
+    std::vector<std::exception_ptr> errors(configs.size());
+    std::atomic<std::size_t> next{0};
+    std::atomic<std::int64_t> done{0};
+    const auto work = [&] {
+        for (std::size_t i = next++; i < configs.size(); i = next++) {
+            try {
+                sim::MooncakeTrace trace(trace_path);
+                results[i] = sim::simulate(trace, configs[i]);
+            } catch (...) {
+                errors[i] = std::current_exception();
+            }
+            if (!quiet) {
+                std::fprintf(stderr, "\r%lld of %zu capacities replayed",
+                             static_cast<long long>(++done), configs.size());
+            }
+        }
+    };
+    const unsigned threads =
+        std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(),
+                                        static_cast<unsigned>(configs.size())));
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < threads; ++t) {
+        pool.emplace_back(work);
+    }
+    work();
+    for (std::thread& thread : pool) {
+        thread.join();
+    }
+    if (!quiet) {
+        std::fprintf(stderr, "\n");
+    }
+    for (const std::exception_ptr& error : errors) {
+        if (error) {
+            std::rethrow_exception(error); // the first: a bad trace line fails them all alike
+        }
+    }
+    return results;
+}
+
+int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
+              const std::vector<std::int64_t>& capacities);
+
 int run_simulate(const SimulateOptions& o) {
     try {
         const std::int64_t bytes_per_block = o.bytes_per_token * o.block_size;
-        const std::int64_t blocks =
-            parse_capacity_blocks(o.capacity, o.block_size, bytes_per_block);
-        if (blocks <= 0) {
-            std::cerr << "kvscope simulate: --capacity '" << o.capacity
-                      << "' is not a KV capacity (blocks, e.g. 20000; tokens, 320000t; or "
-                         "bytes, 8GiB), of one block or more\n";
-            return exit_usage;
+        std::vector<std::int64_t> capacities;
+        for (const std::string& text : o.capacities) {
+            const std::int64_t blocks = parse_capacity_blocks(text, o.block_size, bytes_per_block);
+            if (blocks <= 0) {
+                std::cerr << "kvscope simulate: --capacity '" << text
+                          << "' is not a KV capacity (blocks, e.g. 20000; tokens, 320000t; or "
+                             "bytes, 8GiB), of one block or more\n";
+                return exit_usage;
+            }
+            capacities.push_back(blocks);
+        }
+        if (o.sweep && capacities.size() == 1) {
+            // Ten points, each half the one above, down from the capacity given.
+            const std::int64_t top = capacities.front();
+            capacities.clear();
+            for (int k = 9; k >= 0; --k) {
+                capacities.push_back(std::max<std::int64_t>(1, top >> k));
+            }
         }
         sim::SimulationConfig config;
         config.block_size = o.block_size;
-        config.num_blocks = static_cast<int>(blocks);
+        config.num_blocks = static_cast<int>(capacities.front());
         config.bytes_per_block = bytes_per_block;
         session::RunConfig serving;
         o.serving.apply(serving);
@@ -124,6 +220,18 @@ int run_simulate(const SimulateOptions& o) {
             if (config.cost.source.empty()) {
                 config.cost.source = o.cost_model_path;
             }
+        }
+        if (capacities.size() > 1) {
+            if (!o.record_path.empty()) {
+                std::cerr << "kvscope simulate: --record takes one capacity, not a sweep\n";
+                return exit_usage;
+            }
+            return run_sweep(o, config, capacities);
+        }
+        if (!o.plot_path.empty()) {
+            std::cerr << "kvscope simulate: --plot draws a sweep: give --sweep or several "
+                         "capacities\n";
+            return exit_usage;
         }
         sim::MooncakeTrace trace(o.trace);
         // Never over an existing file: it may be the recording to compare with.
@@ -167,32 +275,7 @@ int run_simulate(const SimulateOptions& o) {
                       << " more warnings\n";
         }
         if (o.json) {
-            const nlohmann::json out = {
-                {"trace", o.trace},
-                {"block_size", config.block_size},
-                {"capacity_blocks", config.num_blocks},
-                {"capacity_tokens",
-                 static_cast<std::int64_t>(config.num_blocks) * config.block_size},
-                {"capacity_bytes", static_cast<std::int64_t>(config.num_blocks) * bytes_per_block},
-                {"requests", r.requests},
-                {"finished", r.finished},
-                {"rejected", r.rejected},
-                {"preemptions", r.preemptions},
-                {"hit_ratio",
-                 {{"blocks", r.hit_ratio_blocks()},
-                  {"tokens", r.hit_ratio_tokens()},
-                  {"request_mean", r.hit_ratio_request_mean()}}},
-                {"prompt_tokens", r.prompt_tokens},
-                {"hit_tokens", r.hit_tokens},
-                {"ttft_s", to_json(r.ttft_s)},
-                {"tpot_s", to_json(r.tpot_s)},
-                {"queue_s", to_json(r.queue_s)},
-                {"simulated_s", r.simulated_s},
-                {"steps", r.steps},
-                {"cost_model", nlohmann::json::parse(config.cost.to_json())},
-                {"trace_warnings", r.trace_warnings},
-                {"wall_s", r.wall_s}};
-            std::cout << out.dump(2) << "\n";
+            std::cout << result_json(o.trace, config, r).dump(2) << "\n";
             return exit_ok;
         }
         std::printf("Trace %s: %lld requests (%lld finished, %lld rejected) over %.1f s "
@@ -232,6 +315,73 @@ int run_simulate(const SimulateOptions& o) {
     }
 }
 
+int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
+              const std::vector<std::int64_t>& capacities) {
+    std::vector<sim::SimulationConfig> configs;
+    for (const std::int64_t blocks : capacities) {
+        sim::SimulationConfig config = base;
+        config.num_blocks = static_cast<int>(blocks);
+        configs.push_back(config);
+    }
+    const std::vector<sim::SimulationResult> results = replay_each(o.trace, configs, o.json);
+    if (!o.plot_path.empty()) {
+        std::vector<SweepSeries> series(3);
+        series[0].name = "LRU, by tokens";
+        series[1].name = "LRU, by blocks";
+        series[1].dashed = true;
+        series[2].name = "LRU, per request";
+        series[2].dashed = true;
+        for (std::size_t i = 0; i < configs.size(); ++i) {
+            const double tokens = static_cast<double>(configs[i].num_blocks) * base.block_size;
+            series[0].points.push_back({tokens, results[i].hit_ratio_tokens()});
+            series[1].points.push_back({tokens, results[i].hit_ratio_blocks()});
+            series[2].points.push_back({tokens, results[i].hit_ratio_request_mean()});
+        }
+        std::ofstream out(o.plot_path);
+        out << hit_ratio_svg("Prefix-cache hit ratio against KV capacity: " + o.trace, series);
+        if (!out) {
+            std::cerr << "kvscope simulate: cannot write " << o.plot_path << "\n";
+            return exit_failure;
+        }
+    }
+    if (o.json) {
+        nlohmann::json points = nlohmann::json::array();
+        for (std::size_t i = 0; i < configs.size(); ++i) {
+            points.push_back(result_json(o.trace, configs[i], results[i]));
+        }
+        std::cout << nlohmann::json{{"trace", o.trace}, {"points", points}}.dump(2) << "\n";
+        return exit_ok;
+    }
+    std::printf("Trace %s: %lld requests; hit ratio at each request's first admission, "
+                "latency under the cost model (%s)\n",
+                o.trace.c_str(), static_cast<long long>(results.front().requests),
+                base.cost.source.c_str());
+    std::printf("%10s %11s %9s | %8s %8s %8s | %9s %9s %9s | %7s %8s\n", "blocks", "tokens", "GiB",
+                "blocks", "tokens", "request", "TTFT p50", "TTFT p99", "TPOT p50", "preempt",
+                "rejected");
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+        const sim::SimulationResult& r = results[i];
+        const auto blocks = static_cast<long long>(configs[i].num_blocks);
+        std::printf("%10lld %11lld %9.2f | %7.2f%% %7.2f%% %7.2f%% | %9.3f %9.3f %9.4f | %7lld "
+                    "%8lld\n",
+                    blocks, blocks * base.block_size,
+                    static_cast<double>(blocks) * static_cast<double>(base.bytes_per_block) /
+                        (1024.0 * 1024 * 1024),
+                    100 * r.hit_ratio_blocks(), 100 * r.hit_ratio_tokens(),
+                    100 * r.hit_ratio_request_mean(), r.ttft_s.p50, r.ttft_s.p99, r.tpot_s.p50,
+                    static_cast<long long>(r.preemptions), static_cast<long long>(r.rejected));
+    }
+    if (std::any_of(results.begin(), results.end(),
+                    [](const sim::SimulationResult& r) { return r.rejected > 0; })) {
+        std::printf("Rejected requests (prompts the cache cannot hold) are not in the hit "
+                    "ratios: where some are, those ratios describe the rest.\n");
+    }
+    if (!o.plot_path.empty()) {
+        std::printf("Plot: %s\n", o.plot_path.c_str());
+    }
+    return exit_ok;
+}
+
 } // namespace
 
 Command add_simulate_command(CLI::App& app) {
@@ -251,9 +401,16 @@ Command add_simulate_command(CLI::App& app) {
     sub->add_option("--block-size", options->block_size, "Tokens per KV block")
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();
-    sub->add_option("--capacity", options->capacity,
-                    "KV capacity: blocks (20000), tokens (320000t) or bytes (8GiB)")
-        ->required();
+    sub->add_option("--capacity", options->capacities,
+                    "KV capacity: blocks (20000), tokens (320000t) or bytes (8GiB); several "
+                    "(comma-separated) replay each")
+        ->required()
+        ->delimiter(',');
+    sub->add_flag("--sweep", options->sweep,
+                  "With one --capacity: replay ten, halving down from it (a table, and a plot "
+                  "with --plot)");
+    sub->add_option("--plot", options->plot_path,
+                    "Write the sweep's hit ratio against capacity as SVG");
     sub->add_option("--bytes-per-token", options->bytes_per_token,
                     "K/V bytes per token, for capacities in bytes (default: SmolLM2-135M at f16)")
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30))

@@ -7,10 +7,13 @@
 
 #include <fstream>
 
+#include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QXmlStreamReader>
 
 using kvscope::test::run_process;
 
@@ -88,6 +91,51 @@ private slots:
             run_process(kCli, {"simulate", kTrace, "--capacity", "100", "--record", recording});
         QVERIFY(again.exit_code != 0);
         QVERIFY(again.err.contains("exists"));
+    }
+
+    // --sweep: ten capacities halving down from the one given, replayed on
+    // threads of their own, each point what a replay at that capacity alone
+    // gives; --plot draws them as SVG, a line per hit definition.
+    void sweepsCapacities() {
+        const QString plot = dir_.filePath("sweep.svg");
+        const QJsonObject sweep = simulate_json(
+            {"--capacity", "20000", "--sweep", "--max-requests", "60", "--plot", plot});
+        const QJsonArray points = sweep["points"].toArray();
+        QCOMPARE(points.size(), 10);
+        for (int i = 0; i < 10; ++i) {
+            QCOMPARE(points[i].toObject()["capacity_blocks"].toInt(), 20000 >> (9 - i));
+        }
+        const QJsonObject alone = simulate_json({"--capacity", "5000", "--max-requests", "60"});
+        QCOMPARE(points[7].toObject()["capacity_blocks"].toInt(), 5000);
+        QCOMPARE(points[7].toObject()["hit_tokens"].toDouble(), alone["hit_tokens"].toDouble());
+        QCOMPARE(points[7].toObject()["ttft_s"].toObject()["p99"].toDouble(),
+                 alone["ttft_s"].toObject()["p99"].toDouble());
+
+        QFile file(plot);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QXmlStreamReader xml(&file);
+        int lines = 0;
+        while (!xml.atEnd()) {
+            if (xml.readNext() == QXmlStreamReader::StartElement && xml.name() == u"polyline") {
+                ++lines;
+                QCOMPARE(xml.attributes().value("points").trimmed().split(u' ').size(), 10);
+            }
+        }
+        QVERIFY2(!xml.hasError(), qPrintable(xml.errorString()));
+        QCOMPARE(lines, 3);
+
+        // Several capacities given: each replayed, in the order given.
+        const QJsonObject two = simulate_json({"--capacity", "1000,300t", "--max-requests", "20"});
+        QCOMPARE(two["points"].toArray().size(), 2);
+        QCOMPARE(two["points"].toArray()[1].toObject()["capacity_blocks"].toInt(), 18);
+        // A plot needs a sweep; a recording, one capacity.
+        QCOMPARE(
+            run_process(kCli, {"simulate", kTrace, "--capacity", "100", "--plot", plot}).exit_code,
+            2);
+        QCOMPARE(run_process(kCli, {"simulate", kTrace, "--capacity", "100", "--sweep", "--record",
+                                    dir_.filePath("x.sqlite")})
+                     .exit_code,
+                 2);
     }
 
     void badInputSaysWhy() {
