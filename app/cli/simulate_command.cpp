@@ -12,15 +12,12 @@
 #include "profiler/run_metadata.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cstdio>
-#include <exception>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <thread>
 #include <vector>
 
 namespace kvscope::cli {
@@ -126,51 +123,6 @@ nlohmann::json result_json(const std::string& trace, const sim::SimulationConfig
         {"cost_model", nlohmann::json::parse(config.cost.to_json())},
         {"trace_warnings", r.trace_warnings},
         {"wall_s", r.wall_s}};
-}
-
-// Replays the trace at every capacity, on as many threads as there are
-// cores (each its own reader and engine), and writes what each gave.
-std::vector<sim::SimulationResult> replay_each(const std::string& trace_path,
-                                               const std::vector<sim::SimulationConfig>& configs,
-                                               bool quiet) {
-    std::vector<sim::SimulationResult> results(configs.size());
-    std::vector<std::exception_ptr> errors(configs.size());
-    std::atomic<std::size_t> next{0};
-    std::atomic<std::int64_t> done{0};
-    const auto work = [&] {
-        for (std::size_t i = next++; i < configs.size(); i = next++) {
-            try {
-                sim::MooncakeTrace trace(trace_path);
-                results[i] = sim::simulate(trace, configs[i]);
-            } catch (...) {
-                errors[i] = std::current_exception();
-            }
-            if (!quiet) {
-                std::fprintf(stderr, "\r%lld of %zu capacities replayed",
-                             static_cast<long long>(++done), configs.size());
-            }
-        }
-    };
-    const unsigned threads =
-        std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(),
-                                        static_cast<unsigned>(configs.size())));
-    std::vector<std::thread> pool;
-    for (unsigned t = 1; t < threads; ++t) {
-        pool.emplace_back(work);
-    }
-    work();
-    for (std::thread& thread : pool) {
-        thread.join();
-    }
-    if (!quiet) {
-        std::fprintf(stderr, "\n");
-    }
-    for (const std::exception_ptr& error : errors) {
-        if (error) {
-            std::rethrow_exception(error); // the first: a bad trace line fails them all alike
-        }
-    }
-    return results;
 }
 
 int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
@@ -323,7 +275,15 @@ int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
         config.num_blocks = static_cast<int>(blocks);
         configs.push_back(config);
     }
-    const std::vector<sim::SimulationResult> results = replay_each(o.trace, configs, o.json);
+    const std::vector<sim::SimulationResult> results =
+        sim::simulate_each(o.trace, configs, [&](std::size_t done) {
+            if (!o.json) {
+                std::fprintf(stderr, "\r%zu of %zu capacities replayed", done, configs.size());
+            }
+        });
+    if (!o.json) {
+        std::fprintf(stderr, "\n");
+    }
     if (!o.plot_path.empty()) {
         std::vector<SweepSeries> series(3);
         series[0].name = "LRU, by tokens";

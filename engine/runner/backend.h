@@ -74,6 +74,9 @@ public:
     virtual void copy_slots(std::span<const std::int32_t> from,
                             std::span<const std::int32_t> to) = 0;
 
+    // How much of each step's ForwardBatch this backend reads.
+    virtual BatchDetail batch_detail() const { return BatchDetail::full; }
+
     // Whether forward_sampled() picks tokens where the logits are, so a step
     // hands back token ids instead of logits (the CUDA backend).
     virtual bool samples_on_device() const { return false; }

@@ -5,7 +5,9 @@
 
 namespace kvscope::runner {
 
-ForwardBatch build_forward_batch(std::span<const SequenceStep> steps, int block_size) {
+ForwardBatch build_forward_batch(std::span<const SequenceStep> steps, int block_size,
+                                 BatchDetail detail) {
+    const bool full = detail == BatchDetail::full;
     ForwardBatch batch;
     batch.block_size = block_size;
     batch.block_table_offsets.push_back(0);
@@ -21,20 +23,26 @@ ForwardBatch build_forward_batch(std::span<const SequenceStep> steps, int block_
         const std::int32_t first_position =
             step.first_position >= 0 ? step.first_position : blocks.length;
         for (std::size_t i = 0; i < step.tokens.size(); ++i) {
+            if (step.logits_for_all_tokens || (!step.skip_logits && i + 1 == step.tokens.size())) {
+                batch.logit_tokens.push_back(static_cast<std::int32_t>(batch.sequence_of.size()));
+            }
+            batch.sequence_of.push_back(static_cast<std::int32_t>(s));
+            if (!full) {
+                continue;
+            }
             const std::int32_t entry = blocks.length + static_cast<std::int32_t>(i);
             const kv::BlockId block =
                 blocks.block_table[static_cast<std::size_t>(entry / block_size)];
-            if (step.logits_for_all_tokens || (!step.skip_logits && i + 1 == step.tokens.size())) {
-                batch.logit_tokens.push_back(static_cast<std::int32_t>(batch.token_ids.size()));
-            }
             batch.token_ids.push_back(step.tokens[i]);
             batch.positions.push_back(first_position + static_cast<std::int32_t>(i));
             batch.cache_positions.push_back(entry);
             batch.slot_mapping.push_back(block * block_size + entry % block_size);
-            batch.sequence_of.push_back(static_cast<std::int32_t>(s));
         }
         batch.context_lengths.push_back(new_length);
         batch.capture_attention_from.push_back(step.capture_attention_from);
+        if (!full) {
+            continue;
+        }
         batch.block_tables.insert(batch.block_tables.end(), blocks.block_table.begin(),
                                   blocks.block_table.end());
         batch.block_table_offsets.push_back(static_cast<std::int32_t>(batch.block_tables.size()));

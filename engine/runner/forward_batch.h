@@ -59,7 +59,14 @@ struct SequenceStep {
     std::int32_t capture_attention_from = INT32_MAX; // see ForwardBatch
 };
 
+// How much of a ForwardBatch a backend reads: all of it, or (a backend that
+// computes nothing, engine/sim) only its shape - sequence_of, logit_tokens
+// and context_lengths - which spares copying every running sequence's block
+// table on every step.
+enum class BatchDetail { full, shape };
+
 // Throws std::invalid_argument when a sequence's blocks cannot hold its tokens.
-ForwardBatch build_forward_batch(std::span<const SequenceStep> steps, int block_size);
+ForwardBatch build_forward_batch(std::span<const SequenceStep> steps, int block_size,
+                                 BatchDetail detail = BatchDetail::full);
 
 } // namespace kvscope::runner

@@ -267,7 +267,8 @@ std::vector<runner::SequenceStep> LlmEngine::run(const ScheduleResult& plan) {
         }
         steps.push_back(step);
     }
-    const runner::ForwardBatch batch = runner::build_forward_batch(steps, backend_.block_size());
+    const runner::ForwardBatch batch =
+        runner::build_forward_batch(steps, backend_.block_size(), backend_.batch_detail());
     // A backend that samples where the logits are hands back token ids; the
     // draws still come from each request's generator, one per logit row as
     // on the host. The repetition penalty reads the history on the host, so

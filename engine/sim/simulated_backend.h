@@ -37,6 +37,8 @@ public:
     void forward_sampled(const runner::ForwardBatch& batch,
                          std::span<const runner::RowSampling> rows, std::int32_t* tokens) override;
     bool samples_on_device() const override { return true; }
+    // Only how many tokens each sequence computes and attends over.
+    runner::BatchDetail batch_detail() const override { return runner::BatchDetail::shape; }
     void release_blocks(std::span<const kv::BlockId>) override {}
     void copy_slots(std::span<const std::int32_t>, std::span<const std::int32_t>) override {}
 

@@ -5,9 +5,13 @@
 #include "engine/util/host_clock.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -174,6 +178,51 @@ SimulationResult simulate(MooncakeTrace& trace, const SimulationConfig& config,
     result.trace_warnings = trace.warning_count();
     result.wall_s = static_cast<double>(host_now_ns() - wall_start) * 1e-9;
     return result;
+}
+
+std::vector<SimulationResult> simulate_each(const std::string& path,
+                                            const std::vector<SimulationConfig>& configs,
+                                            const std::function<void(std::size_t)>& done,
+                                            unsigned threads) {
+    std::vector<SimulationResult> results(configs.size());
+    std::vector<std::exception_ptr> errors(configs.size());
+    std::atomic<std::size_t> next{0};
+    std::atomic<std::size_t> finished{0};
+    std::mutex report;
+    const auto work = [&] {
+        for (std::size_t i = next++; i < configs.size(); i = next++) {
+            try {
+                MooncakeTrace trace(path);
+                results[i] = simulate(trace, configs[i]);
+            } catch (...) {
+                errors[i] = std::current_exception();
+            }
+            const std::size_t count = ++finished;
+            if (done) {
+                const std::lock_guard lock(report);
+                done(count);
+            }
+        }
+    };
+    if (threads == 0) {
+        threads = std::max(1u, std::thread::hardware_concurrency());
+    }
+    threads = std::min<unsigned>(threads,
+                                 static_cast<unsigned>(std::max<std::size_t>(configs.size(), 1)));
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < threads; ++t) {
+        pool.emplace_back(work);
+    }
+    work();
+    for (std::thread& thread : pool) {
+        thread.join();
+    }
+    for (const std::exception_ptr& error : errors) {
+        if (error) {
+            std::rethrow_exception(error);
+        }
+    }
+    return results;
 }
 
 } // namespace kvscope::sim

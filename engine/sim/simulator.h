@@ -14,6 +14,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace kvscope::sim {
 
@@ -69,5 +71,14 @@ using SimulationProgress = std::function<bool(std::int64_t requests_read)>;
 SimulationResult simulate(MooncakeTrace& trace, const SimulationConfig& config,
                           events::EventSink* sink = nullptr,
                           const SimulationProgress& progress = {});
+
+// Replays the trace at `path` once per config (a capacity sweep), each with
+// its own reader and engine, as many at a time as there are cores (at most
+// `threads` when not 0). `done` (may be empty) is told how many have ended,
+// from whichever thread ended one. Rethrows the first failure.
+std::vector<SimulationResult> simulate_each(const std::string& path,
+                                            const std::vector<SimulationConfig>& configs,
+                                            const std::function<void(std::size_t)>& done = {},
+                                            unsigned threads = 0);
 
 } // namespace kvscope::sim
