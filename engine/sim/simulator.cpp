@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <deque>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -136,24 +138,40 @@ SimulationResult simulate(MooncakeTrace& trace, const SimulationConfig& config,
         return pending.has_value() &&
                (config.max_requests <= 0 || result.requests < config.max_requests);
     };
+    // Requests that have arrived but wait outside the engine, in arrival
+    // order: an overloaded replay queues thousands, and as the engine's own
+    // requests each would hold its whole prompt. The engine admits first
+    // come, first served, so feeding it a bounded queue changes nothing it
+    // decides - only the memory, now bounded by what runs. A recorded replay
+    // hands every request over as it arrives, so the recording's arrivals
+    // are the trace's.
+    std::deque<TraceRequest> arrived;
+    const std::size_t engine_queue =
+        sink != nullptr ? std::numeric_limits<std::size_t>::max()
+                        : static_cast<std::size_t>(std::max(64, 2 * config.scheduler.max_num_seqs));
     bool stopped = false;
-    while (!stopped && (more() || engine.has_unfinished())) {
-        if (!engine.has_unfinished()) {
+    while (!stopped && (more() || !arrived.empty() || engine.has_unfinished())) {
+        if (!engine.has_unfinished() && arrived.empty()) {
             clock.now_ns = std::max(clock.now_ns, arrival_ns(*pending)); // idle: jump
         }
         while (more() && arrival_ns(*pending) <= clock.now_ns) {
-            sched::RequestSpec spec;
-            spec.prompt = trace_prompt_tokens(*pending, SimulatedBackend::kVocab);
-            spec.max_tokens = std::max(1, pending->output_tokens);
-            spec.ignore_eos = true;
-            spec.arrival_seconds = pending->arrival_s;
-            const std::int64_t id = engine.add_request(std::move(spec));
-            arrival_of.emplace(id, arrival_ns(*pending));
+            arrived.push_back(std::move(*pending));
             ++result.requests;
             if (progress && result.requests % 256 == 0 && !progress(result.requests)) {
                 stopped = true;
             }
             pending = trace.next();
+        }
+        while (!arrived.empty() && engine.scheduler().waiting_count() < engine_queue) {
+            const TraceRequest& next = arrived.front();
+            sched::RequestSpec spec;
+            spec.prompt = trace_prompt_tokens(next, SimulatedBackend::kVocab);
+            spec.max_tokens = std::max(1, next.output_tokens);
+            spec.ignore_eos = true;
+            spec.arrival_seconds = next.arrival_s;
+            const std::int64_t id = engine.add_request(std::move(spec));
+            arrival_of.emplace(id, arrival_ns(next));
+            arrived.pop_front();
         }
         if (engine.has_unfinished()) {
             engine.step();

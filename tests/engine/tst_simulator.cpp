@@ -280,6 +280,28 @@ private slots:
         QVERIFY(r.hit_ratio_tokens() > 0.01);
         QVERIFY(r.hit_ratio_request_mean() >= r.hit_ratio_tokens() * 0.5);
         QVERIFY(r.ttft_s.p50 > 0);
+
+        // Recorded, every request goes to the engine as it arrives; otherwise
+        // at most a bounded queue of them waits inside it (memory). The
+        // engine serves first come, first served: the same replay either way.
+        struct Counting final : events::EventSink {
+            std::int64_t events = 0;
+            void on_event(const events::EngineEvent&) override { ++events; }
+        } sink;
+        MooncakeTrace again(KVSCOPE_SOURCE_DIR
+                            "/tests/engine/data/mooncake_conversation_head300.jsonl");
+        SimulationConfig tight = config;
+        tight.scheduler.max_num_seqs = 8; // an engine queue of 64, far below the backlog
+        MooncakeTrace third(KVSCOPE_SOURCE_DIR
+                            "/tests/engine/data/mooncake_conversation_head300.jsonl");
+        const SimulationResult bounded = simulate(third, tight);
+        const SimulationResult recorded = simulate(again, tight, &sink);
+        QVERIFY(sink.events > 0);
+        QCOMPARE(recorded.hit_tokens, bounded.hit_tokens);
+        QCOMPARE(recorded.preemptions, bounded.preemptions);
+        QCOMPARE(recorded.steps, bounded.steps);
+        QCOMPARE(recorded.ttft_s.p99, bounded.ttft_s.p99);
+        QCOMPARE(recorded.queue_s.p50, bounded.queue_s.p50);
     }
 };
 
