@@ -1,5 +1,7 @@
 #include "profiler/attach/metrics_poller.h"
 
+#include "profiler/attach/poll_pacer.h"
+
 namespace kvscope::attach {
 
 MetricsPoller::MetricsPoller(MetricsPollerOptions options)
@@ -41,7 +43,7 @@ std::vector<MetricsEndpointStatus> MetricsPoller::status() const {
 void MetricsPoller::run(std::size_t index) {
     HttpClient client(options_.http, &stop_);
     const std::string& url = options_.urls[index];
-    auto next = std::chrono::steady_clock::now();
+    PollPacer pacer(options_.interval);
     while (!stop_) {
         // Fetch and parse outside the lock: only the hand-over holds it.
         const HttpResponse response = client.get(url);
@@ -83,13 +85,8 @@ void MetricsPoller::run(std::size_t index) {
                 queue_.push_back({static_cast<std::int64_t>(index), kept_metrics(text)});
             }
         }
-        next += options_.interval;
-        const auto now = std::chrono::steady_clock::now();
-        if (next < now) {
-            next = now; // a slow reply: poll again at once rather than in a burst
-        }
         std::unique_lock lock(mutex_);
-        wake_.wait_until(lock, next, [this] { return stop_.load(); });
+        pacer.wait(lock, wake_, [this] { return stop_.load(); });
     }
 }
 

@@ -1,5 +1,6 @@
 #include "profiler/attach/trtllm_event_source.h"
 
+#include "profiler/attach/poll_pacer.h"
 #include "profiler/attach/trtllm_events.h"
 
 #include <algorithm>
@@ -104,7 +105,7 @@ void TrtllmEventSource::accept(KvEventBatch batch) {
 
 void TrtllmEventSource::run() {
     HttpClient client(options_.http, &stop_);
-    auto next = Clock::now();
+    PollPacer pacer(options_.interval);
     while (!stop_) {
         try {
             poll_once(client);
@@ -113,13 +114,8 @@ void TrtllmEventSource::run() {
             const std::lock_guard lock(mutex_);
             last_error_ = options_.url + ": " + error.what();
         }
-        next += options_.interval;
-        const auto now = Clock::now();
-        if (next < now) {
-            next = now; // a slow reply: ask again at once rather than in a burst
-        }
         std::unique_lock lock(mutex_);
-        wake_.wait_until(lock, next, [this] { return stop_.load(); });
+        pacer.wait(lock, wake_, [this] { return stop_.load(); });
     }
 }
 
