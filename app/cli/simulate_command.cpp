@@ -36,42 +36,45 @@ sim::CostModel default_cost_model() {
     return model;
 }
 
-// "N" blocks, "Ntokens" / "Nt", or bytes "NKiB" / "NMiB" / "NGiB" / "NB";
-// 0 when it is none of those.
+// The most blocks a capacity may name: the KV manager keeps ~100 bytes of
+// bookkeeping a block, per replay (a sweep runs one per core).
+constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 24;
+
+// "N" blocks, "Nt" / "Ntokens" tokens, or bytes with a unit ("8GiB",
+// "512MiB", "8GB": CLI11's sizes, as --kv-cache-memory-bytes reads them,
+// 1024-based); whole blocks (a part of one is left out). 0 when it is none
+// of those or outside 1..kMaxBlocks blocks.
 std::int64_t parse_capacity_blocks(const std::string& text, int block_size,
                                    std::int64_t bytes_per_block) {
-    std::size_t end = 0;
-    long double value = 0;
-    try {
-        value = std::stold(text, &end);
-    } catch (const std::exception&) {
+    std::size_t digits = 0;
+    while (digits < text.size() &&
+           (std::isdigit(static_cast<unsigned char>(text[digits])) != 0 || text[digits] == '.')) {
+        ++digits;
+    }
+    if (digits == 0) {
         return 0;
     }
-    std::string unit = text.substr(end);
+    std::string unit = text.substr(digits);
     for (char& c : unit) {
         c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     }
-    long double blocks = 0;
-    if (unit.empty() || unit == "blocks") {
-        blocks = value;
-    } else if (unit == "t" || unit == "tokens") {
-        blocks = value / block_size;
-    } else {
-        long double scale = 0;
-        if (unit == "b") {
-            scale = 1;
-        } else if (unit == "kib") {
-            scale = 1024.0L;
-        } else if (unit == "mib") {
-            scale = 1024.0L * 1024;
-        } else if (unit == "gib") {
-            scale = 1024.0L * 1024 * 1024;
+    double blocks = 0;
+    try {
+        if (unit.empty() || unit == "blocks") {
+            blocks = std::stod(text.substr(0, digits));
+        } else if (unit == "t" || unit == "tokens") {
+            blocks = std::stod(text.substr(0, digits)) / block_size;
         } else {
-            return 0;
+            std::string bytes = text;
+            if (!CLI::AsSizeValue(false)(bytes).empty()) {
+                return 0;
+            }
+            blocks = std::stod(bytes) / static_cast<double>(bytes_per_block);
         }
-        blocks = value * scale / static_cast<long double>(bytes_per_block);
+    } catch (const std::exception&) {
+        return 0;
     }
-    if (!(blocks >= 1) || blocks > 1e9L) {
+    if (!(blocks >= 1) || blocks > static_cast<double>(kMaxBlocks)) {
         return 0;
     }
     return static_cast<std::int64_t>(blocks);
@@ -83,12 +86,13 @@ nlohmann::json to_json(const sim::Percentiles& p) {
 
 struct SimulateOptions {
     std::string trace;
-    std::string format = "auto";
     int block_size = 16;
     std::vector<std::string> capacities;
     bool sweep = false;
     std::string plot_path;
-    std::int64_t bytes_per_token = 23'040; // SmolLM2-135M at f16
+    // The default cost model's model: Llama-3-8B at f16 (2 x 32 layers x 8
+    // KV heads x 128 x 2 bytes).
+    std::int64_t bytes_per_token = 131'072;
     std::string cost_model_path;
     std::int64_t max_requests = 0;
     bool json = false;
@@ -137,7 +141,8 @@ int run_simulate(const SimulateOptions& o) {
             if (blocks <= 0) {
                 std::cerr << "kvscope simulate: --capacity '" << text
                           << "' is not a KV capacity (blocks, e.g. 20000; tokens, 320000t; or "
-                             "bytes, 8GiB), of one block or more\n";
+                             "bytes, 8GiB) of 1 to "
+                          << kMaxBlocks << " blocks\n";
                 return exit_usage;
             }
             capacities.push_back(blocks);
@@ -149,6 +154,8 @@ int run_simulate(const SimulateOptions& o) {
             for (int k = 9; k >= 0; --k) {
                 capacities.push_back(std::max<std::int64_t>(1, top >> k));
             }
+            // A small top repeats 1 block: once is enough.
+            capacities.erase(std::unique(capacities.begin(), capacities.end()), capacities.end());
         }
         sim::SimulationConfig config;
         config.block_size = o.block_size;
@@ -292,10 +299,15 @@ int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
         series[2].name = "LRU, per request";
         series[2].dashed = true;
         for (std::size_t i = 0; i < configs.size(); ++i) {
+            const sim::SimulationResult& r = results[i];
+            if (r.finished == 0) {
+                continue; // every request rejected: no ratio to draw
+            }
             const double tokens = static_cast<double>(configs[i].num_blocks) * base.block_size;
-            series[0].points.push_back({tokens, results[i].hit_ratio_tokens()});
-            series[1].points.push_back({tokens, results[i].hit_ratio_blocks()});
-            series[2].points.push_back({tokens, results[i].hit_ratio_request_mean()});
+            const bool partial = r.rejected > 0;
+            series[0].points.push_back({tokens, r.hit_ratio_tokens(), partial});
+            series[1].points.push_back({tokens, r.hit_ratio_blocks(), partial});
+            series[2].points.push_back({tokens, r.hit_ratio_request_mean(), partial});
         }
         std::ofstream out(o.plot_path);
         out << hit_ratio_svg("Prefix-cache hit ratio against KV capacity: " + o.trace, series);
@@ -355,9 +367,6 @@ Command add_simulate_command(CLI::App& app) {
     sub->add_option("TRACE", options->trace, "The trace, one JSON request a line")
         ->required()
         ->check(CLI::ExistingFile);
-    sub->add_option("--format", options->format, "The trace's format")
-        ->check(CLI::IsMember({"auto", "mooncake"}))
-        ->capture_default_str();
     sub->add_option("--block-size", options->block_size, "Tokens per KV block")
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();
@@ -372,7 +381,8 @@ Command add_simulate_command(CLI::App& app) {
     sub->add_option("--plot", options->plot_path,
                     "Write the sweep's hit ratio against capacity as SVG");
     sub->add_option("--bytes-per-token", options->bytes_per_token,
-                    "K/V bytes per token, for capacities in bytes (default: SmolLM2-135M at f16)")
+                    "K/V bytes per token, for capacities in bytes (default: Llama-3-8B at f16, "
+                    "the default cost model's model)")
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30))
         ->capture_default_str();
     sub->add_option("--cost-model", options->cost_model_path,

@@ -33,7 +33,9 @@ std::string escape(const std::string& text) {
             out += "&quot;";
             break;
         default:
-            out += c;
+            if (static_cast<unsigned char>(c) >= 0x20 || c == '\t') {
+                out += c; // control bytes are not XML
+            }
         }
     }
     return out;
@@ -119,7 +121,8 @@ std::string hit_ratio_svg(const std::string& title, const std::vector<SweepSerie
         svg << "\"/>\n";
         for (const SweepPoint& p : points) {
             svg << "<circle cx=\"" << x_of(p.capacity_tokens) << "\" cy=\"" << y_of(p.hit_ratio)
-                << "\" r=\"3\" fill=\"" << color << "\"/>\n";
+                << "\" r=\"3\" " << (p.partial ? "fill=\"white\" stroke=\"" : "fill=\"") << color
+                << "\"/>\n";
         }
         const double ly = kTop + 10 + 20 * static_cast<double>(i);
         svg << "<line x1=\"" << kWidth - kRight + 15 << "\" y1=\"" << ly << "\" x2=\""
@@ -127,6 +130,17 @@ std::string hit_ratio_svg(const std::string& title, const std::vector<SweepSerie
             << "\" stroke-width=\"2\"" << (s.dashed ? " stroke-dasharray=\"6,4\"" : "")
             << "/>\n<text x=\"" << kWidth - kRight + 46 << "\" y=\"" << ly + 4 << "\">"
             << escape(s.name) << "</text>\n";
+    }
+    bool partial = false;
+    for (const SweepSeries& s : series) {
+        for (const SweepPoint& p : s.points) {
+            partial = partial || p.partial;
+        }
+    }
+    if (partial) {
+        svg << "<text x=\"" << kLeft << "\" y=\"" << kHeight - 4
+            << "\" font-size=\"10\">Hollow points: some requests were too long for the cache "
+               "and rejected; the ratio is the rest's.</text>\n";
     }
     svg << "</svg>\n";
     return svg.str();

@@ -12,6 +12,9 @@ namespace kvscope::cli {
 struct SweepPoint {
     double capacity_tokens = 0;
     double hit_ratio = 0; // 0..1
+    // Some requests were rejected (too long for the cache): the ratio is the
+    // rest's, drawn as a hollow point.
+    bool partial = false;
 };
 
 struct SweepSeries {

@@ -33,6 +33,7 @@ struct ForwardBatch {
     // Tokens whose next-token logits the caller wants, in output order.
     std::vector<std::int32_t> logit_tokens;
 
+    // Tokens of a full batch; 0 for BatchDetail::shape (count sequence_of there).
     std::int64_t token_count() const { return static_cast<std::int64_t>(token_ids.size()); }
     std::int64_t sequence_count() const {
         return static_cast<std::int64_t>(context_lengths.size());

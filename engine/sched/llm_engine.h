@@ -33,7 +33,7 @@ struct EngineConfig {
     std::function<std::string(std::int32_t)> token_piece;
     // The clock request times are read from (arrival, admission, first
     // token, end); the host clock when empty. A simulated run (engine/sim)
-    // gives its cost-model clock, and stamps the events with it too.
+    // gives its cost-model clock (its sink restamps the events with it).
     std::function<std::int64_t()> clock;
 };
 

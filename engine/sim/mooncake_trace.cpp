@@ -102,7 +102,12 @@ std::optional<TraceRequest> MooncakeTrace::next() {
         }
         request.input_tokens = static_cast<std::int32_t>(input);
         request.output_tokens = static_cast<std::int32_t>(output);
-        request.arrival_s = timestamp->get<double>() / 1000.0;
+        // From the first request: a trace stamped in epoch milliseconds
+        // replays from 0 all the same.
+        if (first_ms_ < 0) {
+            first_ms_ = timestamp->get<double>();
+        }
+        request.arrival_s = (timestamp->get<double>() - first_ms_) / 1000.0;
         if (request.arrival_s < last_arrival_s_) {
             warn("timestamp earlier than the line before: taken at that line's time");
             request.arrival_s = last_arrival_s_;

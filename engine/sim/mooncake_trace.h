@@ -59,6 +59,7 @@ private:
     std::ifstream in_;
     std::int64_t line_ = 0;
     double last_arrival_s_ = 0;
+    double first_ms_ = -1; // the first request's timestamp
     std::unordered_map<std::int64_t, std::int32_t> position_of_id_;
     std::vector<std::string> warnings_; // the first kMaxWarnings
     std::int64_t warning_count_ = 0;

@@ -30,13 +30,21 @@ public:
     void on_event(const events::EngineEvent& event) override {
         events::EngineEvent stamped = event;
         stamped.time_ns = clock_.now_ns + kOffsetNs;
+        // Arrivals are handed over between steps, up to a step after the
+        // trace's time: the recording says when they arrived.
+        if (event.kind == events::EventKind::request_arrived && arrival_ns_ >= 0) {
+            stamped.time_ns = arrival_ns_ + kOffsetNs;
+        }
         next_.on_event(stamped);
     }
+    // The trace's arrival time of the request added next (-1: the clock's).
+    void set_arrival(std::int64_t arrival_ns) { arrival_ns_ = arrival_ns; }
     static constexpr std::int64_t kOffsetNs = 1'000'000'000;
 
 private:
     const SimClock& clock_;
     events::EventSink& next_;
+    std::int64_t arrival_ns_ = -1;
 };
 
 Percentiles percentiles(std::vector<double> values) {
@@ -169,6 +177,9 @@ SimulationResult simulate(MooncakeTrace& trace, const SimulationConfig& config,
             spec.max_tokens = std::max(1, next.output_tokens);
             spec.ignore_eos = true;
             spec.arrival_seconds = next.arrival_s;
+            if (stamped) {
+                stamped->set_arrival(arrival_ns(next));
+            }
             const std::int64_t id = engine.add_request(std::move(spec));
             arrival_of.emplace(id, arrival_ns(next));
             arrived.pop_front();

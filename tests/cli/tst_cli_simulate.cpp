@@ -5,6 +5,7 @@
 // with a reason and a non-zero exit, never a crash.
 #include "tests/support/run_process.h"
 
+#include <cmath>
 #include <fstream>
 
 #include <QFile>
@@ -52,13 +53,18 @@ private slots:
         QVERIFY(r["ttft_s"].toObject()["p50"].toDouble() > 0);
         QVERIFY(r["cost_model"].toObject()["source"].toString().contains("not measured"));
 
-        // The same cache given in tokens and in bytes (16 tokens of 23,040 B a block).
+        // The same cache given in tokens and in bytes (16 tokens of 131,072 B a
+        // block by default), and a part of a block left out.
         const QJsonObject tokens = simulate_json({"--capacity", "320000t"});
         QCOMPARE(tokens["capacity_blocks"].toInt(), 20000);
         QCOMPARE(tokens["hit_tokens"].toDouble(), r["hit_tokens"].toDouble());
         const QJsonObject bytes =
-            simulate_json({"--capacity", QString::number(20000LL * 16 * 23040) + "B"});
+            simulate_json({"--capacity", QString::number(20000LL * 16 * 131072 + 5) + "B"});
         QCOMPARE(bytes["capacity_blocks"].toInt(), 20000);
+        const QJsonObject gib = simulate_json({"--capacity", "1GiB", "--bytes-per-token", "1024"});
+        QCOMPARE(gib["capacity_blocks"].toInt(), 65536); // 2^30 / (16 x 1024)
+        const QJsonObject gb = simulate_json({"--capacity", "1GB", "--bytes-per-token", "1024"});
+        QCOMPARE(gb["capacity_blocks"].toInt(), 65536); // CLI11's sizes: 1024-based
         // A first-N replay and a cost model from a file.
         const QString model = dir_.filePath("model.json");
         std::ofstream(model.toStdString())
@@ -86,6 +92,11 @@ private slots:
         QCOMPARE(s["prefix_hit_tokens"].toDouble(), r["hit_tokens"].toDouble());
         QCOMPARE(s["preemptions"].toInt(), r["preemptions"].toInt());
         QCOMPARE(s["total_blocks"].toInt(), 20000);
+        // Arrivals recorded at the trace's times: the same time to first token.
+        const double stats_p50 = s["ttft_ms"].toObject()["p50"].toDouble() / 1000;
+        const double simulate_p50 = r["ttft_s"].toObject()["p50"].toDouble();
+        QVERIFY2(std::abs(stats_p50 - simulate_p50) < 1e-3,
+                 qPrintable(QString("%1 vs %2").arg(stats_p50).arg(simulate_p50)));
         // Not over an existing file.
         const auto again =
             run_process(kCli, {"simulate", kTrace, "--capacity", "100", "--record", recording});
@@ -111,6 +122,12 @@ private slots:
         QCOMPARE(points[7].toObject()["ttft_s"].toObject()["p99"].toDouble(),
                  alone["ttft_s"].toObject()["p99"].toDouble());
 
+        // Points where every request was rejected have no ratio to draw.
+        qsizetype drawn = 0;
+        for (const QJsonValue point : points) {
+            drawn += point.toObject()["finished"].toInt() > 0 ? 1 : 0;
+        }
+        QVERIFY(drawn >= 8);
         QFile file(plot);
         QVERIFY(file.open(QIODevice::ReadOnly));
         QXmlStreamReader xml(&file);
@@ -118,7 +135,7 @@ private slots:
         while (!xml.atEnd()) {
             if (xml.readNext() == QXmlStreamReader::StartElement && xml.name() == u"polyline") {
                 ++lines;
-                QCOMPARE(xml.attributes().value("points").trimmed().split(u' ').size(), 10);
+                QCOMPARE(xml.attributes().value("points").trimmed().split(u' ').size(), drawn);
             }
         }
         QVERIFY2(!xml.hasError(), qPrintable(xml.errorString()));
@@ -139,9 +156,14 @@ private slots:
     }
 
     void badInputSaysWhy() {
+        for (const QString bad : {"lots", "0", "0.5", "20000000000", "8XB", "-5"}) {
+            const auto result = run_process(kCli, {"simulate", kTrace, "--capacity", bad});
+            QVERIFY2(result.exit_code == 2, qPrintable(bad));
+            QVERIFY2(result.err.contains("--capacity '" + bad + "'") ||
+                         result.err.contains("--capacity"),
+                     qPrintable(result.err));
+        }
         auto result = run_process(kCli, {"simulate", kTrace, "--capacity", "lots"});
-        QCOMPARE(result.exit_code, 2);
-        QVERIFY(result.err.contains("--capacity 'lots'"));
         const QString bad = dir_.filePath("bad.jsonl");
         std::ofstream(bad.toStdString())
             << R"({"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1]})"
