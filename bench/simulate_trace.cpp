@@ -28,16 +28,13 @@ sim::SimulationConfig config_for(int blocks, std::int64_t max_requests) {
     sim::SimulationConfig config;
     config.block_size = 16;
     config.num_blocks = blocks;
-    config.bytes_per_block = 16 * 23'040;
-    config.scheduler.max_num_seqs = 256; // kvscope simulate's defaults (vLLM's)
+    config.bytes_per_block = 16 * 131'072; // kvscope simulate's default model
+    config.scheduler.max_num_seqs = 256;   // kvscope simulate's defaults (vLLM's)
     config.scheduler.max_num_batched_tokens = 8192;
     config.max_requests = max_requests;
     // The cost model changes timing, not the work replayed: kvscope
-    // simulate's default figures.
-    config.cost.step_s = 16e9 / 3e12;
-    config.cost.prefill_token_s = 16e9 / 400e12;
-    config.cost.decode_sequence_s = 16e9 / 400e12;
-    config.cost.kv_token_read_s = 131072.0 / 3e12;
+    // simulate's default.
+    config.cost = sim::CostModel::llama3_8b_h100_estimate();
     return config;
 }
 

@@ -23,19 +23,6 @@
 namespace kvscope::cli {
 namespace {
 
-// A roofline estimate, not a measurement: Llama-3-8B on one H100 (the
-// weights, 16 GB, read once a step at 3 TB/s; 2 FLOPs per weight per token
-// computed at 400 TFLOP/s; 128 KiB of K/V per cached token read at 3 TB/s).
-sim::CostModel default_cost_model() {
-    sim::CostModel model;
-    model.step_s = 16e9 / 3e12;
-    model.prefill_token_s = 16e9 / 400e12;
-    model.decode_sequence_s = 16e9 / 400e12;
-    model.kv_token_read_s = 131072.0 / 3e12;
-    model.source = "roofline estimate: Llama-3-8B on one H100 (not measured)";
-    return model;
-}
-
 // The most blocks a capacity may name: the KV manager keeps ~100 bytes of
 // bookkeeping a block, per replay (a sweep runs one per core).
 constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 24;
@@ -90,8 +77,8 @@ struct SimulateOptions {
     std::vector<std::string> capacities;
     bool sweep = false;
     std::string plot_path;
-    // The default cost model's model: Llama-3-8B at f16 (2 x 32 layers x 8
-    // KV heads x 128 x 2 bytes).
+    // The default cost model's model (CostModel::llama3_8b_h100_estimate):
+    // Llama-3-8B at f16, 2 x 32 layers x 8 KV heads x 128 x 2 bytes.
     std::int64_t bytes_per_token = 131'072;
     std::string cost_model_path;
     std::int64_t max_requests = 0;
@@ -166,7 +153,7 @@ int run_simulate(const SimulateOptions& o) {
         config.prefix_caching = serving.prefix_caching;
         config.scheduler = serving.scheduler;
         config.max_requests = o.max_requests;
-        config.cost = default_cost_model();
+        config.cost = sim::CostModel::llama3_8b_h100_estimate();
         if (!o.cost_model_path.empty()) {
             std::ifstream in(o.cost_model_path);
             if (!in) {

@@ -12,6 +12,16 @@ double CostModel::seconds(const StepWork& work) const {
            kv_token_read_s * static_cast<double>(work.kv_tokens_read);
 }
 
+CostModel CostModel::llama3_8b_h100_estimate() {
+    CostModel model;
+    model.step_s = 16e9 / 3e12;
+    model.prefill_token_s = 16e9 / 400e12;
+    model.decode_sequence_s = 16e9 / 400e12;
+    model.kv_token_read_s = 131072.0 / 3e12;
+    model.source = "roofline estimate: Llama-3-8B on one H100 (not measured)";
+    return model;
+}
+
 CostModel CostModel::from_json(const std::string& text) {
     nlohmann::json object;
     try {

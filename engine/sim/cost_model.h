@@ -27,6 +27,12 @@ struct CostModel {
 
     double seconds(const StepWork& work) const;
 
+    // kvscope simulate's default: a roofline estimate, not a measurement, of
+    // Llama-3-8B on one H100 (the weights, 16 GB, read once a step at 3 TB/s;
+    // 2 FLOPs per weight per token at 400 TFLOP/s; 128 KiB of K/V per cached
+    // token read at 3 TB/s).
+    static CostModel llama3_8b_h100_estimate();
+
     // {"step_s": ..., "prefill_token_s": ..., "decode_sequence_s": ...,
     //  "kv_token_read_s": ..., "source": "..."}; throws std::invalid_argument
     // naming what is missing or negative.

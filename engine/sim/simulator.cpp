@@ -1,6 +1,7 @@
 #include "engine/sim/simulator.h"
 
 #include "engine/sched/llm_engine.h"
+#include "engine/session/run_summary.h"
 #include "engine/sim/simulated_backend.h"
 #include "engine/util/host_clock.h"
 
@@ -47,20 +48,14 @@ private:
     std::int64_t arrival_ns_ = -1;
 };
 
-Percentiles percentiles(std::vector<double> values) {
+Percentiles percentiles(const std::vector<double>& values) {
     Percentiles out;
     if (values.empty()) {
         return out;
     }
-    std::sort(values.begin(), values.end());
-    const auto at = [&values](double p) {
-        const auto index =
-            static_cast<std::size_t>(std::llround(p * static_cast<double>(values.size() - 1)));
-        return values[index];
-    };
-    out.p50 = at(0.5);
-    out.p90 = at(0.9);
-    out.p99 = at(0.99);
+    out.p50 = session::percentile(values, 0.5);
+    out.p90 = session::percentile(values, 0.9);
+    out.p99 = session::percentile(values, 0.99);
     double sum = 0;
     for (const double v : values) {
         sum += v;
@@ -199,9 +194,9 @@ SimulationResult simulate(MooncakeTrace& trace, const SimulationConfig& config,
             it = arrival_of.erase(it);
         }
     }
-    result.ttft_s = percentiles(std::move(ttft));
-    result.tpot_s = percentiles(std::move(tpot));
-    result.queue_s = percentiles(std::move(queue));
+    result.ttft_s = percentiles(ttft);
+    result.tpot_s = percentiles(tpot);
+    result.queue_s = percentiles(queue);
     result.simulated_s = static_cast<double>(clock.now_ns) * 1e-9;
     result.work = backend.total_work();
     result.trace_warnings = trace.warning_count();

@@ -62,9 +62,8 @@ void AttachedPrefixPanel::refresh() {
 
 void AttachedPrefixPanel::rebuild() {
     std::shared_ptr<const attach::AttachedState> state =
-        store_ == nullptr             ? std::make_shared<const attach::AttachedState>()
-        : time_ns_ < store_->end_ns() ? store_->attached_at(time_ns_)
-                                      : store_->attached_shared();
+        store_ != nullptr ? store_->attached_at(time_ns_)
+                          : std::make_shared<const attach::AttachedState>();
     const std::size_t blocks = state->resident_blocks();
     builds_.request(
         [state, tokenizer = tokenizer_] {

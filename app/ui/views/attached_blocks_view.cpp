@@ -77,10 +77,10 @@ const attach::AttachedState& AttachedBlocksView::state() const {
 }
 
 void AttachedBlocksView::rebuild() {
+    // attached_at() is the newest state from the last row's time on.
     std::shared_ptr<const attach::AttachedState> state =
-        store_ == nullptr ? std::make_shared<const attach::AttachedState>()
-        : showing_past_   ? store_->attached_at(time_ns_)
-                          : store_->attached_shared();
+        store_ != nullptr ? store_->attached_at(time_ns_)
+                          : std::make_shared<const attach::AttachedState>();
     const std::size_t blocks = state->resident_blocks();
     builds_.request(
         [state] {
