@@ -7,16 +7,19 @@
 
 namespace kvscope::kv {
 
-KvManager::KvManager(int num_blocks, int block_size, bool prefix_caching)
+KvManager::KvManager(int num_blocks, int block_size, bool prefix_caching, CachePolicy policy)
     : block_size_(block_size)
     , prefix_caching_(prefix_caching)
-    , blocks_(static_cast<std::size_t>(std::max(0, num_blocks))) {
+    , blocks_(static_cast<std::size_t>(std::max(0, num_blocks)))
+    , free_(std::max(0, num_blocks))
+    , cached_(policy, std::max(0, num_blocks)) {
     if (num_blocks <= 0 || block_size <= 0) {
         throw std::invalid_argument("the KV cache needs a positive block count and block size");
     }
+    block_tokens_.resize(static_cast<std::size_t>(num_blocks) *
+                         static_cast<std::size_t>(block_size));
     for (BlockId b = 0; b < num_blocks; ++b) {
         free_.push_back(b);
-        blocks_[static_cast<std::size_t>(b)].in_free = true;
     }
 }
 
@@ -24,25 +27,33 @@ KvManagerStats KvManager::stats() const {
     KvManagerStats s;
     s.total = total_blocks();
     s.free = static_cast<int>(free_.size());
-    s.cached = static_cast<int>(lru_.size());
+    s.cached = static_cast<int>(cached_.size());
     s.used = s.total - s.free - s.cached;
     return s;
 }
 
 std::optional<BlockId> KvManager::find_cached(BlockHash hash,
                                               std::span<const std::int32_t> tokens) const {
-    const auto [first, last] = by_hash_.equal_range(hash);
-    for (auto it = first; it != last; ++it) {
-        const Block& block = blocks_[static_cast<std::size_t>(it->second)];
-        if (std::equal(block.tokens.begin(), block.tokens.end(), tokens.begin(), tokens.end())) {
-            return it->second;
-        }
+    const auto it = by_hash_.find(hash);
+    if (it == by_hash_.end()) {
+        return std::nullopt;
     }
-    return std::nullopt;
+    const auto cached = tokens_of(it->second);
+    if (!std::equal(cached.begin(), cached.end(), tokens.begin(), tokens.end())) {
+        return std::nullopt; // a collision: another prefix under the same hash
+    }
+    return it->second;
 }
 
 PrefixMatch KvManager::match_prefix(std::span<const std::int32_t> tokens,
                                     std::uint64_t extra_key) const {
+    std::vector<BlockHash> hashes;
+    return find_prefix(tokens, extra_key, nullptr, hashes);
+}
+
+PrefixMatch KvManager::find_prefix(std::span<const std::int32_t> tokens, std::uint64_t extra_key,
+                                   std::vector<BlockId>* hits,
+                                   std::vector<BlockHash>& hashes) const {
     PrefixMatch match;
     const auto total_blocks = static_cast<std::int32_t>(
         (static_cast<std::int64_t>(tokens.size()) + block_size_ - 1) / block_size_);
@@ -58,9 +69,14 @@ PrefixMatch KvManager::match_prefix(std::span<const std::int32_t> tokens,
         const auto block_tokens = tokens.subspan(static_cast<std::size_t>(b) * block_size_,
                                                  static_cast<std::size_t>(block_size_));
         const BlockHash hash = hash_block(parent, block_tokens, extra_key);
-        if (!find_cached(hash, block_tokens)) {
+        const std::optional<BlockId> block = find_cached(hash, block_tokens);
+        if (!block) {
             break;
         }
+        if (hits) {
+            hits->push_back(*block);
+        }
+        hashes.push_back(hash);
         parent = hash;
     }
     match.blocks_hit = b;
@@ -69,21 +85,23 @@ PrefixMatch KvManager::match_prefix(std::span<const std::int32_t> tokens,
     // How far the next tokens agree with any cached child of the last hit:
     // a prefix shared but shorter than a block (or cut by the last token).
     const auto rest = tokens.subspan(static_cast<std::size_t>(match.hit_tokens));
-    std::int32_t longest = 0;
     if (rest.empty()) {
-        match.shared_short_tokens = 0;
         return match;
     }
     // Only children that begin with the next token can agree with it at all.
-    const auto [first, last] = by_parent_.equal_range(child_key(parent, rest.front()));
-    for (auto it = first; it != last; ++it) {
-        const Block& block = blocks_[static_cast<std::size_t>(it->second)];
-        if (hash_block(parent, block.tokens, extra_key) != block.hash) {
-            continue; // another extra key
+    const auto head = by_parent_.find(child_key(parent, rest.front()));
+    std::int32_t longest = 0;
+    for (BlockId child = head == by_parent_.end() ? BlockQueue::kNone : head->second;
+         child != BlockQueue::kNone;
+         child = blocks_[static_cast<std::size_t>(child)].next_sibling) {
+        const Block& block = blocks_[static_cast<std::size_t>(child)];
+        const auto child_tokens = tokens_of(child);
+        if (block.parent != parent || hash_block(parent, child_tokens, extra_key) != block.hash) {
+            continue; // another extra key, or another parent under the same key
         }
-        const auto n = std::min(block.tokens.size(), rest.size());
+        const auto n = std::min(child_tokens.size(), rest.size());
         const auto mismatch = std::mismatch(
-            rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(n), block.tokens.begin());
+            rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(n), child_tokens.begin());
         longest = std::max(longest, static_cast<std::int32_t>(mismatch.first - rest.begin()));
     }
     match.shared_short_tokens = longest;
@@ -93,48 +111,69 @@ PrefixMatch KvManager::match_prefix(std::span<const std::int32_t> tokens,
 std::optional<BlockId> KvManager::take_block(std::int64_t request) {
     BlockId block;
     if (!free_.empty()) {
-        block = free_.front();
-        free_.pop_front();
-        blocks_[static_cast<std::size_t>(block)].in_free = false;
-    } else if (!lru_.empty()) {
-        block = lru_.front();
-        lru_.pop_front();
-        Block& evicted = blocks_[static_cast<std::size_t>(block)];
-        evicted.in_lru = false;
+        block = free_.pop_front();
+    } else if (!cached_.empty()) {
+        block = cached_.pop();
         forget_hash(block);
         events::emit_now(sink_, events::BlockEvicted{.block = block, .request = request});
     } else {
         return std::nullopt;
     }
-    blocks_[static_cast<std::size_t>(block)].ref = 1;
+    Block& taken = blocks_[static_cast<std::size_t>(block)];
+    taken.ref = 1;
+    taken.uses = 1;
     events::emit_now(sink_, events::BlockAllocated{.block = block, .request = request});
     return block;
 }
 
+void KvManager::register_hash(BlockId block, BlockHash hash, BlockHash parent,
+                              std::span<const std::int32_t> tokens) {
+    Block& b = blocks_[static_cast<std::size_t>(block)];
+    b.hashed = true;
+    b.hash = hash;
+    b.parent = parent;
+    std::copy(tokens.begin(), tokens.end(),
+              block_tokens_.begin() + static_cast<std::ptrdiff_t>(block) * block_size_);
+    by_hash_.emplace(hash, block);
+    const auto [head, inserted] = by_parent_.try_emplace(child_key(parent, tokens.front()), block);
+    b.prev_sibling = BlockQueue::kNone;
+    b.next_sibling = inserted ? BlockQueue::kNone : head->second;
+    if (!inserted) {
+        blocks_[static_cast<std::size_t>(head->second)].prev_sibling = block;
+        head->second = block;
+    }
+}
+
 void KvManager::forget_hash(BlockId block) {
     Block& b = blocks_[static_cast<std::size_t>(block)];
-    const auto drop = [block](std::unordered_multimap<BlockHash, BlockId>& map, BlockHash key) {
-        const auto [first, last] = map.equal_range(key);
-        for (auto it = first; it != last; ++it) {
-            if (it->second == block) {
-                map.erase(it);
-                return;
-            }
+    by_hash_.erase(b.hash);
+    const BlockId prev = b.prev_sibling;
+    const BlockId next = b.next_sibling;
+    if (next != BlockQueue::kNone) {
+        blocks_[static_cast<std::size_t>(next)].prev_sibling = prev;
+    }
+    if (prev != BlockQueue::kNone) {
+        blocks_[static_cast<std::size_t>(prev)].next_sibling = next;
+    } else {
+        const BlockHash key = child_key(b.parent, tokens_of(block).front());
+        if (next == BlockQueue::kNone) {
+            by_parent_.erase(key);
+        } else {
+            by_parent_[key] = next;
         }
-    };
-    drop(by_hash_, b.hash);
-    drop(by_parent_, child_key(b.parent, b.tokens.front()));
+    }
+    b.prev_sibling = BlockQueue::kNone;
+    b.next_sibling = BlockQueue::kNone;
     b.hashed = false;
-    b.tokens.clear();
 }
 
 void KvManager::reference(std::int64_t request, BlockId block) {
     Block& b = blocks_[static_cast<std::size_t>(block)];
-    if (b.in_lru) {
-        lru_.erase(b.lru_position);
-        b.in_lru = false;
+    if (cached_.contains(block)) {
+        cached_.erase(block);
     }
     ++b.ref;
+    ++b.uses;
     events::emit_now(sink_, events::BlockShared{.block = block, .request = request});
 }
 
@@ -150,22 +189,14 @@ std::optional<PrefixMatch> KvManager::admit(std::int64_t request, SequenceBlocks
     if (!sequence.block_table.empty()) {
         throw std::logic_error("admit() needs an empty sequence");
     }
-    const PrefixMatch match = match_prefix(tokens, extra_key);
-    // Hit blocks sitting in the LRU queue are not available for the rest.
-    int hit_in_lru = 0;
     std::vector<BlockId> hits;
-    BlockHash parent = kRootBlockHash;
-    for (std::int32_t b = 0; b < match.blocks_hit; ++b) {
-        const auto block_tokens = tokens.subspan(static_cast<std::size_t>(b) * block_size_,
-                                                 static_cast<std::size_t>(block_size_));
-        const BlockHash hash = hash_block(parent, block_tokens, extra_key);
-        const BlockId block = *find_cached(hash, block_tokens);
-        hit_in_lru += blocks_[static_cast<std::size_t>(block)].in_lru ? 1 : 0;
-        hits.push_back(block);
-        sequence.block_hashes.push_back(hash);
-        parent = hash;
+    const PrefixMatch match = find_prefix(tokens, extra_key, &hits, sequence.block_hashes);
+    // Hit blocks sitting in the reclaim order are not available for the rest.
+    int hit_cached = 0;
+    for (const BlockId block : hits) {
+        hit_cached += cached_.contains(block) ? 1 : 0;
     }
-    if (match.blocks_missed > available_blocks() - hit_in_lru) {
+    if (match.blocks_missed > available_blocks() - hit_cached) {
         sequence.block_hashes.clear();
         return std::nullopt;
     }
@@ -208,17 +239,13 @@ void KvManager::cache_full_blocks(std::int64_t request, SequenceBlocks& sequence
         sequence.block_hashes.push_back(hash);
         const BlockId id = sequence.block_table[b];
         Block& block = blocks_[static_cast<std::size_t>(id)];
-        // A twin computed at the same time keeps the entry; this copy stays
-        // private and is freed, not cached, when its sequence ends.
-        if (block.hashed || find_cached(hash, block_tokens)) {
+        // A twin computed at the same time keeps the entry (as does another
+        // prefix with the same hash); this copy stays private and is freed,
+        // not cached, when its sequence ends.
+        if (block.hashed || by_hash_.contains(hash)) {
             continue;
         }
-        block.hashed = true;
-        block.hash = hash;
-        block.parent = parent;
-        block.tokens.assign(block_tokens.begin(), block_tokens.end());
-        by_hash_.emplace(hash, id);
-        by_parent_.emplace(child_key(parent, block.tokens.front()), id);
+        register_hash(id, hash, parent, block_tokens);
         events::emit_now(
             sink_, events::BlockCached{.block = id,
                                        .request = request,
@@ -240,12 +267,9 @@ void KvManager::unreference(std::int64_t request, BlockId block, std::vector<Blo
     }
     released.push_back(block);
     if (b.hashed) {
-        lru_.push_back(block);
-        b.lru_position = std::prev(lru_.end());
-        b.in_lru = true;
+        cached_.push(block, b.uses);
     } else {
         free_.push_back(block);
-        b.in_free = true;
     }
     events::emit_now(
         sink_, events::BlockFreed{.block = block, .request = request, .stays_cached = b.hashed});
@@ -319,50 +343,63 @@ std::string KvManager::check(std::span<const SequenceBlocks* const> sequences) c
                    std::to_string(sequence->block_table.size()) + " blocks";
         }
     }
-    std::size_t in_free = 0;
-    std::size_t in_lru = 0;
+    std::size_t hashed = 0;
     for (std::size_t i = 0; i < blocks_.size(); ++i) {
         const Block& b = blocks_[i];
+        const auto id = static_cast<BlockId>(i);
+        const bool in_free = free_.contains(id);
+        const bool in_cache = cached_.contains(id);
         const std::string name = "block " + std::to_string(i);
         if (b.ref != references[i]) {
             return name + " has ref count " + std::to_string(b.ref) + " but " +
                    std::to_string(references[i]) + " references";
         }
-        if ((b.in_free || b.in_lru) && b.ref != 0) {
+        if ((in_free || in_cache) && b.ref != 0) {
             return name + " is referenced and also free or cached";
         }
-        if (b.in_free && b.in_lru) {
+        if (in_free && in_cache) {
             return name + " is both free and cached";
         }
-        if (b.ref == 0 && !b.in_free && !b.in_lru) {
+        if (b.ref == 0 && !in_free && !in_cache) {
             return name + " is unreferenced but neither free nor cached (leaked)";
         }
-        if (b.in_lru && !b.hashed) {
+        if (in_cache && !b.hashed) {
             return name + " is in the cache queue without a hash";
         }
-        if (b.in_free && b.hashed) {
+        if (in_free && b.hashed) {
             return name + " is free but still registered in the prefix cache";
         }
-        in_free += b.in_free ? 1 : 0;
-        in_lru += b.in_lru ? 1 : 0;
+        if (b.hashed) {
+            ++hashed;
+            const auto it = by_hash_.find(b.hash);
+            if (it == by_hash_.end() || it->second != id) {
+                return name + " holds a hash the hash table does not give it for";
+            }
+        }
     }
-    if (in_free != free_.size() || in_lru != lru_.size()) {
-        return "the free or cache queue disagrees with the blocks' states";
-    }
-    std::size_t hashed = 0;
-    for (const Block& b : blocks_) {
-        hashed += b.hashed ? 1 : 0;
-    }
-    if (hashed != by_hash_.size() || hashed != by_parent_.size()) {
+    if (hashed != by_hash_.size()) {
         return "the hash table holds " + std::to_string(by_hash_.size()) + " entries for " +
                std::to_string(hashed) + " hashed blocks";
     }
-    for (const auto& [hash, block] : by_hash_) {
-        const Block& b = blocks_[static_cast<std::size_t>(block)];
-        if (!b.hashed || b.hash != hash) {
-            return "the hash table points at block " + std::to_string(block) +
-                   ", which does not hold that hash";
+    // Every sibling list: its blocks hashed, under the list's key, linked
+    // both ways; together exactly the hashed blocks.
+    std::size_t siblings = 0;
+    for (const auto& [key, head] : by_parent_) {
+        BlockId prev = BlockQueue::kNone;
+        for (BlockId child = head; child != BlockQueue::kNone;
+             child = blocks_[static_cast<std::size_t>(child)].next_sibling) {
+            const Block& b = blocks_[static_cast<std::size_t>(child)];
+            if (!b.hashed || child_key(b.parent, tokens_of(child).front()) != key ||
+                b.prev_sibling != prev || ++siblings > hashed) {
+                return "the index by parent holds block " + std::to_string(child) +
+                       " wrongly (unhashed, under another key, or mislinked)";
+            }
+            prev = child;
         }
+    }
+    if (siblings != hashed) {
+        return "the index by parent holds " + std::to_string(siblings) + " blocks for " +
+               std::to_string(hashed) + " hashed blocks";
     }
     return {};
 }

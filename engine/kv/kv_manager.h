@@ -5,22 +5,23 @@
 //
 // A block is in exactly one of three states:
 //   used    ref count > 0, in one or more block tables;
-//   cached  ref count 0 but holding a registered hash, in the LRU queue;
+//   cached  ref count 0 but holding a registered hash, in the reclaim order;
 //   free    ref count 0, no hash, in the free queue.
-// Allocation takes free blocks first, then evicts the least recently used
-// cached block.
+// Allocation takes free blocks first, then reclaims the cached block the
+// cache policy picks (cache_policy.h: LRU or LFU).
 #pragma once
 
 #include "engine/events/engine_event.h"
 #include "engine/kv/block_allocator.h"
 #include "engine/kv/block_hash.h"
+#include "engine/kv/block_queue.h"
+#include "engine/kv/cache_policy.h"
 
+#include <absl/container/flat_hash_map.h>
 #include <cstdint>
-#include <list>
 #include <optional>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace kvscope::kv {
@@ -45,13 +46,15 @@ struct KvManagerStats {
 
 class KvManager {
 public:
-    KvManager(int num_blocks, int block_size, bool prefix_caching);
+    KvManager(int num_blocks, int block_size, bool prefix_caching,
+              CachePolicy policy = CachePolicy::lru);
 
     int block_size() const { return block_size_; }
     int total_blocks() const { return static_cast<int>(blocks_.size()); }
     bool prefix_caching() const { return prefix_caching_; }
+    CachePolicy cache_policy() const { return cached_.policy(); }
     // Blocks an allocation can take now (free plus cached).
-    int available_blocks() const { return static_cast<int>(free_.size() + lru_.size()); }
+    int available_blocks() const { return static_cast<int>(free_.size() + cached_.size()); }
     KvManagerStats stats() const;
 
     void set_event_sink(events::EventSink* sink) { sink_ = sink; }
@@ -102,8 +105,8 @@ public:
 
     // Checks the invariants against every live block table: ref counts equal
     // the references; used + cached + free = total; nothing free or cached is
-    // referenced; hashes map to blocks that hold them. Empty when all hold,
-    // else what is wrong.
+    // referenced; both indexes of cached blocks hold exactly the hashed
+    // blocks under their keys. Empty when all hold, else what is wrong.
     std::string check(std::span<const SequenceBlocks* const> sequences) const;
 
     int ref_count(BlockId block) const { return blocks_.at(static_cast<std::size_t>(block)).ref; }
@@ -114,31 +117,50 @@ private:
         bool hashed = false;
         BlockHash hash = 0;
         BlockHash parent = 0;
-        std::vector<std::int32_t> tokens; // of a hashed block, to rule out collisions
-        std::list<BlockId>::iterator lru_position;
-        bool in_lru = false;
-        bool in_free = false;
+        std::int64_t uses = 0; // references in its life: the LFU policy's count
+        // Its neighbours among the cached blocks of the same child_key.
+        BlockId prev_sibling = BlockQueue::kNone;
+        BlockId next_sibling = BlockQueue::kNone;
     };
 
+    // match_prefix(), also appending each hit block's hash to `hashes` and,
+    // when asked for, its id to `hits`.
+    PrefixMatch find_prefix(std::span<const std::int32_t> tokens, std::uint64_t extra_key,
+                            std::vector<BlockId>* hits, std::vector<BlockHash>& hashes) const;
     std::optional<BlockId> take_block(std::int64_t request);
     void reference(std::int64_t request, BlockId block); // a cache hit
     void unreference(std::int64_t request, BlockId block, std::vector<BlockId>& released);
+    void register_hash(BlockId block, BlockHash hash, BlockHash parent,
+                       std::span<const std::int32_t> tokens);
     void forget_hash(BlockId block);
     std::optional<BlockId> find_cached(BlockHash hash, std::span<const std::int32_t> tokens) const;
+    // A hashed block's tokens (compared on every hit, so a 64-bit hash
+    // collision can never share wrong K/V).
+    std::span<const std::int32_t> tokens_of(BlockId block) const {
+        return {block_tokens_.data() + static_cast<std::size_t>(block) * block_size_,
+                static_cast<std::size_t>(block_size_)};
+    }
+    static BlockHash child_key(BlockHash parent, std::int32_t first_token) {
+        return (parent ^ static_cast<std::uint32_t>(first_token)) * 0x9E3779B97F4A7C15ull;
+    }
 
     int block_size_;
     bool prefix_caching_;
     std::vector<Block> blocks_;
-    std::list<BlockId> free_; // front: next to take
-    std::list<BlockId> lru_;  // front: least recently used
-    std::unordered_multimap<BlockHash, BlockId> by_hash_;
-    // Cached blocks by parent hash and first token (child_key): every prompt's
-    // first block has the same parent, so the parent alone made one bucket
-    // of thousands, walked at each admission and eviction.
-    std::unordered_multimap<BlockHash, BlockId> by_parent_;
-    static BlockHash child_key(BlockHash parent, std::int32_t first_token) {
-        return (parent ^ static_cast<std::uint32_t>(first_token)) * 0x9E3779B97F4A7C15ull;
-    }
+    std::vector<std::int32_t> block_tokens_; // block_size_ per block
+    BlockQueue free_;                        // front: next to take
+    ReclaimOrder cached_;
+    // Open-addressing maps (abseil's): a trace replay looks a block up,
+    // inserts and erases it millions of times, and node-based maps spent
+    // most of its time in cache misses and allocation.
+    // One cached block per hash: a second block with the same hash (a twin
+    // computed at the same time, or a collision) stays private.
+    absl::flat_hash_map<BlockHash, BlockId> by_hash_;
+    // Cached blocks by parent hash and first token (child_key), each key the
+    // head of a sibling list through the blocks: every prompt's first block
+    // has the same parent, so the parent alone would make one list of
+    // thousands, walked at each admission.
+    absl::flat_hash_map<BlockHash, BlockId> by_parent_;
     events::EventSink* sink_ = nullptr;
 };
 
