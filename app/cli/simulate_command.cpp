@@ -84,8 +84,24 @@ struct SimulateOptions {
     std::int64_t max_requests = 0;
     bool json = false;
     std::string record_path;
+    int nodes = 1;
+    std::string router = "round-robin";
     ServingOptions serving;
 };
+
+std::string upper(std::string_view text) {
+    std::string out(text);
+    for (char& c : out) {
+        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+    return out;
+}
+
+nlohmann::json hit_ratio_json(const sim::SimulationResult& r) {
+    return {{"blocks", r.hit_ratio_blocks()},
+            {"tokens", r.hit_ratio_tokens()},
+            {"request_mean", r.hit_ratio_request_mean()}};
+}
 
 // One replay's results as JSON (alone, or a point of a sweep).
 nlohmann::json result_json(const std::string& trace, const sim::SimulationConfig& config,
@@ -96,14 +112,14 @@ nlohmann::json result_json(const std::string& trace, const sim::SimulationConfig
         {"capacity_blocks", config.num_blocks},
         {"capacity_tokens", static_cast<std::int64_t>(config.num_blocks) * config.block_size},
         {"capacity_bytes", static_cast<std::int64_t>(config.num_blocks) * config.bytes_per_block},
+        {"cache_policy", kv::cache_policy_name(config.cache_policy)},
+        {"nodes", config.nodes},
+        {"router", sim::router_name(config.router)},
         {"requests", r.requests},
         {"finished", r.finished},
         {"rejected", r.rejected},
         {"preemptions", r.preemptions},
-        {"hit_ratio",
-         {{"blocks", r.hit_ratio_blocks()},
-          {"tokens", r.hit_ratio_tokens()},
-          {"request_mean", r.hit_ratio_request_mean()}}},
+        {"hit_ratio", hit_ratio_json(r)},
         {"prompt_tokens", r.prompt_tokens},
         {"hit_tokens", r.hit_tokens},
         {"ttft_s", to_json(r.ttft_s)},
@@ -113,11 +129,25 @@ nlohmann::json result_json(const std::string& trace, const sim::SimulationConfig
         {"steps", r.steps},
         {"cost_model", nlohmann::json::parse(config.cost.to_json())},
         {"trace_warnings", r.trace_warnings},
-        {"wall_s", r.wall_s}};
+        {"wall_s", r.wall_s},
+        {"per_node", [&r] {
+             nlohmann::json nodes = nlohmann::json::array();
+             for (const sim::SimulationResult& node : r.nodes) {
+                 nodes.push_back({{"requests", node.requests},
+                                  {"finished", node.finished},
+                                  {"rejected", node.rejected},
+                                  {"preemptions", node.preemptions},
+                                  {"hit_ratio", hit_ratio_json(node)},
+                                  {"ttft_s", to_json(node.ttft_s)},
+                                  {"simulated_s", node.simulated_s}});
+             }
+             return nodes;
+         }()}};
 }
 
 int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
-              const std::vector<std::int64_t>& capacities);
+              const std::vector<std::int64_t>& capacities,
+              const std::vector<kv::CachePolicy>& policies);
 
 int run_simulate(const SimulateOptions& o) {
     try {
@@ -151,7 +181,17 @@ int run_simulate(const SimulateOptions& o) {
         session::RunConfig serving;
         o.serving.apply(serving);
         config.prefix_caching = serving.prefix_caching;
+        config.cache_policy = serving.cache_policy;
         config.scheduler = serving.scheduler;
+        config.nodes = o.nodes;
+        config.router = sim::parse_router(o.router).value_or(sim::RouterKind::round_robin);
+        std::vector<kv::CachePolicy> policies;
+        for (const std::string& name : o.serving.cache_policies) {
+            const kv::CachePolicy policy = *kv::parse_cache_policy(name);
+            if (std::find(policies.begin(), policies.end(), policy) == policies.end()) {
+                policies.push_back(policy);
+            }
+        }
         config.max_requests = o.max_requests;
         config.cost = sim::CostModel::llama3_8b_h100_estimate();
         if (!o.cost_model_path.empty()) {
@@ -167,12 +207,17 @@ int run_simulate(const SimulateOptions& o) {
                 config.cost.source = o.cost_model_path;
             }
         }
-        if (capacities.size() > 1) {
+        if (!o.record_path.empty() && config.nodes > 1) {
+            std::cerr << "kvscope simulate: --record records one engine: leave out --nodes\n";
+            return exit_usage;
+        }
+        if (capacities.size() > 1 || policies.size() > 1) {
             if (!o.record_path.empty()) {
-                std::cerr << "kvscope simulate: --record takes one capacity, not a sweep\n";
+                std::cerr << "kvscope simulate: --record takes one capacity and one policy, "
+                             "not a sweep\n";
                 return exit_usage;
             }
-            return run_sweep(o, config, capacities);
+            return run_sweep(o, config, capacities, policies);
         }
         if (!o.plot_path.empty()) {
             std::cerr << "kvscope simulate: --plot draws a sweep: give --sweep or several "
@@ -188,8 +233,11 @@ int run_simulate(const SimulateOptions& o) {
                 {"capacity_blocks", config.num_blocks},
                 {"bytes_per_block", config.bytes_per_block},
                 {"prefix_caching", config.prefix_caching},
+                {"cache_policy", kv::cache_policy_name(config.cache_policy)},
                 {"max_num_seqs", config.scheduler.max_num_seqs},
                 {"max_num_batched_tokens", config.scheduler.max_num_batched_tokens},
+                {"chunked_prefill", config.scheduler.chunked_prefill},
+                {"preemption_victim", sched::victim_policy_name(config.scheduler.victim)},
                 {"max_requests", config.max_requests},
                 {"cost_model", nlohmann::json::parse(config.cost.to_json())}};
             recorder = std::make_unique<profiler::Recorder>(
@@ -229,12 +277,22 @@ int run_simulate(const SimulateOptions& o) {
                     o.trace.c_str(), static_cast<long long>(r.requests),
                     static_cast<long long>(r.finished), static_cast<long long>(r.rejected),
                     r.simulated_s, r.wall_s);
-        std::printf("KV cache: %d blocks of %d tokens (%lld tokens, %.2f GiB at %lld B/token)\n",
-                    config.num_blocks, config.block_size,
-                    static_cast<long long>(config.num_blocks) * config.block_size,
-                    static_cast<double>(config.num_blocks) * static_cast<double>(bytes_per_block) /
-                        (1024.0 * 1024 * 1024),
-                    static_cast<long long>(o.bytes_per_token));
+        std::printf(
+            "KV cache: %d blocks of %d tokens (%lld tokens, %.2f GiB at %lld B/token)%s, "
+            "%s\n",
+            config.num_blocks, config.block_size,
+            static_cast<long long>(config.num_blocks) * config.block_size,
+            static_cast<double>(config.num_blocks) * static_cast<double>(bytes_per_block) /
+                (1024.0 * 1024 * 1024),
+            static_cast<long long>(o.bytes_per_token), config.nodes > 1 ? " on each node" : "",
+            config.prefix_caching
+                ? (upper(kv::cache_policy_name(config.cache_policy)) + " reclaims cached blocks")
+                      .c_str()
+                : "prefix caching off");
+        if (config.nodes > 1) {
+            std::printf("Cluster: %d nodes, %s router\n", config.nodes,
+                        std::string(sim::router_name(config.router)).c_str());
+        }
         std::printf("Prefix-cache hit ratio (at each request's first admission):\n");
         std::printf("  by blocks  %6.2f%%  (cached blocks of all full and partial prompt blocks)\n",
                     100 * r.hit_ratio_blocks());
@@ -242,6 +300,21 @@ int run_simulate(const SimulateOptions& o) {
                     100 * r.hit_ratio_tokens());
         std::printf("  per request %5.2f%%  (mean over requests of each one's token ratio)\n",
                     100 * r.hit_ratio_request_mean());
+        if (!r.nodes.empty()) {
+            std::printf("  per node   %8s %8s %8s %8s | %8s %8s %8s | %10s\n", "requests",
+                        "finished", "rejected", "preempt", "blocks", "tokens", "request",
+                        "TTFT p50");
+            for (std::size_t n = 0; n < r.nodes.size(); ++n) {
+                const sim::SimulationResult& node = r.nodes[n];
+                std::printf(
+                    "  node %-5zu %8lld %8lld %8lld %8lld | %7.2f%% %7.2f%% %7.2f%% | "
+                    "%10.3f\n",
+                    n, static_cast<long long>(node.requests), static_cast<long long>(node.finished),
+                    static_cast<long long>(node.rejected), static_cast<long long>(node.preemptions),
+                    100 * node.hit_ratio_blocks(), 100 * node.hit_ratio_tokens(),
+                    100 * node.hit_ratio_request_mean(), node.ttft_s.p50);
+            }
+        }
         std::printf("Preemptions: %lld\n", static_cast<long long>(r.preemptions));
         std::printf("Latency under the cost model (%s), seconds:\n", config.cost.source.c_str());
         std::printf("  %-28s %10s %10s %10s %10s\n", "", "mean", "p50", "p90", "p99");
@@ -262,39 +335,53 @@ int run_simulate(const SimulateOptions& o) {
 }
 
 int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
-              const std::vector<std::int64_t>& capacities) {
+              const std::vector<std::int64_t>& capacities,
+              const std::vector<kv::CachePolicy>& policies) {
     std::vector<sim::SimulationConfig> configs;
-    for (const std::int64_t blocks : capacities) {
-        sim::SimulationConfig config = base;
-        config.num_blocks = static_cast<int>(blocks);
-        configs.push_back(config);
+    for (const kv::CachePolicy policy : policies) {
+        for (const std::int64_t blocks : capacities) {
+            sim::SimulationConfig config = base;
+            config.num_blocks = static_cast<int>(blocks);
+            config.cache_policy = policy;
+            configs.push_back(config);
+        }
     }
     const std::vector<sim::SimulationResult> results =
         sim::simulate_each(o.trace, configs, [&](std::size_t done) {
             if (!o.json) {
-                std::fprintf(stderr, "\r%zu of %zu capacities replayed", done, configs.size());
+                std::fprintf(stderr, "\r%zu of %zu configurations replayed", done, configs.size());
             }
         });
     if (!o.json) {
         std::fprintf(stderr, "\n");
     }
     if (!o.plot_path.empty()) {
-        std::vector<SweepSeries> series(3);
-        series[0].name = "LRU, by tokens";
-        series[1].name = "LRU, by blocks";
-        series[1].dashed = true;
-        series[2].name = "LRU, per request";
-        series[2].dashed = true;
-        for (std::size_t i = 0; i < configs.size(); ++i) {
-            const sim::SimulationResult& r = results[i];
-            if (r.finished == 0) {
-                continue; // every request rejected: no ratio to draw
+        // One policy: its ratio three ways. Several: each by tokens and by
+        // blocks (the per-request mean would crowd the plot).
+        std::vector<SweepSeries> series;
+        for (std::size_t p = 0; p < policies.size(); ++p) {
+            const std::string name = upper(kv::cache_policy_name(policies[p]));
+            const std::size_t first = series.size();
+            series.push_back({.name = name + ", by tokens", .points = {}});
+            series.push_back({.name = name + ", by blocks", .points = {}, .dashed = true});
+            if (policies.size() == 1) {
+                series.push_back({.name = name + ", per request", .points = {}, .dashed = true});
             }
-            const double tokens = static_cast<double>(configs[i].num_blocks) * base.block_size;
-            const bool partial = r.rejected > 0;
-            series[0].points.push_back({tokens, r.hit_ratio_tokens(), partial});
-            series[1].points.push_back({tokens, r.hit_ratio_blocks(), partial});
-            series[2].points.push_back({tokens, r.hit_ratio_request_mean(), partial});
+            for (std::size_t c = 0; c < capacities.size(); ++c) {
+                const std::size_t i = p * capacities.size() + c;
+                const sim::SimulationResult& r = results[i];
+                if (r.finished == 0) {
+                    continue; // every request rejected: no ratio to draw
+                }
+                const double tokens = static_cast<double>(configs[i].num_blocks) * base.block_size;
+                const bool partial = r.rejected > 0;
+                series[first].points.push_back({tokens, r.hit_ratio_tokens(), partial});
+                series[first + 1].points.push_back({tokens, r.hit_ratio_blocks(), partial});
+                if (policies.size() == 1) {
+                    series[first + 2].points.push_back(
+                        {tokens, r.hit_ratio_request_mean(), partial});
+                }
+            }
         }
         std::ofstream out(o.plot_path);
         out << hit_ratio_svg("Prefix-cache hit ratio against KV capacity: " + o.trace, series);
@@ -315,15 +402,20 @@ int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
                 "latency under the cost model (%s)\n",
                 o.trace.c_str(), static_cast<long long>(results.front().requests),
                 base.cost.source.c_str());
-    std::printf("%10s %11s %9s | %8s %8s %8s | %9s %9s %9s | %7s %8s\n", "blocks", "tokens", "GiB",
-                "blocks", "tokens", "request", "TTFT p50", "TTFT p99", "TPOT p50", "preempt",
-                "rejected");
+    if (base.nodes > 1) {
+        std::printf("Cluster: %d nodes, %s router; capacities are each node's\n", base.nodes,
+                    std::string(sim::router_name(base.router)).c_str());
+    }
+    std::printf("%6s %10s %11s %9s | %8s %8s %8s | %9s %9s %9s | %7s %8s\n", "policy", "blocks",
+                "tokens", "GiB", "blocks", "tokens", "request", "TTFT p50", "TTFT p99", "TPOT p50",
+                "preempt", "rejected");
     for (std::size_t i = 0; i < configs.size(); ++i) {
         const sim::SimulationResult& r = results[i];
         const auto blocks = static_cast<long long>(configs[i].num_blocks);
-        std::printf("%10lld %11lld %9.2f | %7.2f%% %7.2f%% %7.2f%% | %9.3f %9.3f %9.4f | %7lld "
-                    "%8lld\n",
-                    blocks, blocks * base.block_size,
+        std::printf("%6s %10lld %11lld %9.2f | %7.2f%% %7.2f%% %7.2f%% | %9.3f %9.3f %9.4f | "
+                    "%7lld %8lld\n",
+                    upper(kv::cache_policy_name(configs[i].cache_policy)).c_str(), blocks,
+                    blocks * base.block_size,
                     static_cast<double>(blocks) * static_cast<double>(base.bytes_per_block) /
                         (1024.0 * 1024 * 1024),
                     100 * r.hit_ratio_blocks(), 100 * r.hit_ratio_tokens(),
@@ -380,10 +472,21 @@ Command add_simulate_command(CLI::App& app) {
                     "Replay only the trace's first N requests")
         ->check(CLI::NonNegativeNumber);
     sub->add_flag("--json", options->json, "Print the results as JSON");
+    sub->add_option("--nodes", options->nodes,
+                    "Replay over a cluster of N engines, each with --capacity of its own, behind "
+                    "a router")
+        ->check(CLI::Range(1, 1024))
+        ->capture_default_str();
+    sub->add_option("--router", options->router,
+                    "How the cluster routes requests: round-robin, or cache-aware (to the node "
+                    "where the request costs least: prompt blocks not cached there plus the "
+                    "node's load, as NVIDIA Dynamo's KV router weighs them)")
+        ->check(CLI::IsMember({"round-robin", "cache-aware"}))
+        ->capture_default_str();
     sub->add_option("--record", options->record_path,
                     "Record the replay (every engine event, on the simulated clock) to a new "
                     "SQLite file that stats, compare, export and the app read");
-    options->serving.add_to(*sub);
+    options->serving.add_to(*sub, true);
     return {sub, [options] {
                 return run_simulate(*options);
             }};

@@ -17,7 +17,7 @@ LlmEngine::LlmEngine(runner::Backend& backend, const EngineConfig& config, event
     : backend_(backend)
     , config_(config)
     , sink_(sink)
-    , kv_(backend.num_blocks(), backend.block_size(), config.prefix_caching)
+    , kv_(backend.num_blocks(), backend.block_size(), config.prefix_caching, config.cache_policy)
     , scheduler_(config.scheduler, kv_) {
     kv_.set_event_sink(sink);
     if (const std::string problem = config.eviction.problem(backend.block_size());
@@ -61,6 +61,7 @@ std::string LlmEngine::describe_config() const {
         {"cache_type_k", kv::kv_format_name(format.key)},
         {"cache_type_v", kv::kv_format_name(format.value)},
         {"prefix_caching", config_.prefix_caching},
+        {"cache_policy", kv::cache_policy_name(config_.cache_policy)},
         {"max_num_seqs", s.max_num_seqs},
         {"max_num_batched_tokens", s.max_num_batched_tokens},
         {"max_model_len", s.max_model_len},

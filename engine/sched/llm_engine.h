@@ -22,6 +22,7 @@ namespace kvscope::sched {
 struct EngineConfig {
     SchedulerConfig scheduler;
     bool prefix_caching = true;
+    kv::CachePolicy cache_policy = kv::CachePolicy::lru; // which cached block goes first
     kv::EvictionConfig eviction;
     // Time every backend op and report it as op_slice events (recordings).
     bool record_ops = false;

@@ -36,8 +36,9 @@ std::string RunConfig::describe() const {
     std::string text =
         std::string(backend_kind_name(backend.kind)) + " backend, KV cache " + cache.describe() +
         " in blocks of " + std::to_string(block_size) + " (" + cache_format.describe() +
-        "), prefix caching " + (prefix_caching ? "on" : "off") + ", " +
-        std::to_string(scheduler.max_num_seqs) + " sequences / " +
+        "), prefix caching " +
+        (prefix_caching ? "on (" + std::string(kv::cache_policy_name(cache_policy)) + ")" : "off") +
+        ", " + std::to_string(scheduler.max_num_seqs) + " sequences / " +
         std::to_string(scheduler.max_num_batched_tokens) + " tokens a step, chunked prefill " +
         (scheduler.chunked_prefill ? "on" : "off") + ", preempting the " +
         std::string(sched::victim_policy_name(scheduler.victim));

@@ -31,6 +31,7 @@ struct RunConfig {
     int max_model_len = 0;
     kv::EvictionConfig eviction;
     bool prefix_caching = true;
+    kv::CachePolicy cache_policy = kv::CachePolicy::lru;
     sched::SchedulerConfig scheduler;
 
     std::string workload = "shared-prefix"; // a preset name or a .jsonl trace

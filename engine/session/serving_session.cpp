@@ -59,6 +59,7 @@ ServingSession::ServingSession(const RunConfig& config, events::EventSink* sink,
     sched::EngineConfig engine;
     engine.scheduler = config_.scheduler;
     engine.prefix_caching = config_.prefix_caching;
+    engine.cache_policy = config_.cache_policy;
     engine.eviction = config_.eviction;
     engine.record_ops = config_.record_ops;
     const tokenizer::Tokenizer& tok = model_->tokenizer();

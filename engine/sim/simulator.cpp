@@ -11,6 +11,7 @@
 #include <deque>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -68,6 +69,170 @@ double ratio(double part, double whole) {
     return whole > 0 ? part / whole : 0.0;
 }
 
+std::int64_t arrival_ns(const TraceRequest& r) {
+    return static_cast<std::int64_t>(std::llround(r.arrival_s * 1e9));
+}
+
+// One engine of the replay: its clock, backend, engine, and the requests it
+// was sent that have not ended.
+struct Node {
+    Node(const SimulationConfig& config, events::EventSink* sink)
+        : backend(config.num_blocks, config.block_size, config.bytes_per_block, config.cost, clock)
+        , engine(backend, engine_config(config, clock),
+                 sink != nullptr ? &stamped.emplace(clock, *sink) : nullptr) {}
+
+    static sched::EngineConfig engine_config(const SimulationConfig& config, SimClock& clock) {
+        sched::EngineConfig c;
+        c.scheduler = config.scheduler;
+        c.prefix_caching = config.prefix_caching;
+        c.cache_policy = config.cache_policy;
+        c.clock = [&clock] {
+            return clock.now_ns;
+        };
+        return c;
+    }
+
+    bool busy() const { return engine.has_unfinished() || !arrived.empty(); }
+
+    // Requests that have arrived but wait outside the engine, in arrival
+    // order: an overloaded replay queues thousands, and as the engine's own
+    // requests each would hold its whole prompt. The engine admits first
+    // come, first served, so feeding it a bounded queue changes nothing it
+    // decides - only the memory, now bounded by what runs. A recorded replay
+    // hands every request over as it arrives, so the recording's arrivals
+    // are the trace's.
+    void feed(std::size_t engine_queue) {
+        while (!arrived.empty() && engine.scheduler().waiting_count() < engine_queue) {
+            const TraceRequest& next = arrived.front();
+            sched::RequestSpec spec;
+            spec.prompt = trace_prompt_tokens(next, SimulatedBackend::kVocab);
+            spec.max_tokens = std::max(1, next.output_tokens);
+            spec.ignore_eos = true;
+            spec.arrival_seconds = next.arrival_s;
+            if (stamped) {
+                stamped->set_arrival(arrival_ns(next));
+            }
+            const std::int64_t id = engine.add_request(std::move(spec));
+            live.emplace(
+                id, Live{.arrival_ns = arrival_ns(next), .prompt_blocks = prompt_blocks(next)});
+            arrived.pop_front();
+        }
+    }
+
+    std::int64_t prompt_blocks(const TraceRequest& r) const {
+        const std::int64_t size = backend.block_size();
+        return (r.input_tokens + size - 1) / size;
+    }
+
+    // After a step: takes admitted requests off the queued load, sums up
+    // and forgets ended ones.
+    void collect() {
+        for (auto it = live.begin(); it != live.end();) {
+            const sched::Request& r = engine.request(it->first);
+            if (!it->second.admitted && (r.admitted_ns >= 0 || r.is_done())) {
+                it->second.admitted = true;
+                queued_blocks -= it->second.prompt_blocks;
+            }
+            if (!r.is_done()) {
+                ++it;
+                continue;
+            }
+            sum_up(r, it->second.arrival_ns);
+            engine.forget(it->first);
+            it = live.erase(it);
+        }
+    }
+
+    void sum_up(const sched::Request& r, std::int64_t arrived_ns) {
+        if (r.state == sched::RequestState::rejected) {
+            ++result.rejected;
+            return;
+        }
+        ++result.finished;
+        result.preemptions += r.accounting.preemptions;
+        result.prompt_tokens += r.prompt_length();
+        result.hit_tokens += r.accounting.prefix_hit_tokens;
+        result.blocks_hit += r.accounting.blocks_hit;
+        result.blocks_missed += r.accounting.blocks_missed;
+        result.request_hit_sum += ratio(static_cast<double>(r.accounting.prefix_hit_tokens),
+                                        static_cast<double>(r.prompt_length()));
+        if (r.first_token_ns >= 0) {
+            ttft.push_back(static_cast<double>(r.first_token_ns - arrived_ns) * 1e-9);
+            if (r.generated > 1) {
+                tpot.push_back(static_cast<double>(r.finish_ns - r.first_token_ns) * 1e-9 /
+                               (r.generated - 1));
+            }
+        }
+        if (r.admitted_ns >= 0) {
+            queue.push_back(static_cast<double>(r.admitted_ns - arrived_ns) * 1e-9);
+        }
+    }
+
+    void finish() {
+        result.ttft_s = percentiles(ttft);
+        result.tpot_s = percentiles(tpot);
+        result.queue_s = percentiles(queue);
+        result.simulated_s = static_cast<double>(clock.now_ns) * 1e-9;
+        result.work = backend.total_work();
+    }
+
+    struct Live {
+        std::int64_t arrival_ns = 0; // the trace's (the engine sees it up to a step later)
+        std::int64_t prompt_blocks = 0;
+        bool admitted = false;
+    };
+
+    SimClock clock;
+    std::optional<SimClockSink> stamped;
+    SimulatedBackend backend;
+    sched::LlmEngine engine;
+    std::deque<TraceRequest> arrived;
+    std::unordered_map<std::int64_t, Live> live;
+    std::int64_t queued_blocks = 0; // prompt blocks sent here, not yet admitted
+    SimulationResult result;
+    std::vector<double> ttft;
+    std::vector<double> tpot;
+    std::vector<double> queue;
+};
+
+// The cluster's figures: every node's counts summed, percentiles over all
+// requests.
+SimulationResult merged(const std::vector<std::unique_ptr<Node>>& nodes) {
+    SimulationResult all;
+    std::vector<double> ttft;
+    std::vector<double> tpot;
+    std::vector<double> queue;
+    for (const auto& node : nodes) {
+        const SimulationResult& r = node->result;
+        all.requests += r.requests;
+        all.finished += r.finished;
+        all.rejected += r.rejected;
+        all.preemptions += r.preemptions;
+        all.prompt_tokens += r.prompt_tokens;
+        all.hit_tokens += r.hit_tokens;
+        all.blocks_hit += r.blocks_hit;
+        all.blocks_missed += r.blocks_missed;
+        all.request_hit_sum += r.request_hit_sum;
+        all.simulated_s = std::max(all.simulated_s, r.simulated_s);
+        all.steps += r.steps;
+        all.work.prefill_tokens += r.work.prefill_tokens;
+        all.work.decode_sequences += r.work.decode_sequences;
+        all.work.kv_tokens_read += r.work.kv_tokens_read;
+        ttft.insert(ttft.end(), node->ttft.begin(), node->ttft.end());
+        tpot.insert(tpot.end(), node->tpot.begin(), node->tpot.end());
+        queue.insert(queue.end(), node->queue.begin(), node->queue.end());
+    }
+    all.ttft_s = percentiles(ttft);
+    all.tpot_s = percentiles(tpot);
+    all.queue_s = percentiles(queue);
+    if (nodes.size() > 1) {
+        for (const auto& node : nodes) {
+            all.nodes.push_back(node->result);
+        }
+    }
+    return all;
+}
+
 } // namespace
 
 double SimulationResult::hit_ratio_blocks() const {
@@ -85,120 +250,80 @@ SimulationResult simulate(MooncakeTrace& trace, const SimulationConfig& config,
     if (config.num_blocks <= 0 || config.block_size <= 0) {
         throw std::invalid_argument("a simulation needs a cache of one block or more");
     }
-    const std::int64_t wall_start = host_now_ns();
-    SimClock clock;
-    SimulatedBackend backend(config.num_blocks, config.block_size, config.bytes_per_block,
-                             config.cost, clock);
-    sched::EngineConfig engine_config;
-    engine_config.scheduler = config.scheduler;
-    engine_config.prefix_caching = config.prefix_caching;
-    engine_config.clock = [&clock] {
-        return clock.now_ns;
-    };
-    std::optional<SimClockSink> stamped;
-    if (sink != nullptr) {
-        stamped.emplace(clock, *sink);
+    if (config.nodes < 1) {
+        throw std::invalid_argument("a simulation needs one node or more");
     }
-    sched::LlmEngine engine(backend, engine_config, stamped ? &*stamped : nullptr);
-
-    SimulationResult result;
-    std::vector<double> ttft;
-    std::vector<double> tpot;
-    std::vector<double> queue;
-    // Requests not ended, with their trace arrival (the engine sees them a
-    // step later at most: the clock moves a step at a time).
-    std::unordered_map<std::int64_t, std::int64_t> arrival_of;
-    const auto arrival_ns = [](const TraceRequest& r) {
-        return static_cast<std::int64_t>(std::llround(r.arrival_s * 1e9));
-    };
-    const auto sum_up = [&](const sched::Request& r, std::int64_t arrived) {
-        if (r.state == sched::RequestState::rejected) {
-            ++result.rejected;
-            return;
-        }
-        ++result.finished;
-        result.preemptions += r.accounting.preemptions;
-        result.prompt_tokens += r.prompt_length();
-        result.hit_tokens += r.accounting.prefix_hit_tokens;
-        result.blocks_hit += r.accounting.blocks_hit;
-        result.blocks_missed += r.accounting.blocks_missed;
-        result.request_hit_sum += ratio(static_cast<double>(r.accounting.prefix_hit_tokens),
-                                        static_cast<double>(r.prompt_length()));
-        if (r.first_token_ns >= 0) {
-            ttft.push_back(static_cast<double>(r.first_token_ns - arrived) * 1e-9);
-            if (r.generated > 1) {
-                tpot.push_back(static_cast<double>(r.finish_ns - r.first_token_ns) * 1e-9 /
-                               (r.generated - 1));
-            }
-        }
-        if (r.admitted_ns >= 0) {
-            queue.push_back(static_cast<double>(r.admitted_ns - arrived) * 1e-9);
-        }
-    };
-
-    std::optional<TraceRequest> pending = trace.next();
-    const auto more = [&] {
-        return pending.has_value() &&
-               (config.max_requests <= 0 || result.requests < config.max_requests);
-    };
-    // Requests that have arrived but wait outside the engine, in arrival
-    // order: an overloaded replay queues thousands, and as the engine's own
-    // requests each would hold its whole prompt. The engine admits first
-    // come, first served, so feeding it a bounded queue changes nothing it
-    // decides - only the memory, now bounded by what runs. A recorded replay
-    // hands every request over as it arrives, so the recording's arrivals
-    // are the trace's.
-    std::deque<TraceRequest> arrived;
+    if (sink != nullptr && config.nodes != 1) {
+        throw std::invalid_argument("a recording holds one engine: record one node, not " +
+                                    std::to_string(config.nodes));
+    }
+    const std::int64_t wall_start = host_now_ns();
+    std::vector<std::unique_ptr<Node>> nodes;
+    for (int n = 0; n < config.nodes; ++n) {
+        nodes.push_back(std::make_unique<Node>(config, sink));
+    }
     const std::size_t engine_queue =
         sink != nullptr ? std::numeric_limits<std::size_t>::max()
                         : static_cast<std::size_t>(std::max(64, 2 * config.scheduler.max_num_seqs));
+
+    std::int64_t requests = 0;
+    std::optional<TraceRequest> pending = trace.next();
+    const auto more = [&] {
+        return pending.has_value() && (config.max_requests <= 0 || requests < config.max_requests);
+    };
+    std::vector<NodeView> views(nodes.size());
     bool stopped = false;
-    while (!stopped && (more() || !arrived.empty() || engine.has_unfinished())) {
-        if (!engine.has_unfinished() && arrived.empty()) {
-            clock.now_ns = std::max(clock.now_ns, arrival_ns(*pending)); // idle: jump
-        }
-        while (more() && arrival_ns(*pending) <= clock.now_ns) {
-            arrived.push_back(std::move(*pending));
-            ++result.requests;
-            if (progress && result.requests % 256 == 0 && !progress(result.requests)) {
-                stopped = true;
+    while (!stopped) {
+        // Step the busy node furthest behind until every busy node has
+        // passed the next arrival, then route that arrival.
+        Node* behind = nullptr;
+        for (const auto& node : nodes) {
+            if (node->busy() && (behind == nullptr || node->clock.now_ns < behind->clock.now_ns)) {
+                behind = node.get();
             }
-            pending = trace.next();
         }
-        while (!arrived.empty() && engine.scheduler().waiting_count() < engine_queue) {
-            const TraceRequest& next = arrived.front();
-            sched::RequestSpec spec;
-            spec.prompt = trace_prompt_tokens(next, SimulatedBackend::kVocab);
-            spec.max_tokens = std::max(1, next.output_tokens);
-            spec.ignore_eos = true;
-            spec.arrival_seconds = next.arrival_s;
-            if (stamped) {
-                stamped->set_arrival(arrival_ns(next));
+        const bool arrivals = more();
+        if (behind != nullptr && (!arrivals || behind->clock.now_ns < arrival_ns(*pending))) {
+            behind->feed(engine_queue);
+            if (behind->engine.has_unfinished()) {
+                behind->engine.step();
+                ++behind->result.steps;
             }
-            const std::int64_t id = engine.add_request(std::move(spec));
-            arrival_of.emplace(id, arrival_ns(next));
-            arrived.pop_front();
+            behind->collect();
+            continue;
         }
-        if (engine.has_unfinished()) {
-            engine.step();
-            ++result.steps;
+        if (!arrivals) {
+            break;
         }
-        for (auto it = arrival_of.begin(); it != arrival_of.end();) {
-            const sched::Request& r = engine.request(it->first);
-            if (!r.is_done()) {
-                ++it;
-                continue;
+        std::size_t target = static_cast<std::size_t>(requests % config.nodes);
+        if (config.router == RouterKind::cache_aware && nodes.size() > 1) {
+            const std::vector<std::int32_t> prompt =
+                trace_prompt_tokens(*pending, SimulatedBackend::kVocab);
+            for (std::size_t n = 0; n < nodes.size(); ++n) {
+                const Node& node = *nodes[n];
+                views[n].cached_prefix_blocks = node.engine.kv().match_prefix(prompt).blocks_hit;
+                views[n].load_blocks = node.engine.kv().stats().used + node.queued_blocks;
+                views[n].requests = node.result.requests;
             }
-            sum_up(r, it->second);
-            engine.forget(it->first);
-            it = arrival_of.erase(it);
+            target = cache_aware_node(nodes.front()->prompt_blocks(*pending), views);
         }
+        Node& node = *nodes[target];
+        if (!node.busy()) {
+            node.clock.now_ns = std::max(node.clock.now_ns, arrival_ns(*pending)); // idle: jump
+        }
+        node.queued_blocks += node.prompt_blocks(*pending);
+        ++node.result.requests;
+        node.arrived.push_back(std::move(*pending));
+        ++requests;
+        if (progress && requests % 256 == 0 && !progress(requests)) {
+            stopped = true;
+        }
+        pending = trace.next();
     }
-    result.ttft_s = percentiles(ttft);
-    result.tpot_s = percentiles(tpot);
-    result.queue_s = percentiles(queue);
-    result.simulated_s = static_cast<double>(clock.now_ns) * 1e-9;
-    result.work = backend.total_work();
+    for (const auto& node : nodes) {
+        node->finish();
+    }
+    SimulationResult result = merged(nodes);
     result.trace_warnings = trace.warning_count();
     result.wall_s = static_cast<double>(host_now_ns() - wall_start) * 1e-9;
     return result;

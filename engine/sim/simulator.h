@@ -5,12 +5,19 @@
 // in at their trace times (the clock jumps over idle stretches); each ended
 // request is summed up and forgotten, so memory follows what runs, not the
 // trace's length.
+//
+// A cluster is several such engines, each with its own cache and clock, and
+// a router (router.h) that sends each request to one as it arrives; the
+// nodes step in simulated-time order, so the router sees every node as it
+// is at the arrival.
 #pragma once
 
 #include "engine/events/engine_event.h"
+#include "engine/kv/cache_policy.h"
 #include "engine/sched/scheduler.h"
 #include "engine/sim/cost_model.h"
 #include "engine/sim/mooncake_trace.h"
+#include "engine/sim/router.h"
 
 #include <cstdint>
 #include <functional>
@@ -21,9 +28,12 @@ namespace kvscope::sim {
 
 struct SimulationConfig {
     int block_size = 16;
-    int num_blocks = 0; // the KV capacity
+    int num_blocks = 0; // the KV capacity (of each node)
     std::int64_t bytes_per_block = 0;
     bool prefix_caching = true;
+    kv::CachePolicy cache_policy = kv::CachePolicy::lru;
+    int nodes = 1;
+    RouterKind router = RouterKind::round_robin;
     sched::SchedulerConfig scheduler;
     CostModel cost;
     std::int64_t max_requests = 0; // 0: the whole trace
@@ -37,7 +47,7 @@ struct Percentiles {
 };
 
 struct SimulationResult {
-    std::int64_t requests = 0; // read from the trace
+    std::int64_t requests = 0; // read from the trace (a node's: routed to it)
     std::int64_t finished = 0;
     std::int64_t rejected = 0; // could never fit the cache or the limits
     std::int64_t preemptions = 0;
@@ -54,11 +64,14 @@ struct SimulationResult {
     Percentiles ttft_s;     // arrival to first token
     Percentiles tpot_s;     // per output token after the first
     Percentiles queue_s;    // arrival to first admission
-    double simulated_s = 0; // the clock at the end
+    double simulated_s = 0; // the clock at the end (the latest node's)
     std::int64_t steps = 0;
     StepWork work;     // summed over steps
     double wall_s = 0; // what the replay took here
     std::int64_t trace_warnings = 0;
+    // A cluster's nodes, each summed up alone (the fields above cover them
+    // all); empty for one node.
+    std::vector<SimulationResult> nodes;
 };
 
 // `progress` (may be empty) is told the requests read so far now and then;
@@ -66,8 +79,8 @@ struct SimulationResult {
 using SimulationProgress = std::function<bool(std::int64_t requests_read)>;
 
 // Throws TraceError for a bad trace line, std::invalid_argument for a bad
-// config. `sink` (may be null) gets the engine's events stamped with the
-// simulated clock (a recording of the replay).
+// config. `sink` (may be null; one node only) gets the engine's events
+// stamped with the simulated clock (a recording of the replay).
 SimulationResult simulate(MooncakeTrace& trace, const SimulationConfig& config,
                           events::EventSink* sink = nullptr,
                           const SimulationProgress& progress = {});

@@ -1,7 +1,8 @@
 // `kvscope simulate` from the outside: the head of Mooncake's conversation
 // trace replayed as JSON (the hit ratio three ways, agreeing with each
 // other's definitions), a capacity given in blocks, tokens or bytes meaning
-// the same cache, and bad input (capacity, trace line, cost model) answered
+// the same cache, cache policies compared, a cluster behind a router, and
+// bad input (capacity, trace line, cost model) answered
 // with a reason and a non-zero exit, never a crash.
 #include "tests/support/run_process.h"
 
@@ -153,6 +154,64 @@ private slots:
                                     dir_.filePath("x.sqlite")})
                      .exit_code,
                  2);
+    }
+
+    // --policy lru,lfu: each policy at each capacity, policies in the order
+    // given, one plot with two lines (by tokens, by blocks) per policy.
+    void comparesCachePolicies() {
+        const QString plot = dir_.filePath("policies.svg");
+        const QJsonObject both = simulate_json({"--capacity", "2000,500", "--policy", "lru,lfu",
+                                                "--max-requests", "120", "--plot", plot});
+        const QJsonArray points = both["points"].toArray();
+        QCOMPARE(points.size(), 4);
+        QCOMPARE(points[0].toObject()["cache_policy"].toString(), QString("lru"));
+        QCOMPARE(points[3].toObject()["cache_policy"].toString(), QString("lfu"));
+        QCOMPARE(points[3].toObject()["capacity_blocks"].toInt(), 500);
+        const QJsonObject lfu =
+            simulate_json({"--capacity", "500", "--cache-policy", "lfu", "--max-requests", "120"});
+        QCOMPARE(lfu["cache_policy"].toString(), QString("lfu"));
+        QCOMPARE(lfu["hit_tokens"].toDouble(), points[3].toObject()["hit_tokens"].toDouble());
+        QFile file(plot);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QByteArray svg = file.readAll();
+        QCOMPARE(svg.count("<polyline"), 4);
+        QVERIFY(svg.contains("LFU, by tokens"));
+        const auto bad =
+            run_process(kCli, {"simulate", kTrace, "--capacity", "100", "--policy", "fifo"});
+        QCOMPARE(bad.exit_code, 2);
+        QVERIFY2(bad.err.contains("fifo"), qPrintable(bad.err));
+    }
+
+    // --nodes: the cluster's counts are its nodes' sums, each node reported;
+    // round-robin splits the requests evenly; a recording is refused.
+    void replaysACluster() {
+        for (const QString router : {"round-robin", "cache-aware"}) {
+            const QJsonObject r = simulate_json({"--capacity", "20000", "--nodes", "3", "--router",
+                                                 router, "--max-requests", "90"});
+            QCOMPARE(r["nodes"].toInt(), 3);
+            QCOMPARE(r["router"].toString(), router);
+            const QJsonArray nodes = r["per_node"].toArray();
+            QCOMPARE(nodes.size(), 3);
+            int requests = 0;
+            for (const QJsonValue node : nodes) {
+                requests += node.toObject()["requests"].toInt();
+                if (router == "round-robin") {
+                    QCOMPARE(node.toObject()["requests"].toInt(), 30);
+                }
+            }
+            QCOMPARE(requests, 90);
+            QCOMPARE(r["requests"].toInt(), 90);
+        }
+        const auto text = run_process(kCli, {"simulate", kTrace, "--capacity", "20000", "--nodes",
+                                             "2", "--max-requests", "20"});
+        QCOMPARE(text.exit_code, 0);
+        QVERIFY2(text.out.contains("Cluster: 2 nodes, round-robin router") &&
+                     text.out.contains("node 1"),
+                 qPrintable(text.out));
+        const auto recorded = run_process(kCli, {"simulate", kTrace, "--capacity", "100", "--nodes",
+                                                 "2", "--record", dir_.filePath("cluster.sqlite")});
+        QCOMPARE(recorded.exit_code, 2);
+        QVERIFY(recorded.err.contains("--nodes"));
     }
 
     void badInputSaysWhy() {

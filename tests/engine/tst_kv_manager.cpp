@@ -1,10 +1,12 @@
 // The KV block manager on its own: prefix hits, the prompt_len - 1 limit,
-// sharing and ref counts, LRU reuse of cached blocks, the tail-first release
-// order, shared prefixes shorter than a block, and its invariant checker
-// catching what it should.
+// sharing and ref counts, LRU and LFU reuse of cached blocks, the tail-first
+// release order, shared prefixes shorter than a block, its invariants under
+// random workloads, and its invariant checker catching what it should.
 #include "engine/kv/kv_manager.h"
 
+#include <map>
 #include <numeric>
+#include <random>
 
 #include <QTest>
 
@@ -55,6 +57,11 @@ private slots:
     void prefix_caching_off_never_hits();
     void admit_is_all_or_nothing();
     void checker_catches_corruption();
+    void block_queue_is_fifo_with_removal();
+    void lfu_keeps_the_most_used_prefix();
+    void lfu_breaks_ties_by_release_order();
+    void random_workloads_keep_invariants_data();
+    void random_workloads_keep_invariants();
 };
 
 void TestKvManager::hit_covers_whole_blocks_only() {
@@ -206,6 +213,160 @@ void TestKvManager::checker_catches_corruption() {
     QVERIFY(!kv.check(leaked).empty());
     kv.release(0, a);
     QVERIFY_THROWS_EXCEPTION(std::logic_error, kv.release(0, forged));
+}
+
+void TestKvManager::block_queue_is_fifo_with_removal() {
+    kv::BlockQueue queue(6);
+    for (const kv::BlockId b : {3, 1, 4, 0, 5}) {
+        queue.push_back(b);
+    }
+    queue.erase(4); // the middle
+    queue.erase(3); // the head
+    queue.erase(5); // the tail
+    QCOMPARE(queue.size(), std::size_t{2});
+    QVERIFY(queue.contains(1) && queue.contains(0) && !queue.contains(4));
+    queue.push_back(4);
+    QCOMPARE(queue.pop_front(), 1);
+    QCOMPARE(queue.pop_front(), 0);
+    QCOMPARE(queue.pop_front(), 4);
+    QVERIFY(queue.empty());
+    QVERIFY_THROWS_EXCEPTION(std::logic_error, queue.pop_front());
+    queue.push_back(2);
+    QVERIFY_THROWS_EXCEPTION(std::logic_error, queue.push_back(2));
+    QVERIFY_THROWS_EXCEPTION(std::logic_error, queue.erase(3));
+}
+
+void TestKvManager::lfu_keeps_the_most_used_prefix() {
+    // Two 2-block prefixes (and a partial block each) in a 6-block pool; A
+    // is used three times, then B once, more recently. A new 4-block prompt
+    // takes the 2 free blocks and reclaims two: LRU gives up A (released
+    // longest ago), LFU gives up B (used least).
+    for (const kv::CachePolicy policy : {kv::CachePolicy::lru, kv::CachePolicy::lfu}) {
+        kv::KvManager kv(6, 4, true, policy);
+        QCOMPARE(kv.cache_policy(), policy);
+        const auto a = tokens(9, 100);
+        const auto b = tokens(9, 500);
+        std::int64_t id = 0;
+        for (int i = 0; i < 3; ++i) {
+            kv::SequenceBlocks seq;
+            run(kv, seq, a, id++);
+            kv.release(id, seq);
+        }
+        kv::SequenceBlocks seq_b;
+        run(kv, seq_b, b, id++);
+        kv.release(id, seq_b);
+        QCOMPARE(kv.stats().cached, 4);
+        kv::SequenceBlocks fresh;
+        QVERIFY(kv.admit(id, fresh, tokens(16, 9000)));
+        const bool lfu = policy == kv::CachePolicy::lfu;
+        QCOMPARE(kv.match_prefix(a).hit_tokens, lfu ? 8 : 0);
+        QCOMPARE(kv.match_prefix(b).hit_tokens, lfu ? 0 : 8);
+        const kv::SequenceBlocks* live[] = {&fresh};
+        QCOMPARE(kv.check(live), std::string());
+    }
+}
+
+void TestKvManager::lfu_breaks_ties_by_release_order() {
+    // Equal uses: the earlier release goes first, and within one release the
+    // tail before the head (a chain is reclaimed from its end).
+    kv::KvManager kv(4, 4, true, kv::CachePolicy::lfu);
+    kv::SequenceBlocks a;
+    run(kv, a, tokens(13)); // 3 full blocks, 1 partial
+    kv.release(0, a);
+    kv::SequenceBlocks b;
+    QVERIFY(kv.admit(1, b, tokens(4, 9000))); // the freed partial block
+    kv::SequenceBlocks c;
+    QVERIFY(kv.admit(2, c, tokens(4, 7000))); // reclaims block 2 of the chain
+    QCOMPARE(kv.match_prefix(tokens(13)).hit_tokens, 8);
+}
+
+void TestKvManager::random_workloads_keep_invariants_data() {
+    QTest::addColumn<int>("policy");
+    QTest::addColumn<int>("seed");
+    for (int seed = 1; seed <= 3; ++seed) {
+        QTest::addRow("lru-%d", seed) << static_cast<int>(kv::CachePolicy::lru) << seed;
+        QTest::addRow("lfu-%d", seed) << static_cast<int>(kv::CachePolicy::lfu) << seed;
+    }
+}
+
+void TestKvManager::random_workloads_keep_invariants() {
+    // Prompts drawn from a few shared prefixes with random tails, admitted,
+    // grown, cached and released in random order on a small pool: after
+    // every operation the manager's own invariants hold, and every hit it
+    // reports is a prefix some earlier sequence computed.
+    QFETCH(int, policy);
+    QFETCH(int, seed);
+    std::mt19937 rng(static_cast<std::uint32_t>(seed));
+    kv::KvManager kv(48, 4, true, static_cast<kv::CachePolicy>(policy));
+    struct Live {
+        kv::SequenceBlocks blocks;
+        std::vector<std::int32_t> tokens;
+    };
+    std::map<std::int64_t, Live> live;
+    std::vector<std::vector<std::int32_t>> computed; // every prompt fully computed
+    const auto check = [&] {
+        std::vector<const kv::SequenceBlocks*> tables;
+        for (const auto& [id, seq] : live) {
+            tables.push_back(&seq.blocks);
+        }
+        const std::string problem = kv.check(tables);
+        if (!problem.empty()) {
+            QFAIL(problem.c_str());
+        }
+    };
+    std::int64_t next_id = 0;
+    int hits = 0;
+    for (int op = 0; op < 3000; ++op) {
+        if (live.size() < 6 && rng() % 3 != 0) {
+            std::vector<std::int32_t> prompt =
+                tokens(static_cast<int>(rng() % 13), 1000 * static_cast<int>(rng() % 4));
+            const int tail = 1 + static_cast<int>(rng() % 14);
+            for (int t = 0; t < tail; ++t) {
+                prompt.push_back(static_cast<std::int32_t>(rng() % 3));
+            }
+            Live seq{.blocks = {}, .tokens = prompt};
+            const auto match = kv.admit(next_id, seq.blocks, prompt);
+            if (match) {
+                if (match->hit_tokens > 0) {
+                    ++hits;
+                    const auto hit_end = prompt.begin() + match->hit_tokens;
+                    const bool seen =
+                        std::any_of(computed.begin(), computed.end(), [&](const auto& earlier) {
+                            return earlier.size() >= static_cast<std::size_t>(match->hit_tokens) &&
+                                   std::equal(prompt.begin(), hit_end, earlier.begin());
+                        });
+                    QVERIFY2(seen, "a hit on a prefix nobody computed");
+                }
+                seq.blocks.length = static_cast<std::int32_t>(prompt.size());
+                kv.cache_full_blocks(next_id, seq.blocks, prompt, seq.blocks.length);
+                computed.push_back(prompt);
+                live.emplace(next_id, std::move(seq));
+            }
+            ++next_id;
+        } else if (!live.empty()) {
+            auto it = live.begin();
+            std::advance(it, static_cast<long>(rng() % live.size()));
+            if (rng() % 2 == 0) {
+                // Decode a few tokens, caching newly full blocks.
+                Live& seq = it->second;
+                const int more = 1 + static_cast<int>(rng() % 6);
+                const auto length = static_cast<std::int32_t>(seq.tokens.size()) + more;
+                if (kv.grow(it->first, seq.blocks, length)) {
+                    for (int t = 0; t < more; ++t) {
+                        seq.tokens.push_back(static_cast<std::int32_t>(rng() % 3));
+                    }
+                    seq.blocks.length = length;
+                    kv.cache_full_blocks(it->first, seq.blocks, seq.tokens, length);
+                    computed.push_back(seq.tokens);
+                }
+            } else {
+                kv.release(it->first, it->second.blocks);
+                live.erase(it);
+            }
+        }
+        check();
+    }
+    QVERIFY2(hits > 100, "the workload should share prefixes");
 }
 
 QTEST_GUILESS_MAIN(TestKvManager)

@@ -1,7 +1,8 @@
 // kvscope simulate's core (engine/sim): Mooncake traces read line by line
 // with FILE:LINE errors and warnings; prompts derived from the hash ids
 // (equal ids, equal tokens); the replay's prefix-cache hits against an
-// independent count from the ids alone; the cost-model clock against the
+// independent count from the ids alone, on one node and on a cluster's
+// nodes behind either router; the cost-model clock against the
 // model's own arithmetic; and the head of the real conversation trace
 // (tests/engine/data/mooncake_conversation_head300.jsonl, the first 300
 // lines of Mooncake's FAST25-release/traces/conversation_trace.jsonl,
@@ -13,6 +14,8 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <random>
 #include <set>
 
@@ -49,6 +52,89 @@ CostModel test_costs() {
     model.kv_token_read_s = 1e-6;
     model.source = "test";
     return model;
+}
+
+// A trace whose prompts continue earlier ones for a while (shared
+// prefixes) and then go on with new ids; requests 1000 s apart, so each
+// runs alone.
+struct GeneratedTrace {
+    std::string text;
+    std::vector<std::vector<std::int64_t>> ids;
+    std::vector<int> inputs;
+};
+
+GeneratedTrace shared_prefix_trace(std::uint32_t seed, int count) {
+    std::mt19937 rng(seed);
+    GeneratedTrace out;
+    std::int64_t next_id = 1000;
+    for (int i = 0; i < count; ++i) {
+        const int blocks = 1 + static_cast<int>(rng() % 6);
+        std::vector<std::int64_t> ids;
+        if (!out.ids.empty() && rng() % 3 != 0) {
+            const std::vector<std::int64_t>& base = out.ids[rng() % out.ids.size()];
+            const std::size_t keep = std::min<std::size_t>(base.size() - 1, rng() % 5);
+            ids.assign(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(keep));
+        }
+        while (static_cast<int>(ids.size()) < blocks) {
+            ids.push_back(next_id++);
+        }
+        // Full 512-token blocks but for a last block of 100..511 tokens.
+        const int input =
+            512 * (static_cast<int>(ids.size()) - 1) + 100 + static_cast<int>(rng() % 412);
+        out.text += line(i * 1'000'000.0, input, 3, ids);
+        out.ids.push_back(ids);
+        out.inputs.push_back(input);
+    }
+    return out;
+}
+
+struct ExpectedHits {
+    std::int64_t prompt_tokens = 0;
+    std::int64_t hit_tokens = 0;
+    std::int64_t blocks_hit = 0;
+    std::int64_t blocks = 0;
+    std::vector<std::int64_t> node_hit_tokens;
+};
+
+// What an unbounded cache on each node hits, from the ids alone: request i
+// runs on node_of(i); its leading ids that node has cached, each with this
+// prompt's tokens of it (a last block is partial: its first tokens equal an
+// earlier full block's), in whole 16-token engine blocks, short of the last
+// prompt token. A node caches each full id whole, and of a partial last id
+// its whole engine blocks.
+ExpectedHits count_hits(const GeneratedTrace& trace, std::size_t nodes,
+                        const std::function<std::size_t(std::size_t)>& node_of) {
+    ExpectedHits out;
+    out.node_hit_tokens.assign(nodes, 0);
+    std::vector<std::map<std::int64_t, std::int64_t>> cached(nodes); // id -> its tokens cached
+    for (std::size_t i = 0; i < trace.ids.size(); ++i) {
+        const std::vector<std::int64_t>& ids = trace.ids[i];
+        const int input = trace.inputs[i];
+        std::map<std::int64_t, std::int64_t>& node_cached = cached[node_of(i)];
+        const auto tokens_of_block = [&](std::size_t k) -> std::int64_t {
+            return k + 1 < ids.size() ? 512 : input - 512 * static_cast<int>(ids.size() - 1);
+        };
+        std::int64_t matched_tokens = 0;
+        for (std::size_t k = 0; k < ids.size(); ++k) {
+            const auto it = node_cached.find(ids[k]);
+            const std::int64_t have = it == node_cached.end() ? 0 : it->second;
+            matched_tokens += std::min(have, tokens_of_block(k));
+            if (have < tokens_of_block(k)) {
+                break;
+            }
+        }
+        const std::int64_t hit = std::min<std::int64_t>(matched_tokens, input - 1) / 16 * 16;
+        out.hit_tokens += hit;
+        out.node_hit_tokens[node_of(i)] += hit;
+        out.prompt_tokens += input;
+        out.blocks_hit += hit / 16;
+        out.blocks += (input + 15) / 16;
+        for (std::size_t k = 0; k < ids.size(); ++k) {
+            std::int64_t& have = node_cached[ids[k]];
+            have = std::max(have, tokens_of_block(k) / 16 * 16);
+        }
+    }
+    return out;
 }
 
 SimulationConfig config_with(int blocks) {
@@ -147,69 +233,105 @@ private slots:
     // before (a reused id may be a prompt's partial last block), in whole
     // engine blocks, short of its last token - counted here from the ids alone.
     void hitsMatchACountFromTheIds() {
-        std::mt19937 rng(3);
-        std::string text;
-        std::set<std::int64_t> seen;
-        std::int64_t expected_hit = 0;
-        std::int64_t expected_prompt = 0;
-        std::int64_t expected_blocks_hit = 0;
-        std::int64_t expected_blocks = 0;
-        std::int64_t next_id = 1000;
-        std::vector<std::vector<std::int64_t>> earlier;
-        for (int i = 0; i < 40; ++i) {
-            const int blocks = 1 + static_cast<int>(rng() % 6);
-            std::vector<std::int64_t> ids;
-            // Continue an earlier prompt for a while (a shared prefix), then new ids.
-            if (!earlier.empty() && rng() % 3 != 0) {
-                const std::vector<std::int64_t>& base = earlier[rng() % earlier.size()];
-                const std::size_t keep = std::min<std::size_t>(base.size() - 1, rng() % 5);
-                ids.assign(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(keep));
-            }
-            while (static_cast<int>(ids.size()) < blocks) {
-                ids.push_back(next_id++);
-            }
-            // Full 512-token blocks but for a last block of 100..511 tokens.
-            const int input =
-                512 * (static_cast<int>(ids.size()) - 1) + 100 + static_cast<int>(rng() % 412);
-            // The leading ids seen before, each with this prompt's tokens of it
-            // (the last block partial: its first tokens equal the earlier
-            // full block's).
-            std::int64_t matched_tokens = 0;
-            for (std::size_t k = 0; k < ids.size() && seen.count(ids[k]) > 0; ++k) {
-                matched_tokens +=
-                    k + 1 < ids.size() ? 512 : input - 512 * static_cast<int>(ids.size() - 1);
-            }
-            // Whole engine blocks, short of the last prompt token.
-            const std::int64_t hit = std::min<std::int64_t>(matched_tokens, input - 1) / 16 * 16;
-            expected_hit += hit;
-            expected_prompt += input;
-            expected_blocks_hit += hit / 16;
-            expected_blocks += (input + 15) / 16;
-            for (std::size_t k = 0; k + 1 < ids.size(); ++k) {
-                seen.insert(ids[k]); // the partial last block is not cached whole
-            }
-            earlier.push_back(ids);
-            text += line(i * 1'000'000.0, input, 3, ids);
-        }
-        const std::string path = write_file(dir_, "shared.jsonl", text);
+        const GeneratedTrace generated = shared_prefix_trace(3, 40);
+        const std::string path = write_file(dir_, "shared.jsonl", generated.text);
+        const ExpectedHits expected = count_hits(generated, 1, [](std::size_t) { return 0; });
         MooncakeTrace trace(path);
         const SimulationResult r = simulate(trace, config_with(100'000));
         QCOMPARE(r.requests, std::int64_t{40});
         QCOMPARE(r.finished, std::int64_t{40});
-        QCOMPARE(r.prompt_tokens, expected_prompt);
-        QVERIFY(expected_hit > 0);
-        QCOMPARE(r.hit_tokens, expected_hit);
-        QCOMPARE(r.blocks_hit, expected_blocks_hit);
-        QCOMPARE(r.blocks_hit + r.blocks_missed, expected_blocks);
-        QCOMPARE(r.hit_ratio_tokens(),
-                 static_cast<double>(expected_hit) / static_cast<double>(expected_prompt));
+        QCOMPARE(r.prompt_tokens, expected.prompt_tokens);
+        QVERIFY(expected.hit_tokens > 0);
+        QCOMPARE(r.hit_tokens, expected.hit_tokens);
+        QCOMPARE(r.blocks_hit, expected.blocks_hit);
+        QCOMPARE(r.blocks_hit + r.blocks_missed, expected.blocks);
+        QCOMPARE(r.hit_ratio_tokens(), static_cast<double>(expected.hit_tokens) /
+                                           static_cast<double>(expected.prompt_tokens));
         QCOMPARE(r.preemptions, std::int64_t{0});
+        QVERIFY(r.nodes.empty());
 
         // Without prefix caching nothing is hit.
         MooncakeTrace again(path);
         SimulationConfig off = config_with(100'000);
         off.prefix_caching = false;
         QCOMPARE(simulate(again, off).hit_tokens, std::int64_t{0});
+    }
+
+    // Round-robin over three nodes: request i goes to node i mod 3, and each
+    // node's hits are the count from the ids of its own requests alone; the
+    // cluster's figures are the nodes' sums.
+    void roundRobinNodesEachCacheTheirOwn() {
+        const GeneratedTrace generated = shared_prefix_trace(5, 60);
+        const std::string path = write_file(dir_, "cluster.jsonl", generated.text);
+        const ExpectedHits expected = count_hits(generated, 3, [](std::size_t i) { return i % 3; });
+        MooncakeTrace trace(path);
+        SimulationConfig config = config_with(100'000);
+        config.nodes = 3;
+        const SimulationResult r = simulate(trace, config);
+        QCOMPARE(r.nodes.size(), std::size_t{3});
+        QCOMPARE(r.requests, std::int64_t{60});
+        QCOMPARE(r.hit_tokens, expected.hit_tokens);
+        std::int64_t hit_sum = 0;
+        for (std::size_t n = 0; n < 3; ++n) {
+            QCOMPARE(r.nodes[n].requests, std::int64_t{20});
+            QCOMPARE(r.nodes[n].hit_tokens, expected.node_hit_tokens[n]);
+            hit_sum += r.nodes[n].hit_tokens;
+        }
+        QCOMPARE(hit_sum, r.hit_tokens);
+        // Local caches lose the hits of prefixes first met on another node.
+        const ExpectedHits one_cache = count_hits(generated, 1, [](std::size_t) { return 0; });
+        QVERIFY(r.hit_tokens < one_cache.hit_tokens);
+
+        // A recording holds one engine.
+        MooncakeTrace again(path);
+        struct Nothing final : events::EventSink {
+            void on_event(const events::EngineEvent&) override {}
+        } sink;
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, simulate(again, config, &sink));
+    }
+
+    // Requests far apart (every node idle at each arrival): the cache-aware
+    // router sends each to a node holding its longest cached prefix, so the
+    // cluster hits what one cache would; round-robin hits less.
+    void cacheAwareRoutingFindsThePrefix() {
+        const GeneratedTrace generated = shared_prefix_trace(7, 60);
+        const std::string path = write_file(dir_, "routed.jsonl", generated.text);
+        const ExpectedHits one_cache = count_hits(generated, 1, [](std::size_t) { return 0; });
+        SimulationConfig config = config_with(100'000);
+        config.nodes = 4;
+        config.router = RouterKind::cache_aware;
+        MooncakeTrace trace(path);
+        const SimulationResult aware = simulate(trace, config);
+        QCOMPARE(aware.hit_tokens, one_cache.hit_tokens);
+        config.router = RouterKind::round_robin;
+        MooncakeTrace again(path);
+        QVERIFY(simulate(again, config).hit_tokens < aware.hit_tokens);
+        // New prefixes spread: no node takes every request.
+        for (const SimulationResult& node : aware.nodes) {
+            QVERIFY(node.requests < 60);
+        }
+    }
+
+    // The router's cost: blocks to compute there plus the node's load.
+    void cacheAwareCostWeighsLoad() {
+        const std::vector<NodeView> idle = {{.cached_prefix_blocks = 0, .load_blocks = 0},
+                                            {.cached_prefix_blocks = 6, .load_blocks = 0}};
+        QCOMPARE(cache_aware_node(10, idle), std::size_t{1});
+        // The prefix's node is busy: 4 + 7 > 10 + 0, so recompute elsewhere.
+        const std::vector<NodeView> busy = {{.cached_prefix_blocks = 0, .load_blocks = 0},
+                                            {.cached_prefix_blocks = 6, .load_blocks = 7}};
+        QCOMPARE(cache_aware_node(10, busy), std::size_t{0});
+        // Equal cost: the lighter load; then fewer requests; then the lower index.
+        const std::vector<NodeView> tie = {{.cached_prefix_blocks = 2, .load_blocks = 3},
+                                           {.cached_prefix_blocks = 0, .load_blocks = 1},
+                                           {.cached_prefix_blocks = 0, .load_blocks = 1}};
+        QCOMPARE(cache_aware_node(10, tie), std::size_t{1});
+        std::vector<NodeView> spread = tie;
+        spread[1].requests = 5;
+        spread[2].requests = 4;
+        QCOMPARE(cache_aware_node(10, spread), std::size_t{2});
+        QCOMPARE(parse_router("cache-aware"), std::optional(RouterKind::cache_aware));
+        QVERIFY(!parse_router("random"));
     }
 
     // One request alone: its prefill is one step (the budget holds it), each
