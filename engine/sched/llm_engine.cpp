@@ -127,6 +127,7 @@ void LlmEngine::release_blocks(Request& request) {
 }
 
 void LlmEngine::finish(Request& request, RequestState state, std::string reason) {
+    ended_.push_back(request.id);
     scheduler_.remove(&request);
     release_blocks(request);
     request.state = state;
@@ -212,6 +213,7 @@ ScheduleResult LlmEngine::schedule(StepStats& stats) {
                                                          .preemptions = r->accounting.preemptions});
     }
     for (Request* r : plan.admitted) {
+        stats.admitted.push_back(r->id);
         if (r->admitted_ns < 0) {
             r->admitted_ns = now_ns();
         }

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace kvscope::sched {
@@ -45,6 +46,7 @@ struct StepStats {
     int decode_tokens = 0;  // sequences that produced a token
     int preempted = 0;
     double seconds = 0;
+    std::vector<std::int64_t> admitted; // requests admitted (first, or again after preemption)
 };
 
 class LlmEngine : private runner::OpObserver {
@@ -67,6 +69,10 @@ public:
     // replayed trace of thousands of requests keeps only those not ended.
     // False when it has not ended (or is not known).
     bool forget(std::int64_t id);
+    // The requests that ended (finished, rejected, aborted) since the last
+    // call, in the order they ended: a caller that sums up each ended
+    // request finds them without scanning every one it holds.
+    std::vector<std::int64_t> take_ended() { return std::exchange(ended_, {}); }
     // One step: schedule, run the model over the batch, sample, finish.
     StepStats step();
 
@@ -103,6 +109,7 @@ private:
     EngineConfig config_;
     events::EventSink* sink_;
     kv::KvManager kv_;
+    std::vector<std::int64_t> ended_; // since take_ended()
     Scheduler scheduler_;
     std::unordered_map<std::int64_t, std::unique_ptr<Request>> requests_;
     std::int64_t next_id_ = 0;

@@ -183,10 +183,10 @@ ScheduleResult Scheduler::schedule() {
             result.rejected.push_back(request);
             continue;
         }
-        const kv::PrefixMatch preview = kv_.match_prefix(request->tokens, request->spec.cache_key);
-        const auto to_compute =
-            static_cast<std::int32_t>(request->tokens.size()) - preview.hit_tokens;
-        if (must_run_whole(*request) && to_compute > budget) {
+        const auto prompt = static_cast<std::int32_t>(request->tokens.size());
+        if (must_run_whole(*request) &&
+            prompt - kv_.match_prefix(request->tokens, request->spec.cache_key).hit_tokens >
+                budget) {
             break; // first come, first served: later requests wait too
         }
         const std::optional<kv::PrefixMatch> match =
@@ -194,6 +194,7 @@ ScheduleResult Scheduler::schedule() {
         if (!match) {
             break;
         }
+        const std::int32_t to_compute = prompt - match->hit_tokens;
         waiting_.pop_front();
         request->state = RequestState::running;
         request->computed = match->hit_tokens;

@@ -126,20 +126,22 @@ struct Node {
 
     // After a step: takes admitted requests off the queued load, sums up
     // and forgets ended ones.
-    void collect() {
-        for (auto it = live.begin(); it != live.end();) {
-            const sched::Request& r = engine.request(it->first);
-            if (!it->second.admitted && (r.admitted_ns >= 0 || r.is_done())) {
-                it->second.admitted = true;
-                queued_blocks -= it->second.prompt_blocks;
+    void collect(const std::vector<std::int64_t>& admitted) {
+        const auto leave_queue = [this](Live& request) {
+            if (!request.admitted) {
+                request.admitted = true;
+                queued_blocks -= request.prompt_blocks;
             }
-            if (!r.is_done()) {
-                ++it;
-                continue;
-            }
-            sum_up(r, it->second.arrival_ns);
-            engine.forget(it->first);
-            it = live.erase(it);
+        };
+        for (const std::int64_t id : admitted) {
+            leave_queue(live.at(id));
+        }
+        for (const std::int64_t id : engine.take_ended()) {
+            const auto it = live.find(id);
+            leave_queue(it->second);
+            sum_up(engine.request(id), it->second.arrival_ns);
+            engine.forget(id);
+            live.erase(it);
         }
     }
 
@@ -285,11 +287,12 @@ SimulationResult simulate(MooncakeTrace& trace, const SimulationConfig& config,
         const bool arrivals = more();
         if (behind != nullptr && (!arrivals || behind->clock.now_ns < arrival_ns(*pending))) {
             behind->feed(engine_queue);
+            sched::StepStats stats;
             if (behind->engine.has_unfinished()) {
-                behind->engine.step();
+                stats = behind->engine.step();
                 ++behind->result.steps;
             }
-            behind->collect();
+            behind->collect(stats.admitted);
             continue;
         }
         if (!arrivals) {
