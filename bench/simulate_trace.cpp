@@ -6,6 +6,7 @@
 //
 //   kvscope-bench-simulate [--trace ../shared/traces/conversation_trace.jsonl]
 //                          [--capacity 100000] [--no-sweep]
+#include "engine/sim/hash_id_trace.h"
 #include "engine/sim/simulator.h"
 
 #include <CLI/CLI.hpp>
@@ -57,13 +58,13 @@ int main(int argc, char** argv) {
     };
     sim::SimulationResult quarter;
     const double quarter_s = seconds_of([&] {
-        sim::MooncakeTrace trace(trace_path);
+        sim::HashIdTrace trace(trace_path, sim::kMooncakeFormat);
         quarter = sim::simulate(trace, config_for(capacity, 3000));
     });
     const double rss_quarter = peak_rss_mib();
     sim::SimulationResult whole;
     const double whole_s = seconds_of([&] {
-        sim::MooncakeTrace trace(trace_path);
+        sim::HashIdTrace trace(trace_path, sim::kMooncakeFormat);
         whole = sim::simulate(trace, config_for(capacity, 0));
     });
     const double rss_whole = peak_rss_mib();
@@ -73,7 +74,10 @@ int main(int argc, char** argv) {
         for (int k = 9; k >= 0; --k) {
             configs.push_back(config_for(std::max(1, capacity >> k), 0));
         }
-        sweep_s = seconds_of([&] { sim::simulate_each(trace_path, configs); });
+        sweep_s = seconds_of([&] {
+            sim::simulate_each(
+                [&] { return sim::open_trace(trace_path, sim::TraceFormat::mooncake); }, configs);
+        });
     }
 
     std::printf("| what | target | measured |\n| --- | ---: | ---: |\n");

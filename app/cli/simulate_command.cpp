@@ -1,22 +1,28 @@
-// `kvscope simulate TRACE`: replays a production request trace (Mooncake's
-// JSONL) through the engine's own KV manager and scheduler with a backend
-// that computes nothing and a cost-model clock (engine/sim), and reports the
-// prefix-cache hit ratio three ways, time to first token and per output
-// token, queueing and preemptions. What a deployment with this much KV
-// memory and this block size would see, without a GPU.
+// `kvscope simulate TRACE`: replays a request trace (Mooncake's or Qwen-
+// Bailian's production JSONL, or kvscope's own workload JSONL) through the engine's own KV manager
+// and scheduler with a backend that computes nothing and a cost-model clock (engine/sim), and
+// reports the prefix-cache hit ratio three ways, time to first token and per output token, queueing
+// and preemptions. What a deployment with this much KV memory and this block size would see,
+// without a GPU.
 #include "app/cli/command.h"
 #include "app/cli/serving_options.h"
 #include "app/cli/sweep_plot.h"
+#include "engine/gguf/gguf_file.h"
+#include "engine/model_path.h"
 #include "engine/sim/simulator.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "profiler/recorder.h"
 #include "profiler/run_metadata.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -73,6 +79,8 @@ nlohmann::json to_json(const sim::Percentiles& p) {
 
 struct SimulateOptions {
     std::string trace;
+    std::string format = "auto";
+    std::string model_path; // the tokenizer of a kvscope trace's text prompts
     int block_size = 16;
     std::vector<std::string> capacities;
     bool sweep = false;
@@ -149,6 +157,40 @@ int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
               const std::vector<std::int64_t>& capacities,
               const std::vector<kv::CachePolicy>& policies);
 
+// The trace's reader; text prompts (kvscope traces) read with the tokenizer
+// of --model, or of the model setup.sh fetched, loaded once for every reader.
+sim::TraceOpener trace_opener(const SimulateOptions& o) {
+    const sim::TraceFormat format = *sim::parse_trace_format(o.format);
+    auto tokenizer = std::make_shared<std::optional<tokenizer::Tokenizer>>();
+    auto loading = std::make_shared<std::mutex>();
+    const std::string model = o.model_path;
+    const sim::TokenizerSource source = [tokenizer, loading,
+                                         model]() -> const tokenizer::Tokenizer& {
+        const std::lock_guard lock(*loading);
+        if (!tokenizer->has_value()) {
+            std::filesystem::path path = model;
+            if (path.empty()) {
+                const ModelPath resolved = resolve_model_path();
+                if (const std::string problem = model_path_problem(resolved); !problem.empty()) {
+                    throw sim::TraceError("text prompts need the model's tokenizer: " + problem +
+                                          " (or give --model)");
+                }
+                path = resolved.path;
+            }
+            try {
+                tokenizer->emplace(tokenizer::Tokenizer::from_gguf(gguf::GgufFile::open(path)));
+            } catch (const std::exception& e) {
+                throw sim::TraceError("text prompts need the model's tokenizer: " + path.string() +
+                                      ": " + e.what());
+            }
+        }
+        return **tokenizer;
+    };
+    return [path = o.trace, format, source] {
+        return sim::open_trace(path, format, source);
+    };
+}
+
 int run_simulate(const SimulateOptions& o) {
     try {
         const std::int64_t bytes_per_block = o.bytes_per_token * o.block_size;
@@ -224,7 +266,8 @@ int run_simulate(const SimulateOptions& o) {
                          "capacities\n";
             return exit_usage;
         }
-        sim::MooncakeTrace trace(o.trace);
+        const std::unique_ptr<sim::TraceReader> reader = trace_opener(o)();
+        sim::TraceReader& trace = *reader;
         // Never over an existing file: it may be the recording to compare with.
         std::unique_ptr<profiler::Recorder> recorder;
         if (!o.record_path.empty()) {
@@ -347,7 +390,7 @@ int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
         }
     }
     const std::vector<sim::SimulationResult> results =
-        sim::simulate_each(o.trace, configs, [&](std::size_t done) {
+        sim::simulate_each(trace_opener(o), configs, [&](std::size_t done) {
             if (!o.json) {
                 std::fprintf(stderr, "\r%zu of %zu configurations replayed", done, configs.size());
             }
@@ -441,10 +484,21 @@ Command add_simulate_command(CLI::App& app) {
     options->serving.max_num_seqs = 256;
     options->serving.max_num_batched_tokens = 8192;
     CLI::App* sub = app.add_subcommand(
-        "simulate", "Replay a request trace (Mooncake JSONL) through the KV manager and "
+        "simulate", "Replay a request trace (Mooncake, Qwen-Bailian or kvscope JSONL) through the "
+                    "KV manager and "
                     "scheduler on a cost-model clock: prefix-cache hit ratio and latency");
     sub->add_option("TRACE", options->trace, "The trace, one JSON request a line")
         ->required()
+        ->check(CLI::ExistingFile);
+    sub->add_option("--format", options->format,
+                    "The trace's format: mooncake (hash ids per 512 tokens), qwen-bailian (hash "
+                    "ids per 16 tokens), kvscope (prompts or token ids), or auto (from its first "
+                    "line)")
+        ->check(CLI::IsMember({"auto", "mooncake", "qwen-bailian", "kvscope"}))
+        ->capture_default_str();
+    sub->add_option("--model", options->model_path,
+                    "A GGUF model whose tokenizer reads a kvscope trace's text prompts (default: "
+                    "$KVSCOPE_MODEL, or the model setup.sh fetched)")
         ->check(CLI::ExistingFile);
     sub->add_option("--block-size", options->block_size, "Tokens per KV block")
         ->check(CLI::Range(1, 4096))

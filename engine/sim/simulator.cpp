@@ -247,7 +247,7 @@ double SimulationResult::hit_ratio_request_mean() const {
     return ratio(request_hit_sum, static_cast<double>(finished));
 }
 
-SimulationResult simulate(MooncakeTrace& trace, const SimulationConfig& config,
+SimulationResult simulate(TraceReader& trace, const SimulationConfig& config,
                           events::EventSink* sink, const SimulationProgress& progress) {
     if (config.num_blocks <= 0 || config.block_size <= 0) {
         throw std::invalid_argument("a simulation needs a cache of one block or more");
@@ -332,7 +332,7 @@ SimulationResult simulate(MooncakeTrace& trace, const SimulationConfig& config,
     return result;
 }
 
-std::vector<SimulationResult> simulate_each(const std::string& path,
+std::vector<SimulationResult> simulate_each(const TraceOpener& open_trace,
                                             const std::vector<SimulationConfig>& configs,
                                             const std::function<void(std::size_t)>& done,
                                             unsigned threads) {
@@ -344,8 +344,8 @@ std::vector<SimulationResult> simulate_each(const std::string& path,
     const auto work = [&] {
         for (std::size_t i = next++; i < configs.size(); i = next++) {
             try {
-                MooncakeTrace trace(path);
-                results[i] = simulate(trace, configs[i]);
+                const std::unique_ptr<TraceReader> trace = open_trace();
+                results[i] = simulate(*trace, configs[i]);
             } catch (...) {
                 errors[i] = std::current_exception();
             }

@@ -16,8 +16,8 @@
 #include "engine/kv/cache_policy.h"
 #include "engine/sched/scheduler.h"
 #include "engine/sim/cost_model.h"
-#include "engine/sim/mooncake_trace.h"
 #include "engine/sim/router.h"
+#include "engine/sim/trace_reader.h"
 
 #include <cstdint>
 #include <functional>
@@ -81,15 +81,18 @@ using SimulationProgress = std::function<bool(std::int64_t requests_read)>;
 // Throws TraceError for a bad trace line, std::invalid_argument for a bad
 // config. `sink` (may be null; one node only) gets the engine's events
 // stamped with the simulated clock (a recording of the replay).
-SimulationResult simulate(MooncakeTrace& trace, const SimulationConfig& config,
+SimulationResult simulate(TraceReader& trace, const SimulationConfig& config,
                           events::EventSink* sink = nullptr,
                           const SimulationProgress& progress = {});
 
-// Replays the trace at `path` once per config (a capacity sweep), each with
-// its own reader and engine, as many at a time as there are cores (at most
+// Opens a reader of the same trace each time it is called (from any thread).
+using TraceOpener = std::function<std::unique_ptr<TraceReader>()>;
+
+// Replays the trace once per config (a capacity sweep), each with its own
+// reader and engine, as many at a time as there are cores (at most
 // `threads` when not 0). `done` (may be empty) is told how many have ended,
 // from whichever thread ended one. Rethrows the first failure.
-std::vector<SimulationResult> simulate_each(const std::string& path,
+std::vector<SimulationResult> simulate_each(const TraceOpener& open_trace,
                                             const std::vector<SimulationConfig>& configs,
                                             const std::function<void(std::size_t)>& done = {},
                                             unsigned threads = 0);

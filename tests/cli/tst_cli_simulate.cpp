@@ -4,6 +4,7 @@
 // the same cache, cache policies compared, a cluster behind a router, and
 // bad input (capacity, trace line, cost model) answered
 // with a reason and a non-zero exit, never a crash.
+#include "engine/model_path.h"
 #include "tests/support/run_process.h"
 
 #include <cmath>
@@ -212,6 +213,49 @@ private slots:
                                                  "2", "--record", dir_.filePath("cluster.sqlite")});
         QCOMPARE(recorded.exit_code, 2);
         QVERIFY(recorded.err.contains("--nodes"));
+    }
+
+    // kvscope's own traces: text prompts through the model's tokenizer and
+    // chat template, as a live run would tokenise them (a shared system
+    // prompt is a shared prefix); the format detected or given.
+    void replaysKvscopeTraces() {
+        const std::string problem = kvscope::model_path_problem(kvscope::resolve_model_path());
+        if (!problem.empty()) {
+            QSKIP(qPrintable("text prompts need the model's tokenizer (run scripts/setup.sh): " +
+                             QString::fromStdString(problem)));
+        }
+        const QString trace = dir_.filePath("chat.jsonl");
+        QFile file(trace);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        for (int i = 0; i < 4; ++i) {
+            const QJsonObject request{
+                {"arrival", i * 60},
+                {"chat", true},
+                {"system", "You are a careful assistant who answers questions about caches, "
+                           "memory and the performance of language model inference in plain "
+                           "words."},
+                {"prompt", QString("Question number %1 about paging?").arg(i)},
+                {"max_tokens", 4}};
+            file.write(QJsonDocument(request).toJson(QJsonDocument::Compact) + "\n");
+        }
+        file.close();
+        const auto result = run_process(
+            kCli, {"simulate", trace, "--capacity", "1000", "--format", "kvscope", "--json"});
+        QVERIFY2(result.exit_code == 0, qPrintable(result.err));
+        const QJsonObject r = QJsonDocument::fromJson(result.out.toUtf8()).object();
+        QCOMPARE(r["requests"].toInt(), 4);
+        // Three later requests each hit the system prompt's whole blocks.
+        QVERIFY(r["hit_tokens"].toInt() >= 3 * 16);
+        QCOMPARE(r["hit_tokens"].toInt() % 16, 0);
+        const auto automatic =
+            run_process(kCli, {"simulate", trace, "--capacity", "1000", "--json"});
+        QCOMPARE(QJsonDocument::fromJson(automatic.out.toUtf8()).object()["hit_tokens"].toInt(),
+                 r["hit_tokens"].toInt());
+        // The same file read as Mooncake's: its lines lack Mooncake's fields.
+        const auto wrong =
+            run_process(kCli, {"simulate", trace, "--capacity", "1000", "--format", "mooncake"});
+        QCOMPARE(wrong.exit_code, 1);
+        QVERIFY2(wrong.err.contains("chat.jsonl:1: "), qPrintable(wrong.err));
     }
 
     void badInputSaysWhy() {

@@ -8,7 +8,8 @@
 // lines of Mooncake's FAST25-release/traces/conversation_trace.jsonl,
 // Apache-2.0) replayed whole.
 #include "engine/sim/cost_model.h"
-#include "engine/sim/mooncake_trace.h"
+#include "engine/sim/hash_id_trace.h"
+#include "engine/sim/kvscope_trace.h"
 #include "engine/sim/simulated_backend.h"
 #include "engine/sim/simulator.h"
 
@@ -162,7 +163,7 @@ private slots:
                        line(0, 1000, 5, {1, 2}) + "\n" + line(500, 512, 1, {1}) +
                            line(400, 600, 2, {3, 4}) +     // earlier than the line before
                            line(900, 1030, 2, {5, 1, 6})); // id 1 at block 1
-        MooncakeTrace trace(path);
+        HashIdTrace trace(path, kMooncakeFormat);
         std::vector<TraceRequest> requests;
         while (std::optional<TraceRequest> r = trace.next()) {
             requests.push_back(*r);
@@ -194,7 +195,7 @@ private slots:
         for (const auto& [text, why] : bad) {
             const std::string bad_path =
                 write_file(dir_, "bad.jsonl", line(0, 10, 1, {7}) + text + "\n");
-            MooncakeTrace bad_trace(bad_path);
+            HashIdTrace bad_trace(bad_path, kMooncakeFormat);
             QVERIFY(bad_trace.next().has_value());
             try {
                 bad_trace.next();
@@ -205,13 +206,15 @@ private slots:
                 QVERIFY2(message.find(why) != std::string::npos, message.c_str());
             }
         }
-        QVERIFY_THROWS_EXCEPTION(TraceError, MooncakeTrace(dir_.filePath("missing").toStdString()));
+        QVERIFY_THROWS_EXCEPTION(
+            TraceError, HashIdTrace(dir_.filePath("missing").toStdString(), kMooncakeFormat));
     }
 
     void promptTokensFollowTheIds() {
         TraceRequest a;
         a.input_tokens = 1100;
         a.block_ids = {10, 11, 12};
+        a.tokens_per_id = 512;
         TraceRequest b = a;
         b.input_tokens = 1030;
         b.block_ids = {10, 11, 99};
@@ -228,6 +231,100 @@ private slots:
         }
     }
 
+    // Qwen-Bailian's traces: timestamps in seconds, an id per 16 tokens, the
+    // chat fields read past; ids are per-block hashes, so an id met at
+    // another position is no warning; a prompt's id list must cover it.
+    void readsQwenBailianTraces() {
+        const auto bailian = [](double s, int input, const std::string& ids) {
+            return R"({"chat_id": 7, "parent_chat_id": -1, "timestamp": )" + std::to_string(s) +
+                   R"(, "input_length": )" + std::to_string(input) +
+                   R"(, "output_length": 4, "type": "text", "turn": 1, "hash_ids": )" + ids + "}\n";
+        };
+        // Request 2 shares request 1's first two blocks (32 tokens); request 3
+        // has id 2 first (no shared prefix: a hit needs the chain).
+        const std::string path =
+            write_file(dir_, "bailian.jsonl",
+                       bailian(10.5, 40, "[1, 2, 3]") + bailian(11.25, 50, "[1, 2, 4, 5]") +
+                           bailian(12.0, 33, "[2, 1, 6]"));
+        QCOMPARE(detect_trace_format(path), TraceFormat::qwen_bailian);
+        const std::unique_ptr<TraceReader> trace = open_trace(path, TraceFormat::automatic);
+        const std::optional<TraceRequest> first = trace->next();
+        QCOMPARE(first->arrival_s, 0.0);
+        QCOMPARE(first->tokens_per_id, 16);
+        QCOMPARE(trace->next()->arrival_s, 0.75);
+        QVERIFY(trace->next().has_value());
+        QCOMPARE(trace->warning_count(), std::int64_t{0});
+
+        const std::unique_ptr<TraceReader> replay = open_trace(path, TraceFormat::qwen_bailian);
+        const SimulationResult r = simulate(*replay, config_with(1000));
+        QCOMPARE(r.requests, std::int64_t{3});
+        QCOMPARE(r.hit_tokens, std::int64_t{32});
+
+        const std::string bad = write_file(dir_, "bailian_bad.jsonl", bailian(0, 40, "[1, 2]"));
+        HashIdTrace short_ids(bad, kQwenBailianFormat);
+        try {
+            short_ids.next();
+            QFAIL("accepted 2 ids for 40 tokens");
+        } catch (const TraceError& e) {
+            QVERIFY2(std::string(e.what()).find("bailian_bad.jsonl:1: 2 hash ids for 40 input "
+                                                "tokens (3 blocks of 16)") != std::string::npos,
+                     e.what());
+        }
+    }
+
+    // kvscope's own traces: token ids replayed as given (prefix hits where
+    // they share whole blocks); text without a tokenizer is an error that
+    // says so; a file of no known format says what it lacks.
+    void readsKvscopeTracesAndDetectsFormats() {
+        std::string shared = "[";
+        for (int t = 0; t < 40; ++t) {
+            shared += std::to_string(100 + t) + ", ";
+        }
+        const std::string path = write_file(
+            dir_, "kvscope.jsonl",
+            "# two prompts sharing 40 tokens\n" + std::string(R"({"arrival": 0, "prompt_ids": )") +
+                shared + R"(1, 2, 3], "max_tokens": 5})" + "\n" +
+                R"({"arrival": 30, "prompt_ids": )" + shared + R"(7, 8], "max_tokens": 3})" + "\n");
+        QCOMPARE(detect_trace_format(path), TraceFormat::kvscope);
+        const std::unique_ptr<TraceReader> trace = open_trace(path, TraceFormat::automatic);
+        const SimulationResult r = simulate(*trace, config_with(1000));
+        QCOMPARE(r.requests, std::int64_t{2});
+        QCOMPARE(r.prompt_tokens, std::int64_t{43 + 42});
+        QCOMPARE(r.hit_tokens, std::int64_t{32}); // two whole 16-token blocks
+        QCOMPARE(r.work.decode_sequences, 4LL + 2LL);
+
+        const std::string text =
+            write_file(dir_, "text.jsonl",
+                       R"({"arrival": 0, "prompt": "Hello there", "max_tokens": 2})"
+                       "\n");
+        try {
+            open_trace(text, TraceFormat::kvscope);
+            QFAIL("text read without a tokenizer");
+        } catch (const TraceError& e) {
+            QVERIFY2(std::string(e.what()).find("tokenizer") != std::string::npos, e.what());
+        }
+        const std::string broken = write_file(dir_, "broken.jsonl",
+                                              R"({"arrival": 0, "prompt_ids": "x"})"
+                                              "\n");
+        QVERIFY_THROWS_EXCEPTION(TraceError, open_trace(broken, TraceFormat::kvscope));
+        const std::string other = write_file(dir_, "other.jsonl",
+                                             R"({"id": 1})"
+                                             "\n");
+        try {
+            detect_trace_format(other);
+            QFAIL("an unknown format detected");
+        } catch (const TraceError& e) {
+            QVERIFY2(std::string(e.what()).find("other.jsonl:1: ") != std::string::npos &&
+                         std::string(e.what()).find("--format") != std::string::npos,
+                     e.what());
+        }
+        QCOMPARE(detect_trace_format(KVSCOPE_SOURCE_DIR
+                                     "/tests/engine/data/mooncake_conversation_head300.jsonl"),
+                 TraceFormat::mooncake);
+        QCOMPARE(parse_trace_format("qwen-bailian"), std::optional(TraceFormat::qwen_bailian));
+        QVERIFY(!parse_trace_format("csv"));
+    }
+
     // Requests far apart (each ends before the next comes) with a cache that
     // never fills: each one's hit is its longest run of leading ids seen
     // before (a reused id may be a prompt's partial last block), in whole
@@ -236,7 +333,7 @@ private slots:
         const GeneratedTrace generated = shared_prefix_trace(3, 40);
         const std::string path = write_file(dir_, "shared.jsonl", generated.text);
         const ExpectedHits expected = count_hits(generated, 1, [](std::size_t) { return 0; });
-        MooncakeTrace trace(path);
+        HashIdTrace trace(path, kMooncakeFormat);
         const SimulationResult r = simulate(trace, config_with(100'000));
         QCOMPARE(r.requests, std::int64_t{40});
         QCOMPARE(r.finished, std::int64_t{40});
@@ -251,7 +348,7 @@ private slots:
         QVERIFY(r.nodes.empty());
 
         // Without prefix caching nothing is hit.
-        MooncakeTrace again(path);
+        HashIdTrace again(path, kMooncakeFormat);
         SimulationConfig off = config_with(100'000);
         off.prefix_caching = false;
         QCOMPARE(simulate(again, off).hit_tokens, std::int64_t{0});
@@ -264,7 +361,7 @@ private slots:
         const GeneratedTrace generated = shared_prefix_trace(5, 60);
         const std::string path = write_file(dir_, "cluster.jsonl", generated.text);
         const ExpectedHits expected = count_hits(generated, 3, [](std::size_t i) { return i % 3; });
-        MooncakeTrace trace(path);
+        HashIdTrace trace(path, kMooncakeFormat);
         SimulationConfig config = config_with(100'000);
         config.nodes = 3;
         const SimulationResult r = simulate(trace, config);
@@ -283,7 +380,7 @@ private slots:
         QVERIFY(r.hit_tokens < one_cache.hit_tokens);
 
         // A recording holds one engine.
-        MooncakeTrace again(path);
+        HashIdTrace again(path, kMooncakeFormat);
         struct Nothing final : events::EventSink {
             void on_event(const events::EngineEvent&) override {}
         } sink;
@@ -300,11 +397,11 @@ private slots:
         SimulationConfig config = config_with(100'000);
         config.nodes = 4;
         config.router = RouterKind::cache_aware;
-        MooncakeTrace trace(path);
+        HashIdTrace trace(path, kMooncakeFormat);
         const SimulationResult aware = simulate(trace, config);
         QCOMPARE(aware.hit_tokens, one_cache.hit_tokens);
         config.router = RouterKind::round_robin;
-        MooncakeTrace again(path);
+        HashIdTrace again(path, kMooncakeFormat);
         QVERIFY(simulate(again, config).hit_tokens < aware.hit_tokens);
         // New prefixes spread: no node takes every request.
         for (const SimulationResult& node : aware.nodes) {
@@ -338,7 +435,7 @@ private slots:
     // further token a decode step; the clock is the cost model's sum.
     void clockFollowsTheCostModel() {
         const std::string path = write_file(dir_, "one.jsonl", line(2000, 1000, 4, {1, 2}));
-        MooncakeTrace trace(path);
+        HashIdTrace trace(path, kMooncakeFormat);
         const SimulationResult r = simulate(trace, config_with(1000));
         const CostModel c = test_costs();
         const double prefill = c.step_s + 1000 * c.prefill_token_s + 1000 * c.kv_token_read_s;
@@ -363,14 +460,14 @@ private slots:
             write_file(dir_, "tight.jsonl",
                        line(0, 5000, 2, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) +
                            line(0, 1000, 50, {20, 21}) + line(0, 1000, 50, {30, 31}));
-        MooncakeTrace trace(path);
+        HashIdTrace trace(path, kMooncakeFormat);
         const SimulationResult r = simulate(trace, config_with(70)); // 1,120 tokens
         QCOMPARE(r.requests, std::int64_t{3});
         QCOMPARE(r.rejected, std::int64_t{1});
         QCOMPARE(r.finished, std::int64_t{2});
         QVERIFY(r.queue_s.p90 > 0.05); // the second waited for the first's blocks
         QVERIFY_THROWS_EXCEPTION(std::invalid_argument, [&] {
-            MooncakeTrace t(path);
+            HashIdTrace t(path, kMooncakeFormat);
             simulate(t, config_with(0));
         }());
     }
@@ -392,8 +489,9 @@ private slots:
     // The real trace's first 300 requests, whole: every one ends, the ids
     // the conversations share give hits, and none are warned about.
     void conversationTraceHead() {
-        MooncakeTrace trace(KVSCOPE_SOURCE_DIR
-                            "/tests/engine/data/mooncake_conversation_head300.jsonl");
+        HashIdTrace trace(KVSCOPE_SOURCE_DIR
+                          "/tests/engine/data/mooncake_conversation_head300.jsonl",
+                          kMooncakeFormat);
         SimulationConfig config = config_with(200'000);
         config.scheduler.max_num_seqs = 256;
         const SimulationResult r = simulate(trace, config);
@@ -411,12 +509,14 @@ private slots:
             std::int64_t events = 0;
             void on_event(const events::EngineEvent&) override { ++events; }
         } sink;
-        MooncakeTrace again(KVSCOPE_SOURCE_DIR
-                            "/tests/engine/data/mooncake_conversation_head300.jsonl");
+        HashIdTrace again(KVSCOPE_SOURCE_DIR
+                          "/tests/engine/data/mooncake_conversation_head300.jsonl",
+                          kMooncakeFormat);
         SimulationConfig tight = config;
         tight.scheduler.max_num_seqs = 8; // an engine queue of 64, far below the backlog
-        MooncakeTrace third(KVSCOPE_SOURCE_DIR
-                            "/tests/engine/data/mooncake_conversation_head300.jsonl");
+        HashIdTrace third(KVSCOPE_SOURCE_DIR
+                          "/tests/engine/data/mooncake_conversation_head300.jsonl",
+                          kMooncakeFormat);
         const SimulationResult bounded = simulate(third, tight);
         const SimulationResult recorded = simulate(again, tight, &sink);
         QVERIFY(sink.events > 0);
