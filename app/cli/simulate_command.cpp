@@ -271,21 +271,9 @@ int run_simulate(const SimulateOptions& o) {
         // Never over an existing file: it may be the recording to compare with.
         std::unique_ptr<profiler::Recorder> recorder;
         if (!o.record_path.empty()) {
-            const nlohmann::json settings = {
-                {"block_size", config.block_size},
-                {"capacity_blocks", config.num_blocks},
-                {"bytes_per_block", config.bytes_per_block},
-                {"prefix_caching", config.prefix_caching},
-                {"cache_policy", kv::cache_policy_name(config.cache_policy)},
-                {"max_num_seqs", config.scheduler.max_num_seqs},
-                {"max_num_batched_tokens", config.scheduler.max_num_batched_tokens},
-                {"chunked_prefill", config.scheduler.chunked_prefill},
-                {"preemption_victim", sched::victim_policy_name(config.scheduler.victim)},
-                {"max_requests", config.max_requests},
-                {"cost_model", nlohmann::json::parse(config.cost.to_json())}};
             recorder = std::make_unique<profiler::Recorder>(
                 o.record_path,
-                profiler::simulate_metadata(o.trace, settings.dump(), "kvscope simulate"));
+                profiler::simulate_metadata(o.trace, sim::config_json(config), "kvscope simulate"));
         }
         const sim::SimulationResult r =
             sim::simulate(trace, config, recorder.get(), [&o](std::int64_t read) {

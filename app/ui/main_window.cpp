@@ -9,16 +9,17 @@
 #include "app/ui/panels/replay_bar.h"
 #include "app/ui/panels/requests_panel.h"
 #include "app/ui/panels/run_panel.h"
+#include "app/ui/panels/simulate_dialog.h"
 #include "app/ui/panels/start_page.h"
 #include "app/ui/run/attach_controller.h"
 #include "app/ui/run/engine_controller.h"
 #include "app/ui/run/teaching_presets.h"
 #include "app/ui/views/attached_blocks_view.h"
 #include "app/ui/views/block_map_view.h"
-#include "app/ui/workers/free_on_worker.h"
 #include "app/ui/views/occupancy_chart.h"
 #include "app/ui/views/prefix_view.h"
 #include "app/ui/views/timeline_view.h"
+#include "app/ui/workers/free_on_worker.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "kvscope/build_info.h"
@@ -269,6 +270,7 @@ void MainWindow::create_menus() {
     open->setShortcut(QKeySequence::Open);
     file_menu->addAction(tr("&Attach to engine…"), this, &MainWindow::choose_attach);
     file_menu->addAction(tr("&Compare recordings…"), this, &MainWindow::choose_comparison);
+    file_menu->addAction(tr("&Simulate trace…"), this, &MainWindow::show_simulate);
     QMenu* export_menu = file_menu->addMenu(tr("&Export view"));
     const auto add_export = [this, export_menu](const QString& name, QWidget* view) {
         export_menu->addAction(tr("%1 as PNG or SVG…").arg(name), this,
@@ -577,6 +579,16 @@ void MainWindow::choose_recording() {
     if (!path.isEmpty()) {
         open_recording(path);
     }
+}
+
+SimulateDialog* MainWindow::show_simulate() {
+    if (!simulate_) {
+        simulate_ = new SimulateDialog(this);
+        connect(simulate_, &SimulateDialog::record_ready, this, &MainWindow::open_recording);
+    }
+    simulate_->show();
+    simulate_->raise();
+    return simulate_;
 }
 
 void MainWindow::choose_attach() {

@@ -23,6 +23,10 @@ class QTabWidget;
 class QTimer;
 
 namespace kvscope::ui {
+class SimulateDialog;
+}
+
+namespace kvscope::ui {
 
 class AttachController;
 class AttachedBlocksView;
@@ -76,6 +80,9 @@ public:
     // Loads a recording on a worker thread; recording_opened or
     // recording_failed follows.
     void open_recording(const QString& path);
+    // File > Simulate trace…: the (one) simulation dialog, shown; a
+    // configuration's "Show in views" opens its recording here.
+    SimulateDialog* show_simulate();
     // Shows two recordings side by side in the Compare tab.
     void compare_recordings(const QString& base, const QString& now);
     // The moment every view shows (host-clock ns).
@@ -123,6 +130,7 @@ private:
     qint64 refreshed_ns_ = -1; // the time the views last showed
     std::shared_ptr<std::atomic<bool>> cancel_load_;
     QPointer<QThread> loader_; // the recording being read, if any
+    QPointer<SimulateDialog> simulate_;
     RunSettings last_run_;
     bool live_from_attach_ = false; // the live store is fed by attach_, not engine_
     bool drain_scheduled_ = false;  // a drain_slice() is queued

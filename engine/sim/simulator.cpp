@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -332,10 +333,27 @@ SimulationResult simulate(TraceReader& trace, const SimulationConfig& config,
     return result;
 }
 
+std::string config_json(const SimulationConfig& config) {
+    return nlohmann::json{{"block_size", config.block_size},
+                          {"capacity_blocks", config.num_blocks},
+                          {"bytes_per_block", config.bytes_per_block},
+                          {"prefix_caching", config.prefix_caching},
+                          {"cache_policy", kv::cache_policy_name(config.cache_policy)},
+                          {"nodes", config.nodes},
+                          {"router", router_name(config.router)},
+                          {"max_num_seqs", config.scheduler.max_num_seqs},
+                          {"max_num_batched_tokens", config.scheduler.max_num_batched_tokens},
+                          {"chunked_prefill", config.scheduler.chunked_prefill},
+                          {"preemption_victim", sched::victim_policy_name(config.scheduler.victim)},
+                          {"max_requests", config.max_requests},
+                          {"cost_model", nlohmann::json::parse(config.cost.to_json())}}
+        .dump();
+}
+
 std::vector<SimulationResult> simulate_each(const TraceOpener& open_trace,
                                             const std::vector<SimulationConfig>& configs,
                                             const std::function<void(std::size_t)>& done,
-                                            unsigned threads) {
+                                            unsigned threads, const std::atomic<bool>* cancel) {
     std::vector<SimulationResult> results(configs.size());
     std::vector<std::exception_ptr> errors(configs.size());
     std::atomic<std::size_t> next{0};
@@ -344,8 +362,13 @@ std::vector<SimulationResult> simulate_each(const TraceOpener& open_trace,
     const auto work = [&] {
         for (std::size_t i = next++; i < configs.size(); i = next++) {
             try {
+                if (cancel != nullptr && cancel->load()) {
+                    continue;
+                }
                 const std::unique_ptr<TraceReader> trace = open_trace();
-                results[i] = simulate(*trace, configs[i]);
+                results[i] = simulate(*trace, configs[i], nullptr, [cancel](std::int64_t) {
+                    return cancel == nullptr || !cancel->load();
+                });
             } catch (...) {
                 errors[i] = std::current_exception();
             }

@@ -19,6 +19,7 @@
 #include "engine/sim/router.h"
 #include "engine/sim/trace_reader.h"
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -92,9 +93,15 @@ using TraceOpener = std::function<std::unique_ptr<TraceReader>()>;
 // reader and engine, as many at a time as there are cores (at most
 // `threads` when not 0). `done` (may be empty) is told how many have ended,
 // from whichever thread ended one. Rethrows the first failure.
+// Raising `cancel` (may be null) stops every replay soon (what ran of each
+// is summed up; those not begun come back empty).
 std::vector<SimulationResult> simulate_each(const TraceOpener& open_trace,
                                             const std::vector<SimulationConfig>& configs,
                                             const std::function<void(std::size_t)>& done = {},
-                                            unsigned threads = 0);
+                                            unsigned threads = 0,
+                                            const std::atomic<bool>* cancel = nullptr);
+
+// The configuration as one JSON object (a recording's settings, reports).
+std::string config_json(const SimulationConfig& config);
 
 } // namespace kvscope::sim
