@@ -9,6 +9,9 @@
 #include "app/cli/sweep_plot.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/model_path.h"
+#include "engine/session/backend_factory.h"
+#include "engine/session/model_loading.h"
+#include "engine/sim/calibration.h"
 #include "engine/sim/simulator.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "profiler/recorder.h"
@@ -87,8 +90,13 @@ struct SimulateOptions {
     std::string plot_path;
     // The default cost model's model (CostModel::llama3_8b_h100_estimate):
     // Llama-3-8B at f16, 2 x 32 layers x 8 KV heads x 128 x 2 bytes.
-    std::int64_t bytes_per_token = 131'072;
+    // 0: the cost model's model's (131,072 B: Llama-3-8B at f16, the
+    // default cost model's; with --calibrate, the calibrated model's).
+    std::int64_t bytes_per_token = 0;
     std::string cost_model_path;
+    bool calibrate = false;
+    std::string backend = "auto";
+    std::string save_cost_model_path;
     std::int64_t max_requests = 0;
     bool json = false;
     std::string record_path;
@@ -191,9 +199,87 @@ sim::TraceOpener trace_opener(const SimulateOptions& o) {
     };
 }
 
+// The cost model the options choose - the default estimate, a file's, or
+// one measured here (--calibrate) - and the K/V bytes a token takes under it.
+struct ChosenCost {
+    sim::CostModel cost;
+    std::int64_t bytes_per_token = 0;
+};
+
+ChosenCost choose_cost_model(const SimulateOptions& o) {
+    ChosenCost chosen{sim::CostModel::llama3_8b_h100_estimate(), 131'072};
+    if (!o.cost_model_path.empty()) {
+        std::ifstream in(o.cost_model_path);
+        if (!in) {
+            throw std::runtime_error("cannot read " + o.cost_model_path);
+        }
+        std::stringstream text;
+        text << in.rdbuf();
+        chosen.cost = sim::CostModel::from_json(text.str());
+        if (chosen.cost.source.empty()) {
+            chosen.cost.source = o.cost_model_path;
+        }
+    }
+    if (o.calibrate) {
+        const auto model = session::load_model(session::model_file(o.model_path));
+        const sim::CalibrationPlan plan;
+        constexpr int kBlock = 16;
+        const session::ResolvedBackend resolved =
+            session::resolve_backend_kind_with_reason(*session::parse_backend_kind(o.backend));
+        if (!resolved.fallback_note.empty() && !o.json) {
+            std::fprintf(stderr, "%s\n", resolved.fallback_note.c_str());
+        }
+        const auto backend = session::make_backend(
+            {.kind = resolved.kind, .threads = 0, .throttle_ms = 0}, model,
+            {.block_size = kBlock,
+             .num_blocks = static_cast<int>(sim::calibration_tokens(plan, kBlock) / kBlock),
+             .format = {}});
+        const std::string where = session::describe_backend(*backend);
+        if (!o.json) {
+            std::fprintf(stderr, "Calibrating the cost model: %s on %s\n",
+                         session::model_name(*model).c_str(), where.c_str());
+        }
+        const std::vector<sim::MeasuredStep> steps =
+            sim::measure_steps(*backend, plan, [&o](const std::string& what) {
+                if (!o.json) {
+                    std::fprintf(stderr, "  timing %s\n", what.c_str());
+                }
+            });
+        chosen.cost =
+            sim::fit_cost_model(steps, "measured: " + session::model_name(*model) + " on " +
+                                           session::backend_kind_name(resolved.kind).data() +
+                                           " (kvscope simulate --calibrate, " +
+                                           std::to_string(steps.size()) + " timed steps)");
+        chosen.bytes_per_token =
+            backend->kv_cache_bytes() /
+            (static_cast<std::int64_t>(backend->num_blocks()) * backend->block_size());
+        if (!o.json) {
+            std::fprintf(stderr,
+                         "  a step: %.3f ms + %.4f ms a prefill token + %.4f ms a decoding "
+                         "sequence + %.6f ms a cached token read; %lld B of K/V a token\n",
+                         1e3 * chosen.cost.step_s, 1e3 * chosen.cost.prefill_token_s,
+                         1e3 * chosen.cost.decode_sequence_s, 1e3 * chosen.cost.kv_token_read_s,
+                         static_cast<long long>(chosen.bytes_per_token));
+        }
+        if (!o.save_cost_model_path.empty()) {
+            std::ofstream out(o.save_cost_model_path);
+            out << chosen.cost.to_json() << "\n";
+            if (!out) {
+                throw std::runtime_error("cannot write " + o.save_cost_model_path);
+            }
+        }
+    }
+    if (o.bytes_per_token > 0) {
+        chosen.bytes_per_token = o.bytes_per_token;
+    }
+    return chosen;
+}
+
 int run_simulate(const SimulateOptions& o) {
     try {
-        const std::int64_t bytes_per_block = o.bytes_per_token * o.block_size;
+        const ChosenCost chosen = choose_cost_model(o);
+        const std::int64_t bytes_per_token = chosen.bytes_per_token;
+        const std::int64_t bytes_per_block = bytes_per_token * o.block_size;
         std::vector<std::int64_t> capacities;
         for (const std::string& text : o.capacities) {
             const std::int64_t blocks = parse_capacity_blocks(text, o.block_size, bytes_per_block);
@@ -235,20 +321,7 @@ int run_simulate(const SimulateOptions& o) {
             }
         }
         config.max_requests = o.max_requests;
-        config.cost = sim::CostModel::llama3_8b_h100_estimate();
-        if (!o.cost_model_path.empty()) {
-            std::ifstream in(o.cost_model_path);
-            if (!in) {
-                std::cerr << "kvscope simulate: cannot read " << o.cost_model_path << "\n";
-                return exit_failure;
-            }
-            std::stringstream text;
-            text << in.rdbuf();
-            config.cost = sim::CostModel::from_json(text.str());
-            if (config.cost.source.empty()) {
-                config.cost.source = o.cost_model_path;
-            }
-        }
+        config.cost = chosen.cost;
         if (!o.record_path.empty() && config.nodes > 1) {
             std::cerr << "kvscope simulate: --record records one engine: leave out --nodes\n";
             return exit_usage;
@@ -315,7 +388,7 @@ int run_simulate(const SimulateOptions& o) {
             static_cast<long long>(config.num_blocks) * config.block_size,
             static_cast<double>(config.num_blocks) * static_cast<double>(bytes_per_block) /
                 (1024.0 * 1024 * 1024),
-            static_cast<long long>(o.bytes_per_token), config.nodes > 1 ? " on each node" : "",
+            static_cast<long long>(bytes_per_token), config.nodes > 1 ? " on each node" : "",
             config.prefix_caching
                 ? (upper(kv::cache_policy_name(config.cache_policy)) + " reclaims cached blocks")
                       .c_str()
@@ -485,8 +558,9 @@ Command add_simulate_command(CLI::App& app) {
         ->check(CLI::IsMember({"auto", "mooncake", "qwen-bailian", "kvscope"}))
         ->capture_default_str();
     sub->add_option("--model", options->model_path,
-                    "A GGUF model whose tokenizer reads a kvscope trace's text prompts (default: "
-                    "$KVSCOPE_MODEL, or the model setup.sh fetched)")
+                    "A GGUF model: its tokenizer reads a kvscope trace's text prompts, and "
+                    "--calibrate times it (default: $KVSCOPE_MODEL, or the model setup.sh "
+                    "fetched)")
         ->check(CLI::ExistingFile);
     sub->add_option("--block-size", options->block_size, "Tokens per KV block")
         ->check(CLI::Range(1, 4096))
@@ -502,14 +576,24 @@ Command add_simulate_command(CLI::App& app) {
     sub->add_option("--plot", options->plot_path,
                     "Write the sweep's hit ratio against capacity as SVG");
     sub->add_option("--bytes-per-token", options->bytes_per_token,
-                    "K/V bytes per token, for capacities in bytes (default: Llama-3-8B at f16, "
-                    "the default cost model's model)")
-        ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30))
+                    "K/V bytes per token, for capacities in bytes (default: the cost model's "
+                    "model: Llama-3-8B at f16, 131072; with --calibrate, the calibrated model's)")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
+    CLI::Option* cost_model =
+        sub->add_option("--cost-model", options->cost_model_path,
+                        "A JSON cost model: step_s, prefill_token_s, decode_sequence_s, "
+                        "kv_token_read_s (default: a roofline estimate for an 8B model on an H100)")
+            ->check(CLI::ExistingFile);
+    sub->add_flag("--calibrate", options->calibrate,
+                  "Measure the cost model instead: time prefill and decode steps of --model on "
+                  "--backend here, and fit the four coefficients")
+        ->excludes(cost_model);
+    sub->add_option("--backend", options->backend, "Where --calibrate times: auto, cpu or cuda")
+        ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
         ->capture_default_str();
-    sub->add_option("--cost-model", options->cost_model_path,
-                    "A JSON cost model: step_s, prefill_token_s, decode_sequence_s, "
-                    "kv_token_read_s (default: a roofline estimate for an 8B model on an H100)")
-        ->check(CLI::ExistingFile);
+    sub->add_option("--save-cost-model", options->save_cost_model_path,
+                    "With --calibrate: also write the measured cost model, as JSON that "
+                    "--cost-model reads");
     sub->add_option("--max-requests", options->max_requests,
                     "Replay only the trace's first N requests")
         ->check(CLI::NonNegativeNumber);

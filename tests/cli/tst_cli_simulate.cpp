@@ -6,6 +6,7 @@
 // with a reason and a non-zero exit, never a crash.
 #include "engine/model_path.h"
 #include "tests/support/run_process.h"
+#include "tests/support/tiny_model.h"
 
 #include <cmath>
 #include <fstream>
@@ -256,6 +257,34 @@ private slots:
             run_process(kCli, {"simulate", trace, "--capacity", "1000", "--format", "mooncake"});
         QCOMPARE(wrong.exit_code, 1);
         QVERIFY2(wrong.err.contains("chat.jsonl:1: "), qPrintable(wrong.err));
+    }
+
+    // --calibrate times the model's steps here (the tiny random model, on the
+    // CPU) and replays under the fitted cost model; --save-cost-model writes
+    // it as --cost-model reads it: the same replay again.
+    void calibratesTheCostModel() {
+        const QString saved = dir_.filePath("measured.json");
+        const auto measured =
+            run_process(kCli, {"simulate", kTrace, "--capacity", "20000", "--max-requests", "40",
+                               "--json", "--calibrate", "--model", tiny_model_path(), "--backend",
+                               "cpu", "--save-cost-model", saved});
+        QVERIFY2(measured.exit_code == 0, qPrintable(measured.err));
+        const QJsonObject r = QJsonDocument::fromJson(measured.out.toUtf8()).object();
+        const QJsonObject cost = r["cost_model"].toObject();
+        QVERIFY(cost["source"].toString().startsWith("measured"));
+        QVERIFY(cost["step_s"].toDouble() + cost["prefill_token_s"].toDouble() > 0);
+        // The tiny model's K/V bytes a token, not Llama-3-8B's.
+        QVERIFY(r["capacity_bytes"].toDouble() < 20000.0 * 16 * 131072);
+        const QJsonObject again =
+            simulate_json({"--capacity", "20000", "--max-requests", "40", "--cost-model", saved});
+        QCOMPARE(again["ttft_s"].toObject()["p99"].toDouble(),
+                 r["ttft_s"].toObject()["p99"].toDouble());
+        QCOMPARE(again["hit_tokens"].toInt(), r["hit_tokens"].toInt());
+        // Measured or read from a file, not both.
+        QCOMPARE(run_process(kCli, {"simulate", kTrace, "--capacity", "100", "--calibrate",
+                                    "--cost-model", saved})
+                     .exit_code,
+                 2);
     }
 
     void badInputSaysWhy() {
