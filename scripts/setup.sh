@@ -17,7 +17,7 @@ packages=(
     build-essential cmake ninja-build pkg-config git
     qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev
     libxkbcommon-dev libvulkan-dev
-    libsqlite3-dev libcli11-dev nlohmann-json3-dev libpcre2-dev libabsl-dev
+    libsqlite3-dev libcli11-dev nlohmann-json3-dev libpcre2-dev libabsl-dev librsvg2-dev
     libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libcurl4-openssl-dev
     xvfb xauth fonts-dejavu-core
     python3 python3-pip python3-venv ca-certificates

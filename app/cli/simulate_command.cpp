@@ -6,6 +6,7 @@
 // without a GPU.
 #include "app/cli/command.h"
 #include "app/cli/serving_options.h"
+#include "app/cli/svg_to_png.h"
 #include "app/cli/sweep_plot.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/model_path.h"
@@ -487,11 +488,19 @@ int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
                 }
             }
         }
-        std::ofstream out(o.plot_path);
-        out << hit_ratio_svg("Prefix-cache hit ratio against KV capacity: " + o.trace, series);
-        if (!out) {
-            std::cerr << "kvscope simulate: cannot write " << o.plot_path << "\n";
-            return exit_failure;
+        const std::string svg =
+            hit_ratio_svg("Prefix-cache hit ratio against KV capacity: " +
+                              std::filesystem::path(o.trace).filename().string(),
+                          series);
+        if (is_png_path(o.plot_path)) {
+            write_svg_as_png(svg, o.plot_path);
+        } else {
+            std::ofstream out(o.plot_path);
+            out << svg;
+            if (!out) {
+                std::cerr << "kvscope simulate: cannot write " << o.plot_path << "\n";
+                return exit_failure;
+            }
         }
     }
     if (o.json) {
@@ -574,7 +583,7 @@ Command add_simulate_command(CLI::App& app) {
                   "With one --capacity: replay ten, halving down from it (a table, and a plot "
                   "with --plot)");
     sub->add_option("--plot", options->plot_path,
-                    "Write the sweep's hit ratio against capacity as SVG");
+                    "Write the sweep's hit ratio against capacity: FILE.svg, or FILE.png");
     sub->add_option("--bytes-per-token", options->bytes_per_token,
                     "K/V bytes per token, for capacities in bytes (default: the cost model's "
                     "model: Llama-3-8B at f16, 131072; with --calibrate, the calibrated model's)")

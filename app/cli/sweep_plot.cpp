@@ -41,12 +41,15 @@ std::string escape(const std::string& text) {
     return out;
 }
 
+// The axis's ticks are powers of two: "512", "1Ki", "128Ki", "16Mi".
 std::string tokens_label(double tokens) {
     char text[32];
-    if (tokens >= 1e6) {
-        std::snprintf(text, sizeof text, "%gM", tokens / 1e6);
-    } else if (tokens >= 1e3) {
-        std::snprintf(text, sizeof text, "%gk", tokens / 1e3);
+    if (tokens >= 1024.0 * 1024 * 1024) {
+        std::snprintf(text, sizeof text, "%gGi", tokens / (1024.0 * 1024 * 1024));
+    } else if (tokens >= 1024.0 * 1024) {
+        std::snprintf(text, sizeof text, "%gMi", tokens / (1024.0 * 1024));
+    } else if (tokens >= 1024) {
+        std::snprintf(text, sizeof text, "%gKi", tokens / 1024);
     } else {
         std::snprintf(text, sizeof text, "%g", tokens);
     }

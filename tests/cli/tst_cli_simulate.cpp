@@ -178,6 +178,31 @@ private slots:
         const QByteArray svg = file.readAll();
         QCOMPARE(svg.count("<polyline"), 4);
         QVERIFY(svg.contains("LFU, by tokens"));
+        // The same plot as PNG: the SVG rendered at twice its size.
+        const QString png = dir_.filePath("policies.png");
+        QCOMPARE(run_process(kCli, {"simulate", kTrace, "--capacity", "2000,500", "--policy",
+                                    "lru,lfu", "--max-requests", "120", "--plot", png})
+                     .exit_code,
+                 0);
+        QFile image(png);
+        QVERIFY(image.open(QIODevice::ReadOnly));
+        const QByteArray head = image.read(24);
+        QVERIFY(head.startsWith("\x89PNG\r\n\x1a\n"));
+        const auto be32 = [&head](int at) {
+            return (static_cast<quint32>(static_cast<quint8>(head[at])) << 24) |
+                   (static_cast<quint32>(static_cast<quint8>(head[at + 1])) << 16) |
+                   (static_cast<quint32>(static_cast<quint8>(head[at + 2])) << 8) |
+                   static_cast<quint32>(static_cast<quint8>(head[at + 3]));
+        };
+        const qsizetype at = svg.indexOf("width=\"") + 7;
+        const int svg_width = svg.mid(at, svg.indexOf('"', at) - at).toInt();
+        QVERIFY(svg_width > 0);
+        QCOMPARE(be32(16), static_cast<quint32>(2 * svg_width)); // IHDR width
+        const auto unwritable =
+            run_process(kCli, {"simulate", kTrace, "--capacity", "2000,500", "--max-requests", "10",
+                               "--plot", dir_.filePath("no/such/dir.png")});
+        QCOMPARE(unwritable.exit_code, 1);
+        QVERIFY2(unwritable.err.contains("cannot write"), qPrintable(unwritable.err));
         const auto bad =
             run_process(kCli, {"simulate", kTrace, "--capacity", "100", "--policy", "fifo"});
         QCOMPARE(bad.exit_code, 2);
