@@ -10,6 +10,7 @@
 #include "engine/model_path.h"
 #include "profiler/recording_events.h"
 
+#include <QComboBox>
 #include <QFile>
 #include <QMessageBox>
 #include <QPushButton>
@@ -57,6 +58,7 @@ private slots:
     void quality_panel_reports_what_formats_cost();
     void missing_model_is_a_message();
     void record_path_moves_on_to_a_free_name();
+    void cache_policy_is_a_run_setting();
     void bad_recording_is_a_message();
 };
 
@@ -198,6 +200,25 @@ void TestLiveRun::record_path_moves_on_to_a_free_name() {
     }
     panel.advance_record_path();
     QCOMPARE(QString::fromStdString(panel.settings().record_path), dir.filePath("run-3.sqlite"));
+}
+
+void TestLiveRun::cache_policy_is_a_run_setting() {
+    QTemporaryDir dir;
+    kvscope::ui::RunPanel panel;
+    kvscope::ui::RunSettings settings = small_run(dir.filePath("run.sqlite"));
+    settings.cache_policy = kvscope::kv::CachePolicy::lfu;
+    panel.apply_settings(settings);
+    QCOMPARE(panel.settings().cache_policy, kvscope::kv::CachePolicy::lfu);
+    auto* combo = panel.findChild<QComboBox*>("cachePolicy");
+    QVERIFY(combo != nullptr && combo->isEnabled());
+    settings.prefix_caching = false;
+    panel.apply_settings(settings);
+    QVERIFY(!combo->isEnabled()); // no cache to reclaim from
+    QVERIFY(QString::fromStdString(panel.settings().describe()).contains("prefix caching off"));
+    settings.prefix_caching = true;
+    panel.apply_settings(settings);
+    QVERIFY(
+        QString::fromStdString(panel.settings().describe()).contains("prefix caching on (lfu)"));
 }
 
 void TestLiveRun::bad_recording_is_a_message() {

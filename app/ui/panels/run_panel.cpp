@@ -203,7 +203,18 @@ QWidget* RunPanel::build_engine_group() {
 
     prefix_caching_ = new QCheckBox(tr("Prefix caching"));
     prefix_caching_->setObjectName("prefixCaching");
-    form->addRow(QString(), prefix_caching_);
+    cache_policy_ = new QComboBox;
+    cache_policy_->setObjectName("cachePolicy");
+    cache_policy_->setToolTip(tr("Which cached prefix block is reclaimed first when blocks run "
+                                 "out (--cache-policy)"));
+    cache_policy_->addItem(tr("LRU: least recently used"), static_cast<int>(kv::CachePolicy::lru));
+    cache_policy_->addItem(tr("LFU: least frequently used"),
+                           static_cast<int>(kv::CachePolicy::lfu));
+    connect(prefix_caching_, &QCheckBox::toggled, cache_policy_, &QWidget::setEnabled);
+    auto* prefix_row = new QHBoxLayout;
+    prefix_row->addWidget(prefix_caching_);
+    prefix_row->addWidget(cache_policy_, 1);
+    form->addRow(QString(), prefix_row);
     max_seqs_ = spin(1, 1024, 16, tr("Most sequences in one step (--max-num-seqs)"));
     max_batched_tokens_ =
         spin(1, 1 << 16, 512, tr("Most tokens in one step (--max-num-batched-tokens)"));
@@ -312,6 +323,7 @@ RunSettings RunPanel::settings() const {
     s.eviction.kind = static_cast<kv::EvictionKind>(eviction_->currentData().toInt());
     s.eviction.budget = s.eviction.enabled() ? kv_budget_->value() : 0;
     s.prefix_caching = prefix_caching_->isChecked();
+    s.cache_policy = static_cast<kv::CachePolicy>(cache_policy_->currentData().toInt());
     s.scheduler.max_num_seqs = max_seqs_->value();
     s.scheduler.max_num_batched_tokens = max_batched_tokens_->value();
     s.workload = workload_->currentText().trimmed().toStdString();
@@ -352,6 +364,8 @@ void RunPanel::apply_settings(const RunSettings& s) {
     }
     update_eviction_enabled();
     prefix_caching_->setChecked(s.prefix_caching);
+    cache_policy_->setEnabled(s.prefix_caching);
+    select_data(cache_policy_, static_cast<int>(s.cache_policy));
     max_seqs_->setValue(s.scheduler.max_num_seqs);
     max_batched_tokens_->setValue(s.scheduler.max_num_batched_tokens);
     workload_->setCurrentText(QString::fromStdString(s.workload));

@@ -73,6 +73,7 @@ private:
     QComboBox* eviction_ = nullptr;
     QSpinBox* kv_budget_ = nullptr;
     QCheckBox* prefix_caching_ = nullptr;
+    QComboBox* cache_policy_ = nullptr;
     QSpinBox* max_seqs_ = nullptr;
     QSpinBox* max_batched_tokens_ = nullptr;
     QComboBox* workload_ = nullptr;
