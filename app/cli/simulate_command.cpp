@@ -460,6 +460,12 @@ int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
     if (!o.json) {
         std::fprintf(stderr, "\n");
     }
+    if (!results.empty() && results.front().trace_warnings > 0) {
+        // Every replay read the same lines: say so once (one capacity alone
+        // prints the lines themselves).
+        std::cerr << "warning: " << results.front().trace_warnings
+                  << " trace lines were warned about (replay one capacity to see them)\n";
+    }
     if (!o.plot_path.empty()) {
         // One policy: its ratio three ways. Several: each by tokens and by
         // blocks (the per-request mean would crowd the plot).

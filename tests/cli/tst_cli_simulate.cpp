@@ -328,6 +328,19 @@ private slots:
         result = run_process(kCli, {"simulate", bad, "--capacity", "100"});
         QCOMPARE(result.exit_code, 1);
         QVERIFY2(result.err.contains("bad.jsonl:2: \"output_length\""), qPrintable(result.err));
+        // A line out of time order is a warning, in a sweep too.
+        const QString unsorted = dir_.filePath("unsorted.jsonl");
+        std::ofstream(unsorted.toStdString())
+            << R"({"timestamp": 50, "input_length": 10, "output_length": 1, "hash_ids": [1]})"
+            << "\n"
+            << R"({"timestamp": 10, "input_length": 10, "output_length": 1, "hash_ids": [2]})"
+            << "\n";
+        result = run_process(kCli, {"simulate", unsorted, "--capacity", "100,50"});
+        QCOMPARE(result.exit_code, 0);
+        QVERIFY2(result.err.contains("1 trace lines were warned about"), qPrintable(result.err));
+        result = run_process(kCli, {"simulate", unsorted, "--capacity", "100"});
+        QVERIFY2(result.err.contains("unsorted.jsonl:2: timestamp earlier"),
+                 qPrintable(result.err));
         const QString model = dir_.filePath("broken.json");
         std::ofstream(model.toStdString()) << R"({"step_s": 1})";
         result =
