@@ -8,13 +8,11 @@
 #include "app/cli/serving_options.h"
 #include "app/cli/svg_to_png.h"
 #include "app/cli/sweep_plot.h"
-#include "engine/gguf/gguf_file.h"
-#include "engine/model_path.h"
 #include "engine/session/backend_factory.h"
 #include "engine/session/model_loading.h"
 #include "engine/sim/calibration.h"
+#include "engine/sim/kvscope_trace.h"
 #include "engine/sim/simulator.h"
-#include "engine/tokenizer/tokenizer.h"
 #include "profiler/recorder.h"
 #include "profiler/run_metadata.h"
 
@@ -24,7 +22,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -170,31 +167,7 @@ int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
 // of --model, or of the model setup.sh fetched, loaded once for every reader.
 sim::TraceOpener trace_opener(const SimulateOptions& o) {
     const sim::TraceFormat format = *sim::parse_trace_format(o.format);
-    auto tokenizer = std::make_shared<std::optional<tokenizer::Tokenizer>>();
-    auto loading = std::make_shared<std::mutex>();
-    const std::string model = o.model_path;
-    const sim::TokenizerSource source = [tokenizer, loading,
-                                         model]() -> const tokenizer::Tokenizer& {
-        const std::lock_guard lock(*loading);
-        if (!tokenizer->has_value()) {
-            std::filesystem::path path = model;
-            if (path.empty()) {
-                const ModelPath resolved = resolve_model_path();
-                if (const std::string problem = model_path_problem(resolved); !problem.empty()) {
-                    throw sim::TraceError("text prompts need the model's tokenizer: " + problem +
-                                          " (or give --model)");
-                }
-                path = resolved.path;
-            }
-            try {
-                tokenizer->emplace(tokenizer::Tokenizer::from_gguf(gguf::GgufFile::open(path)));
-            } catch (const std::exception& e) {
-                throw sim::TraceError("text prompts need the model's tokenizer: " + path.string() +
-                                      ": " + e.what());
-            }
-        }
-        return **tokenizer;
-    };
+    const sim::TokenizerSource source = sim::model_tokenizer(o.model_path);
     return [path = o.trace, format, source] {
         return sim::open_trace(path, format, source);
     };
@@ -599,16 +572,19 @@ Command add_simulate_command(CLI::App& app) {
                         "A JSON cost model: step_s, prefill_token_s, decode_sequence_s, "
                         "kv_token_read_s (default: a roofline estimate for an 8B model on an H100)")
             ->check(CLI::ExistingFile);
-    sub->add_flag("--calibrate", options->calibrate,
-                  "Measure the cost model instead: time prefill and decode steps of --model on "
-                  "--backend here, and fit the four coefficients")
-        ->excludes(cost_model);
+    CLI::Option* calibrate =
+        sub->add_flag("--calibrate", options->calibrate,
+                      "Measure the cost model instead: time prefill and decode steps of --model on "
+                      "--backend here, and fit the four coefficients")
+            ->excludes(cost_model);
     sub->add_option("--backend", options->backend, "Where --calibrate times: auto, cpu or cuda")
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-        ->capture_default_str();
+        ->capture_default_str()
+        ->needs(calibrate);
     sub->add_option("--save-cost-model", options->save_cost_model_path,
                     "With --calibrate: also write the measured cost model, as JSON that "
-                    "--cost-model reads");
+                    "--cost-model reads")
+        ->needs(calibrate);
     sub->add_option("--max-requests", options->max_requests,
                     "Replay only the trace's first N requests")
         ->check(CLI::NonNegativeNumber);

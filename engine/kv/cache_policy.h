@@ -7,7 +7,8 @@
 //        one-off conversations however long ago they were last used
 // Both reclaim a prefix chain from its tail: the KV manager releases a table
 // last block first, and every hit on a block also hits the blocks before it,
-// so no block has more uses than its parent.
+// so a block rarely has more uses than its parent (only when the parent was
+// reclaimed and computed again, or the child hangs off a twin).
 #pragma once
 
 #include "engine/kv/block_queue.h"

@@ -146,7 +146,15 @@ void KvManager::register_hash(BlockId block, BlockHash hash, BlockHash parent,
 
 void KvManager::forget_hash(BlockId block) {
     Block& b = blocks_[static_cast<std::size_t>(block)];
-    by_hash_.erase(b.hash);
+    if (!b.hashed) {
+        return;
+    }
+    // A hashed block owns its hash's entry (register_hash() only runs for a
+    // hash not yet there); checked all the same, so a wrong call cannot drop
+    // another block's entry.
+    if (const auto it = by_hash_.find(b.hash); it != by_hash_.end() && it->second == block) {
+        by_hash_.erase(it);
+    }
     const BlockId prev = b.prev_sibling;
     const BlockId next = b.next_sibling;
     if (next != BlockQueue::kNone) {

@@ -127,7 +127,9 @@ void LlmEngine::release_blocks(Request& request) {
 }
 
 void LlmEngine::finish(Request& request, RequestState state, std::string reason) {
-    ended_.push_back(request.id);
+    if (config_.report_ended) {
+        ended_.push_back(request.id);
+    }
     scheduler_.remove(&request);
     release_blocks(request);
     request.state = state;

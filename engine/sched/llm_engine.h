@@ -37,6 +37,9 @@ struct EngineConfig {
     // token, end); the host clock when empty. A simulated run (engine/sim)
     // gives its cost-model clock (its sink restamps the events with it).
     std::function<std::int64_t()> clock;
+    // Keep the ids of ended requests for take_ended() (the simulator sums
+    // each up as it ends); off, nothing is kept.
+    bool report_ended = false;
 };
 
 struct StepStats {
@@ -70,8 +73,9 @@ public:
     // False when it has not ended (or is not known).
     bool forget(std::int64_t id);
     // The requests that ended (finished, rejected, aborted) since the last
-    // call, in the order they ended: a caller that sums up each ended
-    // request finds them without scanning every one it holds.
+    // call, in the order they ended, when EngineConfig::report_ended asks
+    // for them: a caller that sums up each ended request finds them without
+    // scanning every one it holds.
     std::vector<std::int64_t> take_ended() { return std::exchange(ended_, {}); }
     // One step: schedule, run the model over the batch, sample, finish.
     StepStats step();

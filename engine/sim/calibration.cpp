@@ -113,9 +113,11 @@ std::vector<MeasuredStep> measure_steps(runner::Backend& backend, const Calibrat
     kv::BlockAllocator allocator(backend.num_blocks());
     std::vector<float> logits;
     const auto token_of = [&backend](std::size_t i) {
-        // Ordinary tokens, varied (the values do not change the work).
-        return static_cast<std::int32_t>(
-            100 + i * 7919 % static_cast<std::size_t>(std::max(1, backend.vocab_size() - 100)));
+        // Ordinary tokens, varied (the values do not change the work); past
+        // the first 100 ids (special tokens) when the vocabulary has room.
+        const auto vocab = static_cast<std::size_t>(std::max(1, backend.vocab_size()));
+        const std::size_t first = vocab > 200 ? 100 : 0;
+        return static_cast<std::int32_t>(first + i * 7919 % (vocab - first));
     };
     // Runs one step: each sequence computes its tokens; returns the time.
     const auto step = [&](std::vector<kv::SequenceBlocks>& sequences,

@@ -39,9 +39,11 @@ std::vector<MeasuredStep>
 measure_steps(runner::Backend& backend, const CalibrationPlan& plan,
               const std::function<void(const std::string&)>& progress = {});
 
-// The non-negative coefficients that best fit `steps` (least squares on the
-// seconds); `source` says where they come from. Throws std::invalid_argument
-// for fewer steps than coefficients.
+// Non-negative coefficients that fit `steps` (least squares on the seconds;
+// a coefficient that comes out negative is held at 0 and the rest fitted
+// again - an active-set approximation of non-negative least squares, exact
+// when at most one is held); `source` says where they come from. Throws
+// std::invalid_argument for fewer steps than coefficients.
 CostModel fit_cost_model(std::span<const MeasuredStep> steps, std::string source);
 
 } // namespace kvscope::sim

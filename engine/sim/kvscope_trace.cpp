@@ -1,12 +1,41 @@
 #include "engine/sim/kvscope_trace.h"
 
+#include "engine/gguf/gguf_file.h"
+#include "engine/session/model_loading.h"
 #include "engine/session/serving_loop.h"
 #include "engine/sim/simulated_backend.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/workload/workload.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
 
 namespace kvscope::sim {
+
+TokenizerSource model_tokenizer(const std::string& model_option) {
+    struct Shared {
+        std::mutex mutex;
+        std::optional<tokenizer::Tokenizer> tokenizer;
+    };
+    auto shared = std::make_shared<Shared>();
+    return [shared, model_option]() -> const tokenizer::Tokenizer& {
+        const std::lock_guard lock(shared->mutex);
+        if (!shared->tokenizer) {
+            try {
+                const std::filesystem::path path = session::model_file(model_option);
+                shared->tokenizer.emplace(
+                    tokenizer::Tokenizer::from_gguf(gguf::GgufFile::open(path)));
+            } catch (const std::exception& e) {
+                throw TraceError(std::string("text prompts need the model's tokenizer: ") +
+                                 e.what());
+            }
+        }
+        return *shared->tokenizer;
+    };
+}
 
 KvscopeTrace::KvscopeTrace(const std::string& path, const TokenizerSource& tokenizer)
     : TraceReader(path) {

@@ -12,6 +12,12 @@
 
 namespace kvscope::sim {
 
+// The tokenizer of the model `model_option` names (or $KVSCOPE_MODEL, or the
+// model setup.sh fetched: session::model_file), loaded the first time it is
+// asked for and shared by every caller after, from any thread. Throws
+// TraceError saying why there is none.
+TokenizerSource model_tokenizer(const std::string& model_option);
+
 class KvscopeTrace final : public TraceReader {
 public:
     // Throws TraceError for a bad line (FILE:LINE, from the workload

@@ -75,8 +75,9 @@ struct SimulationResult {
     std::vector<SimulationResult> nodes;
 };
 
-// `progress` (may be empty) is told the requests read so far now and then;
-// returning false stops the replay early (what ran is still summed up).
+// `progress` (may be empty) is told the requests read so far now and then
+// (every 256 requests read, and every 1024 steps); returning false stops the
+// replay early (what ran is still summed up).
 using SimulationProgress = std::function<bool(std::int64_t requests_read)>;
 
 // Throws TraceError for a bad trace line, std::invalid_argument for a bad

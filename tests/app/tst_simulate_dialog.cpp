@@ -6,6 +6,7 @@
 // opens the recording in its views.
 #include "app/ui/main_window.h"
 #include "app/ui/panels/simulate_dialog.h"
+#include "engine/model_path.h"
 #include "engine/sim/hash_id_trace.h"
 #include "profiler/run_store.h"
 
@@ -13,6 +14,7 @@
 #include <QChartView>
 #include <QSignalSpy>
 #include <QTableWidget>
+#include <QTemporaryDir>
 #include <QTest>
 
 using namespace kvscope;
@@ -52,6 +54,36 @@ private slots:
         QCOMPARE(dialog.table()->item(3, 4)->text(),
                  QString::number(100 * direct.hit_ratio_tokens(), 'f', 2) + " %");
         QVERIFY(direct.requests == 120 && direct.hit_tokens > 0);
+    }
+
+    // A kvscope trace with text prompts: read through the model's tokenizer,
+    // as kvscope simulate reads it.
+    void readsTextPrompts() {
+        const std::string problem = model_path_problem(resolve_model_path());
+        if (!problem.empty()) {
+            QSKIP(qPrintable("text prompts need the model's tokenizer (run scripts/setup.sh): " +
+                             QString::fromStdString(problem)));
+        }
+        QTemporaryDir dir;
+        const QString path = dir.filePath("text.jsonl");
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        for (int i = 0; i < 3; ++i) {
+            file.write(QByteArray("{\"arrival\": ") + QByteArray::number(i * 30) +
+                       ", \"prompt\": \"The same long opening sentence about caches and "
+                       "memory and paging, then question " +
+                       QByteArray::number(i) + "\", \"max_tokens\": 3}\n");
+        }
+        file.close();
+        ui::SimulateDialog dialog;
+        dialog.set_trace(path);
+        dialog.set_capacities("1000");
+        dialog.set_sweep(false);
+        QSignalSpy done(&dialog, &ui::SimulateDialog::finished_replays);
+        QVERIFY(dialog.start());
+        QVERIFY2(done.wait(60'000), qPrintable(dialog.problem()));
+        QCOMPARE(dialog.results().front().requests, std::int64_t{3});
+        QVERIFY(dialog.results().front().prompt_tokens > 3 * 10);
     }
 
     void sweepsTenCapacities() {

@@ -305,7 +305,11 @@ private slots:
         QCOMPARE(again["ttft_s"].toObject()["p99"].toDouble(),
                  r["ttft_s"].toObject()["p99"].toDouble());
         QCOMPARE(again["hit_tokens"].toInt(), r["hit_tokens"].toInt());
-        // Measured or read from a file, not both.
+        // Saving needs a measurement; measured or read from a file, not both.
+        QCOMPARE(
+            run_process(kCli, {"simulate", kTrace, "--capacity", "100", "--save-cost-model", saved})
+                .exit_code,
+            2);
         QCOMPARE(run_process(kCli, {"simulate", kTrace, "--capacity", "100", "--calibrate",
                                     "--cost-model", saved})
                      .exit_code,

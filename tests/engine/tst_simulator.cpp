@@ -409,6 +409,50 @@ private slots:
         }
     }
 
+    // Forty requests at once, one shared 2-block prefix, nothing cached yet:
+    // the cache-aware router finds no prefix anywhere and equal loads in
+    // turn, so they spread evenly (routed before any node steps: arrivals at
+    // a node's time come first).
+    void simultaneousRequestsSpreadOverNodes() {
+        std::string text;
+        for (int i = 0; i < 40; ++i) {
+            text += line(0, 1500, 4, {1, 2, 100 + i});
+        }
+        const std::string path = write_file(dir_, "burst.jsonl", text);
+        SimulationConfig config = config_with(100'000);
+        config.nodes = 4;
+        config.router = RouterKind::cache_aware;
+        HashIdTrace trace(path, kMooncakeFormat);
+        const SimulationResult r = simulate(trace, config);
+        QCOMPARE(r.finished, std::int64_t{40});
+        for (const SimulationResult& node : r.nodes) {
+            QCOMPARE(node.requests, std::int64_t{10});
+        }
+    }
+
+    // A stop asked for while the engines drain their backlog (fewer than
+    // 256 requests, so after every arrival) ends the replay there.
+    void stopsWhileDraining() {
+        std::string text;
+        for (int i = 0; i < 20; ++i) {
+            text += line(0, 100, 3000, {500 + i});
+        }
+        const std::string path = write_file(dir_, "long.jsonl", text);
+        HashIdTrace trace(path, kMooncakeFormat);
+        int asked = 0;
+        const SimulationResult stopped =
+            simulate(trace, config_with(100'000), nullptr, [&asked](std::int64_t read) {
+                ++asked;
+                return read < 20; // every request read: stop
+            });
+        QCOMPARE(asked, 1);
+        QCOMPARE(stopped.requests, std::int64_t{20});
+        QCOMPARE(stopped.finished, std::int64_t{0}); // each needs 3,000 steps
+        QVERIFY(stopped.steps <= 1024);
+        HashIdTrace whole(path, kMooncakeFormat);
+        QCOMPARE(simulate(whole, config_with(100'000)).finished, std::int64_t{20});
+    }
+
     // The router's cost: blocks to compute there plus the node's load.
     void cacheAwareCostWeighsLoad() {
         const std::vector<NodeView> idle = {{.cached_prefix_blocks = 0, .load_blocks = 0},

@@ -1,6 +1,7 @@
 #include "app/ui/panels/simulate_dialog.h"
 
 #include "engine/sim/cost_model.h"
+#include "engine/sim/kvscope_trace.h"
 #include "profiler/recorder.h"
 #include "profiler/run_metadata.h"
 
@@ -171,7 +172,21 @@ SimulateDialog::~SimulateDialog() {
     if (cancel_flag_) {
         *cancel_flag_ = true;
     }
-    // The workers hold only shared state and a QPointer to this dialog.
+    // A replay stops within a thousand steps of the flag; wait for it, so no
+    // recording is still being written into recordings_ as it is removed.
+    for (const QPointer<QThread>& worker : workers_) {
+        if (worker) {
+            worker->wait();
+        }
+    }
+}
+
+void SimulateDialog::run_worker(std::function<void()> work) {
+    std::erase_if(workers_, [](const QPointer<QThread>& w) { return w.isNull(); });
+    QThread* worker = QThread::create(std::move(work));
+    connect(worker, &QThread::finished, worker, &QObject::deleteLater);
+    workers_.emplace_back(worker);
+    worker->start();
 }
 
 void SimulateDialog::set_trace(const QString& path) {
@@ -270,8 +285,11 @@ bool SimulateDialog::read_form(std::vector<sim::SimulationConfig>& configs, QStr
 sim::TraceOpener SimulateDialog::opener() const {
     const std::string path = trace_->text().trimmed().toStdString();
     const auto format = static_cast<sim::TraceFormat>(format_->currentData().toInt());
-    return [path, format] {
-        return sim::open_trace(path, format);
+    // Text prompts (kvscope traces) through the model setup.sh fetched (or
+    // $KVSCOPE_MODEL's), as kvscope simulate reads them.
+    const sim::TokenizerSource tokenizer = sim::model_tokenizer({});
+    return [path, format, tokenizer] {
+        return sim::open_trace(path, format, tokenizer);
     };
 }
 
@@ -305,7 +323,7 @@ bool SimulateDialog::start() {
     QPointer<SimulateDialog> self(this);
     auto cancel = cancel_flag_;
     const sim::TraceOpener open = opener();
-    QThread* worker = QThread::create([self, cancel, open, configs] {
+    run_worker([self, cancel, open, configs] {
         std::vector<sim::SimulationResult> results;
         QString error;
         try {
@@ -345,8 +363,6 @@ bool SimulateDialog::start() {
             emit self->finished_replays();
         });
     });
-    connect(worker, &QThread::finished, worker, &QObject::deleteLater);
-    worker->start();
     return true;
 }
 
@@ -441,7 +457,7 @@ bool SimulateDialog::show_in_views(int row) {
     auto cancel = cancel_flag_;
     const sim::TraceOpener open = opener();
     const std::string trace_path = trace_->text().trimmed().toStdString();
-    QThread* worker = QThread::create([self, cancel, open, config, path, trace_path] {
+    run_worker([self, cancel, open, config, path, trace_path] {
         QString error;
         try {
             const std::unique_ptr<sim::TraceReader> trace = open();
@@ -475,8 +491,6 @@ bool SimulateDialog::show_in_views(int row) {
             emit self->record_ready(path);
         });
     });
-    connect(worker, &QThread::finished, worker, &QObject::deleteLater);
-    worker->start();
     return true;
 }
 

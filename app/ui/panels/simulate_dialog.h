@@ -11,11 +11,14 @@
 #include "engine/sim/simulator.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include <QDialog>
+#include <QPointer>
 #include <QTemporaryDir>
+#include <QThread>
 
 class QCheckBox;
 class QComboBox;
@@ -88,7 +91,11 @@ private:
     QTableWidget* table_ = nullptr;
     QChartView* chart_ = nullptr;
 
+    // Starts `work` on a thread of its own, kept so the destructor can wait.
+    void run_worker(std::function<void()> work);
+
     bool running_ = false;
+    std::vector<QPointer<QThread>> workers_;
     std::shared_ptr<std::atomic<bool>> cancel_flag_;
     std::vector<sim::SimulationConfig> configs_;
     std::vector<sim::SimulationResult> results_;
