@@ -105,6 +105,19 @@ private slots:
             run_process(kCli, {"simulate", kTrace, "--capacity", "100", "--record", recording});
         QVERIFY(again.exit_code != 0);
         QVERIFY(again.err.contains("exists"));
+
+        // Two configurations recorded, compared: a cache too small for the
+        // conversations' prefixes against the one above.
+        const QString small = dir_.filePath("sim-small.sqlite");
+        QCOMPARE(run_process(kCli, {"simulate", kTrace, "--capacity", "1200", "--max-requests",
+                                    "30", "--cache-policy", "lfu", "--record", small})
+                     .exit_code,
+                 0);
+        const auto compared = run_process(kCli, {"compare", "--json", recording, small});
+        QVERIFY2(compared.exit_code == 0 || compared.exit_code == 1, qPrintable(compared.err));
+        const QJsonObject c = QJsonDocument::fromJson(compared.out.toUtf8()).object();
+        QVERIFY2(!c.isEmpty(), qPrintable(compared.out));
+        QVERIFY2(compared.out.contains("prefix"), qPrintable(compared.out.left(400)));
     }
 
     // --sweep: ten capacities halving down from the one given, replayed on
