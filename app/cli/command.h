@@ -28,5 +28,6 @@ Command add_export_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
 Command add_attach_command(CLI::App& app);
 Command add_simulate_command(CLI::App& app);
+Command add_size_command(CLI::App& app);
 
 } // namespace kvscope::cli

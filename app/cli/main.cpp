@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
     commands.push_back(add_eval_command(app));
     commands.push_back(add_attach_command(app));
     commands.push_back(add_simulate_command(app));
+    commands.push_back(add_size_command(app));
 
     // A first word that is neither an option nor a subcommand gets a clearer
     // message than CLI11's generic "arguments were not expected".

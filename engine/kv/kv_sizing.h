@@ -1,0 +1,76 @@
+// What a KV cache weighs and how much of it fits: bytes per token, per
+// request and per batch for a model's attention shape and the cache's K/V
+// formats, and the tokens and requests a device's memory holds once the
+// weights are in. The same model is also sized as if its attention were
+// multi-head (MHA), grouped-query (GQA), multi-query (MQA) or multi-head
+// latent (MLA, DeepSeek's: one compressed latent a token and layer instead
+// of per-head K and V) - what each variant buys in cache.
+//
+// Per token, for per-head attention: layers x KV heads x (K row + V row)
+// bytes, the rows in the chosen formats (kv_format.h, with their scales);
+// for MLA: layers x (latent + decoupled RoPE key) values in the K format.
+#pragma once
+
+#include "engine/kv/kv_format.h"
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvscope::kv {
+
+struct ModelShape {
+    std::string name;
+    int layers = 0;
+    int heads = 0;    // query heads
+    int kv_heads = 0; // K/V heads (== heads: MHA; 1: MQA; between: GQA)
+    int key_dim = 0;  // per head
+    int value_dim = 0;
+    // MLA: the values a token and layer caches (the KV latent plus the
+    // decoupled RoPE key, 512 + 64 in DeepSeek-V2/V3); 0: per-head K/V.
+    int mla_latent = 0;
+    double weight_bytes = 0; // at the precision the model is usually served in
+};
+
+// Llama-3-8B, Llama-3-70B, Mistral-7B, Qwen2.5-7B, DeepSeek-V3 (their
+// published configurations; weights at bf16, DeepSeek-V3's at fp8).
+const std::vector<ModelShape>& known_model_shapes();
+std::optional<ModelShape> find_model_shape(std::string_view name); // any case
+
+enum class AttentionVariant { mha, gqa, mqa, mla };
+
+struct VariantSize {
+    AttentionVariant variant = AttentionVariant::mha;
+    std::string label; // "GQA (8 KV heads)"
+    ModelShape shape;  // the model with this attention
+    double bytes_per_token = 0;
+    bool own = false; // the model's own attention
+};
+
+// Bytes a token's K/V take in the cache, over all layers.
+double bytes_per_token(const ModelShape& shape, const KvCacheFormat& format);
+
+// The model as MHA, its own GQA (when it groups heads), MQA and MLA (its own
+// latent, else DeepSeek's proportions: 4 x key_dim + key_dim / 2).
+std::vector<VariantSize> attention_variants(const ModelShape& shape, const KvCacheFormat& format);
+
+struct SizingQuestion {
+    std::int64_t context_tokens = 8192; // a request's prompt and output
+    int batch = 1;
+    double memory_bytes = 0; // the device's (0: not asked)
+    double utilization = 0.9;
+    double weight_bytes = 0;
+};
+
+struct SizingAnswer {
+    double per_request_bytes = 0;
+    double per_batch_bytes = 0;
+    double cache_budget_bytes = 0; // memory x utilization - weights (may be < 0)
+    double tokens_fit = 0;         // whole tokens the budget holds
+    double requests_fit = 0;       // whole requests of context_tokens
+};
+
+SizingAnswer answer(double bytes_per_token, const SizingQuestion& question);
+
+} // namespace kvscope::kv

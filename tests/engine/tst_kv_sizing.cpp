@@ -1,0 +1,94 @@
+// KV cache sizing (engine/kv/kv_sizing.h) against hand-computed cases:
+// Llama-3-70B's 8K tokens at bf16 are 2 x 80 x 8 x 128 x 8192 x 2 bytes;
+// the same model as MHA, MQA and MLA; DeepSeek-V3's latent cache; quantised
+// formats with their scales; what fits in a device's memory.
+#include "engine/kv/kv_sizing.h"
+
+#include <QTest>
+
+using namespace kvscope::kv;
+
+namespace {
+
+const KvCacheFormat kBf16{KvFormat::bf16, KvFormat::bf16};
+
+} // namespace
+
+class TestKvSizing : public QObject {
+    Q_OBJECT
+
+private slots:
+    void llama3_70b_at_8k_tokens() {
+        const ModelShape shape = *find_model_shape("llama-3-70b");
+        QCOMPARE(bytes_per_token(shape, kBf16), 2.0 * 80 * 8 * 128 * 2);
+        const SizingAnswer a = answer(bytes_per_token(shape, kBf16), {.context_tokens = 8192,
+                                                                      .batch = 4,
+                                                                      .memory_bytes = 0,
+                                                                      .utilization = 0.9,
+                                                                      .weight_bytes = 0});
+        QCOMPARE(a.per_request_bytes, 2.0 * 80 * 8 * 128 * 8192 * 2); // 2.5 GiB
+        QCOMPARE(a.per_request_bytes, 2.5 * 1024 * 1024 * 1024);
+        QCOMPARE(a.per_batch_bytes, 4 * a.per_request_bytes);
+        QCOMPARE(a.tokens_fit, 0.0); // no memory given
+    }
+
+    void variantsOfOneModel() {
+        const ModelShape shape = *find_model_shape("Llama-3-8B");
+        const std::vector<VariantSize> v = attention_variants(shape, kBf16);
+        QCOMPARE(v.size(), std::size_t{4});
+        QCOMPARE(v[0].variant, AttentionVariant::mha);
+        QCOMPARE(v[0].bytes_per_token, 2.0 * 32 * 32 * 128 * 2); // 512 KiB
+        QCOMPARE(v[1].variant, AttentionVariant::gqa);
+        QVERIFY(v[1].own && !v[0].own);
+        QCOMPARE(v[1].bytes_per_token, 131072.0); // kvscope simulate's default
+        QCOMPARE(v[2].variant, AttentionVariant::mqa);
+        QCOMPARE(v[2].bytes_per_token, 2.0 * 32 * 1 * 128 * 2);
+        // MLA with DeepSeek's proportions: 512 + 64 values a token and layer.
+        QCOMPARE(v[3].variant, AttentionVariant::mla);
+        QCOMPARE(v[3].bytes_per_token, 32.0 * 576 * 2);
+        QVERIFY(!v[3].own);
+    }
+
+    void deepseekV3CachesALatent() {
+        const ModelShape shape = *find_model_shape("DeepSeek-V3");
+        // 61 layers x (512 latent + 64 RoPE key) x 2 bytes.
+        QCOMPARE(bytes_per_token(shape, kBf16), 61.0 * 576 * 2);
+        const std::vector<VariantSize> v = attention_variants(shape, kBf16);
+        QCOMPARE(v.size(), std::size_t{3}); // MHA, MQA, its own MLA
+        QCOMPARE(v[0].bytes_per_token, 61.0 * 128 * (192 + 128) * 2);
+        QVERIFY(v[2].own && v[2].variant == AttentionVariant::mla);
+        QVERIFY(v[0].bytes_per_token / v[2].bytes_per_token > 60); // MLA's point
+    }
+
+    void quantisedFormatsCountTheirScales() {
+        const ModelShape shape = *find_model_shape("qwen2.5-7b");
+        // q8_0: groups of 32 values as an fp16 scale + 32 bytes (34 bytes),
+        // 4 groups a 128-value head row.
+        const KvCacheFormat q8{KvFormat::q8_0, KvFormat::q8_0};
+        QCOMPARE(bytes_per_token(shape, q8), 28.0 * 4 * 2 * (4 * 34));
+        const KvCacheFormat mixed{KvFormat::f16, KvFormat::q4_0};
+        QCOMPARE(bytes_per_token(shape, mixed), 28.0 * 4 * (128 * 2 + 4 * 18));
+    }
+
+    void whatFitsInMemory() {
+        const SizingAnswer a = answer(131072.0, {.context_tokens = 8192,
+                                                 .batch = 1,
+                                                 .memory_bytes = 80.0 * (1 << 30),
+                                                 .utilization = 0.9,
+                                                 .weight_bytes = 16.0 * (1 << 30)});
+        QCOMPARE(a.cache_budget_bytes, 56.0 * (1 << 30));
+        QCOMPARE(a.tokens_fit, 56.0 * (1 << 30) / 131072);
+        QCOMPARE(a.requests_fit, std::floor(a.tokens_fit / 8192));
+        const SizingAnswer none = answer(131072.0, {.context_tokens = 8192,
+                                                    .batch = 1,
+                                                    .memory_bytes = 16.0 * (1 << 30),
+                                                    .utilization = 0.9,
+                                                    .weight_bytes = 16.0 * (1 << 30)});
+        QVERIFY(none.cache_budget_bytes < 0);
+        QCOMPARE(none.tokens_fit, 0.0);
+        QVERIFY(!find_model_shape("gpt-5"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestKvSizing)
+#include "tst_kv_sizing.moc"
