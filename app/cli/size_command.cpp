@@ -2,9 +2,7 @@
 // metadata or a well-known model's configuration, beside the same model as
 // MHA, GQA, MQA and MLA (engine/kv/kv_sizing.h).
 #include "app/cli/command.h"
-#include "engine/gguf/gguf_file.h"
 #include "engine/kv/kv_sizing.h"
-#include "engine/model/llama_config.h"
 #include "engine/session/model_loading.h"
 
 #include <cstdio>
@@ -40,21 +38,6 @@ std::string bytes_text(double bytes) {
     return text;
 }
 
-kv::ModelShape shape_of_gguf(const std::string& option) {
-    const std::filesystem::path path = session::model_file(option);
-    const gguf::GgufFile file = gguf::GgufFile::open(path);
-    const model::LlamaConfig c = model::LlamaConfig::from_gguf(file);
-    kv::ModelShape shape;
-    shape.name = c.name.empty() ? path.filename().string() : c.name;
-    shape.layers = c.layers;
-    shape.heads = c.heads;
-    shape.kv_heads = c.kv_heads;
-    shape.key_dim = c.head_dim;
-    shape.value_dim = c.head_dim;
-    shape.weight_bytes = static_cast<double>(file.file_size());
-    return shape;
-}
-
 int run_size(const SizeOptions& o) {
     if (o.list) {
         for (const kv::ModelShape& s : kv::known_model_shapes()) {
@@ -75,7 +58,7 @@ int run_size(const SizeOptions& o) {
         }
         shape = *known;
     } else {
-        shape = shape_of_gguf(o.model_path);
+        shape = session::model_shape(session::model_file(o.model_path));
     }
     const kv::KvCacheFormat format{*kv::parse_kv_format(o.key_format),
                                    *kv::parse_kv_format(o.value_format)};

@@ -10,6 +10,7 @@
 #include "app/ui/panels/requests_panel.h"
 #include "app/ui/panels/run_panel.h"
 #include "app/ui/panels/simulate_dialog.h"
+#include "app/ui/panels/sizing_dialog.h"
 #include "app/ui/panels/start_page.h"
 #include "app/ui/run/attach_controller.h"
 #include "app/ui/run/engine_controller.h"
@@ -295,6 +296,8 @@ void MainWindow::create_menus() {
     }
     run_menu->addAction(tr("&Start"), this, &MainWindow::start_run);
     run_menu->addAction(tr("S&top"), this, &MainWindow::stop_live);
+    run_menu->addSeparator();
+    run_menu->addAction(tr("Si&ze the KV cache…"), this, &MainWindow::show_sizing);
 
     QMenu* help_menu = menuBar()->addMenu(tr("&Help"));
     help_menu->addAction(tr("&About kvscope"), this, &MainWindow::show_about);
@@ -579,6 +582,14 @@ void MainWindow::choose_recording() {
     if (!path.isEmpty()) {
         open_recording(path);
     }
+}
+
+SizingDialog* MainWindow::show_sizing() {
+    auto* dialog =
+        new SizingDialog(QString::fromStdString(run_panel_->settings().model_path), this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    dialog->show();
+    return dialog;
 }
 
 SimulateDialog* MainWindow::show_simulate() {

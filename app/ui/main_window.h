@@ -24,7 +24,8 @@ class QTimer;
 
 namespace kvscope::ui {
 class SimulateDialog;
-}
+class SizingDialog;
+} // namespace kvscope::ui
 
 namespace kvscope::ui {
 
@@ -83,6 +84,8 @@ public:
     // File > Simulate trace…: the (one) simulation dialog, shown; a
     // configuration's "Show in views" opens its recording here.
     SimulateDialog* show_simulate();
+    // Run > Size the KV cache…: for the run panel's model, or a built-in one.
+    SizingDialog* show_sizing();
     // Shows two recordings side by side in the Compare tab.
     void compare_recordings(const QString& base, const QString& now);
     // The moment every view shows (host-clock ns).

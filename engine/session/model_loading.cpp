@@ -1,5 +1,7 @@
 #include "engine/session/model_loading.h"
 
+#include "engine/gguf/gguf_file.h"
+#include "engine/model/llama_config.h"
 #include "engine/model_path.h"
 #include "engine/session/cache_size.h"
 
@@ -33,6 +35,20 @@ std::string describe_model(const model::LlamaModel& model) {
            std::to_string(c.hidden) + " wide, " + std::to_string(c.heads) + "/" +
            std::to_string(c.kv_heads) + " heads, " + readable_bytes(model.weights().total_bytes()) +
            " of weights";
+}
+
+kv::ModelShape model_shape(const std::filesystem::path& file) {
+    const gguf::GgufFile gguf = gguf::GgufFile::open(file);
+    const model::LlamaConfig c = model::LlamaConfig::from_gguf(gguf);
+    kv::ModelShape shape;
+    shape.name = c.name.empty() ? file.filename().string() : c.name;
+    shape.layers = c.layers;
+    shape.heads = c.heads;
+    shape.kv_heads = c.kv_heads;
+    shape.key_dim = c.head_dim;
+    shape.value_dim = c.head_dim;
+    shape.weight_bytes = static_cast<double>(gguf.file_size());
+    return shape;
 }
 
 } // namespace kvscope::session

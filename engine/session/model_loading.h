@@ -2,6 +2,7 @@
 // messages for every caller (CLI, app, quality measurement).
 #pragma once
 
+#include "engine/kv/kv_sizing.h"
 #include "engine/model/llama_model.h"
 
 #include <filesystem>
@@ -17,6 +18,11 @@ std::filesystem::path model_file(const std::string& option);
 
 // Throws gguf::GgufError naming the file and the problem.
 std::shared_ptr<const model::LlamaModel> load_model(const std::filesystem::path& file);
+
+// The attention shape and weight bytes (the file's size) of the GGUF at
+// `file`, from its metadata alone, for sizing its KV cache. Throws
+// gguf::GgufError.
+kv::ModelShape model_shape(const std::filesystem::path& file);
 
 std::string model_name(const model::LlamaModel& model); // the GGUF's name, else its architecture
 

@@ -1,0 +1,58 @@
+// Run > Size the KV cache…: Llama-3-70B at 8K tokens in bf16 weighs 2.5 GiB
+// a request in its own GQA (bold), 20 GiB as MHA; the figures follow the
+// fields; the run's model (the tiny test model) is sized from its metadata.
+#include "app/ui/main_window.h"
+#include "app/ui/panels/sizing_dialog.h"
+#include "tests/support/tiny_model.h"
+
+#include <QTableWidget>
+#include <QTest>
+
+using namespace kvscope;
+
+class TestSizingDialog : public QObject {
+    Q_OBJECT
+
+private slots:
+    void sizesABuiltInModel() {
+        ui::SizingDialog dialog(tiny_model_path());
+        dialog.choose_model("Llama-3-70B");
+        dialog.set_context(8192);
+        dialog.set_batch(2);
+        dialog.set_formats(kv::KvFormat::bf16, kv::KvFormat::bf16);
+        dialog.set_memory_gib(0);
+        QTableWidget* table = dialog.table();
+        QCOMPARE(table->rowCount(), 4);
+        QCOMPARE(table->item(1, 0)->text(), QString("GQA (8 KV heads)"));
+        QVERIFY(table->item(1, 0)->font().bold() && !table->item(0, 0)->font().bold());
+        QCOMPARE(table->item(1, 2)->text(), QString("2.50 GiB"));
+        QCOMPARE(table->item(1, 3)->text(), QString("5.00 GiB"));
+        QCOMPARE(table->item(0, 2)->text(), QString("20.00 GiB"));
+        QCOMPARE(table->item(1, 4)->text(), QString("-"));
+        // 80 GiB cannot hold 70B at bf16; 640 GiB can.
+        dialog.set_memory_gib(80);
+        QVERIFY(dialog.summary().contains("do not fit"));
+        dialog.set_memory_gib(640);
+        QVERIFY(dialog.summary().contains("The cache gets"));
+        QVERIFY(table->item(1, 4)->text().toDouble() > 1e6);
+    }
+
+    void sizesTheRunsModel() {
+        ui::SizingDialog dialog(tiny_model_path());
+        QVERIFY2(dialog.summary().contains("layers"), qPrintable(dialog.summary()));
+        QVERIFY(dialog.table()->rowCount() >= 3);
+        ui::SizingDialog missing("/nonexistent.gguf");
+        QVERIFY(missing.summary().contains("cannot be read"));
+        QCOMPARE(missing.table()->rowCount(), 0);
+    }
+
+    void opensFromTheRunMenu() {
+        ui::MainWindow window;
+        ui::SizingDialog* dialog = window.show_sizing();
+        QVERIFY(dialog != nullptr && dialog->isVisible());
+        dialog->close();
+    }
+};
+
+QTEST_MAIN(TestSizingDialog)
+#include "tst_sizing_dialog.moc"
