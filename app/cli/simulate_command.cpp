@@ -267,14 +267,7 @@ int run_simulate(const SimulateOptions& o) {
             capacities.push_back(blocks);
         }
         if (o.sweep && capacities.size() == 1) {
-            // Ten points, each half the one above, down from the capacity given.
-            const std::int64_t top = capacities.front();
-            capacities.clear();
-            for (int k = 9; k >= 0; --k) {
-                capacities.push_back(std::max<std::int64_t>(1, top >> k));
-            }
-            // A small top repeats 1 block: once is enough.
-            capacities.erase(std::unique(capacities.begin(), capacities.end()), capacities.end());
+            capacities = sim::halving_capacities(capacities.front());
         }
         sim::SimulationConfig config;
         config.block_size = o.block_size;

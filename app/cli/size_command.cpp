@@ -26,18 +26,6 @@ struct SizeOptions {
     bool json = false;
 };
 
-std::string bytes_text(double bytes) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int unit = 0;
-    while (std::abs(bytes) >= 1024 && unit < 4) {
-        bytes /= 1024;
-        ++unit;
-    }
-    char text[32];
-    std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.2f %s", bytes, units[unit]);
-    return text;
-}
-
 int run_size(const SizeOptions& o) {
     if (o.list) {
         for (const kv::ModelShape& s : kv::known_model_shapes()) {
@@ -116,9 +104,9 @@ int run_size(const SizeOptions& o) {
     const kv::SizingAnswer own = kv::answer(kv::bytes_per_token(shape, format), question);
     if (question.memory_bytes > 0) {
         std::printf("Memory: %s x %.2f - %s of weights = %s for the cache%s\n",
-                    bytes_text(question.memory_bytes).c_str(), o.utilization,
-                    bytes_text(question.weight_bytes).c_str(),
-                    bytes_text(own.cache_budget_bytes).c_str(),
+                    kv::size_text(question.memory_bytes).c_str(), o.utilization,
+                    kv::size_text(question.weight_bytes).c_str(),
+                    kv::size_text(own.cache_budget_bytes).c_str(),
                     own.cache_budget_bytes <= 0 ? " (the weights do not fit)" : "");
     }
     std::printf("%-42s %12s %14s %14s", "attention", "per token",
@@ -131,8 +119,9 @@ int run_size(const SizeOptions& o) {
     for (const kv::VariantSize& v : variants) {
         const kv::SizingAnswer a = kv::answer(v.bytes_per_token, question);
         std::printf("%-42s %12s %14s %14s", (v.label + (v.own ? " *" : "")).c_str(),
-                    bytes_text(v.bytes_per_token).c_str(), bytes_text(a.per_request_bytes).c_str(),
-                    bytes_text(a.per_batch_bytes).c_str());
+                    kv::size_text(v.bytes_per_token).c_str(),
+                    kv::size_text(a.per_request_bytes).c_str(),
+                    kv::size_text(a.per_batch_bytes).c_str());
         if (question.memory_bytes > 0) {
             std::printf(" %14.0f %10.0f", a.tokens_fit, a.requests_fit);
         }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 
 namespace kvscope::kv {
 namespace {
@@ -87,6 +88,18 @@ std::vector<VariantSize> attention_variants(const ModelShape& shape, const KvCac
             (own_latent ? ")" : ", DeepSeek's proportions)"),
         mla, own_latent);
     return out;
+}
+
+std::string size_text(double bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int unit = 0;
+    while (std::abs(bytes) >= 1024 && unit < 4) {
+        bytes /= 1024;
+        ++unit;
+    }
+    char text[32];
+    std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.2f %s", bytes, units[unit]);
+    return text;
 }
 
 SizingAnswer answer(double bytes_per_token, const SizingQuestion& q) {

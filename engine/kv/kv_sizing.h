@@ -73,4 +73,8 @@ struct SizingAnswer {
 
 SizingAnswer answer(double bytes_per_token, const SizingQuestion& question);
 
+// "320.00 KiB", "2.50 GiB", "-4.60 GiB": sizes as kvscope size and the app
+// print them (two decimals: a cache's size compared across variants).
+std::string size_text(double bytes);
+
 } // namespace kvscope::kv

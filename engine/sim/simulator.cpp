@@ -344,6 +344,15 @@ SimulationResult simulate(TraceReader& trace, const SimulationConfig& config,
     return result;
 }
 
+std::vector<std::int64_t> halving_capacities(std::int64_t top) {
+    std::vector<std::int64_t> capacities;
+    for (int k = 9; k >= 0; --k) {
+        capacities.push_back(std::max<std::int64_t>(1, top >> k));
+    }
+    capacities.erase(std::unique(capacities.begin(), capacities.end()), capacities.end());
+    return capacities;
+}
+
 std::string config_json(const SimulationConfig& config) {
     return nlohmann::json{{"block_size", config.block_size},
                           {"capacity_blocks", config.num_blocks},

@@ -102,6 +102,10 @@ std::vector<SimulationResult> simulate_each(const TraceOpener& open_trace,
                                             unsigned threads = 0,
                                             const std::atomic<bool>* cancel = nullptr);
 
+// A sweep's capacities: ten, each half the one above, down from `top`
+// (ascending; a small top's repeated 1 block given once).
+std::vector<std::int64_t> halving_capacities(std::int64_t top);
+
 // The configuration as one JSON object (a recording's settings, reports).
 std::string config_json(const SimulationConfig& config);
 

@@ -244,10 +244,9 @@ bool SimulateDialog::read_form(std::vector<sim::SimulationConfig>& configs, QStr
     if (sweep_->isChecked() && capacities.size() == 1) {
         const int top = capacities.front();
         capacities.clear();
-        for (int k = 9; k >= 0; --k) {
-            capacities.push_back(std::max(1, top >> k));
+        for (const std::int64_t blocks : sim::halving_capacities(top)) {
+            capacities.push_back(static_cast<int>(blocks));
         }
-        capacities.erase(std::unique(capacities.begin(), capacities.end()), capacities.end());
     }
     std::vector<kv::CachePolicy> policies;
     if (lru_->isChecked()) {

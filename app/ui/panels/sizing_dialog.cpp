@@ -15,13 +15,7 @@ namespace kvscope::ui {
 namespace {
 
 QString bytes_text(double bytes) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int unit = 0;
-    while (std::abs(bytes) >= 1024 && unit < 4) {
-        bytes /= 1024;
-        ++unit;
-    }
-    return QString::number(bytes, 'f', unit == 0 ? 0 : 2) + " " + units[unit];
+    return QString::fromStdString(kv::size_text(bytes));
 }
 
 QComboBox* format_box() {
