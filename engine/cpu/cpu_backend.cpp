@@ -77,7 +77,9 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
         run();
         op_observer_->on_op(name, layer, begin, host_now_ns());
     };
-    for (int l = 0; l < c.layers; ++l) {
+    // A self-draft runs the first layers only (ForwardBatch::layers).
+    const int run_layers = batch.layers > 0 ? std::min(batch.layers, c.layers) : c.layers;
+    for (int l = 0; l < run_layers; ++l) {
         const CpuLayerWeights& layer = w.layers[static_cast<std::size_t>(l)];
         const LayerKvView cache = kv_.layer(l);
         const nvtx::Range layer_range(nvtx::layer_name(l));

@@ -30,6 +30,7 @@ public:
     std::string name() const override { return "cpu"; }
     int vocab_size() const override { return model_->config().vocab; }
     int block_size() const override { return options_.block_size; }
+    int layers() const override { return model_->config().layers; }
     int num_blocks() const override { return options_.num_blocks; }
     int threads() const { return pool_.size(); }
     std::int64_t kv_cache_bytes() const override { return kv_.bytes(); }

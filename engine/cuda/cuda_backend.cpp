@@ -429,8 +429,10 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     // bucket with rows nobody reads (decode_padding.h). Op timing needs the
     // ops one by one, and KIVI's per-step finalisation varies in size.
     std::optional<int> bucket;
+    // A self-draft's partial pass (requested.layers) runs op by op: the
+    // graphs are captured over every layer.
     if (graphs_.enabled() && op_observer_ == nullptr && !has_kivi_plane() &&
-        is_plain_decode(requested)) {
+        requested.layers == 0 && is_plain_decode(requested)) {
         bucket = decode_bucket(static_cast<int>(requested.token_count()));
     }
     std::optional<runner::ForwardBatch> padded;
@@ -638,7 +640,8 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
             kernels::launch_embedding_gather(w.token_embedding.data, device_batch.token_ids, tokens,
                                              c.hidden, c.vocab, x, stream);
         });
-        for (int l = 0; l < c.layers; ++l) {
+        const int run_layers = batch.layers > 0 ? std::min(batch.layers, c.layers) : c.layers;
+        for (int l = 0; l < run_layers; ++l) {
             const CudaLayerWeights& layer = w.layers[static_cast<std::size_t>(l)];
             const kernels::PagedKvView cache = layer_view(l, write_slot, read_slot);
             const nvtx::Range layer_range(nvtx::layer_name(l));

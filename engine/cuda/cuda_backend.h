@@ -50,6 +50,7 @@ public:
     std::string name() const override { return "cuda"; }
     int vocab_size() const override { return model_->config().vocab; }
     int block_size() const override { return options_.block_size; }
+    int layers() const override { return model_->config().layers; }
     int num_blocks() const override { return options_.num_blocks; }
     kv::KvCacheFormat cache_format() const override { return options_.cache_format; }
     // The KV manager's blocks (the spare padding block not counted).

@@ -70,6 +70,8 @@ std::string_view event_kind_name(EventKind kind) {
         return "attached_block_moved";
     case EventKind::attached_metric:
         return "attached_metric";
+    case EventKind::draft_verified:
+        return "draft_verified";
     }
     return "unknown";
 }

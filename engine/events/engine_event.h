@@ -51,9 +51,11 @@ enum class EventKind : std::uint8_t {
     attached_block_moved,
     // Attached engines' Prometheus metrics (kvscope attach --metrics):
     attached_metric,
+    // Speculative decoding: a draft verified, kept in part, rolled back in part.
+    draft_verified,
 };
 
-inline constexpr int kEventKindCount = static_cast<int>(EventKind::attached_metric) + 1;
+inline constexpr int kEventKindCount = static_cast<int>(EventKind::draft_verified) + 1;
 
 std::string_view event_kind_name(EventKind kind);
 

@@ -529,6 +529,28 @@ struct AttachedMetric {
     bool operator==(const AttachedMetric&) const = default;
 };
 
+// A speculative step's verification for one request: of `drafted` tokens,
+// the first `accepted` kept their K/V and the rest were rolled back - the
+// cache entries from `entries` on, past which `blocks_released` whole
+// blocks went back to the pool. No prefix-cache hash covers a rolled-back
+// entry.
+struct DraftVerified {
+    static constexpr EventKind kind = EventKind::draft_verified;
+    std::int64_t request = -1;
+    std::int64_t drafted = 0;
+    std::int64_t accepted = 0;
+    std::int64_t blocks_released = 0;
+    std::int64_t entries = 0; // the request's cache entries after the rollback
+    static constexpr auto fields() {
+        return std::tuple{field("request", &DraftVerified::request, Column::request),
+                          field("drafted", &DraftVerified::drafted, Column::a),
+                          field("accepted", &DraftVerified::accepted, Column::b),
+                          field("blocks_released", &DraftVerified::blocks_released, Column::c),
+                          field("entries", &DraftVerified::entries, Column::d)};
+    }
+    bool operator==(const DraftVerified&) const = default;
+};
+
 // Every typed event, in EventKind order.
 using TypedEvents =
     std::tuple<RunConfig, StepBegin, StepEnd, RequestArrived, RequestAdmitted, FirstToken,
@@ -537,7 +559,7 @@ using TypedEvents =
                CacheFill, OpSlice, MemorySample, BlockCompacted, KvBytes, BlockUnshared,
                TokenSampled, DeviceMemory, SourceAttached, AttachedBlockStored,
                AttachedBlockRemoved, AttachedCleared, AttachedStatus, AttachedBlockMoved,
-               AttachedMetric>;
+               AttachedMetric, DraftVerified>;
 static_assert(std::tuple_size_v<TypedEvents> == kEventKindCount, "a kind has no typed event");
 
 template <class T>

@@ -45,6 +45,9 @@ public:
     virtual std::string name() const = 0;
     virtual int vocab_size() const = 0;
     virtual int block_size() const = 0;
+    // The model's layers, for a ForwardBatch that runs only some of them; 0
+    // when this backend runs none (the simulator).
+    virtual int layers() const { return 0; }
     virtual int num_blocks() const = 0;
     virtual kv::KvCacheFormat cache_format() const = 0;
     // Bytes of the whole KV pool (every block, K and V, all layers).

@@ -32,6 +32,10 @@ struct ForwardBatch {
     std::vector<std::int32_t> capture_attention_from;
     // Tokens whose next-token logits the caller wants, in output order.
     std::vector<std::int32_t> logit_tokens;
+    // Layers to run before the output head; 0: all. Fewer is a self-draft
+    // (speculative decoding): it writes only those layers' K/V, which the
+    // full pass that verifies the draft writes again.
+    int layers = 0;
 
     // Tokens of a full batch; 0 for BatchDetail::shape (count sequence_of there).
     std::int64_t token_count() const { return static_cast<std::int64_t>(token_ids.size()); }

@@ -36,13 +36,11 @@ bool by_logit(const std::pair<float, std::int32_t>& a, const std::pair<float, st
     return a.first > b.first || (a.first == b.first && a.second < b.second);
 }
 
-// The filters and the draw over `candidates` (logits after any penalty,
-// with their ids); see pick_token.
-std::int32_t pick_from(std::vector<std::pair<float, std::int32_t>>& candidates,
-                       const SamplingParams& params, double u) {
-    if (params.temperature <= 0.0f) {
-        return std::min_element(candidates.begin(), candidates.end(), by_logit)->second;
-    }
+// Sorts the candidates the filters can keep to the front and returns how
+// many they keep: top-k, then top-p and min-p on the probabilities before
+// the temperature, as in llama.cpp. Not for greedy (no filters apply).
+std::size_t apply_filters(std::vector<std::pair<float, std::int32_t>>& candidates,
+                          const SamplingParams& params) {
     // Sort only as far as the filters can reach.
     std::size_t keep = candidates.size();
     if (params.top_k > 0) {
@@ -51,7 +49,6 @@ std::int32_t pick_from(std::vector<std::pair<float, std::int32_t>>& candidates,
     std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep),
                       candidates.end(), by_logit);
     candidates.resize(keep);
-    // Probabilities before temperature decide top-p and min-p, as in llama.cpp.
     const float max_logit = candidates.front().first;
     std::vector<double> probs(keep);
     double sum = 0;
@@ -79,14 +76,35 @@ std::int32_t pick_from(std::vector<std::pair<float, std::int32_t>>& candidates,
         }
         keep = cut;
     }
-    // The draw: the first candidate whose cumulative weight reaches u of the
-    // total (the inverse of the distribution function).
+    return keep;
+}
+
+// The tempered weight of each kept candidate (unnormalised).
+std::vector<double> tempered_weights(const std::vector<std::pair<float, std::int32_t>>& candidates,
+                                     std::size_t keep, float temperature) {
+    const float max_logit = candidates.front().first;
     std::vector<double> weights(keep);
-    double total = 0;
     for (std::size_t i = 0; i < keep; ++i) {
         weights[i] = std::exp(static_cast<double>(candidates[i].first - max_logit) /
-                              static_cast<double>(params.temperature));
-        total += weights[i];
+                              static_cast<double>(temperature));
+    }
+    return weights;
+}
+
+// The filters and the draw over `candidates` (logits after any penalty,
+// with their ids); see pick_token.
+std::int32_t pick_from(std::vector<std::pair<float, std::int32_t>>& candidates,
+                       const SamplingParams& params, double u) {
+    if (params.temperature <= 0.0f) {
+        return std::min_element(candidates.begin(), candidates.end(), by_logit)->second;
+    }
+    const std::size_t keep = apply_filters(candidates, params);
+    // The draw: the first candidate whose cumulative weight reaches u of the
+    // total (the inverse of the distribution function).
+    const std::vector<double> weights = tempered_weights(candidates, keep, params.temperature);
+    double total = 0;
+    for (const double w : weights) {
+        total += w;
     }
     const double target = u * total;
     double cumulative = 0;
@@ -97,6 +115,29 @@ std::int32_t pick_from(std::vector<std::pair<float, std::int32_t>>& candidates,
         }
     }
     return candidates[keep - 1].second;
+}
+
+// The distribution pick_from draws from: one token for greedy, else the
+// kept candidates with their normalised tempered weights.
+Distribution distribution_of(std::vector<std::pair<float, std::int32_t>>& candidates,
+                             const SamplingParams& params) {
+    if (params.temperature <= 0.0f) {
+        return {{std::min_element(candidates.begin(), candidates.end(), by_logit)->second, 1.0}};
+    }
+    const std::size_t keep = apply_filters(candidates, params);
+    const std::vector<double> weights = tempered_weights(candidates, keep, params.temperature);
+    double total = 0;
+    for (const double w : weights) {
+        total += w;
+    }
+    Distribution result;
+    result.reserve(keep);
+    for (std::size_t i = 0; i < keep; ++i) {
+        if (weights[i] > 0) {
+            result.push_back({candidates[i].second, weights[i] / total});
+        }
+    }
+    return result;
 }
 
 } // namespace
@@ -113,7 +154,8 @@ double Sampler::draw_uniform() {
     return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
 }
 
-std::int32_t Sampler::sample(std::span<const float> logits, std::span<const std::int32_t> history) {
+void Sampler::load_candidates(std::span<const float> logits,
+                              std::span<const std::int32_t> history) {
     const auto vocab = static_cast<std::int32_t>(logits.size());
     candidates_.resize(logits.size());
     for (std::int32_t i = 0; i < vocab; ++i) {
@@ -132,7 +174,28 @@ std::int32_t Sampler::sample(std::span<const float> logits, std::span<const std:
             }
         }
     }
+}
+
+std::int32_t Sampler::sample(std::span<const float> logits, std::span<const std::int32_t> history) {
+    load_candidates(logits, history);
     return pick_from(candidates_, params_, params_.temperature > 0.0f ? draw_uniform() : 0.0);
+}
+
+Distribution Sampler::distribution(std::span<const float> logits,
+                                   std::span<const std::int32_t> history) {
+    load_candidates(logits, history);
+    return distribution_of(candidates_, params_);
+}
+
+std::int32_t draw_from(const Distribution& distribution, double u) {
+    double cumulative = 0;
+    for (const TokenProbability& t : distribution) {
+        cumulative += t.probability;
+        if (cumulative > u && t.probability > 0) {
+            return t.token;
+        }
+    }
+    return distribution.empty() ? -1 : distribution.back().token;
 }
 
 } // namespace kvscope::sampling

@@ -33,12 +33,31 @@ struct SamplingParams {
 // function, so the two agree given the same u.
 std::int32_t pick_token(std::span<const float> logits, const SamplingParams& params, double u);
 
+// One token's probability in a (sparse) distribution.
+struct TokenProbability {
+    std::int32_t token = 0;
+    double probability = 0;
+    bool operator==(const TokenProbability&) const = default;
+};
+// The tokens a sampler can pick with their probabilities (summing to 1);
+// tokens not listed have none. Speculative decoding's rejection sampling
+// reads it (engine/spec).
+using Distribution = std::vector<TokenProbability>;
+
+// The token at u in [0, 1) of the distribution's cumulative sum, in its
+// listed order; -1 when it is empty.
+std::int32_t draw_from(const Distribution& distribution, double u);
+
 class Sampler {
 public:
     explicit Sampler(const SamplingParams& params);
 
     // `history`: the sequence so far (prompt and generated), for the penalty.
     std::int32_t sample(std::span<const float> logits, std::span<const std::int32_t> history);
+
+    // The distribution sample() draws from for these logits: after the
+    // penalty and the filters, with the temperature (greedy: its one token).
+    Distribution distribution(std::span<const float> logits, std::span<const std::int32_t> history);
 
     const SamplingParams& params() const { return params_; }
     // The next draw from this sampler's generator, for a sampler on a device
@@ -47,6 +66,9 @@ public:
     double draw_uniform();
 
 private:
+    // Fills candidates_ with the logits and their ids, penalised.
+    void load_candidates(std::span<const float> logits, std::span<const std::int32_t> history);
+
     SamplingParams params_;
     std::mt19937_64 rng_;
     std::vector<std::pair<float, std::int32_t>> candidates_; // reused between calls

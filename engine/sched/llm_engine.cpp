@@ -12,16 +12,53 @@
 #include <nlohmann/json.hpp>
 
 namespace kvscope::sched {
+namespace {
+
+// The scheduler's settings with the lookahead speculation needs.
+SchedulerConfig scheduler_config(const EngineConfig& config) {
+    SchedulerConfig s = config.scheduler;
+    s.lookahead = config.speculative.enabled() ? config.speculative.draft_tokens : 0;
+    return s;
+}
+
+// Why speculative decoding cannot run with these settings, or empty.
+std::string speculation_problem(const EngineConfig& config, const runner::Backend& backend) {
+    const spec::SpeculativeConfig& s = config.speculative;
+    if (!s.enabled()) {
+        return {};
+    }
+    if (std::string problem = s.problem(backend.layers()); !problem.empty()) {
+        return problem;
+    }
+    if (s.method == spec::DraftMethod::layers && backend.layers() == 0) {
+        return "the " + backend.name() + " backend cannot run a self-draft (--draft-layers)";
+    }
+    if (config.eviction.enabled()) {
+        // Compaction renumbers cache entries under a draft's slots.
+        return "speculative decoding does not combine with token eviction";
+    }
+    const kv::KvCacheFormat format = backend.cache_format();
+    if (kv::quantises_whole_blocks(format.key) || kv::quantises_whole_blocks(format.value)) {
+        // A block quantised when a draft filled it cannot take the rollback.
+        return "speculative decoding does not combine with KIVI's whole-block formats";
+    }
+    return {};
+}
+
+} // namespace
 
 LlmEngine::LlmEngine(runner::Backend& backend, const EngineConfig& config, events::EventSink* sink)
     : backend_(backend)
     , config_(config)
     , sink_(sink)
     , kv_(backend.num_blocks(), backend.block_size(), config.prefix_caching, config.cache_policy)
-    , scheduler_(config.scheduler, kv_) {
+    , scheduler_(scheduler_config(config), kv_) {
     kv_.set_event_sink(sink);
     if (const std::string problem = config.eviction.problem(backend.block_size());
         !problem.empty()) {
+        throw std::invalid_argument(problem);
+    }
+    if (const std::string problem = speculation_problem(config, backend); !problem.empty()) {
         throw std::invalid_argument(problem);
     }
     events::emit_now(sink_, events::RunConfig{.blocks = backend.num_blocks(),
@@ -73,6 +110,13 @@ std::string LlmEngine::describe_config() const {
         {"recent_window", e.recent_tokens},
         {"snapkv_window", e.snapkv_window},
         {"snapkv_pool", e.snapkv_pool},
+        {"speculative",
+         spec::draft_method_name(config_.speculative.enabled() ? config_.speculative.method
+                                                               : spec::DraftMethod::none)},
+        {"draft_tokens", config_.speculative.enabled() ? config_.speculative.draft_tokens : 0},
+        {"draft_layers", config_.speculative.method == spec::DraftMethod::layers
+                             ? config_.speculative.draft_layers
+                             : 0},
     }
         .dump();
 }
@@ -236,7 +280,7 @@ ScheduleResult LlmEngine::schedule(StepStats& stats) {
     stats.preempted = static_cast<int>(plan.preempted.size());
     std::int64_t scheduled_tokens = 0;
     for (const ScheduledChunk& chunk : plan.chunks) {
-        scheduled_tokens += chunk.tokens;
+        scheduled_tokens += chunk.tokens + chunk.draft_slots;
     }
     const events::StepPhase phase = step_phase(plan);
     events::emit_now(sink_, events::StepBegin{.step = stats.step,
@@ -249,10 +293,14 @@ ScheduleResult LlmEngine::schedule(StepStats& stats) {
 // Runs the model over the scheduled chunks; returns what each sequence
 // asked of the pass (postprocess needs to know which produced logits).
 std::vector<runner::SequenceStep> LlmEngine::run(const ScheduleResult& plan) {
+    propose_drafts(plan);
     std::vector<runner::SequenceStep> steps;
     steps.reserve(plan.chunks.size());
+    verify_tokens_.resize(plan.chunks.size());
+    bool verifying = false;
     const kv::EvictionConfig& eviction = config_.eviction;
-    for (const ScheduledChunk& chunk : plan.chunks) {
+    for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
+        const ScheduledChunk& chunk = plan.chunks[i];
         Request& r = *chunk.request;
         const bool completes =
             r.computed + chunk.tokens == static_cast<std::int32_t>(r.tokens.size());
@@ -270,6 +318,16 @@ std::vector<runner::SequenceStep> LlmEngine::run(const ScheduleResult& plan) {
             // The prompt's last window scores the rest.
             step.capture_attention_from = std::max(0, r.prompt_length() - eviction.snapkv_window);
         }
+        if (!r.draft.empty()) {
+            // The last sampled token and its draft, each with its logits:
+            // row j checks draft token j, the last row gives one more.
+            std::vector<std::int32_t>& tokens = verify_tokens_[i];
+            tokens.assign(1, r.tokens.back());
+            tokens.insert(tokens.end(), r.draft.begin(), r.draft.end());
+            step.tokens = tokens;
+            step.logits_for_all_tokens = true;
+            verifying = true;
+        }
         steps.push_back(step);
     }
     const runner::ForwardBatch batch =
@@ -279,7 +337,9 @@ std::vector<runner::SequenceStep> LlmEngine::run(const ScheduleResult& plan) {
     // on the host. The repetition penalty reads the history on the host, so
     // a step with a request that uses it samples there.
     std::vector<runner::RowSampling> rows;
-    sampled_on_device_ = backend_.samples_on_device();
+    // Verification reads whole distributions, so a verifying step samples
+    // on the host.
+    sampled_on_device_ = backend_.samples_on_device() && !verifying;
     for (std::size_t i = 0; i < steps.size() && sampled_on_device_; ++i) {
         const sampling::SamplingParams& p = plan.chunks[i].request->sampler->params();
         if (p.repetition_penalty != 1.0f && p.repetition_window > 0) {
@@ -313,61 +373,83 @@ std::vector<runner::SequenceStep> LlmEngine::run(const ScheduleResult& plan) {
     return steps;
 }
 
+// Counts `n` more computed tokens of the request as cached (accounting,
+// length, prefix-cache registration); whether they completed its prompt.
+bool LlmEngine::advance(Request& r, std::int32_t n) {
+    const std::int32_t end = r.computed + n;
+    // New work above the high-water mark; below it, recomputation.
+    const std::int32_t fresh = std::max(0, end - std::max(r.computed, r.high_water));
+    r.accounting.computed_tokens += fresh;
+    r.accounting.recomputed_tokens += n - fresh;
+    r.high_water = std::max(r.high_water, end);
+    const bool prompt_done = r.computed < r.prompt_length() && end >= r.prompt_length();
+    r.computed = end;
+    r.blocks.length += n;
+    kv_.cache_full_blocks(r.id, r.blocks, r.tokens, r.blocks.length, r.spec.cache_key);
+    return prompt_done;
+}
+
+std::span<const float> LlmEngine::logit_row(std::size_t row) const {
+    const auto vocab = static_cast<std::size_t>(backend_.vocab_size());
+    return std::span<const float>(logits_).subspan(row * vocab, vocab);
+}
+
+std::string LlmEngine::append_token(Request& r, std::int32_t token) {
+    r.tokens.push_back(token);
+    ++r.generated;
+    if (config_.token_piece && sink_ != nullptr) {
+        events::emit_now(sink_, events::TokenSampled{.request = r.id,
+                                                     .token = token,
+                                                     .generated = r.generated,
+                                                     .piece = config_.token_piece(token)});
+    }
+    if (r.generated == 1) {
+        r.first_token_ns = now_ns();
+        events::emit_now(sink_, events::FirstToken{.request = r.id});
+    }
+    if (!r.spec.ignore_eos && config_.ends_generation && config_.ends_generation(token)) {
+        return "end token";
+    }
+    if (r.generated >= r.spec.max_tokens) {
+        return "token limit";
+    }
+    return {};
+}
+
 // Advances each sequence past its chunk: prefix-cache registration,
 // eviction, sampling, and finishing those that are done.
 void LlmEngine::postprocess(const ScheduleResult& plan,
                             const std::vector<runner::SequenceStep>& steps, StepStats& stats) {
     std::size_t row = 0;
+    const std::int64_t capacity = static_cast<std::int64_t>(kv_.total_blocks()) * kv_.block_size();
     for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
         Request& r = *plan.chunks[i].request;
+        if (!r.draft.empty()) {
+            row += verify(r, row, stats);
+            continue;
+        }
         const std::int32_t n = plan.chunks[i].tokens;
-        const std::int32_t end = r.computed + n;
-        // New work above the high-water mark; below it, recomputation.
-        const std::int32_t fresh = std::max(0, end - std::max(r.computed, r.high_water));
-        r.accounting.computed_tokens += fresh;
-        r.accounting.recomputed_tokens += n - fresh;
-        r.high_water = std::max(r.high_water, end);
-        const bool prompt_done = r.computed < r.prompt_length() && end >= r.prompt_length();
-        r.computed = end;
-        r.blocks.length += n;
-        kv_.cache_full_blocks(r.id, r.blocks, r.tokens, r.blocks.length, r.spec.cache_key);
+        const bool prompt_done = advance(r, n);
         apply_eviction(r, i, prompt_done);
+        if (plan.chunks[i].draft_slots > 0) {
+            // Slots reserved for a draft that did not come: give them back.
+            release_unused_blocks(r);
+        }
         if (steps[i].skip_logits) {
             stats.prefill_tokens += n;
             continue;
         }
         stats.prefill_tokens += n - 1;
         ++stats.decode_tokens;
-        const std::int32_t next = [&] {
-            if (sampled_on_device_) {
-                return sampled_[row];
-            }
-            return r.sampler->sample(std::span<const float>(logits_).subspan(
-                                         row * static_cast<std::size_t>(backend_.vocab_size()),
-                                         static_cast<std::size_t>(backend_.vocab_size())),
-                                     r.tokens);
-        }();
+        const std::int32_t next =
+            sampled_on_device_ ? sampled_[row] : r.sampler->sample(logit_row(row), r.tokens);
         ++row;
-        r.tokens.push_back(next);
-        ++r.generated;
-        if (config_.token_piece && sink_ != nullptr) {
-            events::emit_now(sink_, events::TokenSampled{.request = r.id,
-                                                         .token = next,
-                                                         .generated = r.generated,
-                                                         .piece = config_.token_piece(next)});
+        std::string reason = append_token(r, next);
+        if (reason.empty() && static_cast<std::int64_t>(r.blocks.length) + 2 > capacity) {
+            reason = "cache full";
         }
-        if (r.generated == 1) {
-            r.first_token_ns = now_ns();
-            events::emit_now(sink_, events::FirstToken{.request = r.id});
-        }
-        const std::int64_t capacity =
-            static_cast<std::int64_t>(kv_.total_blocks()) * kv_.block_size();
-        if (!r.spec.ignore_eos && config_.ends_generation && config_.ends_generation(next)) {
-            finish(r, RequestState::finished, "end token");
-        } else if (r.generated >= r.spec.max_tokens) {
-            finish(r, RequestState::finished, "token limit");
-        } else if (static_cast<std::int64_t>(r.blocks.length) + 2 > capacity) {
-            finish(r, RequestState::finished, "cache full");
+        if (!reason.empty()) {
+            finish(r, RequestState::finished, std::move(reason));
         }
     }
 }

@@ -11,9 +11,12 @@
 #include "engine/runner/forward_batch.h"
 #include "engine/sched/request.h"
 #include "engine/sched/scheduler.h"
+#include "engine/spec/speculative_config.h"
 
 #include <functional>
 #include <memory>
+#include <span>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -40,13 +43,18 @@ struct EngineConfig {
     // Keep the ids of ended requests for take_ended() (the simulator sums
     // each up as it ends); off, nothing is kept.
     bool report_ended = false;
+    // Speculative decoding: decoding requests draft tokens (speculation.cpp)
+    // that one pass of the model verifies; off by default.
+    spec::SpeculativeConfig speculative;
 };
 
 struct StepStats {
     std::int64_t step = 0;
     int sequences = 0;
-    int prefill_tokens = 0; // tokens computed that were not the last of their request
-    int decode_tokens = 0;  // sequences that produced a token
+    int prefill_tokens = 0;  // tokens computed that were not the last of their request
+    int decode_tokens = 0;   // tokens generated (a verified draft gives several)
+    int drafted_tokens = 0;  // speculative decoding: tokens drafted this step
+    int accepted_tokens = 0; // and kept by verification
     int preempted = 0;
     double seconds = 0;
     std::vector<std::int64_t> admitted; // requests admitted (first, or again after preemption)
@@ -101,7 +109,23 @@ private:
     void postprocess(const ScheduleResult& plan, const std::vector<runner::SequenceStep>& steps,
                      StepStats& stats);
     void sample_cache();
+    bool advance(Request& request, std::int32_t tokens);
+    // Returns the blocks past the request's cached entries to the pool.
+    int release_unused_blocks(Request& request); // how many
     std::int64_t now_ns() const;
+
+    // Speculative decoding (speculation.cpp): fills each decoding request's
+    // draft before the pass, and after it keeps what verification accepts,
+    // rolling back the rest. verify() returns the logit rows it read.
+    void propose_drafts(const ScheduleResult& plan);
+    void draft_with_layers(std::span<const std::pair<Request*, int>> drafting);
+    std::size_t verify(Request& request, std::size_t row, StepStats& stats);
+
+    // Appends a sampled token to the request and says so (token_sampled,
+    // first_token); why it ends the request (end token, token limit), or
+    // empty.
+    std::string append_token(Request& request, std::int32_t token);
+    std::span<const float> logit_row(std::size_t row) const;
 
     void finish(Request& request, RequestState state, std::string reason);
     void release_blocks(Request& request);
@@ -119,6 +143,10 @@ private:
     std::int64_t next_id_ = 0;
     std::int64_t step_index_ = 0;
     std::vector<float> logits_;
+    std::vector<float> draft_logits_;
+    // Per chunk of the step: the last token and its draft, the tokens a
+    // verifying pass computes.
+    std::vector<std::vector<std::int32_t>> verify_tokens_;
     // The step's tokens when the backend sampled them (samples_on_device()):
     // one per logit row; logits_ is then unused.
     std::vector<std::int32_t> sampled_;

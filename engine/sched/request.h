@@ -40,6 +40,11 @@ struct RequestAccounting {
     std::int64_t resumed_hit_tokens = 0;  // found in the cache again after a preemption
     std::int64_t evicted_tokens = 0;      // dropped by the eviction policy
     int preemptions = 0;
+    // Speculative decoding: tokens proposed, kept by verification, and the
+    // steps that verified a draft.
+    std::int64_t drafted_tokens = 0;
+    std::int64_t accepted_tokens = 0;
+    std::int64_t verify_steps = 0;
 };
 
 struct Request {
@@ -65,6 +70,11 @@ struct Request {
     // Attention each cache entry has received (H2O), entry-aligned.
     std::vector<float> attention;
     bool prompt_compressed = false; // SnapKV ran on this admission
+    // This step's draft (speculative decoding): tokens to verify after the
+    // last sampled one, and the drafter's distribution for each (empty when
+    // the drafter was certain or sampling is greedy).
+    std::vector<std::int32_t> draft;
+    std::vector<sampling::Distribution> draft_q;
 
     std::int32_t prompt_length() const { return static_cast<std::int32_t>(spec.prompt.size()); }
     std::int32_t remaining_to_compute() const {

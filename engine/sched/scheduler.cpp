@@ -111,6 +111,21 @@ bool Scheduler::must_run_whole(const Request& request) const {
     return !config_.chunked_prefill && request.accounting.preemptions == 0;
 }
 
+std::int32_t Scheduler::draft_slots(const Request& request, std::int32_t budget) const {
+    const auto length = static_cast<std::int32_t>(request.tokens.size());
+    const bool decoding = request.generated > 0 && request.computed + 1 == length;
+    if (config_.lookahead <= 0 || !decoding) {
+        return 0;
+    }
+    // Drafts past the token limit or the model length would be thrown away.
+    std::int32_t slots =
+        std::min({config_.lookahead, budget - 1, request.spec.max_tokens - request.generated - 1});
+    if (config_.max_model_len > 0) {
+        slots = std::min(slots, config_.max_model_len - length - 1);
+    }
+    return std::max(0, slots);
+}
+
 Request* Scheduler::pick_victim(const std::vector<Request*>& candidates) const {
     switch (config_.victim) {
     case VictimPolicy::newest:
@@ -150,6 +165,12 @@ ScheduleResult Scheduler::schedule() {
             continue;
         }
         n = std::min(n, budget);
+        // Room for a draft when the cache has it; never preempt for one.
+        std::int32_t slots = draft_slots(*request, budget);
+        if (slots > 0 &&
+            !kv_.grow(request->id, request->blocks, request->blocks.length + n + slots)) {
+            slots = 0;
+        }
         bool keeps_running = true;
         while (!kv_.grow(request->id, request->blocks, request->blocks.length + n)) {
             // Victims come from the requests not yet given work this step:
@@ -166,8 +187,8 @@ ScheduleResult Scheduler::schedule() {
         if (!keeps_running) {
             continue; // running_[i] is now the next request
         }
-        result.chunks.push_back({request, n});
-        budget -= n;
+        result.chunks.push_back({request, n, slots});
+        budget -= n + slots;
         ++i;
     }
 

@@ -32,11 +32,17 @@ struct SchedulerConfig {
     bool chunked_prefill = true;       // split prompts longer than the budget over steps
     VictimPolicy victim = VictimPolicy::newest;
     int max_model_len = 0; // longest prompt + output (vLLM --max-model-len); 0: no limit
+    // Slots a decoding request reserves past its next token for a draft to
+    // be verified in the same pass (speculative decoding's lookahead); 0: off.
+    int lookahead = 0;
 };
 
 struct ScheduledChunk {
     Request* request = nullptr;
     std::int32_t tokens = 0; // computed this step, from request->computed on
+    // Slots after them reserved for a draft (lookahead): the step may
+    // compute that many more tokens, which verification keeps or rolls back.
+    std::int32_t draft_slots = 0;
 };
 
 struct ScheduleResult {
@@ -78,6 +84,9 @@ private:
     // generated, which may exceed the step budget; it catches up in chunks
     // rather than being refused mid-generation.
     bool must_run_whole(const Request& request) const;
+    // The draft slots a request decoding its next token can use this step,
+    // within `budget` tokens (its next token included); 0 when not decoding.
+    std::int32_t draft_slots(const Request& request, std::int32_t budget) const;
     Request* pick_victim(const std::vector<Request*>& candidates) const;
     void preempt(Request* victim, ScheduleResult& result);
 

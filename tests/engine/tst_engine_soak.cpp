@@ -5,6 +5,7 @@
 // on other content, a reused block) fails at once. Its logits are a function
 // of that chain alone, so the greedy output of every request is known in
 // advance, whatever the scheduling, caching or preemption did.
+#include "engine/events/typed_events.h"
 #include "engine/sched/llm_engine.h"
 #include "engine/util/host_clock.h"
 #include "profiler/run_store.h"
@@ -39,6 +40,13 @@ std::int32_t next_token(std::uint64_t h) {
     return r % 23 == 0 ? kEndToken : static_cast<std::int32_t>(1 + r % (kVocab - 1));
 }
 
+// A self-draft's guess (a pass of fewer layers): the model's next token
+// seven times in ten, else another.
+std::int32_t draft_guess(std::uint64_t h) {
+    const std::int32_t next = next_token(h);
+    return mix(h ^ 0x5eed) % 10 < 7 ? next : (next + 1) % kVocab;
+}
+
 constexpr std::int64_t kBlockBytes = 1000; // what the checking backend says a block costs
 
 class CheckingBackend final : public runner::Backend {
@@ -53,6 +61,7 @@ public:
     int vocab_size() const override { return kVocab; }
     int block_size() const override { return block_size_; }
     int num_blocks() const override { return blocks_; }
+    int layers() const override { return 4; } // a self-draft runs fewer (its guess below)
     kv::KvCacheFormat cache_format() const override { return {}; }
     std::int64_t kv_cache_bytes() const override { return std::int64_t{blocks_} * kBlockBytes; }
     void release_blocks(std::span<const kv::BlockId> blocks) override {
@@ -116,7 +125,7 @@ public:
             const std::uint64_t h = slots_[static_cast<std::size_t>(batch.slot_mapping[t])].chain;
             float* row = logits + r * kVocab;
             std::fill(row, row + kVocab, 0.0f);
-            row[next_token(h)] = 10.0f;
+            row[batch.layers > 0 ? draft_guess(h) : next_token(h)] = 10.0f;
         }
         ++steps;
     }
@@ -241,6 +250,7 @@ struct Counter final : events::EventSink {
     std::map<events::EventKind, std::int64_t> counts;
     events::EngineEvent last_memory;
     int block_size = 0;
+    std::int64_t rollback_blocks = 0;
     std::string problem;
     profiler::RunStore store; // the app's view of the run, rebuilt from the events alone
     void on_event(const events::EngineEvent& e) override {
@@ -255,6 +265,12 @@ struct Counter final : events::EventSink {
             if (e.d != kBlockBytes || e.a != last_memory.a * e.d || e.b != last_memory.b * e.d ||
                 e.c != last_memory.c * e.d || e.text.empty()) {
                 problem = "kv_bytes disagrees with the memory sample before it";
+            }
+        } else if (e.kind == events::EventKind::draft_verified) {
+            const auto v = events::as<events::DraftVerified>(e);
+            rollback_blocks += v.blocks_released;
+            if (v.accepted < 0 || v.accepted > v.drafted || v.drafted < 1) {
+                problem = "draft_verified with accepted outside 0..drafted";
             }
         } else if (e.kind == events::EventKind::block_compacted) {
             if (e.block < 0 || e.request < 0 || e.a < 1 || e.a > block_size) {
@@ -326,30 +342,39 @@ void TestEngineSoak::random_workloads_keep_every_promise_data() {
     QTest::addColumn<bool>("prefix_caching");
     QTest::addColumn<int>("victim");
     QTest::addColumn<int>("eviction");
+    QTest::addColumn<int>("speculative");
     using V = sched::VictimPolicy;
     using E = kv::EvictionKind;
     QTest::newRow("tiny pool, newest victim")
-        << 1 << 10 << 4 << 32 << 8 << true << true << int(V::newest) << int(E::none);
+        << 1 << 10 << 4 << 32 << 8 << true << true << int(V::newest) << int(E::none) << 0;
     QTest::newRow("tiny pool, oldest victim")
-        << 2 << 10 << 4 << 32 << 8 << true << true << int(V::oldest) << int(E::none);
+        << 2 << 10 << 4 << 32 << 8 << true << true << int(V::oldest) << int(E::none) << 0;
     QTest::newRow("tiny pool, largest victim")
-        << 3 << 12 << 4 << 24 << 6 << true << true << int(V::largest) << int(E::none);
+        << 3 << 12 << 4 << 24 << 6 << true << true << int(V::largest) << int(E::none) << 0;
     QTest::newRow("no prefix caching")
-        << 4 << 16 << 4 << 64 << 8 << true << false << int(V::newest) << int(E::none);
+        << 4 << 16 << 4 << 64 << 8 << true << false << int(V::newest) << int(E::none) << 0;
     QTest::newRow("no chunked prefill")
-        << 5 << 24 << 8 << 48 << 8 << false << true << int(V::newest) << int(E::none);
+        << 5 << 24 << 8 << 48 << 8 << false << true << int(V::newest) << int(E::none) << 0;
     QTest::newRow("block size 1") << 6 << 40 << 1 << 16 << 4 << true << true << int(V::newest)
-                                  << int(E::none);
+                                  << int(E::none) << 0;
     QTest::newRow("window eviction")
-        << 8 << 14 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::window);
+        << 8 << 14 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::window) << 0;
     QTest::newRow("streaming eviction")
-        << 9 << 14 << 4 << 32 << 6 << true << true << int(V::oldest) << int(E::streaming);
+        << 9 << 14 << 4 << 32 << 6 << true << true << int(V::oldest) << int(E::streaming) << 0;
     QTest::newRow("h2o eviction") << 10 << 14 << 4 << 32 << 6 << true << true << int(V::largest)
-                                  << int(E::h2o);
+                                  << int(E::h2o) << 0;
     QTest::newRow("snapkv eviction")
-        << 11 << 16 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::snapkv);
+        << 11 << 16 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::snapkv) << 0;
+    using D = spec::DraftMethod;
+    QTest::newRow("ngram speculation, tiny pool")
+        << 12 << 12 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::none)
+        << int(D::ngram);
+    QTest::newRow("self-draft speculation") << 13 << 40 << 4 << 48 << 8 << true << true
+                                            << int(V::oldest) << int(E::none) << int(D::layers);
+    QTest::newRow("self-draft, block size 1") << 14 << 60 << 1 << 24 << 6 << true << false
+                                              << int(V::largest) << int(E::none) << int(D::layers);
     QTest::newRow("roomy pool") << 7 << 200 << 16 << 256 << 32 << true << true << int(V::newest)
-                                << int(E::none);
+                                << int(E::none) << 0;
 }
 
 void TestEngineSoak::random_workloads_keep_every_promise() {
@@ -362,6 +387,7 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
     QFETCH(bool, prefix_caching);
     QFETCH(int, victim);
     QFETCH(int, eviction);
+    QFETCH(int, speculative);
     const bool evicting = eviction != int(kv::EvictionKind::none);
 
     CheckingBackend backend(blocks, block_size, evicting);
@@ -380,6 +406,9 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
     config.ends_generation = [](std::int32_t t) {
         return t == kEndToken;
     };
+    config.speculative.method = static_cast<spec::DraftMethod>(speculative);
+    config.speculative.draft_tokens = 4;
+    config.speculative.draft_layers = 2;
     counter.block_size = block_size;
     sched::LlmEngine engine(backend, config, &counter);
     const std::int64_t capacity = static_cast<std::int64_t>(blocks) * block_size;
@@ -519,6 +548,21 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
         QVERIFY2(evicted > 0, "the policy never evicted: the test does not test eviction");
         QVERIFY2(counter.counts[events::EventKind::block_compacted] > 0,
                  "tokens were evicted but no block was reported compacted");
+    }
+    if (speculative != 0) {
+        std::int64_t drafted = 0;
+        std::int64_t accepted = 0;
+        for (const std::int64_t id : engine.request_ids()) {
+            drafted += engine.request(id).accounting.drafted_tokens;
+            accepted += engine.request(id).accounting.accepted_tokens;
+        }
+        qInfo("%lld tokens drafted, %lld accepted, %lld blocks released by rollbacks",
+              static_cast<long long>(drafted), static_cast<long long>(accepted),
+              static_cast<long long>(counter.rollback_blocks));
+        QVERIFY2(accepted > 0 && accepted < drafted,
+                 "verification never kept or never rolled back a draft");
+        QVERIFY2(counter.rollback_blocks > 0, "no rollback crossed a block boundary");
+        QCOMPARE(counter.counts[events::EventKind::draft_verified] > 0, true);
     }
     if (prefix_caching) {
         QVERIFY(hits > 0);

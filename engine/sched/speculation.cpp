@@ -1,0 +1,174 @@
+// Speculative decoding in the serving loop: a decoding request drafts up to
+// its reserved slots (the scheduler's lookahead), one pass of the target
+// computes the last token and the draft with logits for each, and
+// verification keeps the longest accepted run plus one token of the
+// target's own. The K/V of rejected draft tokens is rolled back: the
+// sequence's length stops after the kept tokens, blocks past it go back
+// to the pool, and no prefix-cache hash is ever registered for them
+// (registration reads only the kept length).
+#include "engine/events/typed_events.h"
+#include "engine/sched/llm_engine.h"
+#include "engine/spec/ngram_proposer.h"
+#include "engine/spec/rejection_sampling.h"
+#include "engine/util/nvtx_range.h"
+
+namespace kvscope::sched {
+
+void LlmEngine::propose_drafts(const ScheduleResult& plan) {
+    const spec::SpeculativeConfig& s = config_.speculative;
+    std::vector<std::pair<Request*, int>> by_model;
+    for (const ScheduledChunk& chunk : plan.chunks) {
+        Request& r = *chunk.request;
+        r.draft.clear();
+        r.draft_q.clear();
+        if (chunk.draft_slots <= 0) {
+            continue;
+        }
+        if (s.method == spec::DraftMethod::ngram) {
+            r.draft = spec::propose_ngram(r.tokens, s.ngram_min, s.ngram_max, chunk.draft_slots);
+        } else {
+            by_model.emplace_back(&r, chunk.draft_slots);
+        }
+    }
+    if (!by_model.empty()) {
+        draft_with_layers(by_model);
+    }
+}
+
+// K passes of the first draft_layers layers over the drafting sequences,
+// one token each: the last sampled token, then each drafted one. They
+// write those layers' K/V into the draft's slots, which the verifying pass
+// overwrites with the same layers' values (and the rest).
+void LlmEngine::draft_with_layers(std::span<const std::pair<Request*, int>> drafting) {
+    const nvtx::Range range("draft");
+    const auto vocab = static_cast<std::size_t>(backend_.vocab_size());
+    std::vector<Request*> active;
+    std::vector<kv::SequenceBlocks> views;
+    std::vector<runner::SequenceStep> steps;
+    std::vector<std::int32_t> history;
+    for (int j = 0; j < config_.speculative.draft_tokens; ++j) {
+        active.clear();
+        for (const auto& [r, slots] : drafting) {
+            if (j < slots && static_cast<int>(r->draft.size()) == j) {
+                active.push_back(r);
+            }
+        }
+        if (active.empty()) {
+            break;
+        }
+        views.clear();
+        views.reserve(active.size()); // the steps point into it
+        steps.clear();
+        for (Request* r : active) {
+            kv::SequenceBlocks& view = views.emplace_back(r->blocks);
+            view.length = r->blocks.length + j;
+            const std::int32_t* token = j == 0 ? &r->tokens.back() : &r->draft[j - 1];
+            runner::SequenceStep step{&view, std::span<const std::int32_t>(token, 1)};
+            step.first_position = r->computed + j;
+            steps.push_back(step);
+        }
+        runner::ForwardBatch batch = runner::build_forward_batch(steps, backend_.block_size());
+        batch.layers = config_.speculative.draft_layers;
+        draft_logits_.resize(active.size() * vocab);
+        backend_.forward(batch, draft_logits_.data());
+        for (std::size_t a = 0; a < active.size(); ++a) {
+            Request& r = *active[a];
+            const std::span<const float> row =
+                std::span<const float>(draft_logits_).subspan(a * vocab, vocab);
+            history.assign(r.tokens.begin(), r.tokens.end());
+            history.insert(history.end(), r.draft.begin(), r.draft.end());
+            sampling::Sampler& sampler = *r.sampler;
+            if (sampler.params().temperature <= 0.0f) {
+                r.draft.push_back(sampler.sample(row, history));
+                continue;
+            }
+            sampling::Distribution q = sampler.distribution(row, history);
+            r.draft.push_back(sampling::draw_from(q, sampler.draw_uniform()));
+            r.draft_q.push_back(std::move(q));
+        }
+    }
+}
+
+std::size_t LlmEngine::verify(Request& r, std::size_t row, StepStats& stats) {
+    const std::size_t drafted = r.draft.size();
+    sampling::Sampler& sampler = *r.sampler;
+    const bool greedy = sampler.params().temperature <= 0.0f;
+    const std::int64_t capacity = static_cast<std::int64_t>(kv_.total_blocks()) * kv_.block_size();
+    std::vector<std::int32_t> history = r.tokens;
+    std::vector<std::int32_t> out;
+    std::size_t kept = 0; // draft tokens accepted, whose K/V stay
+    for (std::size_t k = 0; k <= drafted; ++k) {
+        const std::span<const float> logits = logit_row(row + k);
+        std::int32_t token = 0;
+        bool accepted = false;
+        if (k == drafted) {
+            token = sampler.sample(logits, history); // every draft held: one more
+        } else if (greedy) {
+            token = sampler.sample(logits, history);
+            accepted = token == r.draft[k];
+        } else {
+            const sampling::Distribution p = sampler.distribution(logits, history);
+            const sampling::Distribution none;
+            const double accept_u = sampler.draw_uniform();
+            const spec::DraftCheck check =
+                spec::check_draft(p, r.draft_q.empty() ? none : r.draft_q[k], r.draft[k], accept_u,
+                                  sampler.draw_uniform());
+            token = check.token;
+            accepted = check.accepted;
+        }
+        out.push_back(token);
+        history.push_back(token);
+        if (!accepted) {
+            break;
+        }
+        kept = k + 1;
+        // Stop where plain decoding would have: an end token, the token
+        // limit, or a cache too full for the next token.
+        const bool ends =
+            !r.spec.ignore_eos && config_.ends_generation && config_.ends_generation(token);
+        if (ends || r.generated + static_cast<int>(out.size()) >= r.spec.max_tokens ||
+            static_cast<std::int64_t>(history.size()) + 1 > capacity) {
+            break;
+        }
+    }
+    std::string reason;
+    for (const std::int32_t token : out) {
+        reason = append_token(r, token);
+    }
+    // The last sampled token and the kept draft hold their K/V; the draft's
+    // other slots roll back (registration hashes the kept length only).
+    advance(r, static_cast<std::int32_t>(1 + kept));
+    const int released = release_unused_blocks(r);
+    r.accounting.drafted_tokens += static_cast<std::int64_t>(drafted);
+    r.accounting.accepted_tokens += static_cast<std::int64_t>(kept);
+    ++r.accounting.verify_steps;
+    stats.drafted_tokens += static_cast<int>(drafted);
+    stats.accepted_tokens += static_cast<int>(kept);
+    stats.decode_tokens += static_cast<int>(out.size());
+    events::emit_now(sink_, events::DraftVerified{.request = r.id,
+                                                  .drafted = static_cast<std::int64_t>(drafted),
+                                                  .accepted = static_cast<std::int64_t>(kept),
+                                                  .blocks_released = released,
+                                                  .entries = r.blocks.length});
+    r.draft.clear();
+    r.draft_q.clear();
+    if (reason.empty() && static_cast<std::int64_t>(r.blocks.length) + 2 > capacity) {
+        reason = "cache full";
+    }
+    if (!reason.empty()) {
+        finish(r, RequestState::finished, std::move(reason));
+    }
+    return drafted + 1;
+}
+
+int LlmEngine::release_unused_blocks(Request& r) {
+    const int needed = (r.blocks.length + kv_.block_size() - 1) / kv_.block_size();
+    if (static_cast<int>(r.blocks.block_table.size()) <= needed) {
+        return 0;
+    }
+    const std::vector<kv::BlockId> released = kv_.truncate(r.id, r.blocks, needed);
+    backend_.release_blocks(released);
+    return static_cast<int>(released.size());
+}
+
+} // namespace kvscope::sched
