@@ -138,6 +138,12 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
         case EventKind::tokens_evicted:
             s.evicted_tokens += events::as<events::TokensEvicted>(event).tokens;
             break;
+        case EventKind::draft_verified: {
+            const auto verified = events::as<events::DraftVerified>(event);
+            s.speculation.add(verified.drafted, verified.accepted, 1);
+            s.speculation.blocks_released += verified.blocks_released;
+            break;
+        }
         case EventKind::memory_sample: {
             const auto memory = events::as<events::MemorySample>(event);
             s.peak_used_blocks = std::max(s.peak_used_blocks, memory.used_blocks);

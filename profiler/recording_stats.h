@@ -4,6 +4,7 @@
 // they work on a recording that was cut short.
 #pragma once
 
+#include "engine/spec/speculation_totals.h"
 #include "profiler/attach/attached_metrics.h"
 #include "profiler/time_by_name.h"
 
@@ -74,6 +75,7 @@ struct RecordingStats {
     double prefix_hit_rate = 0;
     std::int64_t preemptions = 0;
     std::int64_t evicted_tokens = 0;
+    spec::SpeculationTotals speculation; // from draft_verified events
 
     std::int64_t total_blocks = 0;
     std::int64_t peak_used_blocks = 0;

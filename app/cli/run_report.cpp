@@ -28,6 +28,13 @@ void print_summary(const session::RunSummary& s, const session::RunConfig& confi
         std::printf("eviction        %lld tokens dropped (%s)\n", ll(s.evicted_tokens),
                     config.eviction.describe().c_str());
     }
+    if (config.speculative.enabled()) {
+        const spec::SpeculationTotals& t = s.speculation;
+        std::printf("speculation     %s: %lld tokens drafted, %lld kept (%.1f%%), %.2f tokens "
+                    "per verifying pass\n",
+                    config.speculative.describe().c_str(), ll(t.drafted), ll(t.accepted),
+                    100 * t.acceptance_rate(), t.tokens_per_verify());
+    }
     std::printf("generated       %lld tokens in %.2f s (%.1f tokens/s), %lld steps\n",
                 ll(s.generated_tokens), s.seconds, s.output_tokens_per_second(), ll(s.steps));
     std::printf("first token     p50 %.0f ms, p99 %.0f ms after arrival\n", s.ttft_ms_p50,

@@ -64,9 +64,14 @@ int serve_workload(ServeWorkloadOptions& options) {
         std::cerr << "kvscope " << options.command << ": " << problem << "\n";
         return exit_usage;
     }
+    if (const std::string problem = options.speculative.resolve(); !problem.empty()) {
+        std::cerr << "kvscope " << options.command << ": " << problem << "\n";
+        return exit_usage;
+    }
     session::RunConfig config = options.engine.config;
     options.serving.apply(config);
     config.eviction = options.eviction.config;
+    config.speculative = options.speculative.config;
     config.workload = options.workload;
     config.preset = options.preset;
     config.temperature = options.temperature;
@@ -206,6 +211,7 @@ void add_workload_options(CLI::App* parser, const std::shared_ptr<ServeWorkloadO
     options->engine.add_to(*parser);
     options->serving.add_to(*parser);
     options->eviction.add_to(*parser);
+    options->speculative.add_to(*parser);
 }
 
 } // namespace kvscope::cli

@@ -5,6 +5,7 @@
 #include "app/cli/engine_options.h"
 #include "app/cli/eviction_options.h"
 #include "app/cli/serving_options.h"
+#include "app/cli/speculative_options.h"
 #include "engine/workload/workload.h"
 
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@ struct ServeWorkloadOptions {
     EngineOptions engine;
     ServingOptions serving;
     EvictionOptions eviction;
+    SpeculativeOptions speculative;
     std::string workload = "shared-prefix";
     workload::PresetOptions preset;
     bool all_at_once = false;

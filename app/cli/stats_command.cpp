@@ -173,6 +173,13 @@ int run_stats(const std::string& path, bool json) {
             {"prefix_hit_rate", s.prefix_hit_rate},
             {"preemptions", s.preemptions},
             {"evicted_tokens", s.evicted_tokens},
+            {"speculation",
+             {{"drafted_tokens", s.speculation.drafted},
+              {"accepted_tokens", s.speculation.accepted},
+              {"verifies", s.speculation.verifies},
+              {"acceptance_rate", s.speculation.acceptance_rate()},
+              {"tokens_per_verify", s.speculation.tokens_per_verify()},
+              {"rollback_blocks_released", s.speculation.blocks_released}}},
             {"total_blocks", s.total_blocks},
             {"peak_used_blocks", s.peak_used_blocks},
             {"mean_used_blocks", s.mean_used_blocks},
@@ -229,6 +236,14 @@ int run_stats(const std::string& path, bool json) {
     }
     std::printf("preemptions   %lld; tokens evicted %lld\n", static_cast<long long>(s.preemptions),
                 static_cast<long long>(s.evicted_tokens));
+    if (s.speculation.verifies > 0) {
+        const spec::SpeculationTotals& t = s.speculation;
+        std::printf("speculation   %lld tokens drafted in %lld verifying passes, %lld kept "
+                    "(%.1f%%): %.2f tokens a pass; rollbacks released %lld blocks\n",
+                    static_cast<long long>(t.drafted), static_cast<long long>(t.verifies),
+                    static_cast<long long>(t.accepted), 100 * t.acceptance_rate(),
+                    t.tokens_per_verify(), static_cast<long long>(t.blocks_released));
+    }
     print_time_by_name("CPU op time by name (all layers):", s.times.cpu_ops);
     print_time_by_name("GPU kernel time by name:", s.times.gpu_kernels);
     print_time_by_name("GPU copy and memset time:", s.times.gpu_memory_ops);

@@ -45,6 +45,9 @@ std::string RunConfig::describe() const {
     if (eviction.enabled()) {
         text += ", " + eviction.describe();
     }
+    if (speculative.enabled()) {
+        text += ", speculative " + speculative.describe();
+    }
     text += "; " + workload + " (" + std::to_string(preset.requests) + " requests";
     char rate_text[32];
     std::snprintf(rate_text, sizeof rate_text, " at %.3g/s)", preset.rate);

@@ -9,6 +9,7 @@
 #include "engine/sched/scheduler.h"
 #include "engine/session/backend_factory.h"
 #include "engine/session/cache_size.h"
+#include "engine/spec/speculative_config.h"
 #include "engine/workload/workload.h"
 
 #include <string>
@@ -33,6 +34,7 @@ struct RunConfig {
     bool prefix_caching = true;
     kv::CachePolicy cache_policy = kv::CachePolicy::lru;
     sched::SchedulerConfig scheduler;
+    spec::SpeculativeConfig speculative; // off unless asked for
 
     std::string workload = "shared-prefix"; // a preset name or a .jsonl trace
     workload::PresetOptions preset;         // its seed also seeds each request's sampling

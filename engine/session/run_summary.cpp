@@ -60,6 +60,7 @@ RunSummary summarize_run(const sched::LlmEngine& engine, const std::vector<std::
         s.generated_tokens += r.generated;
         s.evicted_tokens += a.evicted_tokens;
         s.preemptions += a.preemptions;
+        s.speculation.add(a.drafted_tokens, a.accepted_tokens, a.verify_steps);
         s.finished += r.state == sched::RequestState::finished;
         s.aborted += r.state == sched::RequestState::aborted;
         s.rejected += r.state == sched::RequestState::rejected;
@@ -93,6 +94,11 @@ std::string RunSummary::to_json(bool per_request, int indent) const {
         {"resumed_hit_tokens", resumed_hit_tokens},
         {"preemptions", preemptions},
         {"evicted_tokens", evicted_tokens},
+        {"drafted_tokens", speculation.drafted},
+        {"accepted_tokens", speculation.accepted},
+        {"verify_steps", speculation.verifies},
+        {"acceptance_rate", speculation.acceptance_rate()},
+        {"tokens_per_verify", speculation.tokens_per_verify()},
         {"generated_tokens", generated_tokens},
         {"steps", steps},
         {"seconds", seconds},
@@ -121,6 +127,8 @@ std::string RunSummary::to_json(bool per_request, int indent) const {
                             {"resumed_hit_tokens", a.resumed_hit_tokens},
                             {"preemptions", a.preemptions},
                             {"evicted_tokens", a.evicted_tokens},
+                            {"drafted_tokens", a.drafted_tokens},
+                            {"accepted_tokens", a.accepted_tokens},
                             {"generated_tokens", r.generated_tokens},
                             {"ttft_ms", r.ttft_ms}});
         }

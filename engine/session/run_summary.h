@@ -4,6 +4,7 @@
 #pragma once
 
 #include "engine/sched/llm_engine.h"
+#include "engine/spec/speculation_totals.h"
 
 #include <cstdint>
 #include <string>
@@ -36,6 +37,7 @@ struct RunSummary {
     std::int64_t generated_tokens = 0;
     std::int64_t evicted_tokens = 0;
     int preemptions = 0;
+    spec::SpeculationTotals speculation;
     int finished = 0;
     int aborted = 0;
     int rejected = 0;

@@ -61,6 +61,7 @@ ServingSession::ServingSession(const RunConfig& config, events::EventSink* sink,
     engine.prefix_caching = config_.prefix_caching;
     engine.cache_policy = config_.cache_policy;
     engine.eviction = config_.eviction;
+    engine.speculative = config_.speculative;
     engine.record_ops = config_.record_ops;
     const tokenizer::Tokenizer& tok = model_->tokenizer();
     engine.ends_generation = [&tok](std::int32_t id) {

@@ -38,6 +38,17 @@ std::string SpeculativeConfig::problem(int model_layers) const {
     return {};
 }
 
+std::string SpeculativeConfig::describe() const {
+    if (!enabled()) {
+        return "no speculative decoding";
+    }
+    const std::string form =
+        std::string(draft_method_name(method)) + ":" + std::to_string(draft_tokens);
+    return form + (method == DraftMethod::ngram ? " (prompt lookup)"
+                                                : " (self-draft from the first " +
+                                                      std::to_string(draft_layers) + " layers)");
+}
+
 std::optional<SpeculativeConfig> parse_speculative(std::string_view text, int draft_layers,
                                                    std::string& error) {
     SpeculativeConfig config;

@@ -24,14 +24,16 @@ std::string_view draft_method_name(DraftMethod method);
 struct SpeculativeConfig {
     DraftMethod method = DraftMethod::none;
     int draft_tokens = 4; // K: tokens drafted, then verified in one pass
-    int ngram_min = 1;    // shortest suffix prompt lookup matches
-    int ngram_max = 4;    // longest, tried first
+    int ngram_min = 2;    // shortest suffix prompt lookup matches (1 drafts after any repeat)
+    int ngram_max = 5;    // longest, tried first
     int draft_layers = 0; // layers of the self-draft (DraftMethod::layers)
 
     bool enabled() const { return method != DraftMethod::none && draft_tokens > 0; }
     // Empty when the settings make sense for a model of `model_layers`
     // layers (0: unknown), else what is wrong.
     std::string problem(int model_layers) const;
+    // "ngram:4 (prompt lookup)", "draft:4 (self-draft from the first 12 layers)".
+    std::string describe() const;
 };
 
 // Reads "ngram:K" or "draft:K" (K defaults to 4 when left out) and "off".

@@ -1,0 +1,35 @@
+#include "app/cli/speculative_options.h"
+
+namespace kvscope::cli {
+
+void SpeculativeOptions::add_to(CLI::App& app) {
+    app.add_option("--speculative", method,
+                   "Speculative decoding: ngram:K drafts K tokens by prompt lookup (what "
+                   "followed the last tokens' earlier occurrence), draft:K with the target's "
+                   "first --draft-layers layers; one pass verifies them, rejected tokens' KV "
+                   "is rolled back")
+        ->capture_default_str();
+    app.add_option("--draft-layers", draft_layers,
+                   "Layers of the self-draft (the target's first N, then its output head); "
+                   "alone it means --speculative draft:4")
+        ->check(CLI::Range(1, 1 << 10));
+}
+
+std::string SpeculativeOptions::resolve() {
+    if (draft_layers > 0 && (method == "off" || method.empty())) {
+        method = "draft";
+    }
+    std::string error;
+    const std::optional<spec::SpeculativeConfig> parsed =
+        spec::parse_speculative(method, draft_layers, error);
+    if (!parsed) {
+        return "--speculative " + method + ": " + error;
+    }
+    if (draft_layers > 0 && parsed->method != spec::DraftMethod::layers) {
+        return "--draft-layers goes with --speculative draft:K, not " + method;
+    }
+    config = *parsed;
+    return {};
+}
+
+} // namespace kvscope::cli
