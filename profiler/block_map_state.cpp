@@ -62,7 +62,28 @@ void BlockMapState::drop_owner(std::int64_t request, std::int32_t block) {
     }
 }
 
+void BlockMapState::mark_rolled_back(const events::EngineEvent& verified) {
+    const auto v = events::as<events::DraftVerified>(verified);
+    const std::vector<std::int32_t>& table = block_table(v.request);
+    for (const std::int32_t block : table) {
+        blocks_[static_cast<std::size_t>(block)].rolled_back = 0; // the latest verify only
+    }
+    // Blocks past the kept entries went back to the pool before this event;
+    // the rejected slots left are those in the table's last block.
+    for (std::int64_t entry = v.entries; entry < v.entries + (v.drafted - v.accepted); ++entry) {
+        const std::int64_t index = entry / block_size_;
+        if (block_size_ <= 0 || index >= static_cast<std::int64_t>(table.size())) {
+            break;
+        }
+        ++blocks_[static_cast<std::size_t>(table[static_cast<std::size_t>(index)])].rolled_back;
+    }
+}
+
 bool BlockMapState::apply(const events::EngineEvent& event) {
+    if (event.kind == EventKind::draft_verified) {
+        mark_rolled_back(event);
+        return true;
+    }
     if (!is_block_event(event.kind) || event.block < 0) {
         return false;
     }
@@ -92,6 +113,7 @@ bool BlockMapState::apply(const events::EngineEvent& event) {
             drop_owner(owner, block);
         }
         drop_owner(event.request, block);
+        b.rolled_back = 0;
         break;
     }
     case EventKind::block_cached: {

@@ -27,6 +27,10 @@ struct BlockState {
     std::int32_t first_token = -1;    // that request's first token in it (when hashed)
     std::int32_t entries = -1;        // entries left after token eviction rewrote it; -1: not
     std::int64_t reuses = 0;          // prefix-cache hits on it since it was last allocated
+    // Slots at its end holding draft tokens that verification rejected
+    // (speculative decoding) in its owner's latest verify: rolled back, the
+    // next step writes over them.
+    std::int32_t rolled_back = 0;
 
     BlockUse use() const;
     int ref_count() const { return static_cast<int>(owners.size()); }
@@ -44,7 +48,8 @@ public:
     explicit BlockMapState(int blocks = 0, int block_size = 16);
 
     // Applies `event` when it is a block event (allocated, shared, unshared,
-    // freed, cached, evicted, compacted) and returns true; false otherwise.
+    // freed, cached, evicted, compacted) or a draft_verified (its rolled-back
+    // slots) and returns true; false otherwise.
     // Unknown block ids grow the map rather than fail.
     bool apply(const events::EngineEvent& event);
 
@@ -61,6 +66,7 @@ public:
 private:
     BlockState& at(std::int32_t block);
     void drop_owner(std::int64_t request, std::int32_t block);
+    void mark_rolled_back(const events::EngineEvent& verified);
 
     int block_size_ = 16;
     std::vector<BlockState> blocks_;

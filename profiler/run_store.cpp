@@ -178,10 +178,9 @@ void RunStore::add_gpu_track(SpanTrack track) {
     gpu_tracks_.push_back(std::move(track));
 }
 
-void RunStore::apply_block_event(const EngineEvent& event) {
-    if (event.block < 0) {
-        return; // not a block the engine could have named
-    }
+// Keeps a block-map event for block_map_at(): checkpoint k is the map
+// after the first k * checkpoint_every_ of them.
+void RunStore::keep_for_replay(const EngineEvent& event) {
     // A checkpoint costs a copy of every block: space them by the cache's
     // size too, so checkpoints stay a fraction of the events they stand for.
     const std::size_t every =
@@ -196,6 +195,13 @@ void RunStore::apply_block_event(const EngineEvent& event) {
     compact.text.clear();
     block_events_.push_back(std::move(compact));
     block_map_.apply(event);
+}
+
+void RunStore::apply_block_event(const EngineEvent& event) {
+    if (event.block < 0) {
+        return; // not a block the engine could have named
+    }
+    keep_for_replay(event);
 
     const auto block = static_cast<std::size_t>(event.block);
     if (block >= node_of_block_.size()) {
@@ -253,6 +259,17 @@ void RunStore::append(const EngineEvent& event) {
     end_ns_ = std::max(end_ns_, event.time_ns); // an op slice's end: below
     if (BlockMapState::is_block_event(event.kind)) {
         apply_block_event(event);
+        return;
+    }
+    if (event.kind == EventKind::draft_verified) {
+        // Marks its rolled-back slots in the block map, replayed like a
+        // block event between checkpoints, and counts toward its step.
+        keep_for_replay(event);
+        if (!steps_.empty() && steps_.back().end_ns < 0) {
+            const auto verified = events::as<events::DraftVerified>(event);
+            steps_.back().drafted += static_cast<std::int32_t>(verified.drafted);
+            steps_.back().accepted += static_cast<std::int32_t>(verified.accepted);
+        }
         return;
     }
     if (following_snapshots_ ? attach::is_attached_kind(event.kind) : attached_.apply(event)) {

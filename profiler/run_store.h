@@ -34,6 +34,9 @@ struct StepSpan {
     std::int32_t prefill_tokens = 0;
     std::int32_t decode_tokens = 0;
     std::int8_t phase_code = 0; // as step_begin recorded it; 0: older recording, guessed
+    // Speculative decoding: draft tokens its pass verified, and those kept.
+    std::int32_t drafted = 0;
+    std::int32_t accepted = 0;
     StepPhase phase() const;
 };
 
@@ -222,6 +225,7 @@ private:
     void open_lane(RequestRecord& r, std::int64_t t_ns, LaneState state);
     void close_lane(RequestRecord& r, std::int64_t t_ns);
     void apply_block_event(const events::EngineEvent& event);
+    void keep_for_replay(const events::EngineEvent& event);
     void add_counter(Counter which, std::int64_t t_ns, double value);
     void apply_attached(const events::EngineEvent& event);
     // Keeps `state` as the checkpoint after the first `row` attached rows;

@@ -158,6 +158,43 @@ std::vector<WorkloadRequest> long_doc(const PresetOptions& o, std::mt19937_64& r
     return out;
 }
 
+// A passage of about `length` characters from `text`, from a sentence's
+// start to a sentence's end.
+std::string passage_of(std::string_view text, std::size_t length, std::mt19937_64& rng) {
+    const std::size_t last_start = text.size() > 2 * length ? text.size() - 2 * length : 0;
+    std::size_t begin = std::uniform_int_distribution<std::size_t>(0, last_start)(rng);
+    if (const std::size_t stop = text.find(". ", begin); stop != std::string_view::npos) {
+        begin = stop + 2;
+    }
+    std::size_t end = text.find(". ", std::min(text.size(), begin + length));
+    end = end == std::string_view::npos ? text.size() : end + 1;
+    return std::string(text.substr(begin, end - begin));
+}
+
+std::vector<WorkloadRequest> copy_edit(const PresetOptions& o, std::mt19937_64& rng) {
+    // Answers that quote their prompt (an edit writes the passage out
+    // again): prompt lookup's best case, for speculative decoding.
+    const std::vector<EvalText>& texts = eval_texts();
+    if (texts.empty()) {
+        throw std::runtime_error("this build has no evaluation texts (resources/eval)");
+    }
+    std::vector<WorkloadRequest> out;
+    double t = 0;
+    for (int i = 0; i < o.requests; ++i) {
+        const EvalText& doc =
+            texts[std::uniform_int_distribution<std::size_t>(0, texts.size() - 1)(rng)];
+        WorkloadRequest r;
+        r.arrival_seconds = t;
+        r.chat = true;
+        r.text = "Write out this passage again word for word, correcting only its spelling:\n\n" +
+                 passage_of(doc.text, 360, rng);
+        r.max_tokens = o.max_tokens;
+        out.push_back(std::move(r));
+        t += exponential_gap(rng, o.rate);
+    }
+    return out;
+}
+
 std::vector<WorkloadRequest> poisson(const PresetOptions& o, std::mt19937_64& rng) {
     std::vector<WorkloadRequest> out;
     double t = 0;
@@ -178,7 +215,7 @@ std::vector<WorkloadRequest> poisson(const PresetOptions& o, std::mt19937_64& rn
 
 const std::vector<std::string>& workload_preset_names() {
     static const std::vector<std::string> names{"shared-prefix", "multi-turn", "long-doc",
-                                                "poisson", "mixed"};
+                                                "poisson",       "mixed",      "copy-edit"};
     return names;
 }
 
@@ -187,7 +224,8 @@ std::string workload_preset_help() {
            "multi-turn: chats that grow; each turn resends the conversation so far\n"
            "long-doc: questions over one long document (an evaluation text)\n"
            "poisson: independent short chats arriving at --rate per second\n"
-           "mixed: all of the above interleaved";
+           "mixed: the four above interleaved\n"
+           "copy-edit: passages to write out again corrected (answers quote their prompts)";
 }
 
 std::vector<WorkloadRequest> make_preset(std::string_view name, const PresetOptions& options) {
@@ -203,6 +241,9 @@ std::vector<WorkloadRequest> make_preset(std::string_view name, const PresetOpti
     }
     if (name == "poisson") {
         return poisson(options, rng);
+    }
+    if (name == "copy-edit") {
+        return copy_edit(options, rng);
     }
     if (name == "mixed") {
         PresetOptions part = options;

@@ -6,6 +6,7 @@
 #include "app/ui/panels/replay_bar.h"
 #include "app/ui/panels/run_panel.h"
 #include "app/ui/run/engine_controller.h"
+#include "app/ui/run/teaching_presets.h"
 #include "app/ui/views/block_map_view.h"
 #include "engine/model_path.h"
 #include "profiler/recording_events.h"
@@ -59,6 +60,7 @@ private slots:
     void missing_model_is_a_message();
     void record_path_moves_on_to_a_free_name();
     void cache_policy_is_a_run_setting();
+    void speculative_demo_shows_verify_steps_and_rollbacks();
     void bad_recording_is_a_message();
 };
 
@@ -219,6 +221,58 @@ void TestLiveRun::cache_policy_is_a_run_setting() {
     panel.apply_settings(settings);
     QVERIFY(
         QString::fromStdString(panel.settings().describe()).contains("prefix caching on (lfu)"));
+}
+
+void TestLiveRun::speculative_demo_shows_verify_steps_and_rollbacks() {
+    REQUIRE_MODEL();
+    QTemporaryDir dir;
+    const QString path = dir.filePath("spec.sqlite");
+    MainWindow window;
+    window.show();
+    const kvscope::ui::TeachingPreset* demo =
+        kvscope::ui::find_teaching_preset("speculative-decoding");
+    QVERIFY(demo != nullptr);
+    kvscope::ui::RunSettings settings = demo->settings;
+    settings.preset.requests = 2; // quick: the demo's own settings otherwise
+    settings.preset.max_tokens = 48;
+    settings.preset.rate = 50.0;
+    settings.record_path = path.toStdString();
+    window.run_panel()->apply_settings(settings);
+    QCOMPARE(window.run_panel()->settings().speculative.method,
+             kvscope::spec::DraftMethod::ngram);
+    QSignalSpy finished(&window, &MainWindow::run_finished);
+    QTest::mouseClick(window.run_panel()->start_button(), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 180000);
+    const QString summary = finished.at(0).at(0).toString();
+    QVERIFY2(summary.contains("speculation kept"), qPrintable(summary));
+
+    // The timeline's steps carry what they verified; some draft was rolled
+    // back, and the block map showed its slots at that moment.
+    QSignalSpy opened(&window, &MainWindow::recording_opened);
+    window.open_recording(path);
+    QTRY_VERIFY_WITH_TIMEOUT(opened.count() == 1, 60000);
+    const kvscope::profiler::RunStore* replay = window.store();
+    int verifying = 0;
+    int rolled_back_moments = 0;
+    for (const kvscope::profiler::StepSpan& step : replay->steps()) {
+        QVERIFY(step.accepted <= step.drafted);
+        if (step.drafted == 0) {
+            continue;
+        }
+        ++verifying;
+        if (step.accepted < step.drafted && step.end_ns > 0) {
+            const kvscope::profiler::BlockMapState map = replay->block_map_at(step.end_ns);
+            for (const kvscope::profiler::BlockState& b : map.blocks()) {
+                if (b.rolled_back > 0) {
+                    QVERIFY(b.use() == kvscope::profiler::BlockUse::used);
+                    ++rolled_back_moments;
+                    break;
+                }
+            }
+        }
+    }
+    QVERIFY2(verifying > 0, "no step verified a draft");
+    QVERIFY2(rolled_back_moments > 0, "no rejected draft left slots in a block");
 }
 
 void TestLiveRun::bad_recording_is_a_message() {

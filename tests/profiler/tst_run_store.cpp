@@ -1,5 +1,6 @@
 // RunStore beyond what the engine soak checks: recordings from before
-// block_unshared, damaged block ids, text and lanes read back from a file.
+// block_unshared, damaged block ids, text and lanes read back from a file,
+// a speculative step's rolled-back slots.
 #include "profiler/attach/kv_event_source.h"
 #include "profiler/recorder.h"
 #include "profiler/recording_events.h"
@@ -65,7 +66,42 @@ private slots:
     void recording_reads_back_text_and_lanes();
     void attached_history_is_bounded_and_scrubs_exactly();
     void following_snapshots_shows_what_the_rows_say();
+    void rolled_back_slots_mark_the_blocks_they_are_in();
 };
+
+void TestRunStore::rolled_back_slots_mark_the_blocks_they_are_in() {
+    // Request 0 with blocks 2 and 5 (4 slots each). A step drafted 4 tokens
+    // after entry 4 and kept 1: entries 6..8 rolled back; 6 and 7 sit in
+    // block 5, entry 8 was in a third block the rollback already freed.
+    RunStore store;
+    store.append(engine_event(1, EventKind::run_config, -1, -1, 8, 4));
+    store.append(engine_event(2, EventKind::block_allocated, 0, 2));
+    store.append(engine_event(3, EventKind::block_allocated, 0, 5));
+    store.append(engine_event(4, EventKind::step_begin, -1, -1, 7, 5, 1, 2));
+    store.append(engine_event(5, EventKind::block_allocated, 0, 6));
+    store.append(engine_event(6, EventKind::block_freed, 0, 6, 0));
+    // draft_verified: drafted 4 (a), accepted 1 (b), 1 block released (c), 6 entries (d).
+    store.append(engine_event(7, EventKind::draft_verified, 0, -1, 4, 1, 1, 6));
+    store.append(engine_event(8, EventKind::step_end, -1, -1, 7, 0, 2));
+    const auto& blocks = store.block_map_now().blocks();
+    QCOMPARE(blocks.at(2).rolled_back, 0);
+    QCOMPARE(blocks.at(5).rolled_back, 2);
+    QCOMPARE(blocks.at(6).rolled_back, 0);
+    QCOMPARE(store.steps().size(), std::size_t{1});
+    QCOMPARE(store.steps()[0].drafted, 4);
+    QCOMPARE(store.steps()[0].accepted, 1);
+    // Replayed: not before the verify; the next verify replaces the marks.
+    QCOMPARE(store.block_map_at(6).blocks().at(5).rolled_back, 0);
+    QCOMPARE(store.block_map_at(7).blocks().at(5).rolled_back, 2);
+    store.append(engine_event(9, EventKind::draft_verified, 0, -1, 2, 2, 0, 9));
+    QCOMPARE(store.block_map_now().blocks().at(5).rolled_back, 0);
+    QCOMPARE(store.block_map_at(8).blocks().at(5).rolled_back, 2);
+    // A freed block carries no marks.
+    store.append(engine_event(10, EventKind::draft_verified, 0, -1, 3, 0, 0, 5));
+    QCOMPARE(store.block_map_now().blocks().at(5).rolled_back, 3);
+    store.append(engine_event(11, EventKind::block_freed, 0, 5, 0));
+    QCOMPARE(store.block_map_now().blocks().at(5).rolled_back, 0);
+}
 
 void TestRunStore::freed_block_has_no_owner_data() {
     QTest::addColumn<bool>("with_unshared");

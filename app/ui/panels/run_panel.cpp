@@ -215,6 +215,28 @@ QWidget* RunPanel::build_engine_group() {
     prefix_row->addWidget(prefix_caching_);
     prefix_row->addWidget(cache_policy_, 1);
     form->addRow(QString(), prefix_row);
+    speculative_ = new QComboBox;
+    speculative_->setObjectName("speculative");
+    speculative_->setToolTip(tr("Speculative decoding (--speculative): draft tokens cheaply, "
+                                "verify them in one pass, roll back the rejected ones' KV"));
+    speculative_->addItem(tr("No speculation"), static_cast<int>(spec::DraftMethod::none));
+    speculative_->addItem(tr("Prompt lookup (ngram)"), static_cast<int>(spec::DraftMethod::ngram));
+    speculative_->addItem(tr("Self-draft (first layers)"),
+                          static_cast<int>(spec::DraftMethod::layers));
+    draft_tokens_ = spin(1, 32, 4, tr("Tokens drafted a step, verified in one pass"));
+    draft_tokens_->setObjectName("draftTokens");
+    draft_tokens_->setPrefix(tr("K "));
+    draft_layers_ = spin(1, 1024, 24, tr("Layers of the self-draft (--draft-layers)"));
+    draft_layers_->setObjectName("draftLayers");
+    draft_layers_->setSuffix(tr(" layers"));
+    auto* speculative_row = new QHBoxLayout;
+    speculative_row->addWidget(speculative_, 1);
+    speculative_row->addWidget(draft_tokens_);
+    speculative_row->addWidget(draft_layers_);
+    form->addRow(tr("Speculative:"), speculative_row);
+    connect(speculative_, &QComboBox::currentIndexChanged, this,
+            &RunPanel::update_speculative_enabled);
+    update_speculative_enabled();
     max_seqs_ = spin(1, 1024, 16, tr("Most sequences in one step (--max-num-seqs)"));
     max_batched_tokens_ =
         spin(1, 1 << 16, 512, tr("Most tokens in one step (--max-num-batched-tokens)"));
@@ -296,6 +318,12 @@ void RunPanel::update_eviction_enabled() {
                            static_cast<int>(kv::EvictionKind::none));
 }
 
+void RunPanel::update_speculative_enabled() {
+    const auto method = static_cast<spec::DraftMethod>(speculative_->currentData().toInt());
+    draft_tokens_->setEnabled(method != spec::DraftMethod::none);
+    draft_layers_->setEnabled(method == spec::DraftMethod::layers);
+}
+
 RunSettings RunPanel::settings() const {
     RunSettings s;
     s.model_path = model_->text().trimmed().toStdString();
@@ -324,6 +352,10 @@ RunSettings RunPanel::settings() const {
     s.eviction.budget = s.eviction.enabled() ? kv_budget_->value() : 0;
     s.prefix_caching = prefix_caching_->isChecked();
     s.cache_policy = static_cast<kv::CachePolicy>(cache_policy_->currentData().toInt());
+    s.speculative.method = static_cast<spec::DraftMethod>(speculative_->currentData().toInt());
+    s.speculative.draft_tokens = draft_tokens_->value();
+    s.speculative.draft_layers =
+        s.speculative.method == spec::DraftMethod::layers ? draft_layers_->value() : 0;
     s.scheduler.max_num_seqs = max_seqs_->value();
     s.scheduler.max_num_batched_tokens = max_batched_tokens_->value();
     s.workload = workload_->currentText().trimmed().toStdString();
@@ -366,6 +398,13 @@ void RunPanel::apply_settings(const RunSettings& s) {
     prefix_caching_->setChecked(s.prefix_caching);
     cache_policy_->setEnabled(s.prefix_caching);
     select_data(cache_policy_, static_cast<int>(s.cache_policy));
+    select_data(speculative_, static_cast<int>(s.speculative.enabled() ? s.speculative.method
+                                                                       : spec::DraftMethod::none));
+    draft_tokens_->setValue(s.speculative.draft_tokens);
+    if (s.speculative.method == spec::DraftMethod::layers) {
+        draft_layers_->setValue(s.speculative.draft_layers);
+    }
+    update_speculative_enabled();
     max_seqs_->setValue(s.scheduler.max_num_seqs);
     max_batched_tokens_->setValue(s.scheduler.max_num_batched_tokens);
     workload_->setCurrentText(QString::fromStdString(s.workload));

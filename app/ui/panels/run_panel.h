@@ -58,6 +58,7 @@ private:
     void browse_model();
     void browse_recording();
     void update_eviction_enabled();
+    void update_speculative_enabled();
 
     QComboBox* preset_ = nullptr;
     QTextBrowser* explanation_ = nullptr;
@@ -74,6 +75,9 @@ private:
     QSpinBox* kv_budget_ = nullptr;
     QCheckBox* prefix_caching_ = nullptr;
     QComboBox* cache_policy_ = nullptr;
+    QComboBox* speculative_ = nullptr;
+    QSpinBox* draft_tokens_ = nullptr;
+    QSpinBox* draft_layers_ = nullptr;
     QSpinBox* max_seqs_ = nullptr;
     QSpinBox* max_batched_tokens_ = nullptr;
     QComboBox* workload_ = nullptr;

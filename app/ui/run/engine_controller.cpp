@@ -2,6 +2,7 @@
 
 #include "engine/events/tee_sink.h"
 #include "engine/session/serving_session.h"
+#include "engine/spec/speculation_totals.h"
 #include "profiler/recorder.h"
 #include "profiler/run_metadata.h"
 
@@ -133,8 +134,12 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         int done = 0;
+        spec::SpeculationTotals speculation;
         for (const std::int64_t id : run->engine().request_ids()) {
-            done += run->engine().request(id).state == sched::RequestState::finished ? 1 : 0;
+            const sched::Request& r = run->engine().request(id);
+            done += r.state == sched::RequestState::finished ? 1 : 0;
+            speculation.add(r.accounting.drafted_tokens, r.accounting.accepted_tokens,
+                            r.accounting.verify_steps);
         }
         emit progress(total, total);
         if (recorder) {
@@ -144,6 +149,14 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
         QString summary = stop_.load() ? tr("Stopped after %1 s: %2 of %3 requests finished")
                                        : tr("Done in %1 s: %2 of %3 requests finished");
         summary = summary.arg(seconds, 0, 'f', 1).arg(done).arg(total);
+        if (speculation.verifies > 0) {
+            summary += tr("; speculation kept %1% of %2 drafted tokens, %3 tokens a verifying "
+                          "pass, %4 steps")
+                           .arg(100 * speculation.acceptance_rate(), 0, 'f', 0)
+                           .arg(speculation.drafted)
+                           .arg(speculation.tokens_per_verify(), 0, 'f', 2)
+                           .arg(steps_run_.load());
+        }
         if (!settings.record_path.empty()) {
             summary += tr("; recorded to %1").arg(QString::fromStdString(settings.record_path));
         }

@@ -122,9 +122,37 @@ TeachingPreset preemption() {
 
 } // namespace
 
+TeachingPreset speculative_decoding() {
+    TeachingPreset p;
+    p.id = "speculative-decoding";
+    p.title = QObject::tr("Speculative decoding");
+    p.explanation = QObject::tr(
+        "<p>Each request asks the model to write a passage out again, so its answer quotes its "
+        "prompt. <b>Prompt lookup</b> drafts the 4 tokens that followed the last few tokens' "
+        "earlier occurrence; one pass of the model checks all of them and keeps those it agrees "
+        "with, plus one of its own. The cache slots of rejected draft tokens are "
+        "<b>rolled back</b>: the sequence's length stops before them, whole blocks past it go "
+        "back to the pool, and they are never hashed for the prefix cache.</p>"
+        "<p><b>Watch:</b> in the timeline, green steps verified drafts: <i>V3/4</i> kept 3 of 4 "
+        "(the tooltip says what was rolled back). In the block map a red band marks the slots a "
+        "rejected draft wrote at the end of a block, until the next step writes over them. "
+        "Steps produce several tokens each, so requests finish in fewer steps.</p>"
+        "<p><b>Try:</b> record it, set <i>Speculative</i> to none, record again and compare: "
+        "the output is the same token for token (greedy), the step count is not. Then try the "
+        "self-draft: the model's own first 24 layers draft, and rarely agree with all 30.</p>");
+    p.settings.workload = "copy-edit";
+    p.settings.preset.requests = 6;
+    p.settings.preset.rate = 1.0;
+    p.settings.preset.max_tokens = 96;
+    p.settings.speculative.method = spec::DraftMethod::ngram;
+    p.settings.speculative.draft_tokens = 4;
+    return p;
+}
+
 const std::vector<TeachingPreset>& teaching_presets() {
-    static const std::vector<TeachingPreset> presets{prefix_caching(), paging(), eviction(),
-                                                     quantisation(), preemption()};
+    static const std::vector<TeachingPreset> presets{prefix_caching(), paging(),
+                                                     eviction(),       quantisation(),
+                                                     preemption(),     speculative_decoding()};
     return presets;
 }
 

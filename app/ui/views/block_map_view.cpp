@@ -33,6 +33,8 @@ constexpr int kMargin = 4;
 constexpr int kTextChars = 120;
 
 const QColor kSharedBorder(25, 25, 25);
+// Rolled-back draft slots (speculative decoding).
+const QColor kRolledBack(220, 30, 30);
 
 enum SwatchKind { used_swatch, shared_swatch, cached_swatch, free_swatch, no_swatch };
 

@@ -492,14 +492,20 @@ QString TimelineView::span_tooltip(const Row& row, double x) const {
     switch (row.kind) {
     case RowKind::steps: {
         const profiler::StepSpan& step = store_->steps()[hit->first];
-        return tr("Step #%1: %2, %3\n%4 prefill + %5 decode tokens, %6 sequences\nat %7")
-            .arg(step.step)
-            .arg(q(profiler::step_phase_name(step.phase())))
-            .arg(q(format_duration(end_or_open(step.end_ns) - step.begin_ns)))
-            .arg(step.prefill_tokens)
-            .arg(step.decode_tokens)
-            .arg(step.sequences)
-            .arg(time_text(step.begin_ns));
+        QString text = tr("Step #%1: %2, %3\n%4 prefill + %5 decode tokens, %6 sequences")
+                           .arg(step.step)
+                           .arg(q(profiler::step_phase_name(step.phase())))
+                           .arg(q(format_duration(end_or_open(step.end_ns) - step.begin_ns)))
+                           .arg(step.prefill_tokens)
+                           .arg(step.decode_tokens)
+                           .arg(step.sequences);
+        if (step.drafted > 0) {
+            text += tr("\nverified %1 draft tokens, kept %2, rolled back %3")
+                        .arg(step.drafted)
+                        .arg(step.accepted)
+                        .arg(step.drafted - step.accepted);
+        }
+        return text + tr("\nat %1").arg(time_text(step.begin_ns));
     }
     case RowKind::cpu_ops:
     case RowKind::gpu: {
@@ -580,6 +586,10 @@ QColor TimelineView::phase_color(profiler::StepPhase phase) {
         break;
     }
     return QColor(0xbd, 0xbd, 0xbd);
+}
+
+QColor TimelineView::verify_color() {
+    return QColor(0x1f, 0xa8, 0x8a); // a step that verified speculative drafts
 }
 
 QColor TimelineView::lane_color(profiler::LaneState state) {

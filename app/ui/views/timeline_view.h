@@ -66,6 +66,7 @@ public:
     QString tooltip_at(QPoint pos) const;
 
     static QColor phase_color(profiler::StepPhase phase);
+    static QColor verify_color();
     static QColor lane_color(profiler::LaneState state);
     // A colour of its own for each op or kernel name, the same in every run.
     static QColor name_color(std::string_view name);

@@ -213,13 +213,20 @@ void TimelineView::paint_row(QPainter& painter, const Row& row) const {
         const std::vector<profiler::StepSpan>& steps = store_->steps();
         paint_plan(
             painter, track, fold_spans(steps, axis_, options),
-            [&](std::size_t i) { return phase_color(steps[i].phase()); },
             [&](std::size_t i) {
-                // Batch composition: step number, prefill and decode tokens.
-                return QStringLiteral("#%1 P%2 D%3")
-                    .arg(steps[i].step)
-                    .arg(steps[i].prefill_tokens)
-                    .arg(steps[i].decode_tokens);
+                return steps[i].drafted > 0 ? verify_color() : phase_color(steps[i].phase());
+            },
+            [&](std::size_t i) {
+                // Batch composition: step number, prefill and decode tokens,
+                // and a verified draft's kept and drafted tokens.
+                QString label = QStringLiteral("#%1 P%2 D%3")
+                                    .arg(steps[i].step)
+                                    .arg(steps[i].prefill_tokens)
+                                    .arg(steps[i].decode_tokens);
+                if (steps[i].drafted > 0) {
+                    label += QStringLiteral(" V%1/%2").arg(steps[i].accepted).arg(steps[i].drafted);
+                }
+                return label;
             });
         break;
     }
