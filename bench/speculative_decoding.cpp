@@ -6,12 +6,14 @@
 // to plain decoding in that round, then the median. Greedy output must be
 // the same token for token, and the table says whether it was.
 //
-//   kvscope-bench-speculative [--rounds N] [--tokens T] [--draft-layers L]
+//   kvscope-bench-speculative [--rounds N] [--tokens T] [--methods M,...]
+//                             [--draft-layers L | --draft-model FILE]
 //                             [--backend auto|cpu|cuda] [--threads T] [--model FILE]
 #include "engine/model/llama_model.h"
 #include "engine/model_path.h"
 #include "engine/sched/llm_engine.h"
 #include "engine/session/backend_factory.h"
+#include "engine/session/model_loading.h"
 #include "engine/spec/speculative_config.h"
 #include "engine/tokenizer/chat_template.h"
 
@@ -55,10 +57,12 @@ struct Result {
     std::vector<std::int32_t> output;
 };
 
-Result serve_alone(runner::Backend& backend, const std::vector<std::int32_t>& prompt,
+Result serve_alone(runner::Backend& backend, runner::Backend* draft,
+                   const std::vector<std::int32_t>& prompt,
                    const spec::SpeculativeConfig& speculative, int tokens,
                    const tokenizer::Tokenizer& tok) {
     sched::EngineConfig config;
+    config.draft_backend = draft;
     config.prefix_caching = false; // every run computes the same prompt
     config.speculative = speculative;
     config.ends_generation = [&tok](std::int32_t id) {
@@ -106,6 +110,7 @@ int main(int argc, char** argv) {
     int threads = 0;
     std::string backend_name = "cpu";
     std::string model_file;
+    std::string draft_file;
     std::vector<std::string> methods{"ngram:2", "ngram:4", "ngram:8", "draft:2", "draft:4"};
     app.add_option("--rounds", rounds, "Rounds; each serves every task with every method")
         ->capture_default_str();
@@ -118,13 +123,16 @@ int main(int argc, char** argv) {
     app.add_option("--backend", backend_name, "auto, cpu or cuda")->capture_default_str();
     app.add_option("--threads", threads, "CPU threads (0: all)");
     app.add_option("--model", model_file, "GGUF model (default: the one setup.sh fetched)");
+    app.add_option("--draft-model", draft_file,
+                   "A draft model for the draft:K methods instead of the self-draft")
+        ->check(CLI::ExistingFile);
     CLI11_PARSE(app, argc, argv);
 
     std::vector<spec::SpeculativeConfig> configs{spec::SpeculativeConfig{}};
     std::vector<std::string> names{"plain"};
     for (const std::string& m : methods) {
         std::string error;
-        const auto parsed = spec::parse_speculative(m, draft_layers, error);
+        const auto parsed = spec::parse_speculative(m, draft_layers, error, !draft_file.empty());
         if (!parsed) {
             std::fprintf(stderr, "--methods %s: %s\n", m.c_str(), error.c_str());
             return 2;
@@ -132,7 +140,8 @@ int main(int argc, char** argv) {
         configs.push_back(*parsed);
         names.push_back(parsed->method == spec::DraftMethod::layers
                             ? m + " (" + std::to_string(draft_layers) + " layers)"
-                            : m);
+                        : parsed->method == spec::DraftMethod::model ? m + " (draft model)"
+                                                                     : m);
     }
     const ModelPath path = model_file.empty() ? resolve_model_path() : ModelPath{model_file, false};
     if (const std::string problem = model_path_problem(path); !problem.empty()) {
@@ -147,6 +156,16 @@ int main(int argc, char** argv) {
     session::KvCacheSpec cache;
     cache.num_blocks = 128;
     const std::unique_ptr<runner::Backend> backend = session::make_backend(spec, model, cache);
+    std::unique_ptr<runner::Backend> draft;
+    if (!draft_file.empty()) {
+        const auto draft_model = model::LlamaModel::load(draft_file);
+        if (const std::string problem = session::draft_model_mismatch(*model, *draft_model);
+            !problem.empty()) {
+            std::fprintf(stderr, "%s\n", problem.c_str());
+            return 2;
+        }
+        draft = session::make_backend(spec, draft_model, cache);
+    }
     std::fprintf(stderr, "%s\n", session::describe_backend(*backend).c_str());
 
     std::vector<std::vector<std::int32_t>> prompts;
@@ -159,12 +178,13 @@ int main(int argc, char** argv) {
     // [task][config][round]
     std::vector<std::vector<std::vector<Result>>> results(tasks,
                                                           std::vector<std::vector<Result>>(n));
-    serve_alone(*backend, prompts[0], configs[0], 8, tok); // warm up
+    serve_alone(*backend, draft.get(), prompts[0], configs[0], 8, tok); // warm up
     for (int r = 0; r < rounds; ++r) {
         for (std::size_t t = 0; t < tasks; ++t) {
             for (std::size_t k = 0; k < n; ++k) {
                 const std::size_t c = (k + static_cast<std::size_t>(r)) % n; // rotate the order
-                results[t][c].push_back(serve_alone(*backend, prompts[t], configs[c], tokens, tok));
+                results[t][c].push_back(
+                    serve_alone(*backend, draft.get(), prompts[t], configs[c], tokens, tok));
             }
         }
         std::fprintf(stderr, "round %d of %d done\n", r + 1, rounds);

@@ -72,6 +72,7 @@ int serve_workload(ServeWorkloadOptions& options) {
     options.serving.apply(config);
     config.eviction = options.eviction.config;
     config.speculative = options.speculative.config;
+    config.draft_model_path = options.speculative.draft_model;
     config.workload = options.workload;
     config.preset = options.preset;
     config.temperature = options.temperature;

@@ -13,20 +13,28 @@ void SpeculativeOptions::add_to(CLI::App& app) {
                    "Layers of the self-draft (the target's first N, then its output head); "
                    "alone it means --speculative draft:4")
         ->check(CLI::Range(1, 1 << 10));
+    app.add_option("--draft-model", draft_model,
+                   "A smaller GGUF model with the target's tokenizer that drafts (its own KV pool, "
+                   "the target's blocks); alone it means --speculative draft:4")
+        ->check(CLI::ExistingFile);
 }
 
 std::string SpeculativeOptions::resolve() {
-    if (draft_layers > 0 && (method == "off" || method.empty())) {
+    if (draft_layers > 0 && !draft_model.empty()) {
+        return "--draft-layers and --draft-model are two drafters: choose one";
+    }
+    if ((draft_layers > 0 || !draft_model.empty()) && (method == "off" || method.empty())) {
         method = "draft";
     }
     std::string error;
     const std::optional<spec::SpeculativeConfig> parsed =
-        spec::parse_speculative(method, draft_layers, error);
+        spec::parse_speculative(method, draft_layers, error, !draft_model.empty());
     if (!parsed) {
         return "--speculative " + method + ": " + error;
     }
-    if (draft_layers > 0 && parsed->method != spec::DraftMethod::layers) {
-        return "--draft-layers goes with --speculative draft:K, not " + method;
+    if ((draft_layers > 0 || !draft_model.empty()) && parsed->method == spec::DraftMethod::ngram) {
+        return std::string(draft_layers > 0 ? "--draft-layers" : "--draft-model") +
+               " goes with --speculative draft:K, not " + method;
     }
     config = *parsed;
     return {};

@@ -1,6 +1,6 @@
-// Speculative decoding's options (kvscope run, record and bench):
-// --speculative ngram:K | draft:K | off, and --draft-layers N for the
-// self-draft (alone it means draft:4).
+// Speculative decoding's options (kvscope run and record): --speculative
+// ngram:K | draft:K | off, and for draft:K a drafter: --draft-layers N (the
+// self-draft) or --draft-model FILE.gguf; either alone means draft:4.
 #pragma once
 
 #include "engine/spec/speculative_config.h"
@@ -13,6 +13,7 @@ namespace kvscope::cli {
 struct SpeculativeOptions {
     std::string method = "off";
     int draft_layers = 0;
+    std::string draft_model;        // a GGUF with the target's tokenizer
     spec::SpeculativeConfig config; // after resolve()
 
     void add_to(CLI::App& app);

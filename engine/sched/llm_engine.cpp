@@ -33,6 +33,27 @@ std::string speculation_problem(const EngineConfig& config, const runner::Backen
     if (s.method == spec::DraftMethod::layers && backend.layers() == 0) {
         return "the " + backend.name() + " backend cannot run a self-draft (--draft-layers)";
     }
+    if (s.method == spec::DraftMethod::model) {
+        const runner::Backend* draft = config.draft_backend;
+        if (draft == nullptr) {
+            return "draft-model speculation needs the draft model's backend";
+        }
+        if (draft->block_size() != backend.block_size() ||
+            draft->num_blocks() != backend.num_blocks()) {
+            return "the draft model's KV pool must have the target's blocks (" +
+                   std::to_string(backend.num_blocks()) + " x " +
+                   std::to_string(backend.block_size()) + ")";
+        }
+        if (draft->vocab_size() != backend.vocab_size()) {
+            return "the draft model's vocabulary (" + std::to_string(draft->vocab_size()) +
+                   " tokens) is not the target's (" + std::to_string(backend.vocab_size()) + ")";
+        }
+        const kv::KvCacheFormat draft_format = draft->cache_format();
+        if (kv::quantises_whole_blocks(draft_format.key) ||
+            kv::quantises_whole_blocks(draft_format.value)) {
+            return "speculative decoding does not combine with KIVI's whole-block formats";
+        }
+    }
     if (config.eviction.enabled()) {
         // Compaction renumbers cache entries under a draft's slots.
         return "speculative decoding does not combine with token eviction";
@@ -114,6 +135,7 @@ std::string LlmEngine::describe_config() const {
          spec::draft_method_name(config_.speculative.enabled() ? config_.speculative.method
                                                                : spec::DraftMethod::none)},
         {"draft_tokens", config_.speculative.enabled() ? config_.speculative.draft_tokens : 0},
+        {"draft_model", config_.speculative.method == spec::DraftMethod::model},
         {"draft_layers", config_.speculative.method == spec::DraftMethod::layers
                              ? config_.speculative.draft_layers
                              : 0},

@@ -46,6 +46,10 @@ struct EngineConfig {
     // Speculative decoding: decoding requests draft tokens (speculation.cpp)
     // that one pass of the model verifies; off by default.
     spec::SpeculativeConfig speculative;
+    // The draft model's backend (DraftMethod::model), not owned: its KV pool
+    // has the target's block count and size, and the target's block tables
+    // index it too, so the draft's K/V live in the same block ids.
+    runner::Backend* draft_backend = nullptr;
 };
 
 struct StepStats {
@@ -118,7 +122,10 @@ private:
     // draft before the pass, and after it keeps what verification accepts,
     // rolling back the rest. verify() returns the logit rows it read.
     void propose_drafts(const ScheduleResult& plan);
-    void draft_with_layers(std::span<const std::pair<Request*, int>> drafting);
+    // K passes of a drafter over the drafting sequences, one token each,
+    // on the target's backend (self-draft: its first layers) or the draft
+    // model's.
+    void draft_tokens(std::span<const std::pair<Request*, int>> drafting);
     std::size_t verify(Request& request, std::size_t row, StepStats& stats);
 
     // Appends a sampled token to the request and says so (token_sampled,

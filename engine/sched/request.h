@@ -75,6 +75,10 @@ struct Request {
     // the drafter was certain or sampling is greedy).
     std::vector<std::int32_t> draft;
     std::vector<sampling::Distribution> draft_q;
+    // Tokens from the start whose K/V the draft model's pool holds for this
+    // request (DraftMethod::model); 0 again at each admission, since shared
+    // prefix blocks were filled by the target, not necessarily the draft.
+    std::int32_t draft_computed = 0;
 
     std::int32_t prompt_length() const { return static_cast<std::int32_t>(spec.prompt.size()); }
     std::int32_t remaining_to_compute() const {

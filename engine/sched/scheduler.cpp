@@ -147,6 +147,7 @@ void Scheduler::preempt(Request* victim, ScheduleResult& result) {
     result.released_blocks.insert(result.released_blocks.end(), released.begin(), released.end());
     victim->state = RequestState::waiting;
     victim->computed = 0;
+    victim->draft_computed = 0;
     ++victim->accounting.preemptions;
     waiting_.push_front(victim);
     result.preempted.push_back(victim);
@@ -219,6 +220,7 @@ ScheduleResult Scheduler::schedule() {
         waiting_.pop_front();
         request->state = RequestState::running;
         request->computed = match->hit_tokens;
+        request->draft_computed = 0;
         RequestAccounting& a = request->accounting;
         if (a.preemptions == 0) {
             a.prefix_hit_tokens = match->hit_tokens;

@@ -31,17 +31,27 @@ void LlmEngine::propose_drafts(const ScheduleResult& plan) {
         }
     }
     if (!by_model.empty()) {
-        draft_with_layers(by_model);
+        draft_tokens(by_model);
     }
 }
 
-// K passes of the first draft_layers layers over the drafting sequences,
-// one token each: the last sampled token, then each drafted one. They
-// write those layers' K/V into the draft's slots, which the verifying pass
-// overwrites with the same layers' values (and the rest).
-void LlmEngine::draft_with_layers(std::span<const std::pair<Request*, int>> drafting) {
+// K passes of the drafter over the drafting sequences, one token each: the
+// last sampled token, then each drafted one.
+//
+// A self-draft runs the target's first draft_layers layers, whose K/V for
+// the sequence so far are the target's own; it writes those layers' K/V
+// into the draft's slots, which the verifying pass overwrites with the same
+// values (and the other layers').
+//
+// A draft model keeps K/V of its own, in its pool under the same block ids.
+// Its first pass catches up on the tokens it has not seen (after admission:
+// the whole prompt; after a verify that kept every draft: the last draft
+// token), so each pass computes from draft_computed on.
+void LlmEngine::draft_tokens(std::span<const std::pair<Request*, int>> drafting) {
     const nvtx::Range range("draft");
-    const auto vocab = static_cast<std::size_t>(backend_.vocab_size());
+    const bool own_model = config_.speculative.method == spec::DraftMethod::model;
+    runner::Backend& drafter = own_model ? *config_.draft_backend : backend_;
+    const auto vocab = static_cast<std::size_t>(drafter.vocab_size());
     std::vector<Request*> active;
     std::vector<kv::SequenceBlocks> views;
     std::vector<runner::SequenceStep> steps;
@@ -60,17 +70,24 @@ void LlmEngine::draft_with_layers(std::span<const std::pair<Request*, int>> draf
         views.reserve(active.size()); // the steps point into it
         steps.clear();
         for (Request* r : active) {
+            // The first pass computes from what the drafter last saw.
+            const std::int32_t from =
+                own_model && j == 0 ? std::min(r->draft_computed, r->computed) : r->computed + j;
             kv::SequenceBlocks& view = views.emplace_back(r->blocks);
-            view.length = r->blocks.length + j;
-            const std::int32_t* token = j == 0 ? &r->tokens.back() : &r->draft[j - 1];
-            runner::SequenceStep step{&view, std::span<const std::int32_t>(token, 1)};
-            step.first_position = r->computed + j;
+            view.length = from;
+            const std::span<const std::int32_t> tokens =
+                j == 0
+                    ? std::span<const std::int32_t>(r->tokens).subspan(
+                          static_cast<std::size_t>(from))
+                    : std::span<const std::int32_t>(&r->draft[static_cast<std::size_t>(j) - 1], 1);
+            runner::SequenceStep step{&view, tokens};
+            step.first_position = from;
             steps.push_back(step);
         }
-        runner::ForwardBatch batch = runner::build_forward_batch(steps, backend_.block_size());
-        batch.layers = config_.speculative.draft_layers;
+        runner::ForwardBatch batch = runner::build_forward_batch(steps, drafter.block_size());
+        batch.layers = own_model ? 0 : config_.speculative.draft_layers;
         draft_logits_.resize(active.size() * vocab);
-        backend_.forward(batch, draft_logits_.data());
+        drafter.forward(batch, draft_logits_.data());
         for (std::size_t a = 0; a < active.size(); ++a) {
             Request& r = *active[a];
             const std::span<const float> row =
@@ -86,6 +103,10 @@ void LlmEngine::draft_with_layers(std::span<const std::pair<Request*, int>> draf
             r.draft.push_back(sampling::draw_from(q, sampler.draw_uniform()));
             r.draft_q.push_back(std::move(q));
         }
+    }
+    for (const auto& [r, slots] : drafting) {
+        // Its passes saw the last token and every draft token but the last.
+        r->draft_computed = r->computed + static_cast<std::int32_t>(r->draft.size());
     }
 }
 
@@ -136,8 +157,10 @@ std::size_t LlmEngine::verify(Request& r, std::size_t row, StepStats& stats) {
         reason = append_token(r, token);
     }
     // The last sampled token and the kept draft hold their K/V; the draft's
-    // other slots roll back (registration hashes the kept length only).
+    // other slots roll back (registration hashes the kept length only), in
+    // the draft model's pool as in the target's.
     advance(r, static_cast<std::int32_t>(1 + kept));
+    r.draft_computed = std::min(r.draft_computed, r.computed);
     const int released = release_unused_blocks(r);
     r.accounting.drafted_tokens += static_cast<std::int64_t>(drafted);
     r.accounting.accepted_tokens += static_cast<std::int64_t>(kept);

@@ -29,6 +29,31 @@ std::string model_name(const model::LlamaModel& model) {
     return c.name.empty() ? c.architecture : c.name;
 }
 
+std::string draft_model_mismatch(const model::LlamaModel& target, const model::LlamaModel& draft) {
+    const tokenizer::Tokenizer& t = target.tokenizer();
+    const tokenizer::Tokenizer& d = draft.tokenizer();
+    const std::string names =
+        "the draft model (" + model_name(draft) + ") and the target (" + model_name(target) + ")";
+    if (t.vocab_size() != d.vocab_size() || draft.config().vocab != target.config().vocab) {
+        return names + " have different vocabularies (" + std::to_string(d.vocab_size()) + " and " +
+               std::to_string(t.vocab_size()) +
+               " tokens); a draft model must share "
+               "the target's tokenizer";
+    }
+    for (std::size_t id = 0; id < t.vocab_size(); ++id) {
+        const auto token = static_cast<tokenizer::TokenId>(id);
+        if (t.token_text(token) != d.token_text(token)) {
+            return names + " spell token " + std::to_string(id) +
+                   " differently; a draft model must share the target's tokenizer";
+        }
+        if (t.ends_generation(token) != d.ends_generation(token)) {
+            return names + " disagree on whether token " + std::to_string(id) +
+                   " ends a generation";
+        }
+    }
+    return {};
+}
+
 std::string describe_model(const model::LlamaModel& model) {
     const model::LlamaConfig& c = model.config();
     return model_name(model) + ", " + std::to_string(c.layers) + " layers, " +

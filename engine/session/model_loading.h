@@ -26,6 +26,11 @@ kv::ModelShape model_shape(const std::filesystem::path& file);
 
 std::string model_name(const model::LlamaModel& model); // the GGUF's name, else its architecture
 
+// Why `draft` cannot draft for `target` (speculative decoding compares
+// token ids, so both must spell every id alike and end on the same
+// tokens), or empty.
+std::string draft_model_mismatch(const model::LlamaModel& target, const model::LlamaModel& draft);
+
 // "SmolLM2 135M Instruct, 30 layers, 576 wide, 9/3 heads, 85.0 MiB of weights"
 std::string describe_model(const model::LlamaModel& model);
 

@@ -35,6 +35,7 @@ struct RunConfig {
     kv::CachePolicy cache_policy = kv::CachePolicy::lru;
     sched::SchedulerConfig scheduler;
     spec::SpeculativeConfig speculative; // off unless asked for
+    std::string draft_model_path;        // the draft model (DraftMethod::model)
 
     std::string workload = "shared-prefix"; // a preset name or a .jsonl trace
     workload::PresetOptions preset;         // its seed also seeds each request's sampling

@@ -55,6 +55,17 @@ ServingSession::ServingSession(const RunConfig& config, events::EventSink* sink,
         resolve_num_blocks(config_.cache, shape, config_.cache_format, config_.block_size,
                            kDefaultCacheTokens, backend_memory_bytes(resolved.kind));
     backend_ = make_backend(config_.backend, model_, cache);
+    if (config_.speculative.enabled() && config_.speculative.method == spec::DraftMethod::model) {
+        if (config_.draft_model_path.empty()) {
+            throw std::runtime_error("draft:K with a draft model needs --draft-model FILE.gguf");
+        }
+        draft_model_ = load_model(config_.draft_model_path);
+        if (const std::string problem = draft_model_mismatch(*model_, *draft_model_);
+            !problem.empty()) {
+            throw std::runtime_error(problem);
+        }
+        draft_backend_ = make_backend(config_.backend, draft_model_, cache);
+    }
 
     sched::EngineConfig engine;
     engine.scheduler = config_.scheduler;
@@ -62,6 +73,7 @@ ServingSession::ServingSession(const RunConfig& config, events::EventSink* sink,
     engine.cache_policy = config_.cache_policy;
     engine.eviction = config_.eviction;
     engine.speculative = config_.speculative;
+    engine.draft_backend = draft_backend_.get();
     engine.record_ops = config_.record_ops;
     const tokenizer::Tokenizer& tok = model_->tokenizer();
     engine.ends_generation = [&tok](std::int32_t id) {

@@ -66,6 +66,8 @@ private:
     std::vector<sched::RequestSpec> specs_;
     std::string backend_note_;
     std::unique_ptr<runner::Backend> backend_;
+    std::shared_ptr<const model::LlamaModel> draft_model_; // --draft-model
+    std::unique_ptr<runner::Backend> draft_backend_;       // its KV pool, the target's shape
     std::unique_ptr<sched::LlmEngine> engine_;
 };
 

@@ -11,6 +11,7 @@ std::string_view draft_method_name(DraftMethod method) {
     case DraftMethod::ngram:
         return "ngram";
     case DraftMethod::layers:
+    case DraftMethod::model:
         return "draft";
     }
     return "unknown";
@@ -28,7 +29,8 @@ std::string SpeculativeConfig::problem(int model_layers) const {
     }
     if (method == DraftMethod::layers) {
         if (draft_layers < 1) {
-            return "a self-draft needs --draft-layers N (the target's first N layers draft)";
+            return "draft:K needs a drafter: --draft-layers N (the target's first N layers) or "
+                   "--draft-model FILE.gguf";
         }
         if (model_layers > 0 && draft_layers >= model_layers) {
             return "--draft-layers " + std::to_string(draft_layers) +
@@ -44,13 +46,18 @@ std::string SpeculativeConfig::describe() const {
     }
     const std::string form =
         std::string(draft_method_name(method)) + ":" + std::to_string(draft_tokens);
-    return form + (method == DraftMethod::ngram ? " (prompt lookup)"
-                                                : " (self-draft from the first " +
-                                                      std::to_string(draft_layers) + " layers)");
+    switch (method) {
+    case DraftMethod::ngram:
+        return form + " (prompt lookup)";
+    case DraftMethod::layers:
+        return form + " (self-draft from the first " + std::to_string(draft_layers) + " layers)";
+    default:
+        return form + " (draft model)";
+    }
 }
 
 std::optional<SpeculativeConfig> parse_speculative(std::string_view text, int draft_layers,
-                                                   std::string& error) {
+                                                   std::string& error, bool draft_model) {
     SpeculativeConfig config;
     if (text.empty() || text == "off" || text == "none") {
         return config;
@@ -59,6 +66,8 @@ std::optional<SpeculativeConfig> parse_speculative(std::string_view text, int dr
     const std::string_view method = text.substr(0, colon);
     if (method == "ngram") {
         config.method = DraftMethod::ngram;
+    } else if (method == "draft" && draft_model) {
+        config.method = DraftMethod::model;
     } else if (method == "draft") {
         config.method = DraftMethod::layers;
         config.draft_layers = draft_layers;

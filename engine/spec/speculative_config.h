@@ -17,6 +17,9 @@ enum class DraftMethod {
     // Self-speculative drafting (Draft & Verify, LayerSkip): the target's
     // first draft_layers layers and its output head propose the tokens.
     layers,
+    // A smaller model with the same tokenizer (--draft-model), with a KV
+    // pool of its own indexed by the target's block tables.
+    model,
 };
 
 std::string_view draft_method_name(DraftMethod method);
@@ -37,9 +40,10 @@ struct SpeculativeConfig {
 };
 
 // Reads "ngram:K" or "draft:K" (K defaults to 4 when left out) and "off".
-// `draft_layers` comes with draft: the layers of the self-draft. nullopt,
-// with `error` set, for anything else.
+// draft needs a drafter: `draft_layers` > 0 (the self-draft's layers) or
+// `draft_model` (a separate model). nullopt, with `error` set, for anything
+// else.
 std::optional<SpeculativeConfig> parse_speculative(std::string_view text, int draft_layers,
-                                                   std::string& error);
+                                                   std::string& error, bool draft_model = false);
 
 } // namespace kvscope::spec

@@ -2,9 +2,11 @@
 // random weights repeat themselves, so prompt lookup drafts well): kvscope
 // run reports drafted and kept tokens with rates that follow from them and
 // generates what plain decoding does; a recording of the same run gives the
-// same figures from its draft_verified events (kvscope stats); bad methods,
-// a self-draft deeper than the model and speculation with eviction are
-// refused with a reason.
+// same figures from its draft_verified events (kvscope stats); a model
+// drafting for itself keeps every greedy draft; bad methods, a self-draft
+// deeper than the model, a draft model with another tokenizer and
+// speculation with eviction are refused with a reason.
+#include "engine/model_path.h"
 #include "tests/support/run_process.h"
 #include "tests/support/tiny_model.h"
 
@@ -77,6 +79,30 @@ private slots:
         QVERIFY(s["drafted_tokens"].toInt() > 0);
         const auto text = run_process(kCli, {"stats", file});
         QVERIFY2(text.out.contains("verifying passes"), qPrintable(text.out));
+    }
+
+    void aDraftModelDraftsFromItsOwnCache() {
+        const QJsonObject sped = run_json({"--draft-model", tiny_model_path()});
+        QVERIFY(!sped.isEmpty());
+        QVERIFY(sped["drafted_tokens"].toInt() > 0);
+        // The same model drafting greedily: its drafts are the target's
+        // tokens unless its own K/V went wrong (or a near-tie of the random
+        // weights' logits flips between a 1-token and a 5-token pass).
+        QVERIFY(sped["accepted_tokens"].toDouble() >= 0.97 * sped["drafted_tokens"].toDouble());
+        const auto both = run_process(
+            kCli, QStringList{"run", "--draft-model", tiny_model_path(), "--draft-layers", "1"} +
+                      workload());
+        QCOMPARE(both.exit_code, 2);
+        QVERIFY2(both.err.contains("choose one"), qPrintable(both.err));
+        const kvscope::ModelPath real = kvscope::resolve_model_path();
+        if (!kvscope::model_path_problem(real).empty()) {
+            QSKIP("a mismatched draft model needs the SmolLM2 model beside the tiny one");
+        }
+        const auto mismatched = run_process(
+            kCli, QStringList{"run", "--draft-model", QString::fromStdString(real.path.string())} +
+                      workload());
+        QVERIFY(mismatched.exit_code != 0);
+        QVERIFY2(mismatched.err.contains("different vocabularies"), qPrintable(mismatched.err));
     }
 
     void nonsenseIsRefusedWithAReason() {

@@ -51,8 +51,10 @@ constexpr std::int64_t kBlockBytes = 1000; // what the checking backend says a b
 
 class CheckingBackend final : public runner::Backend {
 public:
-    CheckingBackend(int blocks, int block_size, bool evicting = false)
+    // `drafting`: a draft model's backend, whose every pass guesses.
+    CheckingBackend(int blocks, int block_size, bool evicting = false, bool drafting = false)
         : evicting_(evicting)
+        , drafting_(drafting)
         , blocks_(blocks)
         , block_size_(block_size)
         , slots_(static_cast<std::size_t>(blocks * block_size)) {}
@@ -125,7 +127,7 @@ public:
             const std::uint64_t h = slots_[static_cast<std::size_t>(batch.slot_mapping[t])].chain;
             float* row = logits + r * kVocab;
             std::fill(row, row + kVocab, 0.0f);
-            row[batch.layers > 0 ? draft_guess(h) : next_token(h)] = 10.0f;
+            row[batch.layers > 0 || drafting_ ? draft_guess(h) : next_token(h)] = 10.0f;
         }
         ++steps;
     }
@@ -189,6 +191,7 @@ public:
 
 private:
     bool evicting_;
+    bool drafting_;
     std::vector<std::vector<float>> captured_;
     struct Slot {
         std::int32_t token = -1;
@@ -373,6 +376,8 @@ void TestEngineSoak::random_workloads_keep_every_promise_data() {
                                             << int(V::oldest) << int(E::none) << int(D::layers);
     QTest::newRow("self-draft, block size 1") << 14 << 60 << 1 << 24 << 6 << true << false
                                               << int(V::largest) << int(E::none) << int(D::layers);
+    QTest::newRow("draft model, tiny pool") << 15 << 14 << 4 << 32 << 6 << true << true
+                                            << int(V::newest) << int(E::none) << int(D::model);
     QTest::newRow("roomy pool") << 7 << 200 << 16 << 256 << 32 << true << true << int(V::newest)
                                 << int(E::none) << 0;
 }
@@ -391,6 +396,9 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
     const bool evicting = eviction != int(kv::EvictionKind::none);
 
     CheckingBackend backend(blocks, block_size, evicting);
+    // The draft model's pool, checked like the target's: a draft pass that
+    // read a slot its catch-up never wrote fails at once.
+    CheckingBackend draft(blocks, block_size, false, true);
     Counter counter;
     sched::EngineConfig config;
     config.scheduler.max_num_batched_tokens = budget;
@@ -409,6 +417,7 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
     config.speculative.method = static_cast<spec::DraftMethod>(speculative);
     config.speculative.draft_tokens = 4;
     config.speculative.draft_layers = 2;
+    config.draft_backend = &draft;
     counter.block_size = block_size;
     sched::LlmEngine engine(backend, config, &counter);
     const std::int64_t capacity = static_cast<std::int64_t>(blocks) * block_size;
