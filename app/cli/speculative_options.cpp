@@ -8,7 +8,7 @@ void SpeculativeOptions::add_to(CLI::App& app) {
                    "followed the last tokens' earlier occurrence), draft:K with the target's "
                    "first --draft-layers layers; one pass verifies them, rejected tokens' KV "
                    "is rolled back")
-        ->capture_default_str();
+        ->default_str("off");
     app.add_option("--draft-layers", draft_layers,
                    "Layers of the self-draft (the target's first N, then its output head); "
                    "alone it means --speculative draft:4")
@@ -23,8 +23,8 @@ std::string SpeculativeOptions::resolve() {
     if (draft_layers > 0 && !draft_model.empty()) {
         return "--draft-layers and --draft-model are two drafters: choose one";
     }
-    if ((draft_layers > 0 || !draft_model.empty()) && (method == "off" || method.empty())) {
-        method = "draft";
+    if (method.empty()) { // not given: a drafter alone means draft:4
+        method = draft_layers > 0 || !draft_model.empty() ? "draft" : "off";
     }
     std::string error;
     const std::optional<spec::SpeculativeConfig> parsed =
@@ -32,7 +32,8 @@ std::string SpeculativeOptions::resolve() {
     if (!parsed) {
         return "--speculative " + method + ": " + error;
     }
-    if ((draft_layers > 0 || !draft_model.empty()) && parsed->method == spec::DraftMethod::ngram) {
+    if ((draft_layers > 0 || !draft_model.empty()) && parsed->method != spec::DraftMethod::layers &&
+        parsed->method != spec::DraftMethod::model) {
         return std::string(draft_layers > 0 ? "--draft-layers" : "--draft-model") +
                " goes with --speculative draft:K, not " + method;
     }

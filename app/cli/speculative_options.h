@@ -11,7 +11,7 @@
 namespace kvscope::cli {
 
 struct SpeculativeOptions {
-    std::string method = "off";
+    std::string method; // empty: not given
     int draft_layers = 0;
     std::string draft_model;        // a GGUF with the target's tokenizer
     spec::SpeculativeConfig config; // after resolve()

@@ -297,6 +297,11 @@ void CudaBackend::validate(const runner::ForwardBatch& batch) const {
     const model::LlamaConfig& c = model_->config();
     const std::size_t tokens = batch.token_ids.size();
     const std::size_t sequences = batch.context_lengths.size();
+    if (batch.layers > 0 && has_kivi_plane()) {
+        // Blocks a partial pass fills would stay unquantised in the layers
+        // it skips.
+        fail("a pass of some layers (a self-draft) cannot write KIVI blocks");
+    }
     for (const std::int32_t length : batch.context_lengths) {
         if (length < 0) { // the capture's per-sequence offsets sum them
             fail("a sequence's context length is negative");

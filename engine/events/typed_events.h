@@ -80,7 +80,7 @@ struct StepEnd {
     static constexpr EventKind kind = EventKind::step_end;
     std::int64_t step = 0;
     std::int64_t prefill_tokens = 0; // tokens computed that were not the last of their request
-    std::int64_t decode_tokens = 0;  // sequences that produced a token
+    std::int64_t decode_tokens = 0;  // tokens generated (a verified draft gives several)
     static constexpr auto fields() {
         return std::tuple{field("step", &StepEnd::step, Column::a),
                           field("prefill_tokens", &StepEnd::prefill_tokens, Column::b),

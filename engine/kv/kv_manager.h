@@ -55,6 +55,8 @@ public:
     CachePolicy cache_policy() const { return cached_.policy(); }
     // Blocks an allocation can take now (free plus cached).
     int available_blocks() const { return static_cast<int>(free_.size() + cached_.size()); }
+    // Blocks on the free list alone: taking them evicts nothing cached.
+    int free_blocks() const { return static_cast<int>(free_.size()); }
     KvManagerStats stats() const;
 
     void set_event_sink(events::EventSink* sink) { sink_ = sink; }

@@ -18,6 +18,8 @@ namespace {
 SchedulerConfig scheduler_config(const EngineConfig& config) {
     SchedulerConfig s = config.scheduler;
     s.lookahead = config.speculative.enabled() ? config.speculative.draft_tokens : 0;
+    s.draft_before_scheduling =
+        config.speculative.enabled() && config.speculative.method == spec::DraftMethod::ngram;
     return s;
 }
 
@@ -513,6 +515,7 @@ StepStats LlmEngine::step() {
     StepStats stats;
     stats.step = step_index_++;
     const nvtx::Range step_range("step", stats.step);
+    draft_before_scheduling();
     const ScheduleResult plan = schedule(stats);
     if (!plan.chunks.empty()) {
         postprocess(plan, run(plan), stats);

@@ -121,6 +121,7 @@ private:
     // Speculative decoding (speculation.cpp): fills each decoding request's
     // draft before the pass, and after it keeps what verification accepts,
     // rolling back the rest. verify() returns the logit rows it read.
+    void draft_before_scheduling(); // prompt lookup: the scheduler reserves what it found
     void propose_drafts(const ScheduleResult& plan);
     // K passes of a drafter over the drafting sequences, one token each,
     // on the target's backend (self-draft: its first layers) or the draft

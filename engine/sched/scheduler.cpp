@@ -123,6 +123,10 @@ std::int32_t Scheduler::draft_slots(const Request& request, std::int32_t budget)
     if (config_.max_model_len > 0) {
         slots = std::min(slots, config_.max_model_len - length - 1);
     }
+    if (config_.draft_before_scheduling) {
+        // Prompt lookup drafted already: room for what it found, no more.
+        slots = std::min(slots, static_cast<std::int32_t>(request.draft.size()));
+    }
     return std::max(0, slots);
 }
 
@@ -166,12 +170,6 @@ ScheduleResult Scheduler::schedule() {
             continue;
         }
         n = std::min(n, budget);
-        // Room for a draft when the cache has it; never preempt for one.
-        std::int32_t slots = draft_slots(*request, budget);
-        if (slots > 0 &&
-            !kv_.grow(request->id, request->blocks, request->blocks.length + n + slots)) {
-            slots = 0;
-        }
         bool keeps_running = true;
         while (!kv_.grow(request->id, request->blocks, request->blocks.length + n)) {
             // Victims come from the requests not yet given work this step:
@@ -188,8 +186,8 @@ ScheduleResult Scheduler::schedule() {
         if (!keeps_running) {
             continue; // running_[i] is now the next request
         }
-        result.chunks.push_back({request, n, slots});
-        budget -= n + slots;
+        result.chunks.push_back({request, n});
+        budget -= n;
         ++i;
     }
 
@@ -235,6 +233,24 @@ ScheduleResult Scheduler::schedule() {
         const std::int32_t n = std::min(to_compute, budget);
         result.chunks.push_back({request, n});
         budget -= n;
+    }
+    // Last, slots for drafts (speculative decoding) from what is left:
+    // every running and admitted request has had its tokens, and only free
+    // blocks are taken, so a draft never preempts a request, delays an
+    // admission or evicts a cached prefix.
+    for (ScheduledChunk& chunk : result.chunks) {
+        Request& request = *chunk.request;
+        const std::int32_t slots = draft_slots(request, budget + 1);
+        if (slots <= 0) {
+            continue;
+        }
+        const std::int32_t length = request.blocks.length + chunk.tokens + slots;
+        if (kv_.blocks_needed(request.blocks, length) > kv_.free_blocks() ||
+            !kv_.grow(request.id, request.blocks, length)) {
+            continue;
+        }
+        chunk.draft_slots = slots;
+        budget -= slots;
     }
     return result;
 }

@@ -35,12 +35,16 @@ struct SchedulerConfig {
     // Slots a decoding request reserves past its next token for a draft to
     // be verified in the same pass (speculative decoding's lookahead); 0: off.
     int lookahead = 0;
+    // The engine proposes drafts before scheduling (prompt lookup, which
+    // costs nothing): slots are reserved for the draft's length only.
+    bool draft_before_scheduling = false;
 };
 
 struct ScheduledChunk {
     Request* request = nullptr;
     std::int32_t tokens = 0; // computed this step, from request->computed on
-    // Slots after them reserved for a draft (lookahead): the step may
+    // Slots after them reserved for a draft (lookahead), from the budget and
+    // free blocks left once every request has its tokens: the step may
     // compute that many more tokens, which verification keeps or rolls back.
     std::int32_t draft_slots = 0;
 };

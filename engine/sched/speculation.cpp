@@ -14,19 +14,35 @@
 
 namespace kvscope::sched {
 
+void LlmEngine::draft_before_scheduling() {
+    const spec::SpeculativeConfig& s = config_.speculative;
+    if (!s.enabled() || s.method != spec::DraftMethod::ngram) {
+        return;
+    }
+    for (Request* r : scheduler_.running()) {
+        const bool decoding =
+            r->generated > 0 && r->computed + 1 == static_cast<std::int32_t>(r->tokens.size());
+        r->draft = decoding
+                       ? spec::propose_ngram(r->tokens, s.ngram_min, s.ngram_max, s.draft_tokens)
+                       : std::vector<std::int32_t>{};
+    }
+}
+
 void LlmEngine::propose_drafts(const ScheduleResult& plan) {
     const spec::SpeculativeConfig& s = config_.speculative;
     std::vector<std::pair<Request*, int>> by_model;
     for (const ScheduledChunk& chunk : plan.chunks) {
         Request& r = *chunk.request;
-        r.draft.clear();
         r.draft_q.clear();
         if (chunk.draft_slots <= 0) {
+            r.draft.clear();
             continue;
         }
         if (s.method == spec::DraftMethod::ngram) {
-            r.draft = spec::propose_ngram(r.tokens, s.ngram_min, s.ngram_max, chunk.draft_slots);
+            // Drafted before scheduling; the slots may have cut it short.
+            r.draft.resize(std::min(r.draft.size(), static_cast<std::size_t>(chunk.draft_slots)));
         } else {
+            r.draft.clear();
             by_model.emplace_back(&r, chunk.draft_slots);
         }
     }

@@ -19,7 +19,9 @@ struct SpeculationTotals {
         return drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
     }
     // Tokens a sequence gained per verifying pass: the kept draft plus the
-    // target's own token (plain decoding gains 1).
+    // target's own token (plain decoding gains 1). A pass that ends its
+    // request on a kept draft token adds no token of its own; counted as if
+    // it did, which overstates by at most one token per request.
     double tokens_per_verify() const {
         return verifies > 0
                    ? static_cast<double>(accepted + verifies) / static_cast<double>(verifies)

@@ -67,12 +67,13 @@ constexpr double kDraft[kVocab][kVocab] = {{0.40, 0.30, 0.20, 0.10},
 class MarkovBackend final : public runner::Backend {
 public:
     // `draft`: a draft model's backend, every pass the other chain.
-    explicit MarkovBackend(bool draft = false)
-        : draft_(draft) {}
+    explicit MarkovBackend(bool draft = false, int blocks = 256)
+        : draft_(draft)
+        , blocks_(blocks) {}
     std::string name() const override { return "markov"; }
     int vocab_size() const override { return kVocab; }
     int block_size() const override { return 4; }
-    int num_blocks() const override { return 256; }
+    int num_blocks() const override { return blocks_; }
     int layers() const override { return 2; }
     kv::KvCacheFormat cache_format() const override { return {}; }
     std::int64_t kv_cache_bytes() const override { return 256; }
@@ -92,6 +93,7 @@ public:
 
 private:
     bool draft_;
+    int blocks_;
 };
 
 } // namespace
@@ -106,6 +108,7 @@ private slots:
     void verification_keeps_the_target_distribution();
     void engine_sampling_follows_the_target_model_data();
     void engine_sampling_follows_the_target_model();
+    void drafts_take_only_what_no_request_needs();
     void real_model_greedy_output_is_unchanged_by_speculation_data();
     void real_model_greedy_output_is_unchanged_by_speculation();
 };
@@ -279,6 +282,37 @@ void TestSpeculative::engine_sampling_follows_the_target_model() {
     QVERIFY2(drafted > 0 && accepted > 0 && accepted < drafted,
              "the self-draft never drafted, or verification never judged");
     QVERIFY2(chi2 < limit, "speculative sampling changed the output distribution");
+}
+
+void TestSpeculative::drafts_take_only_what_no_request_needs() {
+    // Three requests that need 4 blocks each at most, in a pool of 12: plain
+    // decoding never runs out. Drafts get slots only from free blocks left
+    // once every request has its token, so speculation never preempts.
+    MarkovBackend backend(false, 12);
+    MarkovBackend draft_model(true, 12);
+    sched::EngineConfig config;
+    config.speculative.method = spec::DraftMethod::model;
+    config.speculative.draft_tokens = 4;
+    config.draft_backend = &draft_model;
+    config.prefix_caching = false;
+    sched::LlmEngine engine(backend, config);
+    for (int i = 0; i < 3; ++i) {
+        sched::RequestSpec spec;
+        spec.prompt = {1, 2, 3, 0, 1, 2, static_cast<std::int32_t>(i)};
+        spec.max_tokens = 9; // 7 + 9 = 16 tokens: 4 blocks
+        spec.sampling.temperature = 0;
+        engine.add_request(spec);
+    }
+    std::int64_t drafted = 0;
+    while (engine.has_unfinished()) {
+        drafted += engine.step().drafted_tokens;
+        QVERIFY(engine.check_invariants().empty());
+    }
+    for (const std::int64_t id : engine.request_ids()) {
+        QCOMPARE(engine.request(id).accounting.preemptions, 0);
+        QCOMPARE(engine.request(id).generated, 9);
+    }
+    QVERIFY2(drafted > 0, "no draft got a slot: the test shows nothing");
 }
 
 void TestSpeculative::real_model_greedy_output_is_unchanged_by_speculation_data() {
