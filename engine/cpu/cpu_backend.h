@@ -39,6 +39,13 @@ public:
 
     void forward(const runner::ForwardBatch& batch, float* logits) override;
     void release_blocks(std::span<const kv::BlockId> blocks) override { kv_.release(blocks); }
+    std::int64_t block_bytes() const override { return kv_.block_bytes(); }
+    void read_block(kv::BlockId block, std::span<std::byte> bytes) const override {
+        kv_.read_block(block, bytes);
+    }
+    void write_block(kv::BlockId block, std::span<const std::byte> bytes) override {
+        kv_.write_block(block, bytes);
+    }
     std::span<const float> captured_attention(std::size_t s) const override {
         return captured_.of(s);
     }

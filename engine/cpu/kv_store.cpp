@@ -183,6 +183,63 @@ void KvStore::copy_slots(std::span<const std::int32_t> from, std::span<const std
     }
 }
 
+std::int64_t KvStore::block_bytes() const {
+    return (key_plane_bytes_ + value_plane_bytes_) * geometry_.layers / geometry_.num_blocks;
+}
+
+namespace {
+
+// Calls f(offset in the store, offset in the block's bytes, length) for each
+// of the block's runs: per layer, its K heads, then its V heads.
+template <typename F>
+void for_each_block_run(const KvGeometry& g, std::int64_t key_plane, std::int64_t value_plane,
+                        kv::BlockId block, F&& f) {
+    const std::int64_t key_run = key_plane / g.num_blocks;
+    const std::int64_t value_run = value_plane / g.num_blocks;
+    std::int64_t at = 0;
+    for (int layer = 0; layer < g.layers; ++layer) {
+        const std::int64_t base = (key_plane + value_plane) * layer;
+        f(base + key_run * block, at, key_run);
+        at += key_run;
+        f(base + key_plane + value_run * block, at, value_run);
+        at += value_run;
+    }
+}
+
+} // namespace
+
+void KvStore::read_block(kv::BlockId block, std::span<std::byte> bytes) const {
+    if (block < 0 || block >= geometry_.num_blocks ||
+        static_cast<std::int64_t>(bytes.size()) != block_bytes()) {
+        throw std::invalid_argument("read_block: no such block, or the wrong size");
+    }
+    for (int layer = 0; layer < geometry_.layers; ++layer) {
+        if (open_.count(open_key(block, layer, true)) +
+            open_.count(open_key(block, layer, false))) {
+            throw std::logic_error("read_block: a KIVI block not yet full has no stored form");
+        }
+    }
+    for_each_block_run(geometry_, key_plane_bytes_, value_plane_bytes_, block,
+                       [&](std::int64_t from, std::int64_t to, std::int64_t length) {
+                           std::memcpy(bytes.data() + to, storage_.data() + from,
+                                       static_cast<std::size_t>(length));
+                       });
+}
+
+void KvStore::write_block(kv::BlockId block, std::span<const std::byte> bytes) {
+    if (block < 0 || block >= geometry_.num_blocks ||
+        static_cast<std::int64_t>(bytes.size()) != block_bytes()) {
+        throw std::invalid_argument("write_block: no such block, or the wrong size");
+    }
+    const std::vector<kv::BlockId> stale{block};
+    release(stale); // whatever was open there is overwritten
+    for_each_block_run(geometry_, key_plane_bytes_, value_plane_bytes_, block,
+                       [&](std::int64_t to, std::int64_t from, std::int64_t length) {
+                           std::memcpy(storage_.data() + to, bytes.data() + from,
+                                       static_cast<std::size_t>(length));
+                       });
+}
+
 void KvStore::release(std::span<const kv::BlockId> blocks) {
     if (open_.empty()) {
         return;

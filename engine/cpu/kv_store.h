@@ -80,6 +80,14 @@ public:
     // a destination block fills).
     void copy_slots(std::span<const std::int32_t> from, std::span<const std::int32_t> to);
 
+    // One block's K/V in every layer as bytes, as stored (for a second cache
+    // tier): per layer its K heads, then its V heads.
+    std::int64_t block_bytes() const;
+    // Copies `block` out to / in from `bytes` (block_bytes() of them). A
+    // KIVI block still open (not full) has no stored form: logic_error.
+    void read_block(kv::BlockId block, std::span<std::byte> bytes) const;
+    void write_block(kv::BlockId block, std::span<const std::byte> bytes);
+
     // Forgets the open copies of blocks the KV manager freed.
     void release(std::span<const kv::BlockId> blocks);
 

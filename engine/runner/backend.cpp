@@ -26,4 +26,12 @@ void Backend::forward_sampled(const ForwardBatch& batch, std::span<const RowSamp
     }
 }
 
+void Backend::read_block(kv::BlockId, std::span<std::byte>) const {
+    throw std::logic_error("the " + name() + " backend cannot move KV blocks out");
+}
+
+void Backend::write_block(kv::BlockId, std::span<const std::byte>) {
+    throw std::logic_error("the " + name() + " backend cannot move KV blocks in");
+}
+
 } // namespace kvscope::runner

@@ -77,6 +77,14 @@ public:
     virtual void copy_slots(std::span<const std::int32_t> from,
                             std::span<const std::int32_t> to) = 0;
 
+    // A block's K/V in every layer as bytes, for a second cache tier (KV
+    // offloading); 0 when this backend cannot move blocks out.
+    virtual std::int64_t block_bytes() const { return 0; }
+    // Copies a full block out to / in from `bytes` (block_bytes() long).
+    // Throws std::logic_error where block_bytes() is 0.
+    virtual void read_block(kv::BlockId block, std::span<std::byte> bytes) const;
+    virtual void write_block(kv::BlockId block, std::span<const std::byte> bytes);
+
     // How much of each step's ForwardBatch this backend reads.
     virtual BatchDetail batch_detail() const { return BatchDetail::full; }
 

@@ -1,0 +1,151 @@
+#include "engine/kv/offload_tier.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <stdexcept>
+#include <system_error>
+#include <unistd.h>
+
+namespace kvscope::kv {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+} // namespace
+
+std::string_view tier_medium_name(TierMedium medium) {
+    return medium == TierMedium::file ? "file" : "memory";
+}
+
+OffloadTier::OffloadTier(const OffloadTierConfig& config)
+    : config_(config) {
+    if (config.capacity_blocks <= 0 || config.block_bytes <= 0) {
+        throw std::invalid_argument("an offload tier needs room for at least one block");
+    }
+    for (std::int64_t slot = config.capacity_blocks - 1; slot >= 0; --slot) {
+        free_slots_.push_back(slot);
+    }
+    if (config.medium == TierMedium::memory) {
+        memory_.resize(static_cast<std::size_t>(config.capacity_blocks * config.block_bytes));
+        return;
+    }
+    fd_ = ::open(config.file.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd_ < 0) {
+        throw std::system_error(errno, std::generic_category(),
+                                "cannot create the offload tier's file " + config.file.string());
+    }
+}
+
+OffloadTier::~OffloadTier() {
+    if (fd_ >= 0) {
+        ::close(fd_);
+        std::error_code ignored;
+        std::filesystem::remove(config_.file, ignored); // a cache: nothing to keep
+    }
+}
+
+void OffloadTier::write_slot(std::int64_t slot, std::span<const std::byte> bytes) {
+    const std::int64_t offset = slot * config_.block_bytes;
+    if (fd_ < 0) {
+        std::memcpy(memory_.data() + offset, bytes.data(), bytes.size());
+        return;
+    }
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+        const ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done,
+                                   static_cast<off_t>(offset + static_cast<std::int64_t>(done)));
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            throw std::system_error(n < 0 ? errno : ENOSPC, std::generic_category(),
+                                    "cannot write a KV block to " + config_.file.string());
+        }
+        done += static_cast<std::size_t>(n);
+    }
+}
+
+void OffloadTier::read_slot(std::int64_t slot, std::span<std::byte> bytes) {
+    const std::int64_t offset = slot * config_.block_bytes;
+    if (fd_ < 0) {
+        std::memcpy(bytes.data(), memory_.data() + offset, bytes.size());
+        return;
+    }
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+        const ssize_t n = ::pread(fd_, bytes.data() + done, bytes.size() - done,
+                                  static_cast<off_t>(offset + static_cast<std::int64_t>(done)));
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            throw std::system_error(n < 0 ? errno : EIO, std::generic_category(),
+                                    "cannot read a KV block from " + config_.file.string());
+        }
+        done += static_cast<std::size_t>(n);
+    }
+}
+
+std::optional<BlockHash> OffloadTier::put(BlockHash hash, std::span<const std::byte> bytes) {
+    if (static_cast<std::int64_t>(bytes.size()) != config_.block_bytes) {
+        throw std::invalid_argument("an offloaded block must be the tier's block size");
+    }
+    erase(hash);
+    std::optional<BlockHash> evicted;
+    if (free_slots_.empty()) {
+        const Entry oldest = lru_.back();
+        lru_.pop_back();
+        slot_of_.erase(oldest.hash);
+        free_slots_.push_back(oldest.slot);
+        evicted = oldest.hash;
+        ++stats_.evictions;
+    }
+    const std::int64_t slot = free_slots_.back();
+    const auto start = std::chrono::steady_clock::now();
+    try {
+        write_slot(slot, bytes);
+    } catch (...) {
+        stats_.write_seconds += seconds_since(start);
+        throw; // the slot stays free; the tier holds no part of `hash`
+    }
+    stats_.write_seconds += seconds_since(start);
+    free_slots_.pop_back();
+    lru_.push_front({hash, slot});
+    slot_of_[hash] = lru_.begin();
+    ++stats_.writes;
+    stats_.bytes_written += config_.block_bytes;
+    return evicted;
+}
+
+bool OffloadTier::get(BlockHash hash, std::span<std::byte> bytes) {
+    const auto it = slot_of_.find(hash);
+    if (it == slot_of_.end()) {
+        return false;
+    }
+    if (static_cast<std::int64_t>(bytes.size()) != config_.block_bytes) {
+        throw std::invalid_argument("a loaded block must be the tier's block size");
+    }
+    const auto start = std::chrono::steady_clock::now();
+    read_slot(it->second->slot, bytes);
+    stats_.read_seconds += seconds_since(start);
+    lru_.splice(lru_.begin(), lru_, it->second);
+    ++stats_.reads;
+    stats_.bytes_read += config_.block_bytes;
+    return true;
+}
+
+void OffloadTier::erase(BlockHash hash) {
+    const auto it = slot_of_.find(hash);
+    if (it == slot_of_.end()) {
+        return;
+    }
+    free_slots_.push_back(it->second->slot);
+    lru_.erase(it->second);
+    slot_of_.erase(it);
+}
+
+} // namespace kvscope::kv

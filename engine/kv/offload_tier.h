@@ -1,0 +1,86 @@
+// A second tier for the KV cache (KV offloading, as vLLM's CPU offloading
+// and SGLang's hierarchical cache): full blocks' bytes kept by their prefix
+// hash after the pool lets them go, in host memory or in a file on disk
+// written and read with real I/O, so a later prefix hit can load them back
+// instead of computing them again. Fixed capacity in blocks; when full, the
+// least recently used block goes. Bytes only: which hashes chain into a
+// prefix is the KV manager's to know.
+#pragma once
+
+#include "engine/kv/block_hash.h"
+
+#include <absl/container/flat_hash_map.h>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <list>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kvscope::kv {
+
+enum class TierMedium { memory, file };
+
+struct OffloadTierConfig {
+    TierMedium medium = TierMedium::memory;
+    std::filesystem::path file; // TierMedium::file: created, and removed at the end
+    std::int64_t capacity_blocks = 0;
+    std::int64_t block_bytes = 0;
+};
+
+struct OffloadTierStats {
+    std::int64_t writes = 0; // blocks stored
+    std::int64_t reads = 0;  // blocks loaded back
+    std::int64_t evictions = 0;
+    std::int64_t bytes_written = 0;
+    std::int64_t bytes_read = 0;
+    double write_seconds = 0;
+    double read_seconds = 0;
+};
+
+class OffloadTier {
+public:
+    // Throws std::invalid_argument for a zero capacity or block size, and
+    // std::system_error naming the file when it cannot be created.
+    explicit OffloadTier(const OffloadTierConfig& config);
+    ~OffloadTier();
+    OffloadTier(const OffloadTier&) = delete;
+    OffloadTier& operator=(const OffloadTier&) = delete;
+
+    const OffloadTierConfig& config() const { return config_; }
+    std::int64_t size() const { return static_cast<std::int64_t>(slot_of_.size()); }
+    const OffloadTierStats& stats() const { return stats_; }
+
+    bool contains(BlockHash hash) const { return slot_of_.contains(hash); }
+    // Stores `bytes` (block_bytes of them) under `hash`, replacing what it
+    // held; returns the hash of the block it evicted to make room, if any.
+    // Throws std::system_error naming the file when the write fails (a full
+    // disk), leaving the tier without `hash`.
+    std::optional<BlockHash> put(BlockHash hash, std::span<const std::byte> bytes);
+    // Copies the block under `hash` into `bytes` and makes it the most
+    // recently used; false when the tier does not hold it.
+    bool get(BlockHash hash, std::span<std::byte> bytes);
+    void erase(BlockHash hash);
+
+private:
+    void write_slot(std::int64_t slot, std::span<const std::byte> bytes);
+    void read_slot(std::int64_t slot, std::span<std::byte> bytes);
+
+    struct Entry {
+        BlockHash hash;
+        std::int64_t slot;
+    };
+    OffloadTierConfig config_;
+    std::list<Entry> lru_; // front: most recently used
+    absl::flat_hash_map<BlockHash, std::list<Entry>::iterator> slot_of_;
+    std::vector<std::int64_t> free_slots_;
+    std::vector<std::byte> memory_; // TierMedium::memory
+    int fd_ = -1;                   // TierMedium::file
+    OffloadTierStats stats_;
+};
+
+std::string_view tier_medium_name(TierMedium medium); // "memory", "file"
+
+} // namespace kvscope::kv

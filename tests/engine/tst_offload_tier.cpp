@@ -1,0 +1,203 @@
+// The KV cache's second tier, the pieces the offload path is built from:
+// blocks' bytes round-trip through host memory and through a file on disk;
+// the least recently used block goes when the tier is full; a write that
+// fails (a file-size limit standing in for a full disk) names the file and
+// leaves the tier consistent. And the CPU backend's block bytes: a prompt's
+// blocks copied out and into other blocks give the same next-token logits
+// from there, in every per-token format.
+#include "engine/cpu/cpu_backend.h"
+#include "engine/kv/block_allocator.h"
+#include "engine/kv/offload_tier.h"
+#include "engine/model/llama_model.h"
+#include "engine/runner/forward_batch.h"
+#include "tests/support/tiny_model.h"
+
+#include <csignal>
+#include <random>
+#include <sys/resource.h>
+#include <system_error>
+
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace kvscope;
+
+Q_DECLARE_METATYPE(kvscope::kv::TierMedium)
+Q_DECLARE_METATYPE(kvscope::kv::KvFormat)
+
+namespace {
+
+std::vector<std::byte> random_block(std::size_t size, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::vector<std::byte> bytes(size);
+    for (std::byte& b : bytes) {
+        b = static_cast<std::byte>(rng() & 0xff);
+    }
+    return bytes;
+}
+
+} // namespace
+
+class TestOffloadTier : public QObject {
+    Q_OBJECT
+
+private slots:
+    void blocks_round_trip_and_the_oldest_goes_data();
+    void blocks_round_trip_and_the_oldest_goes();
+    void a_failed_write_names_the_file_and_keeps_the_tier_whole();
+    void bad_settings_are_refused();
+    void copied_blocks_attend_like_the_originals_data();
+    void copied_blocks_attend_like_the_originals();
+};
+
+void TestOffloadTier::blocks_round_trip_and_the_oldest_goes_data() {
+    QTest::addColumn<kv::TierMedium>("medium");
+    QTest::newRow("host memory") << kv::TierMedium::memory;
+    QTest::newRow("file on disk") << kv::TierMedium::file;
+}
+
+void TestOffloadTier::blocks_round_trip_and_the_oldest_goes() {
+    QFETCH(kv::TierMedium, medium);
+    QTemporaryDir dir;
+    const std::filesystem::path file = dir.filePath("tier.bin").toStdString();
+    constexpr std::size_t kBytes = 12345;
+    {
+        kv::OffloadTier tier({medium, file, 3, kBytes});
+        const auto a = random_block(kBytes, 1);
+        const auto b = random_block(kBytes, 2);
+        const auto c = random_block(kBytes, 3);
+        QVERIFY(!tier.put(11, a));
+        QVERIFY(!tier.put(22, b));
+        QVERIFY(!tier.put(33, c));
+        std::vector<std::byte> out(kBytes);
+        QVERIFY(tier.get(11, out)); // 11 is now the most recently used
+        QVERIFY(out == a);
+        const std::optional<kv::BlockHash> evicted = tier.put(44, random_block(kBytes, 4));
+        QCOMPARE(evicted.value_or(0), kv::BlockHash{22});
+        QVERIFY(!tier.contains(22));
+        QVERIFY(tier.get(33, out) && out == c);
+        QVERIFY(tier.get(11, out) && out == a);
+        QVERIFY(!tier.get(22, out));
+        // Replacing a hash's bytes takes no second slot.
+        QVERIFY(!tier.put(33, b));
+        QVERIFY(tier.get(33, out) && out == b);
+        QCOMPARE(tier.size(), std::int64_t{3});
+        tier.erase(11);
+        QVERIFY(!tier.put(55, a)); // the erased block's slot, nothing evicted
+        const kv::OffloadTierStats& s = tier.stats();
+        QCOMPARE(s.writes, std::int64_t{6});
+        QCOMPARE(s.reads, std::int64_t{4}); // the miss on 22 reads nothing
+        QCOMPARE(s.evictions, std::int64_t{1});
+        QCOMPARE(s.bytes_read, std::int64_t{4 * kBytes});
+        if (medium == kv::TierMedium::file) {
+            QVERIFY(std::filesystem::file_size(file) >= 3 * kBytes - kBytes);
+        }
+    }
+    QVERIFY(!std::filesystem::exists(file)); // a cache: gone with the tier
+}
+
+void TestOffloadTier::a_failed_write_names_the_file_and_keeps_the_tier_whole() {
+    QTemporaryDir dir;
+    const std::filesystem::path file = dir.filePath("tier.bin").toStdString();
+    constexpr std::size_t kBytes = 4096;
+    kv::OffloadTier tier({kv::TierMedium::file, file, 4, kBytes});
+    // A file-size limit of two blocks stands in for a full disk; writes past
+    // it fail with EFBIG instead of raising SIGXFSZ.
+    const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit old_limit{};
+    getrlimit(RLIMIT_FSIZE, &old_limit);
+    rlimit limit = old_limit;
+    limit.rlim_cur = 2 * kBytes;
+    QCOMPARE(setrlimit(RLIMIT_FSIZE, &limit), 0);
+    const auto a = random_block(kBytes, 5);
+    QVERIFY(!tier.put(1, a));
+    QVERIFY(!tier.put(2, random_block(kBytes, 6)));
+    QString message;
+    try {
+        tier.put(3, random_block(kBytes, 7));
+    } catch (const std::system_error& e) {
+        message = e.what();
+    }
+    setrlimit(RLIMIT_FSIZE, &old_limit);
+    std::signal(SIGXFSZ, old_handler);
+    QVERIFY2(message.contains(QString::fromStdString(file.string())), qPrintable(message));
+    QVERIFY(!tier.contains(3));
+    QCOMPARE(tier.size(), std::int64_t{2});
+    std::vector<std::byte> out(kBytes);
+    QVERIFY(tier.get(1, out) && out == a);
+    QVERIFY(!tier.put(3, a)); // the limit lifted, the slot is usable
+}
+
+void TestOffloadTier::bad_settings_are_refused() {
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             kv::OffloadTier({kv::TierMedium::memory, {}, 0, 64}));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             kv::OffloadTier({kv::TierMedium::memory, {}, 4, 0}));
+    try {
+        kv::OffloadTier tier({kv::TierMedium::file, "/nonexistent-dir/tier.bin", 4, 64});
+        QFAIL("a file in a missing directory was accepted");
+    } catch (const std::system_error& e) {
+        QVERIFY2(QString(e.what()).contains("/nonexistent-dir/tier.bin"), e.what());
+    }
+    kv::OffloadTier tier({kv::TierMedium::memory, {}, 2, 64});
+    std::vector<std::byte> wrong(63);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, tier.put(1, wrong));
+}
+
+void TestOffloadTier::copied_blocks_attend_like_the_originals_data() {
+    QTest::addColumn<kv::KvFormat>("format");
+    for (const kv::KvFormat f :
+         {kv::KvFormat::f32, kv::KvFormat::f16, kv::KvFormat::q8_0, kv::KvFormat::q4_0}) {
+        QTest::newRow(kv::kv_format_name(f).data()) << f;
+    }
+}
+
+void TestOffloadTier::copied_blocks_attend_like_the_originals() {
+    QFETCH(kv::KvFormat, format);
+    const auto model = model::LlamaModel::load(tiny_model_path());
+    cpu::CpuBackendOptions options;
+    options.num_blocks = 8;
+    options.block_size = 4;
+    options.threads = 1;
+    options.cache_format = {format, format};
+    cpu::CpuBackend backend(model, options);
+    const int vocab = backend.vocab_size();
+    const std::vector<std::int32_t> prompt{5, 9, 14, 20, 33, 41, 57, 60};
+
+    // The prompt fills blocks 0 and 1.
+    kv::SequenceBlocks original;
+    original.block_table = {0, 1, 2};
+    const runner::SequenceStep prefill{&original, prompt};
+    std::vector<float> ignored(static_cast<std::size_t>(vocab));
+    backend.forward(runner::build_forward_batch({&prefill, 1}, 4), ignored.data());
+    original.length = 8;
+
+    // Out to bytes (a tier would keep them), then into blocks 5 and 6.
+    std::vector<std::byte> bytes(static_cast<std::size_t>(backend.block_bytes()));
+    QVERIFY(!bytes.empty());
+    for (const auto& [from, to] : {std::pair{0, 5}, std::pair{1, 6}}) {
+        backend.read_block(from, bytes);
+        backend.write_block(to, bytes);
+    }
+    kv::SequenceBlocks copy;
+    copy.block_table = {5, 6, 7};
+    copy.length = 8;
+
+    // The next token from each: the same logits, bit for bit.
+    const std::vector<std::int32_t> next{71};
+    std::vector<float> a(static_cast<std::size_t>(vocab));
+    std::vector<float> b(static_cast<std::size_t>(vocab));
+    const runner::SequenceStep from_original{&original, next};
+    backend.forward(runner::build_forward_batch({&from_original, 1}, 4), a.data());
+    const runner::SequenceStep from_copy{&copy, next};
+    backend.forward(runner::build_forward_batch({&from_copy, 1}, 4), b.data());
+    QVERIFY(a == b);
+    // A different block's bytes would not do: the test can tell.
+    backend.read_block(1, bytes);
+    backend.write_block(5, bytes);
+    backend.forward(runner::build_forward_batch({&from_copy, 1}, 4), b.data());
+    QVERIFY(a != b);
+}
+
+QTEST_GUILESS_MAIN(TestOffloadTier)
+#include "tst_offload_tier.moc"
