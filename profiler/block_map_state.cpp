@@ -28,6 +28,8 @@ bool BlockMapState::is_block_event(EventKind kind) {
     case EventKind::block_cached:
     case EventKind::block_evicted:
     case EventKind::block_compacted:
+    case EventKind::block_offloaded:
+    case EventKind::block_reloaded:
         return true;
     default:
         return false;
@@ -84,6 +86,19 @@ bool BlockMapState::apply(const events::EngineEvent& event) {
         mark_rolled_back(event);
         return true;
     }
+    if (event.kind == EventKind::tier_dropped) {
+        const auto dropped = events::as<events::TierDropped>(event);
+        tier_blocks_ = dropped.tier_blocks;
+        // A block still caching that content no longer has it in the tier.
+        if (const auto it = saved_.find(dropped.hash); it != saved_.end()) {
+            BlockState& b = at(it->second);
+            if (b.tier == BlockState::Tier::saved && b.hashed && b.hash == dropped.hash) {
+                b.tier = BlockState::Tier::none;
+            }
+            saved_.erase(it);
+        }
+        return true;
+    }
     if (!is_block_event(event.kind) || event.block < 0) {
         return false;
     }
@@ -132,6 +147,17 @@ bool BlockMapState::apply(const events::EngineEvent& event) {
         break;
     case EventKind::block_compacted:
         b.entries = static_cast<std::int32_t>(events::as<events::BlockCompacted>(event).entries);
+        break;
+    case EventKind::block_offloaded: {
+        const auto saved = events::as<events::BlockOffloaded>(event);
+        b.tier = BlockState::Tier::saved;
+        tier_blocks_ = saved.tier_blocks;
+        saved_[saved.hash] = block;
+        break;
+    }
+    case EventKind::block_reloaded:
+        b.tier = BlockState::Tier::loaded;
+        tier_blocks_ = events::as<events::BlockReloaded>(event).tier_blocks;
         break;
     default:
         break;

@@ -31,6 +31,10 @@ struct BlockState {
     // (speculative decoding) in its owner's latest verify: rolled back, the
     // next step writes over them.
     std::int32_t rolled_back = 0;
+    // The offload tier: its content was saved there (write-through keeps a
+    // cached block in both tiers), or loaded back from there.
+    enum class Tier : std::uint8_t { none, saved, loaded };
+    Tier tier = Tier::none;
 
     BlockUse use() const;
     int ref_count() const { return static_cast<int>(owners.size()); }
@@ -48,8 +52,9 @@ public:
     explicit BlockMapState(int blocks = 0, int block_size = 16);
 
     // Applies `event` when it is a block event (allocated, shared, unshared,
-    // freed, cached, evicted, compacted) or a draft_verified (its rolled-back
-    // slots) and returns true; false otherwise.
+    // freed, cached, evicted, compacted, offloaded, reloaded), a
+    // draft_verified (its rolled-back slots) or a tier_dropped and returns
+    // true; false otherwise.
     // Unknown block ids grow the map rather than fail.
     bool apply(const events::EngineEvent& event);
 
@@ -60,6 +65,8 @@ public:
     const std::vector<std::int32_t>& block_table(std::int64_t request) const;
     // Where `block` sits in `request`'s block table; -1 when it does not.
     int table_index(std::int64_t request, std::int32_t block) const;
+    // Blocks in the offload tier, as its latest copy said (0: none yet).
+    std::int64_t tier_blocks() const { return tier_blocks_; }
 
     static bool is_block_event(events::EventKind kind);
 
@@ -70,6 +77,10 @@ private:
 
     int block_size_ = 16;
     std::vector<BlockState> blocks_;
+    std::int64_t tier_blocks_ = 0;
+    // The block each hash in the tier was saved from, so a tier_dropped
+    // clears the mark of a block that still caches it.
+    std::unordered_map<std::uint64_t, std::int32_t> saved_;
     std::unordered_map<std::int64_t, std::vector<std::int32_t>> tables_;
 };
 

@@ -59,6 +59,9 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
 
     std::map<std::int64_t, RequestTimes> requests;
     std::map<std::int64_t, std::int64_t> step_begin; // step index -> t_ns
+    std::int64_t block_size = 0;
+    double prefill_only_ms = 0; // steps that ran prompt tokens almost only
+    std::int64_t prefill_only_tokens = 0;
     std::int64_t first_t = -1;
     std::int64_t last_t = -1;
     double used_sum = 0;
@@ -93,7 +96,14 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
         case EventKind::step_end: {
             const auto end = events::as<events::StepEnd>(event);
             if (const auto it = step_begin.find(end.step); it != step_begin.end()) {
-                s.step_ms_samples.push_back(static_cast<double>(t - it->second) * 1e-6);
+                const double ms = static_cast<double>(t - it->second) * 1e-6;
+                s.step_ms_samples.push_back(ms);
+                // A step that computed a whole prompt also sampled its
+                // first token: steps nine tenths prompt or more count.
+                if (end.prefill_tokens > 0 && end.prefill_tokens >= 9 * end.decode_tokens) {
+                    prefill_only_ms += ms;
+                    prefill_only_tokens += end.prefill_tokens + end.decode_tokens;
+                }
             }
             ++s.steps;
             s.prefill_tokens += end.prefill_tokens;
@@ -138,6 +148,27 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
         case EventKind::tokens_evicted:
             s.evicted_tokens += events::as<events::TokensEvicted>(event).tokens;
             break;
+        case EventKind::block_offloaded: {
+            const auto moved = events::as<events::BlockOffloaded>(event);
+            ++s.tier.offloaded;
+            s.tier.bytes_written += moved.bytes;
+            s.tier.write_ms += static_cast<double>(moved.nanoseconds) * 1e-6;
+            break;
+        }
+        case EventKind::tier_dropped:
+            ++s.tier.dropped;
+            break;
+        case EventKind::run_config:
+            block_size = events::as<events::RunConfig>(event).block_size;
+            break;
+        case EventKind::block_reloaded: {
+            const auto moved = events::as<events::BlockReloaded>(event);
+            ++s.tier.reloaded;
+            s.tier.loaded_tokens += block_size;
+            s.tier.bytes_read += moved.bytes;
+            s.tier.read_ms += static_cast<double>(moved.nanoseconds) * 1e-6;
+            break;
+        }
         case EventKind::draft_verified: {
             const auto verified = events::as<events::DraftVerified>(event);
             s.speculation.add(verified.drafted, verified.accepted, 1);
@@ -182,6 +213,11 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
     s.ttft_ms = Distribution::of(s.ttft_ms_samples);
     s.tpot_ms = Distribution::of(s.tpot_ms_samples);
     s.duration_s = first_t >= 0 ? static_cast<double>(last_t - first_t) * 1e-9 : 0;
+    if (prefill_only_tokens > 0) {
+        s.tier.prefill_ms_per_token = prefill_only_ms / static_cast<double>(prefill_only_tokens);
+        s.tier.recompute_ms_estimate =
+            s.tier.prefill_ms_per_token * static_cast<double>(s.tier.loaded_tokens);
+    }
     s.prefix_hit_rate = s.prompt_tokens > 0 ? static_cast<double>(s.prefix_hit_tokens) /
                                                   static_cast<double>(s.prompt_tokens)
                                             : 0;

@@ -76,6 +76,22 @@ struct RecordingStats {
     std::int64_t preemptions = 0;
     std::int64_t evicted_tokens = 0;
     spec::SpeculationTotals speculation; // from draft_verified events
+    // The offload tier, from block_offloaded and block_reloaded events.
+    struct TierTotals {
+        std::int64_t offloaded = 0;
+        std::int64_t reloaded = 0;
+        std::int64_t dropped = 0; // let go by the full tier
+        std::int64_t bytes_written = 0;
+        std::int64_t bytes_read = 0;
+        double write_ms = 0;
+        double read_ms = 0;
+        std::int64_t loaded_tokens = 0; // reloaded blocks' tokens: prefill not run
+        // What computing them would have cost at this run's own rate: the
+        // time per token of its prefill steps (nine tenths prompt tokens or
+        // more; 0 without such steps).
+        double prefill_ms_per_token = 0;
+        double recompute_ms_estimate = 0;
+    } tier;
 
     std::int64_t total_blocks = 0;
     std::int64_t peak_used_blocks = 0;

@@ -242,7 +242,9 @@ std::string recording_views_sql() {
            events_view("KVSCOPE_BLOCK_EVENTS",
                        {EventKind::block_allocated, EventKind::block_shared,
                         EventKind::block_unshared, EventKind::block_freed, EventKind::block_cached,
-                        EventKind::block_evicted, EventKind::block_compacted}) +
+                        EventKind::block_evicted, EventKind::block_compacted,
+                        EventKind::block_offloaded, EventKind::block_reloaded,
+                        EventKind::tier_dropped}) +
            op_slices_view() +
            events_view("KVSCOPE_MEMORY", {EventKind::memory_sample, EventKind::kv_bytes,
                                           EventKind::cache_fill, EventKind::device_memory}) +

@@ -3,6 +3,7 @@
 #include "engine/events/typed_events.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 namespace kvscope::profiler {
 
@@ -125,6 +126,7 @@ RunStore::RunStore()
     name(Counter::attached_resident, "Resident blocks", "blocks");
     name(Counter::attached_stored, "Blocks stored", "blocks/s");
     name(Counter::attached_removed, "Blocks removed", "blocks/s");
+    name(Counter::tier_blocks, "Offload tier blocks", "blocks");
 }
 
 std::int32_t RunStore::intern(const std::string& name) {
@@ -197,6 +199,25 @@ void RunStore::keep_for_replay(const EngineEvent& event) {
     block_map_.apply(event);
 }
 
+void RunStore::read_tier_settings() {
+    tier_capacity_ = 0;
+    tier_medium_.clear();
+    const nlohmann::json settings = nlohmann::json::parse(run_config_, nullptr, false);
+    if (!settings.is_object()) {
+        return; // an older or foreign recording: no tier to show
+    }
+    try {
+        const std::string medium = settings.value("offload_tier", std::string("none"));
+        const std::int64_t capacity = settings.value("offload_blocks", std::int64_t{0});
+        if (medium != "none" && capacity > 0) {
+            tier_capacity_ = capacity;
+            tier_medium_ = medium;
+        }
+    } catch (const nlohmann::json::exception&) {
+        // Settings of another shape: the run shows no tier rather than fail.
+    }
+}
+
 void RunStore::apply_block_event(const EngineEvent& event) {
     if (event.block < 0) {
         return; // not a block the engine could have named
@@ -239,6 +260,11 @@ void RunStore::apply_block_event(const EngineEvent& event) {
             ++prefix_nodes_[static_cast<std::size_t>(node)].reuses;
         }
         break;
+    case EventKind::block_offloaded:
+    case EventKind::block_reloaded:
+        add_counter(Counter::tier_blocks, event.time_ns,
+                    static_cast<double>(block_map_.tier_blocks()));
+        break;
     case EventKind::block_evicted:
     case EventKind::block_allocated:
         if (node >= 0) {
@@ -261,10 +287,19 @@ void RunStore::append(const EngineEvent& event) {
         apply_block_event(event);
         return;
     }
+    if (event.kind == EventKind::tier_dropped) {
+        // Clears a block's tier mark and shrinks the tier: replayed like a
+        // block event.
+        keep_for_replay(event);
+        add_counter(Counter::tier_blocks, event.time_ns,
+                    static_cast<double>(block_map_.tier_blocks()));
+        return;
+    }
     if (event.kind == EventKind::draft_verified) {
         // Marks its rolled-back slots in the block map, replayed like a
         // block event between checkpoints, and counts toward its step.
         keep_for_replay(event);
+        ++draft_verifies_;
         if (!steps_.empty() && steps_.back().end_ns < 0) {
             const auto verified = events::as<events::DraftVerified>(event);
             steps_.back().drafted += static_cast<std::int32_t>(verified.drafted);
@@ -283,6 +318,7 @@ void RunStore::append(const EngineEvent& event) {
         total_blocks_ = static_cast<int>(config.blocks);
         block_size_ = static_cast<int>(config.block_size);
         run_config_ = std::move(config.settings);
+        read_tier_settings();
         if (block_events_.empty()) {
             block_map_ = BlockMapState(total_blocks_, block_size_);
         }

@@ -118,6 +118,8 @@ enum class Counter : std::uint8_t {
     attached_resident, // blocks their KV events say are resident, every tier
     attached_stored,   // blocks stored per second
     attached_removed,  // blocks removed per second
+    // The engine's offload tier: blocks it holds (block_offloaded/reloaded).
+    tier_blocks,
     count_
 };
 
@@ -151,6 +153,12 @@ public:
     int total_blocks() const { return total_blocks_; }
     int block_size() const { return block_size_; }
     const std::string& run_config() const { return run_config_; } // JSON
+    // The offload tier as the run config gives it: blocks it holds at most
+    // (0: the run has none) and its medium ("memory", "file").
+    std::int64_t tier_capacity() const { return tier_capacity_; }
+    // Speculative decoding's verifying passes so far (draft_verified events).
+    std::int64_t draft_verifies() const { return draft_verifies_; }
+    const std::string& tier_medium() const { return tier_medium_; }
     const std::string& kv_formats() const { return kv_formats_; } // "f16", "K q8_0, V q4_0"
     std::int64_t bytes_per_block() const { return bytes_per_block_; }
     // The last device-memory sample of a GPU run; device_total_bytes 0 otherwise.
@@ -224,6 +232,8 @@ private:
     RequestRecord& record(std::int64_t id);
     void open_lane(RequestRecord& r, std::int64_t t_ns, LaneState state);
     void close_lane(RequestRecord& r, std::int64_t t_ns);
+    // The offload tier's capacity and medium, from run_config_.
+    void read_tier_settings();
     void apply_block_event(const events::EngineEvent& event);
     void keep_for_replay(const events::EngineEvent& event);
     void add_counter(Counter which, std::int64_t t_ns, double value);
@@ -242,6 +252,9 @@ private:
     int total_blocks_ = 0;
     int block_size_ = 16;
     std::string run_config_;
+    std::int64_t tier_capacity_ = 0;
+    std::int64_t draft_verifies_ = 0;
+    std::string tier_medium_;
     std::string kv_formats_;
     std::int64_t bytes_per_block_ = 0;
     events::DeviceMemory device_memory_;

@@ -35,6 +35,17 @@ void print_summary(const session::RunSummary& s, const session::RunConfig& confi
                     config.speculative.describe().c_str(), ll(t.drafted), ll(t.accepted),
                     100 * t.acceptance_rate(), t.tokens_per_verify());
     }
+    if (config.offload.capacity_blocks > 0) {
+        const kv::OffloadTierStats& t = s.tier;
+        const double mib = 1024.0 * 1024.0;
+        std::printf("offload tier    %s, %lld blocks: %lld prompt tokens loaded back instead of "
+                    "computed; %lld blocks written (%.1f MiB, %.1f ms), %lld read (%.1f MiB, "
+                    "%.1f ms)\n",
+                    std::string(kv::tier_medium_name(config.offload.medium)).c_str(),
+                    ll(config.offload.capacity_blocks), ll(s.tier_hit_tokens), ll(t.writes),
+                    static_cast<double>(t.bytes_written) / mib, t.write_seconds * 1e3, ll(t.reads),
+                    static_cast<double>(t.bytes_read) / mib, t.read_seconds * 1e3);
+    }
     std::printf("generated       %lld tokens in %.2f s (%.1f tokens/s), %lld steps\n",
                 ll(s.generated_tokens), s.seconds, s.output_tokens_per_second(), ll(s.steps));
     std::printf("first token     p50 %.0f ms, p99 %.0f ms after arrival\n", s.ttft_ms_p50,

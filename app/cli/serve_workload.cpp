@@ -73,6 +73,10 @@ int serve_workload(ServeWorkloadOptions& options) {
     config.eviction = options.eviction.config;
     config.speculative = options.speculative.config;
     config.draft_model_path = options.speculative.draft_model;
+    if (const std::string problem = options.offload.apply(config); !problem.empty()) {
+        std::cerr << "kvscope " << options.command << ": " << problem << "\n";
+        return exit_usage;
+    }
     config.workload = options.workload;
     config.preset = options.preset;
     config.temperature = options.temperature;
@@ -213,6 +217,7 @@ void add_workload_options(CLI::App* parser, const std::shared_ptr<ServeWorkloadO
     options->serving.add_to(*parser);
     options->eviction.add_to(*parser);
     options->speculative.add_to(*parser);
+    options->offload.add_to(*parser);
 }
 
 } // namespace kvscope::cli

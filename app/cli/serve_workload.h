@@ -4,6 +4,7 @@
 
 #include "app/cli/engine_options.h"
 #include "app/cli/eviction_options.h"
+#include "app/cli/offload_options.h"
 #include "app/cli/serving_options.h"
 #include "app/cli/speculative_options.h"
 #include "engine/workload/workload.h"
@@ -19,6 +20,7 @@ struct ServeWorkloadOptions {
     ServingOptions serving;
     EvictionOptions eviction;
     SpeculativeOptions speculative;
+    OffloadOptions offload;
     std::string workload = "shared-prefix";
     workload::PresetOptions preset;
     bool all_at_once = false;

@@ -180,6 +180,17 @@ int run_stats(const std::string& path, bool json) {
               {"acceptance_rate", s.speculation.acceptance_rate()},
               {"tokens_per_verify", s.speculation.tokens_per_verify()},
               {"rollback_blocks_released", s.speculation.blocks_released}}},
+            {"offload_tier",
+             {{"blocks_offloaded", s.tier.offloaded},
+              {"blocks_reloaded", s.tier.reloaded},
+              {"blocks_dropped", s.tier.dropped},
+              {"bytes_written", s.tier.bytes_written},
+              {"bytes_read", s.tier.bytes_read},
+              {"write_ms", s.tier.write_ms},
+              {"read_ms", s.tier.read_ms},
+              {"loaded_tokens", s.tier.loaded_tokens},
+              {"prefill_ms_per_token", s.tier.prefill_ms_per_token},
+              {"recompute_ms_estimate", s.tier.recompute_ms_estimate}}},
             {"total_blocks", s.total_blocks},
             {"peak_used_blocks", s.peak_used_blocks},
             {"mean_used_blocks", s.mean_used_blocks},
@@ -236,6 +247,22 @@ int run_stats(const std::string& path, bool json) {
     }
     std::printf("preemptions   %lld; tokens evicted %lld\n", static_cast<long long>(s.preemptions),
                 static_cast<long long>(s.evicted_tokens));
+    if (s.tier.offloaded + s.tier.reloaded > 0) {
+        std::printf("offload tier  %lld blocks written (%.1f MiB, %.1f ms), %lld loaded back "
+                    "(%.1f MiB, %.1f ms), %lld let go when full\n",
+                    static_cast<long long>(s.tier.offloaded),
+                    static_cast<double>(s.tier.bytes_written) / (1024.0 * 1024.0), s.tier.write_ms,
+                    static_cast<long long>(s.tier.reloaded),
+                    static_cast<double>(s.tier.bytes_read) / (1024.0 * 1024.0), s.tier.read_ms,
+                    static_cast<long long>(s.tier.dropped));
+        if (s.tier.loaded_tokens > 0 && s.tier.prefill_ms_per_token > 0) {
+            std::printf(
+                "              %lld prompt tokens loaded instead of computed: about %.0f ms "
+                "of prefill at this run's %.2f ms a token, for %.1f ms of loading\n",
+                static_cast<long long>(s.tier.loaded_tokens), s.tier.recompute_ms_estimate,
+                s.tier.prefill_ms_per_token, s.tier.read_ms);
+        }
+    }
     if (s.speculation.verifies > 0) {
         const spec::SpeculationTotals& t = s.speculation;
         std::printf("speculation   %lld tokens drafted in %lld verifying passes, %lld kept "

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <tuple>
 
 namespace kvscope::cuda {
 
@@ -115,6 +116,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const model::LlamaModel> model,
     value_plane_bytes_ = blocks_heads * kv::kv_head_block_bytes(format.value, options_.block_size,
                                                                 c.head_dim, false);
     const std::int64_t pool_bytes = (key_plane_bytes_ + value_plane_bytes_) * c.layers;
+    int max_pitch = 0;
+    KVSCOPE_CUDA_CHECK(cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, options_.device));
+    max_copy_pitch_ = max_pitch;
     std::size_t free_bytes = 0;
     std::size_t total_bytes = 0;
     KVSCOPE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -763,6 +767,77 @@ void CudaBackend::release_blocks(std::span<const kv::BlockId> blocks) {
     if (open_blocks_) {
         open_blocks_->release(blocks);
     }
+}
+
+void CudaBackend::check_block_copy(const char* what, kv::BlockId block, std::size_t bytes) const {
+    if (block < 0 || block >= options_.num_blocks ||
+        static_cast<std::int64_t>(bytes) != block_bytes()) {
+        throw std::invalid_argument(std::string(what) + ": no such block, or the wrong size");
+    }
+}
+
+void CudaBackend::copy_block_runs(kv::BlockId block, std::byte* to_host,
+                                  const std::byte* from_host) const {
+    // Pool: (layers, [K, V], num_blocks + 1, ...): a layer's K run of the
+    // block, then its V run, a layer's planes apart. Host: K run, V run, per
+    // layer. A strided copy moves every layer's K runs, another the V runs;
+    // where a layer's planes exceed the largest pitch a strided copy takes
+    // (a big pool), a copy per layer and run.
+    const std::int64_t key_run = key_plane_bytes_ / (options_.num_blocks + 1);
+    const std::int64_t value_run = value_plane_bytes_ / (options_.num_blocks + 1);
+    const std::int64_t host_pitch = key_run + value_run;
+    const std::int64_t device_pitch = key_plane_bytes_ + value_plane_bytes_;
+    const int layers = model_->config().layers;
+    const cudaStream_t stream = stream_.get();
+    KVSCOPE_CUDA_CHECK(cudaSetDevice(options_.device));
+    for (const auto& [device_at, host_at, width] :
+         {std::tuple{key_run * block, std::int64_t{0}, key_run},
+          std::tuple{key_plane_bytes_ + value_run * block, key_run, value_run}}) {
+        std::uint8_t* const device = pool_.data() + device_at;
+        const auto w = static_cast<std::size_t>(width);
+        if (device_pitch <= max_copy_pitch_) {
+            const auto hp = static_cast<std::size_t>(host_pitch);
+            const auto dp = static_cast<std::size_t>(device_pitch);
+            const auto h = static_cast<std::size_t>(layers);
+            KVSCOPE_CUDA_CHECK(to_host != nullptr
+                                   ? cudaMemcpy2DAsync(to_host + host_at, hp, device, dp, w, h,
+                                                       cudaMemcpyDeviceToHost, stream)
+                                   : cudaMemcpy2DAsync(device, dp, from_host + host_at, hp, w, h,
+                                                       cudaMemcpyHostToDevice, stream));
+            continue;
+        }
+        for (int layer = 0; layer < layers; ++layer) {
+            std::uint8_t* const d = device + device_pitch * layer;
+            const std::int64_t at = host_at + host_pitch * layer;
+            KVSCOPE_CUDA_CHECK(
+                to_host != nullptr
+                    ? cudaMemcpyAsync(to_host + at, d, w, cudaMemcpyDeviceToHost, stream)
+                    : cudaMemcpyAsync(d, from_host + at, w, cudaMemcpyHostToDevice, stream));
+        }
+    }
+    KVSCOPE_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void CudaBackend::read_block(kv::BlockId block, std::span<std::byte> bytes) const {
+    if (!failure_.empty()) {
+        throw std::runtime_error("the CUDA backend stopped after an earlier step failed (" +
+                                 failure_ + ")");
+    }
+    check_block_copy("read_block", block, bytes.size());
+    if (open_blocks_ && open_blocks_->current_slots()[static_cast<std::size_t>(block)] >= 0) {
+        throw std::logic_error("read_block: a KIVI block not yet full has no stored form");
+    }
+    copy_block_runs(block, bytes.data(), nullptr);
+}
+
+void CudaBackend::write_block(kv::BlockId block, std::span<const std::byte> bytes) {
+    run_guarded([&] {
+        check_block_copy("write_block", block, bytes.size());
+        const kv::BlockId stale[1] = {block};
+        release_blocks(stale); // whatever was open there is overwritten
+        device_work_started_ = true;
+        copy_block_runs(block, nullptr, bytes.data());
+    });
 }
 
 void CudaBackend::copy_slots(std::span<const std::int32_t> from, std::span<const std::int32_t> to) {

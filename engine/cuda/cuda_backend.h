@@ -80,6 +80,16 @@ public:
     }
     // Synchronous: returns once the copies are done.
     void copy_slots(std::span<const std::int32_t> from, std::span<const std::int32_t> to) override;
+    // A block's bytes laid out as the CPU KvStore's (per layer its K run,
+    // then its V run), so either backend's tier holds the same bytes.
+    // Synchronous, through pageable host memory: what a copy to the offload
+    // tier costs is what it measures.
+    std::int64_t block_bytes() const override {
+        return (key_plane_bytes_ + value_plane_bytes_) / (options_.num_blocks + 1) *
+               model_->config().layers;
+    }
+    void read_block(kv::BlockId block, std::span<std::byte> bytes) const override;
+    void write_block(kv::BlockId block, std::span<const std::byte> bytes) override;
 
     // cudaMemGetInfo and the buffers this backend holds.
     std::optional<runner::DeviceMemory> device_memory() const override;
@@ -93,6 +103,12 @@ private:
     template <class Work>
     void run_guarded(Work&& work);
     void copy_slots_unguarded(std::span<const std::int32_t> from, std::span<const std::int32_t> to);
+    // Checks a block copy's arguments; throws std::invalid_argument.
+    void check_block_copy(const char* what, kv::BlockId block, std::size_t bytes) const;
+    // Copies `block`'s K and V runs of every layer out to `to_host`, or in
+    // from `from_host` (the other null; block_bytes() long), on the stream,
+    // then waits for them.
+    void copy_block_runs(kv::BlockId block, std::byte* to_host, const std::byte* from_host) const;
     // forward() and forward_sampled(): logits to `logits`, or (rows given)
     // the sampled tokens to `tokens`.
     void run_step(const runner::ForwardBatch& requested, float* logits,
@@ -135,6 +151,7 @@ private:
     DeviceBuffer<std::uint8_t> pool_;
     std::int64_t key_plane_bytes_ = 0;   // one layer's K plane
     std::int64_t value_plane_bytes_ = 0; // one layer's V plane
+    std::int64_t max_copy_pitch_ = 0;    // the largest pitch cudaMemcpy2D takes here
     DecodeGraphs graphs_;
     std::string failure_;              // why a step failed on the device; empty while all is well
     bool device_work_started_ = false; // this step or copy has changed device or bookkeeping

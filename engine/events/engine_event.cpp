@@ -72,6 +72,12 @@ std::string_view event_kind_name(EventKind kind) {
         return "attached_metric";
     case EventKind::draft_verified:
         return "draft_verified";
+    case EventKind::block_offloaded:
+        return "block_offloaded";
+    case EventKind::block_reloaded:
+        return "block_reloaded";
+    case EventKind::tier_dropped:
+        return "tier_dropped";
     }
     return "unknown";
 }

@@ -53,9 +53,13 @@ enum class EventKind : std::uint8_t {
     attached_metric,
     // Speculative decoding: a draft verified, kept in part, rolled back in part.
     draft_verified,
+    // The KV cache's second tier (offloading): a block saved, or loaded back.
+    block_offloaded,
+    block_reloaded,
+    tier_dropped, // the second tier let a block go to make room
 };
 
-inline constexpr int kEventKindCount = static_cast<int>(EventKind::draft_verified) + 1;
+inline constexpr int kEventKindCount = static_cast<int>(EventKind::tier_dropped) + 1;
 
 std::string_view event_kind_name(EventKind kind);
 

@@ -551,6 +551,62 @@ struct DraftVerified {
     bool operator==(const DraftVerified&) const = default;
 };
 
+// A full block's K/V saved to the KV cache's second tier under its prefix
+// hash (when the pool reclaimed it, or when it was cached under
+// write-through): `bytes` moved in `nanoseconds`.
+struct BlockOffloaded {
+    static constexpr EventKind kind = EventKind::block_offloaded;
+    std::int32_t block = -1;
+    std::int64_t request = -1;
+    std::uint64_t hash = 0;
+    std::int64_t nanoseconds = 0;
+    std::int64_t bytes = 0;
+    std::int64_t tier_blocks = 0; // blocks the tier holds after it
+    static constexpr auto fields() {
+        return std::tuple{field("block", &BlockOffloaded::block, Column::block),
+                          field("request", &BlockOffloaded::request, Column::request),
+                          field("hash", &BlockOffloaded::hash, Column::a),
+                          field("nanoseconds", &BlockOffloaded::nanoseconds, Column::b),
+                          field("bytes", &BlockOffloaded::bytes, Column::c),
+                          field("tier_blocks", &BlockOffloaded::tier_blocks, Column::d)};
+    }
+    bool operator==(const BlockOffloaded&) const = default;
+};
+
+// A prefix hit in the second tier: the K/V stored under `hash` loaded into
+// a fresh block of `request`, instead of computing them again.
+struct BlockReloaded {
+    static constexpr EventKind kind = EventKind::block_reloaded;
+    std::int32_t block = -1;
+    std::int64_t request = -1;
+    std::uint64_t hash = 0;
+    std::int64_t nanoseconds = 0;
+    std::int64_t bytes = 0;
+    std::int64_t tier_blocks = 0; // blocks the tier holds after it
+    static constexpr auto fields() {
+        return std::tuple{field("block", &BlockReloaded::block, Column::block),
+                          field("request", &BlockReloaded::request, Column::request),
+                          field("hash", &BlockReloaded::hash, Column::a),
+                          field("nanoseconds", &BlockReloaded::nanoseconds, Column::b),
+                          field("bytes", &BlockReloaded::bytes, Column::c),
+                          field("tier_blocks", &BlockReloaded::tier_blocks, Column::d)};
+    }
+    bool operator==(const BlockReloaded&) const = default;
+};
+
+// The second tier let the block stored under `hash` go (its least recently
+// used, to make room for another): `tier_blocks` it holds after.
+struct TierDropped {
+    static constexpr EventKind kind = EventKind::tier_dropped;
+    std::uint64_t hash = 0;
+    std::int64_t tier_blocks = 0;
+    static constexpr auto fields() {
+        return std::tuple{field("hash", &TierDropped::hash, Column::a),
+                          field("tier_blocks", &TierDropped::tier_blocks, Column::b)};
+    }
+    bool operator==(const TierDropped&) const = default;
+};
+
 // Every typed event, in EventKind order.
 using TypedEvents =
     std::tuple<RunConfig, StepBegin, StepEnd, RequestArrived, RequestAdmitted, FirstToken,
@@ -559,7 +615,7 @@ using TypedEvents =
                CacheFill, OpSlice, MemorySample, BlockCompacted, KvBytes, BlockUnshared,
                TokenSampled, DeviceMemory, SourceAttached, AttachedBlockStored,
                AttachedBlockRemoved, AttachedCleared, AttachedStatus, AttachedBlockMoved,
-               AttachedMetric, DraftVerified>;
+               AttachedMetric, DraftVerified, BlockOffloaded, BlockReloaded, TierDropped>;
 static_assert(std::tuple_size_v<TypedEvents> == kEventKindCount, "a kind has no typed event");
 
 template <class T>

@@ -45,6 +45,21 @@ std::optional<BlockId> KvManager::find_cached(BlockHash hash,
     return it->second;
 }
 
+std::vector<BlockHash> KvManager::tier_hashes() const {
+    std::vector<BlockHash> hashes;
+    hashes.reserve(tier_.size());
+    for (const auto& [hash, entry] : tier_) {
+        hashes.push_back(hash);
+    }
+    return hashes;
+}
+
+bool KvManager::in_tier(BlockHash hash, std::span<const std::int32_t> tokens) const {
+    const auto it = tier_.find(hash);
+    return it != tier_.end() && std::equal(it->second.tokens.begin(), it->second.tokens.end(),
+                                           tokens.begin(), tokens.end());
+}
+
 PrefixMatch KvManager::match_prefix(std::span<const std::int32_t> tokens,
                                     std::uint64_t extra_key) const {
     std::vector<BlockHash> hashes;
@@ -69,12 +84,17 @@ PrefixMatch KvManager::find_prefix(std::span<const std::int32_t> tokens, std::ui
         const auto block_tokens = tokens.subspan(static_cast<std::size_t>(b) * block_size_,
                                                  static_cast<std::size_t>(block_size_));
         const BlockHash hash = hash_block(parent, block_tokens, extra_key);
-        const std::optional<BlockId> block = find_cached(hash, block_tokens);
-        if (!block) {
+        // The pool first, then the second tier (loaded back on admission).
+        BlockId found = kTierHit;
+        if (const std::optional<BlockId> block = find_cached(hash, block_tokens)) {
+            found = *block;
+        } else if (tier_mover_ != nullptr && in_tier(hash, block_tokens)) {
+            ++match.tier_blocks_hit;
+        } else {
             break;
         }
         if (hits) {
-            hits->push_back(*block);
+            hits->push_back(found);
         }
         hashes.push_back(hash);
         parent = hash;
@@ -114,6 +134,7 @@ std::optional<BlockId> KvManager::take_block(std::int64_t request) {
         block = free_.pop_front();
     } else if (!cached_.empty()) {
         block = cached_.pop();
+        offload(request, block); // write on eviction: the tier keeps what the pool lets go
         forget_hash(block);
         events::emit_now(sink_, events::BlockEvicted{.block = block, .request = request});
     } else {
@@ -124,6 +145,20 @@ std::optional<BlockId> KvManager::take_block(std::int64_t request) {
     taken.uses = 1;
     events::emit_now(sink_, events::BlockAllocated{.block = block, .request = request});
     return block;
+}
+
+void KvManager::offload(std::int64_t request, BlockId block) {
+    const Block& b = blocks_[static_cast<std::size_t>(block)];
+    if (tier_mover_ == nullptr || !b.hashed || tier_.contains(b.hash)) {
+        return;
+    }
+    const BlockHash hash = b.hash;
+    const auto tokens = tokens_of(block);
+    TierEntry entry{std::vector<std::int32_t>(tokens.begin(), tokens.end())};
+    if (!tier_mover_->offload(request, block, hash)) {
+        return; // the tier could not take it: the block is simply lost, as without a tier
+    }
+    tier_.insert_or_assign(hash, std::move(entry));
 }
 
 void KvManager::register_hash(BlockId block, BlockHash hash, BlockHash parent,
@@ -175,13 +210,22 @@ void KvManager::forget_hash(BlockId block) {
     b.hashed = false;
 }
 
-void KvManager::reference(std::int64_t request, BlockId block) {
-    Block& b = blocks_[static_cast<std::size_t>(block)];
+void KvManager::pin(BlockId block) {
     if (cached_.contains(block)) {
         cached_.erase(block);
     }
-    ++b.ref;
-    ++b.uses;
+    ++blocks_[static_cast<std::size_t>(block)].ref;
+}
+
+void KvManager::unpin(BlockId block) {
+    Block& b = blocks_[static_cast<std::size_t>(block)];
+    if (--b.ref == 0) {
+        cached_.push(block, b.uses); // a pinned hit is a hashed block
+    }
+}
+
+void KvManager::take_pinned(std::int64_t request, BlockId block) {
+    ++blocks_[static_cast<std::size_t>(block)].uses;
     events::emit_now(sink_, events::BlockShared{.block = block, .request = request});
 }
 
@@ -202,21 +246,92 @@ std::optional<PrefixMatch> KvManager::admit(std::int64_t request, SequenceBlocks
     // Hit blocks sitting in the reclaim order are not available for the rest.
     int hit_cached = 0;
     for (const BlockId block : hits) {
-        hit_cached += cached_.contains(block) ? 1 : 0;
+        hit_cached += block != kTierHit && cached_.contains(block) ? 1 : 0;
     }
-    if (match.blocks_missed > available_blocks() - hit_cached) {
+    // Tier hits need fresh blocks too.
+    if (match.blocks_missed + match.tier_blocks_hit > available_blocks() - hit_cached) {
         sequence.block_hashes.clear();
         return std::nullopt;
     }
+    PrefixMatch result = match;
+    const std::vector<BlockHash> hashes = sequence.block_hashes;
+    // The pool's hits are pinned first, so no allocation below can reclaim
+    // one of them; they are taken (and said so) in table order below, the
+    // order the block map rebuilds a request's table in.
     for (const BlockId block : hits) {
-        reference(request, block);
-        sequence.block_table.push_back(block);
+        if (block != kTierHit) {
+            pin(block);
+        }
     }
-    sequence.length = match.hit_tokens;
+    // The tier's hits become its most recently used, so the blocks the
+    // allocations below offload push others out of a full tier, not these.
+    for (std::size_t i = 0; i < hits.size(); ++i) {
+        if (hits[i] == kTierHit) {
+            tier_mover_->touch(hashes[i]);
+        }
+    }
+    std::vector<BlockId> table;
+    std::size_t kept = hits.size();
+    for (std::size_t i = 0; i < hits.size(); ++i) {
+        if (hits[i] != kTierHit) {
+            take_pinned(request, hits[i]);
+            table.push_back(hits[i]);
+            continue;
+        }
+        // Loaded back into a fresh block and cached in the pool again, like
+        // a block this request computed.
+        const BlockId fresh = *take_block(request);
+        table.push_back(fresh);
+        const BlockHash parent = i == 0 ? kRootBlockHash : hashes[i - 1];
+        const auto block_tokens = tokens.subspan(i * static_cast<std::size_t>(block_size_),
+                                                 static_cast<std::size_t>(block_size_));
+        if (!by_hash_.contains(hashes[i]) && tier_mover_->reload(request, fresh, hashes[i])) {
+            register_hash(fresh, hashes[i], parent, block_tokens);
+            events::emit_now(sink_, events::BlockCached{
+                                        .block = fresh,
+                                        .request = request,
+                                        .hash = hashes[i],
+                                        .first_token = static_cast<std::int64_t>(i) * block_size_});
+            continue;
+        }
+        // Lost meanwhile (this admission offloaded more blocks than the tier
+        // holds besides its hits), its copy failed, or a twin is in the pool
+        // now: from here on the prompt is computed.
+        kept = i;
+        table.pop_back();
+        std::vector<BlockId> released;
+        unreference(request, fresh, released);
+        for (std::size_t j = i + 1; j < hits.size(); ++j) {
+            if (hits[j] != kTierHit) {
+                unpin(hits[j]);
+            }
+        }
+        break;
+    }
+    if (kept < hits.size()) {
+        const auto hit = static_cast<std::int32_t>(kept);
+        result.tier_blocks_hit = static_cast<std::int32_t>(
+            std::count(hits.begin(), hits.begin() + static_cast<std::ptrdiff_t>(kept), kTierHit));
+        result.blocks_missed += result.blocks_hit - hit;
+        result.blocks_hit = hit;
+        result.hit_tokens = hit * block_size_;
+        // What the lookup saw past the lost block no longer follows the hit.
+        result.shared_short_tokens = 0;
+        sequence.block_hashes.resize(kept);
+    }
+    sequence.block_table = std::move(table);
+    sequence.length = result.hit_tokens;
     if (!grow(request, sequence, static_cast<std::int32_t>(tokens.size()))) {
-        throw std::logic_error("KV manager: blocks counted free were not");
+        if (kept == hits.size()) {
+            throw std::logic_error("KV manager: blocks counted free were not");
+        }
+        // Cut short, the prompt needs blocks for hits past the cut that other
+        // requests hold, and the pool may not have them: the request waits.
+        // The blocks loaded so far stay cached in the pool for its next try.
+        release(request, sequence);
+        return std::nullopt;
     }
-    return match;
+    return result;
 }
 
 bool KvManager::grow(std::int64_t request, SequenceBlocks& sequence, std::int32_t new_length) {
@@ -259,6 +374,9 @@ void KvManager::cache_full_blocks(std::int64_t request, SequenceBlocks& sequence
                                        .request = request,
                                        .hash = hash,
                                        .first_token = static_cast<std::int64_t>(b) * block_size_});
+        if (write_through_) {
+            offload(request, id); // the tier gets it now, while it is still needed here
+        }
     }
 }
 

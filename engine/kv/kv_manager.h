@@ -35,6 +35,26 @@ struct PrefixMatch {
     // few to fill a block (or would cover the last prompt token), so they
     // are computed again: what a block-granular cache cannot share.
     std::int32_t shared_short_tokens = 0;
+    // Of blocks_hit, those found in the second tier and loaded back.
+    std::int32_t tier_blocks_hit = 0;
+};
+
+// Moves blocks' bytes between the pool and a second tier (offload_tier.h)
+// for the KV manager, which knows only which hashes the tier holds.
+class TierMover {
+public:
+    virtual ~TierMover() = default;
+    // Saves `block`'s K/V under `hash` (the block is full and about to be
+    // reused, or just cached under write-through), and says so
+    // (block_offloaded). False when it could not (the tier's disk is full):
+    // the tier does not hold the hash then.
+    virtual bool offload(std::int64_t request, BlockId block, BlockHash hash) = 0;
+    // Loads the K/V stored under `hash` into `block`, freshly allocated for
+    // a prefix hit in the tier, and says so (block_reloaded). False when the
+    // tier no longer holds it.
+    virtual bool reload(std::int64_t request, BlockId block, BlockHash hash) = 0;
+    // Makes `hash` the tier's most recently used (a hit about to be loaded).
+    virtual void touch(BlockHash hash) = 0;
 };
 
 struct KvManagerStats {
@@ -61,6 +81,20 @@ public:
 
     void set_event_sink(events::EventSink* sink) { sink_ = sink; }
 
+    // A second tier for blocks the pool lets go (null: none). Cached blocks
+    // are offloaded when reclaimed, or as soon as they are cached with
+    // `write_through`; a prefix lookup that misses the pool continues in
+    // the tier, and its hits are loaded back into fresh blocks.
+    void set_tier(TierMover* mover, bool write_through) {
+        tier_mover_ = mover;
+        write_through_ = write_through;
+    }
+    // The tier dropped `hash` (it was full): lookups stop finding it there.
+    void forget_tier_hash(BlockHash hash) { tier_.erase(hash); }
+    std::int64_t tier_blocks() const { return static_cast<std::int64_t>(tier_.size()); }
+    // The hashes lookups find in the tier (for invariant checks).
+    std::vector<BlockHash> tier_hashes() const;
+
     // Looks up the longest cached prefix of `tokens` (whole blocks, at most
     // tokens.size() - 1 tokens so the last one is computed for its logits),
     // without changing anything.
@@ -70,7 +104,8 @@ public:
     // Starts `sequence` (empty) on `tokens`: takes the cached prefix blocks
     // match_prefix() finds and sets sequence.length to the hit. Returns the
     // match, or nullopt when the blocks for the whole prompt cannot be had
-    // (nothing changes then).
+    // (the sequence stays empty; blocks loaded back from the tier before
+    // one found lost stay cached in the pool).
     std::optional<PrefixMatch> admit(std::int64_t request, SequenceBlocks& sequence,
                                      std::span<const std::int32_t> tokens,
                                      std::uint64_t extra_key = 0);
@@ -126,16 +161,25 @@ private:
     };
 
     // match_prefix(), also appending each hit block's hash to `hashes` and,
-    // when asked for, its id to `hits`.
+    // when asked for, its id to `hits` (kTierHit for a hit in the tier).
     PrefixMatch find_prefix(std::span<const std::int32_t> tokens, std::uint64_t extra_key,
                             std::vector<BlockId>* hits, std::vector<BlockHash>& hashes) const;
     std::optional<BlockId> take_block(std::int64_t request);
-    void reference(std::int64_t request, BlockId block); // a cache hit
+    // Saves a full hashed block to the tier unless it holds the hash already.
+    void offload(std::int64_t request, BlockId block);
+    // A prefix hit, in two halves: a pin keeps the block out of the reclaim
+    // order, unsaid; take_pinned() counts the use and says so (block_shared).
+    // unpin() undoes a pin never taken.
+    void pin(BlockId block);
+    void take_pinned(std::int64_t request, BlockId block);
+    void unpin(BlockId block);
     void unreference(std::int64_t request, BlockId block, std::vector<BlockId>& released);
     void register_hash(BlockId block, BlockHash hash, BlockHash parent,
                        std::span<const std::int32_t> tokens);
     void forget_hash(BlockId block);
     std::optional<BlockId> find_cached(BlockHash hash, std::span<const std::int32_t> tokens) const;
+    bool in_tier(BlockHash hash, std::span<const std::int32_t> tokens) const;
+    static constexpr BlockId kTierHit = -1;
     // A hashed block's tokens (compared on every hit, so a 64-bit hash
     // collision can never share wrong K/V).
     std::span<const std::int32_t> tokens_of(BlockId block) const {
@@ -164,6 +208,14 @@ private:
     // thousands, walked at each admission.
     absl::flat_hash_map<BlockHash, BlockId> by_parent_;
     events::EventSink* sink_ = nullptr;
+    // The second tier's hashes, with what a lookup compares (as for the
+    // pool's cached blocks: a collision never loads wrong K/V).
+    struct TierEntry {
+        std::vector<std::int32_t> tokens;
+    };
+    absl::flat_hash_map<BlockHash, TierEntry> tier_;
+    TierMover* tier_mover_ = nullptr;
+    bool write_through_ = false;
 };
 
 } // namespace kvscope::kv

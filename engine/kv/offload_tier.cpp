@@ -30,13 +30,28 @@ OffloadTier::OffloadTier(const OffloadTierConfig& config)
         free_slots_.push_back(slot);
     }
     if (config.medium == TierMedium::memory) {
-        memory_.resize(static_cast<std::size_t>(config.capacity_blocks * config.block_bytes));
+        // Uninitialised: the pages are committed as blocks are written.
+        memory_.reset(
+            new std::byte[static_cast<std::size_t>(config.capacity_blocks * config.block_bytes)]);
         return;
     }
-    fd_ = ::open(config.file.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (config_.file.empty()) {
+        // Unique per process and moment, so runs side by side never meet.
+        config_.file =
+            std::filesystem::temp_directory_path() /
+            ("kvscope-offload-" + std::to_string(::getpid()) + "-" +
+             std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + ".bin");
+    }
+    // A new file only: never truncate (then delete) one that exists, or
+    // follow a link planted where the file would go.
+    fd_ = ::open(config_.file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd_ < 0) {
-        throw std::system_error(errno, std::generic_category(),
-                                "cannot create the offload tier's file " + config.file.string());
+        const int error = errno;
+        throw std::system_error(
+            error, std::generic_category(),
+            error == EEXIST ? config_.file.string() + " already exists; the offload tier writes "
+                                                      "a new file of its own"
+                            : "cannot create the offload tier's file " + config_.file.string());
     }
 }
 
@@ -51,7 +66,7 @@ OffloadTier::~OffloadTier() {
 void OffloadTier::write_slot(std::int64_t slot, std::span<const std::byte> bytes) {
     const std::int64_t offset = slot * config_.block_bytes;
     if (fd_ < 0) {
-        std::memcpy(memory_.data() + offset, bytes.data(), bytes.size());
+        std::memcpy(memory_.get() + offset, bytes.data(), bytes.size());
         return;
     }
     std::size_t done = 0;
@@ -72,7 +87,7 @@ void OffloadTier::write_slot(std::int64_t slot, std::span<const std::byte> bytes
 void OffloadTier::read_slot(std::int64_t slot, std::span<std::byte> bytes) {
     const std::int64_t offset = slot * config_.block_bytes;
     if (fd_ < 0) {
-        std::memcpy(bytes.data(), memory_.data() + offset, bytes.size());
+        std::memcpy(bytes.data(), memory_.get() + offset, bytes.size());
         return;
     }
     std::size_t done = 0;
@@ -95,25 +110,29 @@ std::optional<BlockHash> OffloadTier::put(BlockHash hash, std::span<const std::b
         throw std::invalid_argument("an offloaded block must be the tier's block size");
     }
     erase(hash);
+    // A free slot, else the least recently used block's; that block is
+    // evicted even when the write fails (its slot may hold part of the new
+    // bytes), and the caller hears of it either way through `evicted`.
+    const bool reuse = free_slots_.empty();
+    const std::int64_t slot = reuse ? lru_.back().slot : free_slots_.back();
     std::optional<BlockHash> evicted;
-    if (free_slots_.empty()) {
-        const Entry oldest = lru_.back();
+    if (reuse) {
+        evicted = lru_.back().hash;
+        slot_of_.erase(lru_.back().hash);
         lru_.pop_back();
-        slot_of_.erase(oldest.hash);
-        free_slots_.push_back(oldest.slot);
-        evicted = oldest.hash;
         ++stats_.evictions;
+    } else {
+        free_slots_.pop_back();
     }
-    const std::int64_t slot = free_slots_.back();
     const auto start = std::chrono::steady_clock::now();
     try {
         write_slot(slot, bytes);
-    } catch (...) {
+    } catch (const std::system_error& e) {
         stats_.write_seconds += seconds_since(start);
-        throw; // the slot stays free; the tier holds no part of `hash`
+        free_slots_.push_back(slot); // the tier holds no part of `hash`
+        throw WriteFailed(e, evicted);
     }
     stats_.write_seconds += seconds_since(start);
-    free_slots_.pop_back();
     lru_.push_front({hash, slot});
     slot_of_[hash] = lru_.begin();
     ++stats_.writes;
@@ -132,7 +151,7 @@ bool OffloadTier::get(BlockHash hash, std::span<std::byte> bytes) {
     const auto start = std::chrono::steady_clock::now();
     read_slot(it->second->slot, bytes);
     stats_.read_seconds += seconds_since(start);
-    lru_.splice(lru_.begin(), lru_, it->second);
+    touch(hash);
     ++stats_.reads;
     stats_.bytes_read += config_.block_bytes;
     return true;
@@ -146,6 +165,12 @@ void OffloadTier::erase(BlockHash hash) {
     free_slots_.push_back(it->second->slot);
     lru_.erase(it->second);
     slot_of_.erase(it);
+}
+
+void OffloadTier::touch(BlockHash hash) {
+    if (const auto it = slot_of_.find(hash); it != slot_of_.end()) {
+        lru_.splice(lru_.begin(), lru_, it->second);
+    }
 }
 
 } // namespace kvscope::kv

@@ -14,9 +14,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <list>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace kvscope::kv {
@@ -25,7 +27,9 @@ enum class TierMedium { memory, file };
 
 struct OffloadTierConfig {
     TierMedium medium = TierMedium::memory;
-    std::filesystem::path file; // TierMedium::file: created, and removed at the end
+    // TierMedium::file: created (empty: a new one in the temporary
+    // directory), and removed at the end.
+    std::filesystem::path file;
     std::int64_t capacity_blocks = 0;
     std::int64_t block_bytes = 0;
 };
@@ -54,15 +58,26 @@ public:
     const OffloadTierStats& stats() const { return stats_; }
 
     bool contains(BlockHash hash) const { return slot_of_.contains(hash); }
+    // A failed write (a full disk): the file's error, and the block evicted
+    // to make room for it, which is gone all the same.
+    struct WriteFailed : std::system_error {
+        WriteFailed(const std::system_error& error, std::optional<BlockHash> evicted_hash)
+            : std::system_error(error)
+            , evicted(evicted_hash) {}
+        std::optional<BlockHash> evicted;
+    };
+
     // Stores `bytes` (block_bytes of them) under `hash`, replacing what it
     // held; returns the hash of the block it evicted to make room, if any.
-    // Throws std::system_error naming the file when the write fails (a full
-    // disk), leaving the tier without `hash`.
+    // Throws WriteFailed naming the file when the write fails, leaving the
+    // tier without `hash`.
     std::optional<BlockHash> put(BlockHash hash, std::span<const std::byte> bytes);
     // Copies the block under `hash` into `bytes` and makes it the most
     // recently used; false when the tier does not hold it.
     bool get(BlockHash hash, std::span<std::byte> bytes);
     void erase(BlockHash hash);
+    // Makes `hash`, if held, the most recently used.
+    void touch(BlockHash hash);
 
 private:
     void write_slot(std::int64_t slot, std::span<const std::byte> bytes);
@@ -76,8 +91,8 @@ private:
     std::list<Entry> lru_; // front: most recently used
     absl::flat_hash_map<BlockHash, std::list<Entry>::iterator> slot_of_;
     std::vector<std::int64_t> free_slots_;
-    std::vector<std::byte> memory_; // TierMedium::memory
-    int fd_ = -1;                   // TierMedium::file
+    std::unique_ptr<std::byte[]> memory_; // TierMedium::memory
+    int fd_ = -1;                         // TierMedium::file
     OffloadTierStats stats_;
 };
 

@@ -38,6 +38,13 @@ public:
     void copy_slots(std::span<const std::int32_t> from, std::span<const std::int32_t> to) override {
         inner_->copy_slots(from, to);
     }
+    std::int64_t block_bytes() const override { return inner_->block_bytes(); }
+    void read_block(kv::BlockId block, std::span<std::byte> bytes) const override {
+        inner_->read_block(block, bytes);
+    }
+    void write_block(kv::BlockId block, std::span<const std::byte> bytes) override {
+        inner_->write_block(block, bytes);
+    }
     std::optional<DeviceMemory> device_memory() const override { return inner_->device_memory(); }
     bool samples_on_device() const override { return inner_->samples_on_device(); }
     void forward_sampled(const ForwardBatch& batch, std::span<const RowSampling> rows,

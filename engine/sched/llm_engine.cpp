@@ -84,6 +84,21 @@ LlmEngine::LlmEngine(runner::Backend& backend, const EngineConfig& config, event
     if (const std::string problem = speculation_problem(config, backend); !problem.empty()) {
         throw std::invalid_argument(problem);
     }
+    if (config.offload.capacity_blocks > 0) {
+        if (!config.prefix_caching) {
+            throw std::invalid_argument("the offload tier keeps prefix-cached blocks: it needs "
+                                        "prefix caching");
+        }
+        if (backend.block_bytes() <= 0) {
+            throw std::invalid_argument("the " + backend.name() +
+                                        " backend cannot move KV blocks to an offload tier");
+        }
+        kv::OffloadTierConfig tier = config.offload;
+        tier.block_bytes = backend.block_bytes();
+        tier_ = std::make_unique<kv::OffloadTier>(tier);
+        tier_buffer_.resize(static_cast<std::size_t>(tier.block_bytes));
+        kv_.set_tier(this, config.offload_write_through);
+    }
     events::emit_now(sink_, events::RunConfig{.blocks = backend.num_blocks(),
                                               .block_size = backend.block_size(),
                                               .settings = describe_config()});
@@ -108,6 +123,79 @@ void LlmEngine::on_op(std::string_view name, int layer, std::int64_t begin_ns,
     });
     event.time_ns = begin_ns; // stamped when it began, not now
     sink_->on_event(event);
+}
+
+void LlmEngine::warn_tier_once(bool& said, const std::string& message) {
+    if (!said) {
+        std::fprintf(stderr, "kvscope: offload tier: %s\n", message.c_str());
+        said = true;
+    }
+}
+
+bool LlmEngine::offload(std::int64_t request, kv::BlockId block, kv::BlockHash hash) {
+    const std::int64_t start = host_now_ns();
+    try {
+        backend_.read_block(block, tier_buffer_);
+    } catch (const std::exception& e) {
+        warn_tier_once(said_copy_out_failed_,
+                       std::string("could not copy a block out of the pool (") + e.what() +
+                           "); such blocks are not offloaded");
+        return false;
+    }
+    std::optional<kv::BlockHash> evicted;
+    try {
+        evicted = tier_->put(hash, tier_buffer_);
+    } catch (const kv::OffloadTier::WriteFailed& e) {
+        if (e.evicted) {
+            dropped_from_tier(*e.evicted); // gone as well
+        }
+        // A full disk loses the block, as a pool without a tier would; the
+        // run goes on.
+        warn_tier_once(said_write_failed_,
+                       std::string(e.what()) + "; blocks that do not fit are dropped");
+        return false;
+    }
+    if (evicted) {
+        dropped_from_tier(*evicted);
+    }
+    events::emit_now(sink_, events::BlockOffloaded{.block = block,
+                                                   .request = request,
+                                                   .hash = hash,
+                                                   .nanoseconds = host_now_ns() - start,
+                                                   .bytes = tier_->config().block_bytes,
+                                                   .tier_blocks = tier_->size()});
+    return true;
+}
+
+bool LlmEngine::reload(std::int64_t request, kv::BlockId block, kv::BlockHash hash) {
+    const std::int64_t start = host_now_ns();
+    try {
+        if (!tier_->get(hash, tier_buffer_)) {
+            kv_.forget_tier_hash(hash); // the tier no longer has it
+            return false;
+        }
+        backend_.write_block(block, tier_buffer_);
+    } catch (const std::exception& e) {
+        warn_tier_once(said_reload_failed_,
+                       std::string(e.what()) + "; prefixes it cannot load are computed instead");
+        return false;
+    }
+    events::emit_now(sink_, events::BlockReloaded{.block = block,
+                                                  .request = request,
+                                                  .hash = hash,
+                                                  .nanoseconds = host_now_ns() - start,
+                                                  .bytes = tier_->config().block_bytes,
+                                                  .tier_blocks = tier_->size()});
+    return true;
+}
+
+void LlmEngine::dropped_from_tier(kv::BlockHash hash) {
+    kv_.forget_tier_hash(hash);
+    events::emit_now(sink_, events::TierDropped{.hash = hash, .tier_blocks = tier_->size()});
+}
+
+void LlmEngine::touch(kv::BlockHash hash) {
+    tier_->touch(hash);
 }
 
 std::string LlmEngine::describe_config() const {
@@ -138,6 +226,10 @@ std::string LlmEngine::describe_config() const {
                                                                : spec::DraftMethod::none)},
         {"draft_tokens", config_.speculative.enabled() ? config_.speculative.draft_tokens : 0},
         {"draft_model", config_.speculative.method == spec::DraftMethod::model},
+        {"offload_tier",
+         tier_ ? std::string(kv::tier_medium_name(config_.offload.medium)) : std::string("none")},
+        {"offload_blocks", tier_ ? config_.offload.capacity_blocks : 0},
+        {"offload_write_through", tier_ != nullptr && config_.offload_write_through},
         {"draft_layers", config_.speculative.method == spec::DraftMethod::layers
                              ? config_.speculative.draft_layers
                              : 0},
@@ -575,7 +667,23 @@ std::string LlmEngine::check_invariants() const {
     for (const auto& [id, request] : requests_) {
         live.push_back(&request->blocks);
     }
-    return kv_.check(live);
+    if (std::string problem = kv_.check(live); !problem.empty()) {
+        return problem;
+    }
+    if (tier_) {
+        // What lookups find in the tier is exactly what it holds.
+        const std::vector<kv::BlockHash> indexed = kv_.tier_hashes();
+        if (static_cast<std::int64_t>(indexed.size()) != tier_->size()) {
+            return "the KV manager indexes " + std::to_string(indexed.size()) +
+                   " blocks in the offload tier, which holds " + std::to_string(tier_->size());
+        }
+        for (const kv::BlockHash hash : indexed) {
+            if (!tier_->contains(hash)) {
+                return "the KV manager finds a block in the offload tier that it does not hold";
+            }
+        }
+    }
+    return {};
 }
 
 } // namespace kvscope::sched

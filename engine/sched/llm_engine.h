@@ -7,6 +7,7 @@
 #include "engine/events/engine_event.h"
 #include "engine/kv/eviction_policy.h"
 #include "engine/kv/kv_manager.h"
+#include "engine/kv/offload_tier.h"
 #include "engine/runner/backend.h"
 #include "engine/runner/forward_batch.h"
 #include "engine/sched/request.h"
@@ -50,6 +51,11 @@ struct EngineConfig {
     // has the target's block count and size, and the target's block tables
     // index it too, so the draft's K/V live in the same block ids.
     runner::Backend* draft_backend = nullptr;
+    // A second tier for the KV cache (capacity_blocks 0: none): blocks the
+    // pool reclaims are saved there, by their prefix hash, and prefix hits
+    // in it are loaded back. The engine fills in block_bytes.
+    kv::OffloadTierConfig offload;
+    bool offload_write_through = false; // save blocks as soon as they are cached
 };
 
 struct StepStats {
@@ -64,7 +70,7 @@ struct StepStats {
     std::vector<std::int64_t> admitted; // requests admitted (first, or again after preemption)
 };
 
-class LlmEngine : private runner::OpObserver {
+class LlmEngine : private runner::OpObserver, private kv::TierMover {
 public:
     // `sink` may be null.
     LlmEngine(runner::Backend& backend, const EngineConfig& config,
@@ -95,6 +101,8 @@ public:
     const Request& request(std::int64_t id) const { return *requests_.at(id); }
     std::vector<std::int64_t> request_ids() const;
     const kv::KvManager& kv() const { return kv_; }
+    // The second tier, or null when there is none.
+    const kv::OffloadTier* offload_tier() const { return tier_.get(); }
     const Scheduler& scheduler() const { return scheduler_; }
     const EngineConfig& config() const { return config_; }
     std::int64_t steps() const { return step_index_; }
@@ -140,6 +148,14 @@ private:
     void apply_eviction(Request& request, std::size_t batch_index, bool prompt_done);
     void on_op(std::string_view name, int layer, std::int64_t begin_ns,
                std::int64_t end_ns) override;
+    // kv::TierMover: bytes between the backend's pool and the tier.
+    bool offload(std::int64_t request, kv::BlockId block, kv::BlockHash hash) override;
+    bool reload(std::int64_t request, kv::BlockId block, kv::BlockHash hash) override;
+    void touch(kv::BlockHash hash) override;
+    // The tier let `hash` go to make room: lookups stop finding it, and the
+    // event says so.
+    void dropped_from_tier(kv::BlockHash hash);
+    void warn_tier_once(bool& said, const std::string& message);
 
     runner::Backend& backend_;
     EngineConfig config_;
@@ -152,6 +168,12 @@ private:
     std::int64_t step_index_ = 0;
     std::vector<float> logits_;
     std::vector<float> draft_logits_;
+    std::unique_ptr<kv::OffloadTier> tier_;
+    std::vector<std::byte> tier_buffer_; // one block's bytes
+    // Each kind of tier failure is said once, not once per block.
+    bool said_copy_out_failed_ = false;
+    bool said_write_failed_ = false;
+    bool said_reload_failed_ = false;
     // Per chunk of the step: the last token and its draft, the tokens a
     // verifying pass computes.
     std::vector<std::vector<std::int32_t>> verify_tokens_;

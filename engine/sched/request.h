@@ -32,6 +32,9 @@ std::string_view request_state_name(RequestState state);
 // again are resumed (not new hits).
 struct RequestAccounting {
     std::int64_t prefix_hit_tokens = 0;
+    // Loaded back from the offload tier instead of computed, at any
+    // admission (a resumed request's too: each load is a copy made).
+    std::int64_t tier_hit_tokens = 0;
     std::int64_t blocks_hit = 0;
     std::int64_t blocks_missed = 0;
     std::int64_t shared_short_tokens = 0; // shared with a cached block but too few to reuse

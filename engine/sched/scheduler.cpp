@@ -215,11 +215,20 @@ ScheduleResult Scheduler::schedule() {
             break;
         }
         const std::int32_t to_compute = prompt - match->hit_tokens;
+        if (must_run_whole(*request) && to_compute > budget) {
+            // A hit in the offload tier was lost while loading: the prompt
+            // no longer fits this step whole, so it waits for the next.
+            const std::vector<kv::BlockId> released = kv_.release(request->id, request->blocks);
+            result.released_blocks.insert(result.released_blocks.end(), released.begin(),
+                                          released.end());
+            break;
+        }
         waiting_.pop_front();
         request->state = RequestState::running;
         request->computed = match->hit_tokens;
         request->draft_computed = 0;
         RequestAccounting& a = request->accounting;
+        a.tier_hit_tokens += std::int64_t{match->tier_blocks_hit} * kv_.block_size();
         if (a.preemptions == 0) {
             a.prefix_hit_tokens = match->hit_tokens;
             a.blocks_hit = match->blocks_hit;

@@ -48,6 +48,11 @@ std::string RunConfig::describe() const {
     if (speculative.enabled()) {
         text += ", speculative " + speculative.describe();
     }
+    if (offload.capacity_blocks > 0) {
+        text += ", offload tier of " + std::to_string(offload.capacity_blocks) + " blocks in " +
+                std::string(kv::tier_medium_name(offload.medium)) +
+                (offload_write_through ? " (write-through)" : " (written on eviction)");
+    }
     text += "; " + workload + " (" + std::to_string(preset.requests) + " requests";
     char rate_text[32];
     std::snprintf(rate_text, sizeof rate_text, " at %.3g/s)", preset.rate);

@@ -6,6 +6,7 @@
 
 #include "engine/kv/eviction_policy.h"
 #include "engine/kv/kv_format.h"
+#include "engine/kv/offload_tier.h"
 #include "engine/sched/scheduler.h"
 #include "engine/session/backend_factory.h"
 #include "engine/session/cache_size.h"
@@ -36,6 +37,8 @@ struct RunConfig {
     sched::SchedulerConfig scheduler;
     spec::SpeculativeConfig speculative; // off unless asked for
     std::string draft_model_path;        // the draft model (DraftMethod::model)
+    kv::OffloadTierConfig offload;       // capacity_blocks 0: no second tier
+    bool offload_write_through = false;
 
     std::string workload = "shared-prefix"; // a preset name or a .jsonl trace
     workload::PresetOptions preset;         // its seed also seeds each request's sampling

@@ -53,6 +53,7 @@ RunSummary summarize_run(const sched::LlmEngine& engine, const std::vector<std::
         s.prompt_computed_tokens += row.prompt_computed_tokens;
         s.prompt_not_run_tokens += r.prompt_length() - std::max(reached, a.prefix_hit_tokens);
         s.prefix_hit_tokens += a.prefix_hit_tokens;
+        s.tier_hit_tokens += a.tier_hit_tokens;
         s.shared_short_tokens += a.shared_short_tokens;
         s.computed_tokens += a.computed_tokens;
         s.recomputed_tokens += a.recomputed_tokens;
@@ -73,6 +74,9 @@ RunSummary summarize_run(const sched::LlmEngine& engine, const std::vector<std::
     s.peak_blocks_used = peak_blocks_used;
     s.total_blocks = engine.kv().total_blocks();
     s.kv_bytes_per_token = kv_bytes_per_token;
+    if (const kv::OffloadTier* tier = engine.offload_tier()) {
+        s.tier = tier->stats();
+    }
     return s;
 }
 
@@ -97,6 +101,13 @@ std::string RunSummary::to_json(bool per_request, int indent) const {
         {"drafted_tokens", speculation.drafted},
         {"accepted_tokens", speculation.accepted},
         {"verify_steps", speculation.verifies},
+        {"tier_hit_tokens", tier_hit_tokens},
+        {"tier_blocks_written", tier.writes},
+        {"tier_blocks_read", tier.reads},
+        {"tier_bytes_written", tier.bytes_written},
+        {"tier_bytes_read", tier.bytes_read},
+        {"tier_write_seconds", tier.write_seconds},
+        {"tier_read_seconds", tier.read_seconds},
         {"acceptance_rate", speculation.acceptance_rate()},
         {"tokens_per_verify", speculation.tokens_per_verify()},
         {"generated_tokens", generated_tokens},

@@ -38,6 +38,10 @@ struct RunSummary {
     std::int64_t evicted_tokens = 0;
     int preemptions = 0;
     spec::SpeculationTotals speculation;
+    // The offload tier (none: all zero): prompt tokens it served, and what
+    // moving blocks cost.
+    std::int64_t tier_hit_tokens = 0;
+    kv::OffloadTierStats tier;
     int finished = 0;
     int aborted = 0;
     int rejected = 0;

@@ -74,6 +74,8 @@ ServingSession::ServingSession(const RunConfig& config, events::EventSink* sink,
     engine.eviction = config_.eviction;
     engine.speculative = config_.speculative;
     engine.draft_backend = draft_backend_.get();
+    engine.offload = config_.offload;
+    engine.offload_write_through = config_.offload_write_through;
     engine.record_ops = config_.record_ops;
     const tokenizer::Tokenizer& tok = model_->tokenizer();
     engine.ends_generation = [&tok](std::int32_t id) {

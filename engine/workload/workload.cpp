@@ -129,6 +129,15 @@ std::vector<WorkloadRequest> multi_turn(const PresetOptions& o, std::mt19937_64&
     return out;
 }
 
+constexpr std::string_view kDocQuestions[] = {
+    "Summarise the text above in three sentences.",
+    "Who are the people named in the text above?",
+    "What is the main argument of the text above?",
+    "List three facts stated in the text above.",
+    "What happens at the end of the text above?",
+    "Quote the sentence of the text above you find most important.",
+};
+
 std::vector<WorkloadRequest> long_doc(const PresetOptions& o, std::mt19937_64& rng) {
     const std::vector<EvalText>& texts = eval_texts();
     if (texts.empty()) {
@@ -137,14 +146,6 @@ std::vector<WorkloadRequest> long_doc(const PresetOptions& o, std::mt19937_64& r
     const EvalText& doc = texts[static_cast<std::size_t>(o.seed % texts.size())];
     std::vector<WorkloadRequest> out;
     double t = 0;
-    static constexpr std::string_view kDocQuestions[] = {
-        "Summarise the text above in three sentences.",
-        "Who are the people named in the text above?",
-        "What is the main argument of the text above?",
-        "List three facts stated in the text above.",
-        "What happens at the end of the text above?",
-        "Quote the sentence of the text above you find most important.",
-    };
     for (int i = 0; i < o.requests; ++i) {
         WorkloadRequest r;
         r.arrival_seconds = t;
@@ -195,6 +196,39 @@ std::vector<WorkloadRequest> copy_edit(const PresetOptions& o, std::mt19937_64& 
     return out;
 }
 
+std::vector<WorkloadRequest> rotating_docs(const PresetOptions& o, std::mt19937_64& rng) {
+    // Questions over six documents taken in turn: a cache that holds fewer
+    // than six evicts (LRU) the very document asked about next, so without
+    // a second tier no repeat finds its document cached.
+    const std::vector<EvalText>& texts = eval_texts();
+    if (texts.empty()) {
+        throw std::runtime_error("this build has no evaluation texts (resources/eval)");
+    }
+    constexpr std::size_t kDocuments = 6;
+    // Each text is cut into as many parts as documents come from it, one
+    // passage from each part, so no two documents share a prefix.
+    const std::size_t parts = (kDocuments + texts.size() - 1) / texts.size();
+    std::vector<std::string> documents;
+    for (std::size_t d = 0; d < kDocuments; ++d) {
+        const std::string_view text = texts[d % texts.size()].text;
+        const std::size_t part = text.size() / parts;
+        documents.push_back(passage_of(text.substr(d / texts.size() * part, part), 1200, rng));
+    }
+    std::vector<WorkloadRequest> out;
+    double t = 0;
+    for (int i = 0; i < o.requests; ++i) {
+        WorkloadRequest r;
+        r.arrival_seconds = t;
+        r.chat = true;
+        r.text = "Read this text.\n\n" + documents[static_cast<std::size_t>(i) % kDocuments] +
+                 "\n\n" + std::string(pick(rng, kDocQuestions));
+        r.max_tokens = o.max_tokens;
+        out.push_back(std::move(r));
+        t += exponential_gap(rng, o.rate);
+    }
+    return out;
+}
+
 std::vector<WorkloadRequest> poisson(const PresetOptions& o, std::mt19937_64& rng) {
     std::vector<WorkloadRequest> out;
     double t = 0;
@@ -215,7 +249,8 @@ std::vector<WorkloadRequest> poisson(const PresetOptions& o, std::mt19937_64& rn
 
 const std::vector<std::string>& workload_preset_names() {
     static const std::vector<std::string> names{"shared-prefix", "multi-turn", "long-doc",
-                                                "poisson",       "mixed",      "copy-edit"};
+                                                "poisson",       "mixed",      "copy-edit",
+                                                "rotating-docs"};
     return names;
 }
 
@@ -225,7 +260,9 @@ std::string workload_preset_help() {
            "long-doc: questions over one long document (an evaluation text)\n"
            "poisson: independent short chats arriving at --rate per second\n"
            "mixed: the four above interleaved\n"
-           "copy-edit: passages to write out again corrected (answers quote their prompts)";
+           "copy-edit: passages to write out again corrected (answers quote their prompts)\n"
+           "rotating-docs: questions over six documents in turn (more than a small cache "
+           "keeps: the offload tier's case)";
 }
 
 std::vector<WorkloadRequest> make_preset(std::string_view name, const PresetOptions& options) {
@@ -244,6 +281,9 @@ std::vector<WorkloadRequest> make_preset(std::string_view name, const PresetOpti
     }
     if (name == "copy-edit") {
         return copy_edit(options, rng);
+    }
+    if (name == "rotating-docs") {
+        return rotating_docs(options, rng);
     }
     if (name == "mixed") {
         PresetOptions part = options;

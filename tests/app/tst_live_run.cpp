@@ -1,6 +1,7 @@
 // The app end to end with the real model: a live run fills the views and is
 // recorded; pause holds the engine; the recording reopens and replays to the
-// same block map; bad models and bad files end in messages, not crashes.
+// same block map; the speculative and offload demos show what they teach;
+// bad models and bad files end in messages, not crashes.
 #include "app/ui/main_window.h"
 #include "app/ui/panels/quality_panel.h"
 #include "app/ui/panels/replay_bar.h"
@@ -10,6 +11,9 @@
 #include "app/ui/views/block_map_view.h"
 #include "engine/model_path.h"
 #include "profiler/recording_events.h"
+#include "profiler/run_store.h"
+
+#include <algorithm>
 
 #include <QComboBox>
 #include <QFile>
@@ -17,6 +21,7 @@
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSlider>
+#include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -61,6 +66,8 @@ private slots:
     void record_path_moves_on_to_a_free_name();
     void cache_policy_is_a_run_setting();
     void speculative_demo_shows_verify_steps_and_rollbacks();
+    void offload_tier_is_a_run_setting();
+    void offload_demo_loads_documents_back_from_the_tier();
     void bad_recording_is_a_message();
 };
 
@@ -238,8 +245,7 @@ void TestLiveRun::speculative_demo_shows_verify_steps_and_rollbacks() {
     settings.preset.rate = 50.0;
     settings.record_path = path.toStdString();
     window.run_panel()->apply_settings(settings);
-    QCOMPARE(window.run_panel()->settings().speculative.method,
-             kvscope::spec::DraftMethod::ngram);
+    QCOMPARE(window.run_panel()->settings().speculative.method, kvscope::spec::DraftMethod::ngram);
     QSignalSpy finished(&window, &MainWindow::run_finished);
     QTest::mouseClick(window.run_panel()->start_button(), Qt::LeftButton);
     QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 180000);
@@ -273,6 +279,81 @@ void TestLiveRun::speculative_demo_shows_verify_steps_and_rollbacks() {
     }
     QVERIFY2(verifying > 0, "no step verified a draft");
     QVERIFY2(rolled_back_moments > 0, "no rejected draft left slots in a block");
+}
+
+void TestLiveRun::offload_tier_is_a_run_setting() {
+    QTemporaryDir dir;
+    kvscope::ui::RunPanel panel;
+    kvscope::ui::RunSettings settings = small_run(dir.filePath("run.sqlite"));
+    QCOMPARE(panel.settings().offload.capacity_blocks, std::int64_t{0});
+    settings.offload.medium = kvscope::kv::TierMedium::file;
+    settings.offload.capacity_blocks = 300;
+    settings.offload_write_through = true;
+    panel.apply_settings(settings);
+    const kvscope::ui::RunSettings back = panel.settings();
+    QCOMPARE(back.offload.medium, kvscope::kv::TierMedium::file);
+    QCOMPARE(back.offload.capacity_blocks, std::int64_t{300});
+    QVERIFY(back.offload_write_through);
+    QVERIFY2(QString::fromStdString(back.describe()).contains("offload tier of 300 blocks in file"),
+             back.describe().c_str());
+    auto* blocks = panel.findChild<QSpinBox*>("offloadBlocks");
+    QVERIFY(blocks != nullptr && blocks->isEnabled());
+    settings.offload = {};
+    settings.offload_write_through = false;
+    panel.apply_settings(settings);
+    QVERIFY(!blocks->isEnabled());
+    QCOMPARE(panel.settings().offload.capacity_blocks, std::int64_t{0});
+}
+
+void TestLiveRun::offload_demo_loads_documents_back_from_the_tier() {
+    REQUIRE_MODEL();
+    QTemporaryDir dir;
+    const QString path = dir.filePath("offload.sqlite");
+    MainWindow window;
+    window.show();
+    const kvscope::ui::TeachingPreset* demo = kvscope::ui::find_teaching_preset("offload-tier");
+    QVERIFY(demo != nullptr);
+    kvscope::ui::RunSettings settings = demo->settings;
+    settings.preset.requests = 8; // the six documents, then two of them again
+    settings.preset.max_tokens = 2;
+    settings.record_path = path.toStdString();
+    window.run_panel()->apply_settings(settings);
+    QCOMPARE(window.run_panel()->settings().offload.capacity_blocks, std::int64_t{512});
+    QSignalSpy finished(&window, &MainWindow::run_finished);
+    QTest::mouseClick(window.run_panel()->start_button(), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 180000);
+    const QString summary = finished.at(0).at(0).toString();
+    QVERIFY2(summary.contains("the offload tier gave"), qPrintable(summary));
+
+    // Replayed: blocks were loaded back from the tier at some moment, the
+    // tier's fill is a series, and the legend counts the tier's blocks.
+    QSignalSpy opened(&window, &MainWindow::recording_opened);
+    window.open_recording(path);
+    QTRY_VERIFY_WITH_TIMEOUT(opened.count() == 1, 60000);
+    const kvscope::profiler::RunStore* replay = window.store();
+    QCOMPARE(replay->tier_capacity(), std::int64_t{512});
+    QCOMPARE(replay->tier_medium(), std::string("memory"));
+    const kvscope::profiler::CounterTrack& tier =
+        replay->counter(kvscope::profiler::Counter::tier_blocks);
+    QVERIFY2(!tier.values.empty(), "no block went to the tier");
+    QVERIFY(*std::max_element(tier.values.begin(), tier.values.end()) <= 512);
+    int loaded = 0;
+    for (const kvscope::profiler::StepSpan& step : replay->steps()) {
+        if (step.end_ns <= 0) {
+            continue;
+        }
+        const kvscope::profiler::BlockMapState map = replay->block_map_at(step.end_ns);
+        for (const kvscope::profiler::BlockState& b : map.blocks()) {
+            loaded += b.tier == kvscope::profiler::BlockState::Tier::loaded ? 1 : 0;
+        }
+        if (loaded > 0) {
+            break;
+        }
+    }
+    QVERIFY2(loaded > 0, "no block in the map came back from the tier");
+    const QStringList legend = window.block_map()->legend_entries();
+    QVERIFY2(legend.filter("Offload tier (memory):").size() == 1, qPrintable(legend.join(" | ")));
+    QVERIFY(legend.contains("Loaded from the offload tier"));
 }
 
 void TestLiveRun::bad_recording_is_a_message() {

@@ -4,12 +4,17 @@
 // reads a wrong, stale or foreign slot (a bad block table, a prefix-cache hit
 // on other content, a reused block) fails at once. Its logits are a function
 // of that chain alone, so the greedy output of every request is known in
-// advance, whatever the scheduling, caching or preemption did.
+// advance, whatever the scheduling, caching, preemption or the offload tier
+// (whose copies move those slots) did. The app's block map, rebuilt from the
+// events, must match the KV manager's counts and every request's table.
 #include "engine/events/typed_events.h"
 #include "engine/sched/llm_engine.h"
 #include "engine/util/host_clock.h"
 #include "profiler/run_store.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -186,6 +191,22 @@ public:
                                     : std::span<const float>{};
     }
 
+    // The offload tier moves a block's slots as bytes: a block loaded back
+    // with other content fails the chain check of the next pass reading it.
+    std::int64_t block_bytes() const override {
+        return static_cast<std::int64_t>(sizeof(Slot)) * block_size_;
+    }
+    void read_block(kv::BlockId block, std::span<std::byte> bytes) const override {
+        std::memcpy(bytes.data(), slots_.data() + static_cast<std::size_t>(block) * block_size_,
+                    bytes.size());
+    }
+    void write_block(kv::BlockId block, std::span<const std::byte> bytes) override {
+        std::memcpy(slots_.data() + static_cast<std::size_t>(block) * block_size_, bytes.data(),
+                    bytes.size());
+        ++blocks_loaded;
+    }
+    std::int64_t blocks_loaded = 0;
+
     std::int64_t steps = 0;
     std::int64_t released = 0;
 
@@ -285,7 +306,22 @@ struct Counter final : events::EventSink {
 
 // The block map the app rebuilds from events against the KV manager itself:
 // the same ref count for every block, the same used/cached/free split.
-std::string compare_block_map(const profiler::BlockMapState& map, const kv::KvManager& kv) {
+std::string compare_block_map(const profiler::BlockMapState& map, const sched::LlmEngine& engine,
+                              bool ordered) {
+    const kv::KvManager& kv = engine.kv();
+    // Each live request's table, in order unless token eviction reorders
+    // blocks (compaction gives fresh ones in the middle).
+    for (const std::int64_t id : engine.request_ids()) {
+        std::vector<kv::BlockId> expected = engine.request(id).blocks.block_table;
+        std::vector<std::int32_t> rebuilt = map.block_table(id);
+        if (!ordered) {
+            std::sort(expected.begin(), expected.end());
+            std::sort(rebuilt.begin(), rebuilt.end());
+        }
+        if (!std::equal(expected.begin(), expected.end(), rebuilt.begin(), rebuilt.end())) {
+            return "request " + std::to_string(id) + ": the rebuilt block table differs";
+        }
+    }
     if (static_cast<int>(map.blocks().size()) != kv.total_blocks()) {
         return "the rebuilt map has " + std::to_string(map.blocks().size()) + " blocks, not " +
                std::to_string(kv.total_blocks());
@@ -346,40 +382,50 @@ void TestEngineSoak::random_workloads_keep_every_promise_data() {
     QTest::addColumn<int>("victim");
     QTest::addColumn<int>("eviction");
     QTest::addColumn<int>("speculative");
+    // The offload tier's blocks (0: none; negative: write-through).
+    QTest::addColumn<int>("tier");
     using V = sched::VictimPolicy;
     using E = kv::EvictionKind;
     QTest::newRow("tiny pool, newest victim")
-        << 1 << 10 << 4 << 32 << 8 << true << true << int(V::newest) << int(E::none) << 0;
+        << 1 << 10 << 4 << 32 << 8 << true << true << int(V::newest) << int(E::none) << 0 << 0;
     QTest::newRow("tiny pool, oldest victim")
-        << 2 << 10 << 4 << 32 << 8 << true << true << int(V::oldest) << int(E::none) << 0;
+        << 2 << 10 << 4 << 32 << 8 << true << true << int(V::oldest) << int(E::none) << 0 << 0;
     QTest::newRow("tiny pool, largest victim")
-        << 3 << 12 << 4 << 24 << 6 << true << true << int(V::largest) << int(E::none) << 0;
+        << 3 << 12 << 4 << 24 << 6 << true << true << int(V::largest) << int(E::none) << 0 << 0;
     QTest::newRow("no prefix caching")
-        << 4 << 16 << 4 << 64 << 8 << true << false << int(V::newest) << int(E::none) << 0;
+        << 4 << 16 << 4 << 64 << 8 << true << false << int(V::newest) << int(E::none) << 0 << 0;
     QTest::newRow("no chunked prefill")
-        << 5 << 24 << 8 << 48 << 8 << false << true << int(V::newest) << int(E::none) << 0;
+        << 5 << 24 << 8 << 48 << 8 << false << true << int(V::newest) << int(E::none) << 0 << 0;
     QTest::newRow("block size 1") << 6 << 40 << 1 << 16 << 4 << true << true << int(V::newest)
-                                  << int(E::none) << 0;
+                                  << int(E::none) << 0 << 0;
     QTest::newRow("window eviction")
-        << 8 << 14 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::window) << 0;
+        << 8 << 14 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::window) << 0 << 0;
     QTest::newRow("streaming eviction")
-        << 9 << 14 << 4 << 32 << 6 << true << true << int(V::oldest) << int(E::streaming) << 0;
+        << 9 << 14 << 4 << 32 << 6 << true << true << int(V::oldest) << int(E::streaming) << 0 << 0;
     QTest::newRow("h2o eviction") << 10 << 14 << 4 << 32 << 6 << true << true << int(V::largest)
-                                  << int(E::h2o) << 0;
+                                  << int(E::h2o) << 0 << 0;
     QTest::newRow("snapkv eviction")
-        << 11 << 16 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::snapkv) << 0;
+        << 11 << 16 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::snapkv) << 0 << 0;
     using D = spec::DraftMethod;
     QTest::newRow("ngram speculation, small pool")
         << 12 << 24 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::none)
-        << int(D::ngram);
-    QTest::newRow("self-draft speculation") << 13 << 40 << 4 << 48 << 8 << true << true
-                                            << int(V::oldest) << int(E::none) << int(D::layers);
-    QTest::newRow("self-draft, block size 1") << 14 << 60 << 1 << 24 << 6 << true << false
-                                              << int(V::largest) << int(E::none) << int(D::layers);
+        << int(D::ngram) << 0;
+    QTest::newRow("self-draft speculation")
+        << 13 << 40 << 4 << 48 << 8 << true << true << int(V::oldest) << int(E::none)
+        << int(D::layers) << 0;
+    QTest::newRow("self-draft, block size 1")
+        << 14 << 60 << 1 << 24 << 6 << true << false << int(V::largest) << int(E::none)
+        << int(D::layers) << 0;
     QTest::newRow("draft model, tiny pool") << 15 << 14 << 4 << 32 << 6 << true << true
-                                            << int(V::newest) << int(E::none) << int(D::model);
+                                            << int(V::newest) << int(E::none) << int(D::model) << 0;
+    QTest::newRow("offload tier, tiny pool")
+        << 16 << 12 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::none) << 0 << 24;
+    QTest::newRow("offload tier too small, write-through")
+        << 17 << 14 << 4 << 32 << 6 << true << true << int(V::oldest) << int(E::none) << 0 << -5;
+    QTest::newRow("offload tier, no chunked prefill")
+        << 18 << 20 << 4 << 24 << 6 << false << true << int(V::largest) << int(E::none) << 0 << 8;
     QTest::newRow("roomy pool") << 7 << 200 << 16 << 256 << 32 << true << true << int(V::newest)
-                                << int(E::none) << 0;
+                                << int(E::none) << 0 << 0;
 }
 
 void TestEngineSoak::random_workloads_keep_every_promise() {
@@ -393,6 +439,7 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
     QFETCH(int, victim);
     QFETCH(int, eviction);
     QFETCH(int, speculative);
+    QFETCH(int, tier);
     const bool evicting = eviction != int(kv::EvictionKind::none);
 
     CheckingBackend backend(blocks, block_size, evicting);
@@ -419,6 +466,11 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
     config.speculative.draft_layers = 2;
     config.speculative.ngram_min = 1; // random tokens rarely repeat in pairs
     config.draft_backend = &draft;
+    if (tier != 0) {
+        config.offload.medium = kv::TierMedium::memory;
+        config.offload.capacity_blocks = std::abs(tier);
+        config.offload_write_through = tier < 0;
+    }
     counter.block_size = block_size;
     sched::LlmEngine engine(backend, config, &counter);
     const std::int64_t capacity = static_cast<std::int64_t>(blocks) * block_size;
@@ -465,7 +517,7 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
         const std::string problem = engine.check_invariants();
         QVERIFY2(problem.empty(), qPrintable(QString("step %1: %2").arg(s).arg(problem.c_str())));
         const std::string map_problem =
-            compare_block_map(counter.store.block_map_now(), engine.kv());
+            compare_block_map(counter.store.block_map_now(), engine, !evicting);
         QVERIFY2(map_problem.empty(),
                  qPrintable(QString("step %1: %2").arg(s).arg(map_problem.c_str())));
         if (s % 97 == 0) {
@@ -573,6 +625,15 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
                  "verification never kept or never rolled back a draft");
         QVERIFY2(counter.rollback_blocks > 0, "no rollback crossed a block boundary");
         QCOMPARE(counter.counts[events::EventKind::draft_verified] > 0, true);
+    }
+    if (tier != 0) {
+        qInfo("%lld blocks loaded back from the offload tier, %lld let go by it",
+              static_cast<long long>(backend.blocks_loaded),
+              static_cast<long long>(counter.counts[events::EventKind::tier_dropped]));
+        QVERIFY2(backend.blocks_loaded > 0, "no block came back from the tier");
+        QCOMPARE(counter.counts[events::EventKind::block_reloaded], backend.blocks_loaded);
+        QVERIFY2(counter.counts[events::EventKind::tier_dropped] > 0,
+                 "the tier never filled: the test does not test a full tier");
     }
     if (prefix_caching) {
         QVERIFY(hits > 0);

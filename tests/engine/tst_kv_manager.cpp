@@ -1,9 +1,12 @@
 // The KV block manager on its own: prefix hits, the prompt_len - 1 limit,
 // sharing and ref counts, LRU and LFU reuse of cached blocks, the tail-first
 // release order, shared prefixes shorter than a block, its invariants under
-// random workloads, and its invariant checker catching what it should.
+// random workloads, and its invariant checker catching what it should; with
+// a second tier, blocks saved when reclaimed (or when cached, under
+// write-through) and prefix hits there loaded back, a lost one computed.
 #include "engine/kv/kv_manager.h"
 
+#include <algorithm>
 #include <map>
 #include <numeric>
 #include <random>
@@ -41,12 +44,70 @@ kv::PrefixMatch run(kv::KvManager& kv, kv::SequenceBlocks& seq, const std::vecto
     return *match;
 }
 
+// A tier that remembers which hashes it holds, and can be told to lose them.
+struct FakeTier final : kv::TierMover {
+    std::map<kv::BlockHash, kv::BlockId> saved; // hash -> the block it came from
+    std::vector<kv::BlockHash> loaded;
+    bool lose_on_reload = false;
+    bool full = false;
+    bool offload(std::int64_t, kv::BlockId block, kv::BlockHash hash) override {
+        if (full) {
+            return false;
+        }
+        saved[hash] = block;
+        return true;
+    }
+    bool reload(std::int64_t, kv::BlockId, kv::BlockHash hash) override {
+        if (lose_on_reload || saved.count(hash) == 0) {
+            return false;
+        }
+        loaded.push_back(hash);
+        return true;
+    }
+    void touch(kv::BlockHash) override {}
+};
+
+// A tier of fixed capacity that drops its least recently used hash when
+// full and tells the KV manager, as the engine's OffloadTier does.
+struct LruTier final : kv::TierMover {
+    kv::KvManager* manager = nullptr;
+    std::size_t capacity = 0;
+    std::vector<kv::BlockHash> order; // front: most recently used
+    bool offload(std::int64_t, kv::BlockId, kv::BlockHash hash) override {
+        if (order.size() == capacity) {
+            manager->forget_tier_hash(order.back());
+            order.pop_back();
+        }
+        order.insert(order.begin(), hash);
+        return true;
+    }
+    bool reload(std::int64_t, kv::BlockId, kv::BlockHash hash) override {
+        const auto it = std::find(order.begin(), order.end(), hash);
+        if (it == order.end()) {
+            return false;
+        }
+        touch(hash);
+        return true;
+    }
+    void touch(kv::BlockHash hash) override {
+        const auto it = std::find(order.begin(), order.end(), hash);
+        if (it != order.end()) {
+            order.erase(it);
+            order.insert(order.begin(), hash);
+        }
+    }
+};
+
 } // namespace
 
 class TestKvManager : public QObject {
     Q_OBJECT
 
 private slots:
+    void tier_keeps_what_the_pool_reclaims();
+    void tier_write_through_saves_when_cached();
+    void tier_hits_outlive_their_own_admission();
+    void tier_loss_that_leaves_too_few_blocks_waits();
     void hit_covers_whole_blocks_only();
     void hit_leaves_the_last_token();
     void shared_blocks_count_references();
@@ -367,6 +428,156 @@ void TestKvManager::random_workloads_keep_invariants() {
         check();
     }
     QVERIFY2(hits > 100, "the workload should share prefixes");
+}
+
+void TestKvManager::tier_keeps_what_the_pool_reclaims() {
+    // 4 blocks of 4: A's 12-token prompt leaves 3 cached blocks; B's 16
+    // tokens take all 4, reclaiming A's, which go to the tier. A again hits
+    // its first 2 blocks (the last token is computed) in the tier.
+    kv::KvManager kv(4, 4, true);
+    FakeTier tier;
+    kv.set_tier(&tier, false);
+    Recorder events;
+    kv.set_event_sink(&events);
+    const auto a = tokens(12, 100);
+    kv::SequenceBlocks sa;
+    run(kv, sa, a, 1);
+    kv.release(1, sa);
+    QCOMPARE(kv.tier_blocks(), std::int64_t{0}); // cached in the pool, not yet reclaimed
+    kv::SequenceBlocks sb;
+    run(kv, sb, tokens(16, 500), 2);
+    QCOMPARE(kv.tier_blocks(), std::int64_t{3});
+    QCOMPARE(tier.saved.size(), std::size_t{3});
+    kv.release(2, sb);
+    const kv::PrefixMatch peek = kv.match_prefix(a);
+    QCOMPARE(peek.blocks_hit, 2);
+    QCOMPARE(peek.tier_blocks_hit, 2);
+    kv::SequenceBlocks sa2;
+    const kv::PrefixMatch match = run(kv, sa2, a, 3);
+    QCOMPARE(match.hit_tokens, 8);
+    QCOMPARE(match.tier_blocks_hit, 2);
+    QCOMPARE(tier.loaded.size(), std::size_t{2});
+    // Loaded blocks are fresh blocks of the request, cached under their hashes.
+    int cached_for_3 = 0;
+    for (const events::EngineEvent& e : events.events) {
+        cached_for_3 += e.kind == events::EventKind::block_cached && e.request == 3 ? 1 : 0;
+    }
+    QCOMPARE(cached_for_3, 3); // the two loaded, then the one it computed
+    std::vector<const kv::SequenceBlocks*> live{&sa2};
+    QCOMPARE(kv.check(live), std::string());
+    // Loaded back, they are the pool's cached blocks again: a fourth
+    // request shares them without the tier.
+    kv::SequenceBlocks sa3;
+    const kv::PrefixMatch again = run(kv, sa3, a, 4);
+    QCOMPARE(again.hit_tokens, 8);
+    QCOMPARE(again.tier_blocks_hit, 0);
+    QCOMPARE(tier.loaded.size(), std::size_t{2});
+    live.push_back(&sa3);
+    QCOMPARE(kv.check(live), std::string());
+}
+
+void TestKvManager::tier_write_through_saves_when_cached() {
+    kv::KvManager kv(8, 4, true);
+    FakeTier tier;
+    kv.set_tier(&tier, true);
+    kv::SequenceBlocks s;
+    run(kv, s, tokens(10, 100), 1);
+    QCOMPARE(tier.saved.size(), std::size_t{2}); // both full blocks, at once
+    kv.release(1, s);
+    // The pool serves its own cached blocks first, the tier untouched.
+    kv::SequenceBlocks s2;
+    QCOMPARE(run(kv, s2, tokens(10, 100), 2).hit_tokens, 8);
+    kv.release(2, s2);
+
+    // A full tier saves nothing; a lost block makes the rest computed.
+    kv::KvManager small(4, 4, true);
+    FakeTier lossy;
+    small.set_tier(&lossy, false);
+    kv::SequenceBlocks x;
+    run(small, x, tokens(12, 100), 1);
+    small.release(1, x);
+    kv::SequenceBlocks y;
+    run(small, y, tokens(16, 500), 2); // reclaims x's three into the tier
+    small.release(2, y);
+    lossy.lose_on_reload = true;
+    kv::SequenceBlocks x2;
+    const kv::PrefixMatch lost = run(small, x2, tokens(12, 100), 3);
+    QCOMPARE(lost.hit_tokens, 0);
+    QCOMPARE(lost.tier_blocks_hit, 0);
+    std::vector<const kv::SequenceBlocks*> live{&x2};
+    QCOMPARE(small.check(live), std::string());
+    small.release(3, x2);
+    lossy.full = true;
+    const std::int64_t before = small.tier_blocks();
+    kv::SequenceBlocks z;
+    run(small, z, tokens(16, 900), 4);
+    QCOMPARE(small.tier_blocks(), before); // nothing more could be saved
+}
+
+void TestKvManager::tier_hits_outlive_their_own_admission() {
+    // A's first two blocks end up the least recently used in a full tier;
+    // admitting A again reclaims two pool blocks into that tier. Made the
+    // most recently used before those allocations, A's hits stay and load.
+    kv::KvManager kv(6, 4, true);
+    LruTier tier;
+    tier.manager = &kv;
+    tier.capacity = 4;
+    kv.set_tier(&tier, false);
+    const auto a = tokens(12, 100);
+    kv::SequenceBlocks s;
+    run(kv, s, a, 1);
+    kv.release(1, s);
+    run(kv, s, tokens(24, 500), 2); // reclaims A's three into the tier
+    kv.release(2, s);
+    run(kv, s, tokens(8, 900), 3); // two more, newer: A's are the oldest
+    kv.release(3, s);
+    QCOMPARE(kv.match_prefix(a).tier_blocks_hit, 2);
+    kv::SequenceBlocks again;
+    const kv::PrefixMatch match = run(kv, again, a, 4);
+    QCOMPARE(match.hit_tokens, 8);
+    QCOMPARE(match.tier_blocks_hit, 2);
+    std::vector<const kv::SequenceBlocks*> live{&again};
+    QCOMPARE(kv.check(live), std::string());
+}
+
+void TestKvManager::tier_loss_that_leaves_too_few_blocks_waits() {
+    // Two requests on one prompt, computed side by side: A registers block
+    // 0 and 2, B block 1 (each other's copies stay private). A's go to the
+    // tier; B still holds block 1. A third request hits block 0 in the tier,
+    // block 1 in B's table, block 2 in the tier; block 0 is lost on loading,
+    // so the whole prompt must be computed, which needs a block more than
+    // the pool has: the request waits, nothing held, nothing broken.
+    kv::KvManager kv(10, 4, true);
+    FakeTier tier;
+    kv.set_tier(&tier, false);
+    const auto t = tokens(13, 100);
+    kv::SequenceBlocks a;
+    kv::SequenceBlocks b;
+    QVERIFY(kv.admit(1, a, t).has_value());
+    QVERIFY(kv.admit(2, b, t).has_value());
+    a.length = b.length = 13;
+    kv.cache_full_blocks(1, a, t, 4);
+    kv.cache_full_blocks(2, b, t, 8);
+    kv.cache_full_blocks(1, a, t, 12);
+    kv.release(1, a);
+    kv::SequenceBlocks c;
+    run(kv, c, tokens(24, 500), 3); // reclaims A's cached blocks 0 and 2
+    kv.release(3, c);
+    kv::SequenceBlocks e;
+    run(kv, e, tokens(12, 900), 4); // leaves 3 blocks to take
+    QCOMPARE(kv.available_blocks(), 3);
+    const kv::PrefixMatch peek = kv.match_prefix(t);
+    QCOMPARE(peek.blocks_hit, 3);
+    QCOMPARE(peek.tier_blocks_hit, 2);
+    tier.lose_on_reload = true;
+    kv::SequenceBlocks d;
+    QVERIFY(!kv.admit(5, d, t).has_value());
+    QVERIFY(d.block_table.empty());
+    QCOMPARE(d.length, 0);
+    QCOMPARE(kv.ref_count(b.block_table[1]), 1);
+    std::vector<const kv::SequenceBlocks*> live{&b, &e};
+    QCOMPARE(kv.check(live), std::string());
+    QCOMPARE(kv.available_blocks(), 3);
 }
 
 QTEST_GUILESS_MAIN(TestKvManager)

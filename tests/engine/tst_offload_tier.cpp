@@ -4,12 +4,16 @@
 // fails (a file-size limit standing in for a full disk) names the file and
 // leaves the tier consistent. And the CPU backend's block bytes: a prompt's
 // blocks copied out and into other blocks give the same next-token logits
-// from there, in every per-token format.
+// from there, in every per-token format. And the engine with a pool too
+// small for a workload's shared prefix: with a tier in memory or on disk it
+// keeps its prefix hits, loading the blocks back, and generates exactly
+// what a pool big enough to keep them does.
 #include "engine/cpu/cpu_backend.h"
 #include "engine/kv/block_allocator.h"
 #include "engine/kv/offload_tier.h"
 #include "engine/model/llama_model.h"
 #include "engine/runner/forward_batch.h"
+#include "engine/sched/llm_engine.h"
 #include "tests/support/tiny_model.h"
 
 #include <csignal>
@@ -17,6 +21,7 @@
 #include <sys/resource.h>
 #include <system_error>
 
+#include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -46,6 +51,8 @@ private slots:
     void blocks_round_trip_and_the_oldest_goes();
     void a_failed_write_names_the_file_and_keeps_the_tier_whole();
     void bad_settings_are_refused();
+    void a_small_pool_keeps_its_prefix_hits_through_the_tier_data();
+    void a_small_pool_keeps_its_prefix_hits_through_the_tier();
     void copied_blocks_attend_like_the_originals_data();
     void copied_blocks_attend_like_the_originals();
 };
@@ -139,6 +146,23 @@ void TestOffloadTier::bad_settings_are_refused() {
     } catch (const std::system_error& e) {
         QVERIFY2(QString(e.what()).contains("/nonexistent-dir/tier.bin"), e.what());
     }
+    // A file that exists is someone's: refused, and left as it was.
+    QTemporaryDir dir;
+    const QString existing = dir.filePath("precious.dat");
+    {
+        QFile file(existing);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write("keep me");
+    }
+    try {
+        kv::OffloadTier taken({kv::TierMedium::file, existing.toStdString(), 4, 64});
+        QFAIL("an existing file was taken for the tier");
+    } catch (const std::system_error& e) {
+        QVERIFY2(QString(e.what()).contains("already exists"), e.what());
+    }
+    QFile kept(existing);
+    QVERIFY(kept.open(QIODevice::ReadOnly));
+    QCOMPARE(kept.readAll(), QByteArray("keep me"));
     kv::OffloadTier tier({kv::TierMedium::memory, {}, 2, 64});
     std::vector<std::byte> wrong(63);
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, tier.put(1, wrong));
@@ -197,6 +221,102 @@ void TestOffloadTier::copied_blocks_attend_like_the_originals() {
     backend.write_block(5, bytes);
     backend.forward(runner::build_forward_batch({&from_copy, 1}, 4), b.data());
     QVERIFY(a != b);
+}
+
+void TestOffloadTier::a_small_pool_keeps_its_prefix_hits_through_the_tier_data() {
+    QTest::addColumn<int>("medium"); // -1: no tier
+    QTest::addColumn<bool>("write_through");
+    QTest::newRow("no tier") << -1 << false;
+    QTest::newRow("memory tier") << int(kv::TierMedium::memory) << false;
+    QTest::newRow("file tier") << int(kv::TierMedium::file) << false;
+    QTest::newRow("file tier, write-through") << int(kv::TierMedium::file) << true;
+}
+
+void TestOffloadTier::a_small_pool_keeps_its_prefix_hits_through_the_tier() {
+    QFETCH(int, medium);
+    QFETCH(bool, write_through);
+    QTemporaryDir dir;
+    const auto model = model::LlamaModel::load(tiny_model_path());
+    // Requests one at a time: a 20-token shared prefix with its own ending,
+    // then a 40-token stranger that needs the whole 12-block pool, evicting
+    // the prefix's cached blocks.
+    std::mt19937 rng(3);
+    std::uniform_int_distribution<std::int32_t> token(3, 200);
+    std::vector<std::int32_t> prefix(20);
+    for (std::int32_t& t : prefix) {
+        t = token(rng);
+    }
+    std::vector<std::vector<std::int32_t>> prompts;
+    for (int i = 0; i < 6; ++i) {
+        std::vector<std::int32_t> shared = prefix;
+        shared.push_back(token(rng));
+        prompts.push_back(shared);
+        std::vector<std::int32_t> stranger(40);
+        for (std::int32_t& t : stranger) {
+            t = token(rng);
+        }
+        prompts.push_back(stranger);
+    }
+    const auto serve = [&](int blocks, int tier_medium, bool through, std::int64_t* tier_hits,
+                           std::int64_t* hits) {
+        cpu::CpuBackendOptions options;
+        options.num_blocks = blocks;
+        options.block_size = 4;
+        options.threads = 1;
+        options.cache_format = {kv::KvFormat::f32, kv::KvFormat::f32};
+        cpu::CpuBackend backend(model, options);
+        sched::EngineConfig config;
+        if (tier_medium >= 0) {
+            config.offload.medium = static_cast<kv::TierMedium>(tier_medium);
+            config.offload.capacity_blocks = 64;
+            config.offload.file = dir.filePath("tier.bin").toStdString();
+            config.offload_write_through = through;
+        }
+        sched::LlmEngine engine(backend, config);
+        std::vector<std::vector<std::int32_t>> outputs;
+        for (const auto& prompt : prompts) {
+            sched::RequestSpec spec;
+            spec.prompt = prompt;
+            spec.max_tokens = 6;
+            spec.ignore_eos = true;
+            spec.sampling.temperature = 0;
+            const std::int64_t id = engine.add_request(spec);
+            while (engine.has_unfinished()) {
+                engine.step();
+                if (const std::string problem = engine.check_invariants(); !problem.empty()) {
+                    throw std::runtime_error(problem);
+                }
+            }
+            const sched::Request& r = engine.request(id);
+            outputs.emplace_back(r.tokens.begin() + r.prompt_length(), r.tokens.end());
+            *tier_hits += r.accounting.tier_hit_tokens;
+            *hits += r.accounting.prefix_hit_tokens;
+        }
+        if (const kv::OffloadTier* tier = engine.offload_tier()) {
+            qInfo("%lld blocks written, %lld read back",
+                  static_cast<long long>(tier->stats().writes),
+                  static_cast<long long>(tier->stats().reads));
+        }
+        return outputs;
+    };
+    std::int64_t reference_tier_hits = 0;
+    std::int64_t reference_hits = 0;
+    const auto reference = serve(200, -1, false, &reference_tier_hits, &reference_hits);
+    std::int64_t tier_hits = 0;
+    std::int64_t hits = 0;
+    const auto outputs = serve(12, medium, write_through, &tier_hits, &hits);
+    qInfo("prefix hits: %lld tokens (%lld from the tier); a pool keeping everything: %lld",
+          static_cast<long long>(hits), static_cast<long long>(tier_hits),
+          static_cast<long long>(reference_hits));
+    QCOMPARE(reference_hits, std::int64_t{5 * 20}); // every repeat hits the 5 full blocks
+    if (medium < 0) {
+        QCOMPARE(hits, std::int64_t{0}); // the stranger always evicted the prefix
+        return;
+    }
+    QCOMPARE(hits, reference_hits);
+    QCOMPARE(tier_hits, reference_hits);
+    // Loaded bytes are the computed bytes: the same tokens, bit for bit.
+    QVERIFY(outputs == reference);
 }
 
 QTEST_GUILESS_MAIN(TestOffloadTier)

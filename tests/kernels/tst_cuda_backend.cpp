@@ -11,6 +11,8 @@
 //  - captured attention sums (H2O, SnapKV) equal to the CPU's;
 //  - slot copies (compaction after eviction) then decoding equal to the CPU
 //    doing the same, every kind of format (per-token, KIVI, mixed);
+//  - whole blocks copied out as bytes and back (the offload tier), the CPU's
+//    bytes decoding on the GPU as on the CPU;
 //  - op timing reported on the host clock, device memory accounted.
 // Skips where no GPU is present.
 #include "engine/cpu/cpu_backend.h"
@@ -231,6 +233,8 @@ private slots:
     void captured_attention_matches_the_cpu();
     void copy_slots_then_decoding_matches_the_cpu_data();
     void copy_slots_then_decoding_matches_the_cpu();
+    void blocks_moved_out_and_in_match_the_cpu_data();
+    void blocks_moved_out_and_in_match_the_cpu();
     void ops_are_timed_on_the_host_clock();
     void device_memory_is_accounted();
     void decode_graphs_replay_the_eager_logits();
@@ -555,6 +559,90 @@ void TestCudaBackend::copy_slots_then_decoding_matches_the_cpu() {
           a.max_abs);
     QVERIFY2(a.max_abs <= tolerance, qPrintable(QString("max |difference| %1").arg(a.max_abs)));
     QCOMPARE(a.clear_disagreements, 0);
+}
+
+void TestCudaBackend::blocks_moved_out_and_in_match_the_cpu_data() {
+    add_format_rows();
+    QTest::newRow("f32") << F::f32 << F::f32;
+}
+
+void TestCudaBackend::blocks_moved_out_and_in_match_the_cpu() {
+    QFETCH(kv::KvFormat, key);
+    QFETCH(kv::KvFormat, value);
+    // The offload tier's copies: a 12-token prompt fills blocks 0-2 (of 4
+    // tokens); their bytes go out and come back into blocks 8-10, and a
+    // decode from the copies must give what one from the originals gives.
+    // The CPU's bytes loaded into the GPU's pool must decode as the CPU
+    // does: both backends lay a block's bytes out alike.
+    const int bs = 4;
+    const int vocab = tiny_->config().vocab;
+    const std::vector<std::int32_t> ids = random_ids(13, vocab, 5);
+    auto cpu = make_cpu(tiny_, 16, bs, {key, value});
+    auto gpu = make_cuda(tiny_, 16, bs, {key, value});
+    QCOMPARE(gpu->block_bytes(), cpu->block_bytes());
+    QVERIFY(gpu->block_bytes() > 0);
+    const auto bytes_per_block = static_cast<std::size_t>(gpu->block_bytes());
+    const auto prefill = [&](runner::Backend& backend) {
+        kv::SequenceBlocks seq;
+        seq.block_table = {0, 1, 2, 3};
+        const runner::SequenceStep step{&seq, std::span(ids).subspan(0, 12), false};
+        std::vector<float> logits(static_cast<std::size_t>(vocab));
+        backend.forward(runner::build_forward_batch(std::span(&step, 1), bs), logits.data());
+    };
+    // Decodes token 12 from the 12 entries in `table`'s first three blocks.
+    const auto decode = [&](runner::Backend& backend, std::vector<kv::BlockId> table) {
+        kv::SequenceBlocks seq;
+        seq.block_table = std::move(table);
+        seq.length = 12;
+        const runner::SequenceStep step{&seq, std::span(ids).subspan(12, 1), false};
+        std::vector<float> logits(static_cast<std::size_t>(vocab));
+        backend.forward(runner::build_forward_batch(std::span(&step, 1), bs), logits.data());
+        return logits;
+    };
+    const auto copy_out = [&](const runner::Backend& backend) {
+        std::vector<std::vector<std::byte>> blocks(3, std::vector<std::byte>(bytes_per_block));
+        for (int b = 0; b < 3; ++b) {
+            backend.read_block(b, blocks[static_cast<std::size_t>(b)]);
+        }
+        return blocks;
+    };
+    const auto copy_in = [](runner::Backend& backend,
+                            const std::vector<std::vector<std::byte>>& blocks) {
+        for (int b = 0; b < 3; ++b) {
+            backend.write_block(8 + b, blocks[static_cast<std::size_t>(b)]);
+        }
+    };
+    prefill(*cpu);
+    prefill(*gpu);
+    const std::vector<float> cpu_original = decode(*cpu, {0, 1, 2, 3});
+    const std::vector<float> gpu_original = decode(*gpu, {0, 1, 2, 3});
+
+    copy_in(*gpu, copy_out(*gpu));
+    const std::vector<float> gpu_copy = decode(*gpu, {8, 9, 10, 11});
+    const Agreement same = compare(gpu_original, gpu_copy, vocab, 0.0);
+    qInfo("%s: GPU blocks copied out and in: max |logit difference| %.3g", QTest::currentDataTag(),
+          same.max_abs);
+    QVERIFY2(same.max_abs <= 1e-5, qPrintable(QString("max |difference| %1").arg(same.max_abs)));
+
+    copy_in(*gpu, copy_out(*cpu));
+    const std::vector<float> cpu_bytes_on_gpu = decode(*gpu, {8, 9, 10, 11});
+    const double tolerance = tiny_tolerance(key, value);
+    const Agreement a = compare(cpu_original, cpu_bytes_on_gpu, vocab, 2 * tolerance);
+    qInfo("%s: the CPU's blocks on the GPU: max |logit difference| %.3g", QTest::currentDataTag(),
+          a.max_abs);
+    QVERIFY2(a.max_abs <= tolerance, qPrintable(QString("max |difference| %1").arg(a.max_abs)));
+    QCOMPARE(a.clear_disagreements, 0);
+
+    // Another block's bytes would not do: the test can tell.
+    std::vector<std::byte> wrong(bytes_per_block);
+    gpu->read_block(0, wrong);
+    gpu->write_block(10, wrong);
+    const Agreement moved = compare(gpu_original, decode(*gpu, {8, 9, 10, 11}), vocab, 0.0);
+    QVERIFY2(moved.max_abs > 1e-3, qPrintable(QString("max |difference| %1").arg(moved.max_abs)));
+    // Bad arguments are refused, on the host.
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu->read_block(16, wrong));
+    std::vector<std::byte> short_buffer(bytes_per_block - 1);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, gpu->write_block(1, short_buffer));
 }
 
 void TestCudaBackend::ops_are_timed_on_the_host_clock() {

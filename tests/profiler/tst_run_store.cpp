@@ -1,6 +1,7 @@
 // RunStore beyond what the engine soak checks: recordings from before
 // block_unshared, damaged block ids, text and lanes read back from a file,
 // a speculative step's rolled-back slots.
+#include "engine/events/typed_events.h"
 #include "profiler/attach/kv_event_source.h"
 #include "profiler/recorder.h"
 #include "profiler/recording_events.h"
@@ -67,7 +68,63 @@ private slots:
     void attached_history_is_bounded_and_scrubs_exactly();
     void following_snapshots_shows_what_the_rows_say();
     void rolled_back_slots_mark_the_blocks_they_are_in();
+    void offload_tier_marks_blocks_and_counts_its_own();
 };
+
+void TestRunStore::offload_tier_marks_blocks_and_counts_its_own() {
+    namespace ev = kvscope::events;
+    const auto at = [](std::int64_t t, EngineEvent e) {
+        e.time_ns = t;
+        return e;
+    };
+    RunStore store;
+    store.append(at(1, ev::to_event(ev::RunConfig{
+                           .blocks = 8,
+                           .block_size = 4,
+                           .settings = "{\"offload_tier\":\"file\",\"offload_blocks\":32}"})));
+    QCOMPARE(store.tier_capacity(), std::int64_t{32});
+    QCOMPARE(store.tier_medium(), std::string("file"));
+    store.append(engine_event(2, EventKind::block_allocated, 0, 3));
+    store.append(engine_event(3, EventKind::block_cached, 0, 3, 0x77, 0));
+    // Write-through: cached and saved at once; then request 1 loads a block
+    // back into block 5.
+    store.append(
+        at(4, ev::to_event(ev::BlockOffloaded{
+                  .block = 3, .request = 0, .hash = 0x77, .bytes = 64, .tier_blocks = 1})));
+    store.append(engine_event(5, EventKind::block_allocated, 1, 5));
+    store.append(
+        at(6, ev::to_event(ev::BlockReloaded{
+                  .block = 5, .request = 1, .hash = 0x99, .bytes = 64, .tier_blocks = 1})));
+    using Tier = kvscope::profiler::BlockState::Tier;
+    QVERIFY(store.block_map_now().blocks().at(3).tier == Tier::saved);
+    QVERIFY(store.block_map_now().blocks().at(5).tier == Tier::loaded);
+    QCOMPARE(store.block_map_now().tier_blocks(), std::int64_t{1});
+    QVERIFY(store.block_map_at(5).blocks().at(5).tier == Tier::none); // scrubbed back
+    // A block reused for something else no longer holds what the tier does.
+    store.append(engine_event(7, EventKind::block_freed, 1, 5, 0));
+    store.append(engine_event(8, EventKind::block_allocated, 2, 5));
+    QVERIFY(store.block_map_now().blocks().at(5).tier == Tier::none);
+    const kvscope::profiler::CounterTrack& tier =
+        store.counter(kvscope::profiler::Counter::tier_blocks);
+    QCOMPARE(tier.values.size(), std::size_t{2});
+    QCOMPARE(tier.t_ns.front(), std::int64_t{4});
+    // Settings without a tier, or not JSON at all, show none.
+    RunStore plain;
+    plain.append(
+        at(1, ev::to_event(ev::RunConfig{
+                  .blocks = 8, .block_size = 4, .settings = "{\"offload_blocks\":\"lots\"}"})));
+    QCOMPARE(plain.tier_capacity(), std::int64_t{0});
+    RunStore foreign;
+    foreign.append(at(1, ev::to_event(ev::RunConfig{
+                             .blocks = 8, .block_size = 4, .settings = "not json at all"})));
+    QCOMPARE(foreign.tier_capacity(), std::int64_t{0});
+    // The full tier lets block 3's content go: its mark goes, the tier shrinks.
+    store.append(at(9, ev::to_event(ev::TierDropped{.hash = 0x77, .tier_blocks = 0})));
+    QVERIFY(store.block_map_now().blocks().at(3).tier == Tier::none);
+    QCOMPARE(store.block_map_now().tier_blocks(), std::int64_t{0});
+    QVERIFY(store.block_map_at(8).blocks().at(3).tier == Tier::saved); // scrubbed back
+    QCOMPARE(tier.values.back(), 0.0);
+}
 
 void TestRunStore::rolled_back_slots_mark_the_blocks_they_are_in() {
     // Request 0 with blocks 2 and 5 (4 slots each). A step drafted 4 tokens

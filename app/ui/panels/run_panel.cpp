@@ -5,6 +5,8 @@
 #include "engine/session/backend_factory.h"
 #include "engine/workload/workload.h"
 
+#include <algorithm>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
@@ -237,6 +239,29 @@ QWidget* RunPanel::build_engine_group() {
     connect(speculative_, &QComboBox::currentIndexChanged, this,
             &RunPanel::update_speculative_enabled);
     update_speculative_enabled();
+    offload_tier_ = new QComboBox;
+    offload_tier_->setObjectName("offloadTier");
+    offload_tier_->setToolTip(tr("A second tier for blocks the pool reclaims (--offload-tier): "
+                                 "a later prefix hit loads them back instead of computing them"));
+    offload_tier_->addItem(tr("No offload tier"), -1);
+    offload_tier_->addItem(tr("Host memory"), static_cast<int>(kv::TierMedium::memory));
+    offload_tier_->addItem(tr("File on disk"), static_cast<int>(kv::TierMedium::file));
+    offload_blocks_ = spin(1, 1 << 24, 256, tr("Blocks the offload tier holds (--offload-blocks)"));
+    offload_blocks_->setObjectName("offloadBlocks");
+    offload_blocks_->setSuffix(tr(" blocks"));
+    write_through_ = new QCheckBox(tr("Write-through"));
+    write_through_->setObjectName("writeThrough");
+    write_through_->setToolTip(tr("Save blocks to the tier as soon as they are cached, not when "
+                                  "the pool reclaims them (--offload-write-through)"));
+    auto* offload_row = new QHBoxLayout;
+    offload_row->addWidget(offload_tier_, 1);
+    offload_row->addWidget(offload_blocks_);
+    offload_row->addWidget(write_through_);
+    form->addRow(tr("Offload:"), offload_row);
+    connect(offload_tier_, &QComboBox::currentIndexChanged, this,
+            &RunPanel::update_offload_enabled);
+    connect(prefix_caching_, &QCheckBox::toggled, this, &RunPanel::update_offload_enabled);
+    update_offload_enabled();
     max_seqs_ = spin(1, 1024, 16, tr("Most sequences in one step (--max-num-seqs)"));
     max_batched_tokens_ =
         spin(1, 1 << 16, 512, tr("Most tokens in one step (--max-num-batched-tokens)"));
@@ -324,6 +349,15 @@ void RunPanel::update_speculative_enabled() {
     draft_layers_->setEnabled(method == spec::DraftMethod::layers);
 }
 
+void RunPanel::update_offload_enabled() {
+    // The tier keeps prefix-cached blocks: without prefix caching it has none.
+    const bool caching = prefix_caching_->isChecked();
+    const bool tier = caching && offload_tier_->currentData().toInt() >= 0;
+    offload_tier_->setEnabled(caching);
+    offload_blocks_->setEnabled(tier);
+    write_through_->setEnabled(tier);
+}
+
 RunSettings RunPanel::settings() const {
     RunSettings s;
     s.model_path = model_->text().trimmed().toStdString();
@@ -356,6 +390,14 @@ RunSettings RunPanel::settings() const {
     s.speculative.draft_tokens = draft_tokens_->value();
     s.speculative.draft_layers =
         s.speculative.method == spec::DraftMethod::layers ? draft_layers_->value() : 0;
+    const int medium = offload_tier_->currentData().toInt();
+    s.offload = {};
+    s.offload_write_through = false;
+    if (medium >= 0 && s.prefix_caching) {
+        s.offload.medium = static_cast<kv::TierMedium>(medium);
+        s.offload.capacity_blocks = offload_blocks_->value();
+        s.offload_write_through = write_through_->isChecked();
+    }
     s.scheduler.max_num_seqs = max_seqs_->value();
     s.scheduler.max_num_batched_tokens = max_batched_tokens_->value();
     s.workload = workload_->currentText().trimmed().toStdString();
@@ -405,6 +447,14 @@ void RunPanel::apply_settings(const RunSettings& s) {
         draft_layers_->setValue(s.speculative.draft_layers);
     }
     update_speculative_enabled();
+    select_data(offload_tier_,
+                s.offload.capacity_blocks > 0 ? static_cast<int>(s.offload.medium) : -1);
+    if (s.offload.capacity_blocks > 0) {
+        offload_blocks_->setValue(static_cast<int>(
+            std::min<std::int64_t>(s.offload.capacity_blocks, offload_blocks_->maximum())));
+    }
+    write_through_->setChecked(s.offload_write_through);
+    update_offload_enabled();
     max_seqs_->setValue(s.scheduler.max_num_seqs);
     max_batched_tokens_->setValue(s.scheduler.max_num_batched_tokens);
     workload_->setCurrentText(QString::fromStdString(s.workload));

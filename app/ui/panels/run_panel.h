@@ -59,6 +59,7 @@ private:
     void browse_recording();
     void update_eviction_enabled();
     void update_speculative_enabled();
+    void update_offload_enabled();
 
     QComboBox* preset_ = nullptr;
     QTextBrowser* explanation_ = nullptr;
@@ -78,6 +79,9 @@ private:
     QComboBox* speculative_ = nullptr;
     QSpinBox* draft_tokens_ = nullptr;
     QSpinBox* draft_layers_ = nullptr;
+    QComboBox* offload_tier_ = nullptr;
+    QSpinBox* offload_blocks_ = nullptr;
+    QCheckBox* write_through_ = nullptr;
     QSpinBox* max_seqs_ = nullptr;
     QSpinBox* max_batched_tokens_ = nullptr;
     QComboBox* workload_ = nullptr;

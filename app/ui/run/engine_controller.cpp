@@ -135,9 +135,11 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         int done = 0;
         spec::SpeculationTotals speculation;
+        std::int64_t tier_hit_tokens = 0;
         for (const std::int64_t id : run->engine().request_ids()) {
             const sched::Request& r = run->engine().request(id);
             done += r.state == sched::RequestState::finished ? 1 : 0;
+            tier_hit_tokens += r.accounting.tier_hit_tokens;
             speculation.add(r.accounting.drafted_tokens, r.accounting.accepted_tokens,
                             r.accounting.verify_steps);
         }
@@ -156,6 +158,15 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
                            .arg(speculation.drafted)
                            .arg(speculation.tokens_per_verify(), 0, 'f', 2)
                            .arg(steps_run_.load());
+        }
+        if (const kv::OffloadTier* tier = run->engine().offload_tier()) {
+            summary += tr("; the offload tier gave %1 prompt tokens back (%2 blocks loaded in "
+                          "%3 ms, %4 saved in %5 ms)")
+                           .arg(tier_hit_tokens)
+                           .arg(tier->stats().reads)
+                           .arg(tier->stats().read_seconds * 1e3, 0, 'f', 1)
+                           .arg(tier->stats().writes)
+                           .arg(tier->stats().write_seconds * 1e3, 0, 'f', 1);
         }
         if (!settings.record_path.empty()) {
             summary += tr("; recorded to %1").arg(QString::fromStdString(settings.record_path));

@@ -14,6 +14,7 @@
 #include <QMouseEvent>
 #include <QPaintEvent>
 #include <QPainter>
+#include <QPolygon>
 #include <QStringList>
 #include <QToolTip>
 
@@ -35,8 +36,20 @@ constexpr int kTextChars = 120;
 const QColor kSharedBorder(25, 25, 25);
 // Rolled-back draft slots (speculative decoding).
 const QColor kRolledBack(220, 30, 30);
+// The offload tier: a block loaded back from it, or whose content it also holds.
+const QColor kTierLoaded(0, 150, 136);
+const QColor kTierSaved(142, 68, 173);
 
-enum SwatchKind { used_swatch, shared_swatch, cached_swatch, free_swatch, no_swatch };
+enum SwatchKind {
+    used_swatch,
+    shared_swatch,
+    cached_swatch,
+    free_swatch,
+    rolled_back_swatch,
+    tier_loaded_swatch,
+    tier_saved_swatch,
+    no_swatch
+};
 
 const BlockState& free_block() {
     static const BlockState state;
@@ -193,6 +206,17 @@ std::vector<BlockMapView::LegendItem> BlockMapView::legend_items() const {
         }
         items.push_back({no_swatch, kv.join(", ")});
     }
+    if (store_ != nullptr && store_->draft_verifies() > 0) {
+        items.push_back({rolled_back_swatch, QString("Rolled-back draft slots")});
+    }
+    if (store_ != nullptr && store_->tier_capacity() > 0) {
+        items.push_back({tier_loaded_swatch, QString("Loaded from the offload tier")});
+        items.push_back({tier_saved_swatch, QString("Also in the offload tier")});
+        items.push_back({no_swatch, QString("Offload tier (%1): %2 of %3 blocks")
+                                        .arg(QString::fromStdString(store_->tier_medium()))
+                                        .arg(s != nullptr ? s->tier_blocks() : 0)
+                                        .arg(store_->tier_capacity())});
+    }
     return items;
 }
 
@@ -330,6 +354,16 @@ QString BlockMapView::tooltip_for_block(int block) const {
     if (b.entries >= 0) {
         lines << QString("Entries: %1 of %2 (after token eviction)").arg(b.entries).arg(block_size);
     }
+    if (b.rolled_back > 0) {
+        lines << QString("%1 slots rolled back: draft tokens verification rejected (the next "
+                         "step writes over them)")
+                     .arg(b.rolled_back);
+    }
+    if (b.tier == BlockState::Tier::loaded) {
+        lines << QString("Loaded back from the offload tier instead of computed");
+    } else if (b.tier == BlockState::Tier::saved) {
+        lines << QString("Also in the offload tier (written through)");
+    }
     return lines.join("<br/>");
 }
 
@@ -375,6 +409,32 @@ void BlockMapView::mousePressEvent(QMouseEvent* event) {
 }
 
 void BlockMapView::paint_block(QPainter& painter, const QRect& square, const BlockState& b) const {
+    paint_use(painter, square, b);
+    if (square.width() < 5) {
+        return; // too small for marks to read
+    }
+    if (b.rolled_back > 0) {
+        // A band along the bottom, as tall as the share of slots rolled back.
+        const int block_slots = std::max(1, store_ != nullptr ? store_->block_size() : 16);
+        const int height =
+            std::max(2, square.height() * std::min(b.rolled_back, block_slots) / block_slots);
+        painter.fillRect(QRect(square.left(), square.bottom() - height + 1, square.width(), height),
+                         kRolledBack);
+    }
+    if (b.tier != BlockState::Tier::none) {
+        // A corner triangle, top right.
+        const int side = std::max(3, square.width() / 3);
+        const QPoint corner = square.topRight();
+        const QPolygon triangle({corner, corner - QPoint(side, 0), corner + QPoint(0, side)});
+        painter.save();
+        painter.setPen(Qt::NoPen);
+        painter.setBrush(b.tier == BlockState::Tier::loaded ? kTierLoaded : kTierSaved);
+        painter.drawPolygon(triangle);
+        painter.restore();
+    }
+}
+
+void BlockMapView::paint_use(QPainter& painter, const QRect& square, const BlockState& b) const {
     switch (b.use()) {
     case BlockUse::free:
         painter.fillRect(square, free_color());
@@ -435,6 +495,18 @@ void BlockMapView::paint_swatch(QPainter& painter, const QRect& swatch, int kind
     case free_swatch:
         painter.fillRect(swatch, free_color());
         break;
+    case rolled_back_swatch:
+    case tier_loaded_swatch:
+    case tier_saved_swatch: {
+        BlockState marked;
+        marked.owners = {0};
+        marked.rolled_back = kind == rolled_back_swatch ? 1 << 20 : 0;
+        marked.tier = kind == tier_loaded_swatch  ? BlockState::Tier::loaded
+                      : kind == tier_saved_swatch ? BlockState::Tier::saved
+                                                  : BlockState::Tier::none;
+        paint_block(painter, swatch, marked);
+        break;
+    }
     default:
         break;
     }

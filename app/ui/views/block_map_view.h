@@ -1,7 +1,9 @@
 // Every physical KV-cache block at the moment shown, as a grid of squares:
 // used blocks in their request's colour, shared ones outlined with their
 // reference count, cached prefix blocks hatched in a tint of the request that
-// filled them, free ones grey. A tooltip says what a block holds, down to the
+// filled them, free ones grey. Marks on top: a red band for rolled-back draft
+// slots, a corner for a block loaded from (or also held in) the offload tier,
+// whose fill the legend gives. A tooltip says what a block holds, down to the
 // text of its tokens; a click selects the request that owns it.
 #pragma once
 
@@ -75,8 +77,11 @@ private:
     Grid grid() const;
     std::vector<LegendItem> legend_items() const;
     int legend_height(int width) const;
+    // A block's use (paint_use), then its marks: rolled-back draft slots,
+    // its place in the offload tier.
     void paint_block(QPainter& painter, const QRect& square,
                      const profiler::BlockState& block) const;
+    void paint_use(QPainter& painter, const QRect& square, const profiler::BlockState& block) const;
     void paint_tiny_blocks(QPainter& painter, const Grid& g,
                            const profiler::BlockMapState& s) const;
     void paint_legend(QPainter& painter, const QRect& area) const;

@@ -9,6 +9,8 @@
 #include <QAreaSeries>
 #include <QChart>
 #include <QChartView>
+#include <QLegend>
+#include <QLegendMarker>
 #include <QLineSeries>
 #include <QPen>
 #include <QVBoxLayout>
@@ -58,6 +60,14 @@ OccupancyChart::OccupancyChart(QWidget* parent)
     fragmentation_->setName("Fragmentation (%)");
     fragmentation_->setPen(QPen(QColor(200, 40, 40), 1.5));
     chart_->addSeries(fragmentation_);
+    // The offload tier's fill, as a share of its capacity: the tier is often
+    // many times the pool, so on the blocks axis it would flatten the rest.
+    tier_fill_ = new QLineSeries(chart_);
+    tier_fill_->setName("Offload tier fill (%)");
+    QPen tier_pen(QColor(0, 150, 136), 1.5);
+    tier_pen.setStyle(Qt::DashLine);
+    tier_fill_->setPen(tier_pen);
+    chart_->addSeries(tier_fill_);
 
     x_axis_ = new QValueAxis(chart_);
     x_axis_->setTitleText("Time (s)");
@@ -76,8 +86,10 @@ OccupancyChart::OccupancyChart(QWidget* parent)
         area->attachAxis(x_axis_);
         area->attachAxis(blocks_axis_);
     }
-    fragmentation_->attachAxis(x_axis_);
-    fragmentation_->attachAxis(percent_axis_);
+    for (QLineSeries* percent : {fragmentation_, tier_fill_}) {
+        percent->attachAxis(x_axis_);
+        percent->attachAxis(percent_axis_);
+    }
     cursor_ = add_time_cursor(chart_, x_axis_, blocks_axis_);
 
     view_ = new QChartView(chart_, this);
@@ -111,7 +123,8 @@ void OccupancyChart::refresh() {
     if (store_ != nullptr &&
         (store_->counter(Counter::used_blocks).t_ns.size() != shown_samples_ ||
          store_->counter(Counter::fragmentation).t_ns.size() != shown_fragmentation_ ||
-         store_->counter(Counter::attached_resident).t_ns.size() != shown_attached_)) {
+         store_->counter(Counter::attached_resident).t_ns.size() != shown_attached_ ||
+         store_->counter(Counter::tier_blocks).t_ns.size() != shown_tier_)) {
         update_series();
     }
     update_cursor();
@@ -119,9 +132,11 @@ void OccupancyChart::refresh() {
 
 void OccupancyChart::update_series() {
     if (store_ == nullptr) {
-        for (QLineSeries* series : {used_top_, cached_top_, free_top_, fragmentation_}) {
+        for (QLineSeries* series :
+             {used_top_, cached_top_, free_top_, fragmentation_, tier_fill_}) {
             series->clear();
         }
+        show_tier(false);
         x_axis_->setRange(0, 1);
         blocks_axis_->setRange(0, 1);
         blocks_max_ = 1;
@@ -197,12 +212,30 @@ void OccupancyChart::update_series() {
     fragmentation_->replace(
         counter_points(store_->counter(Counter::fragmentation), store_->start_ns(), 100.0));
 
+    const profiler::CounterTrack& tier = store_->counter(Counter::tier_blocks);
+    show_tier(store_->tier_capacity() > 0);
+    if (store_->tier_capacity() > 0) {
+        QList<QPointF> fill = counter_points(tier, store_->start_ns(),
+                                             100.0 / static_cast<double>(store_->tier_capacity()));
+        fill.prepend(QPointF(0, 0)); // the tier starts empty
+        tier_fill_->replace(fill);
+    }
+
     shown_samples_ = used.t_ns.size();
+    shown_tier_ = tier.t_ns.size();
     shown_fragmentation_ = store_->counter(Counter::fragmentation).t_ns.size();
     shown_attached_ = store_->counter(Counter::attached_resident).t_ns.size();
     blocks_max_ = std::max(1.0, top);
     blocks_axis_->setRange(0, blocks_max_);
     set_time_range(x_axis_, seconds_since(store_->start_ns(), store_->end_ns()));
+}
+
+void OccupancyChart::show_tier(bool shown) {
+    tier_fill_->setVisible(shown);
+    for (QLegendMarker* marker : chart_->legend()->markers(tier_fill_)) {
+        marker->setVisible(shown);
+    }
+    percent_axis_->setTitleText(shown ? "Fragmentation, tier fill (%)" : "Fragmentation (%)");
 }
 
 void OccupancyChart::update_cursor() {

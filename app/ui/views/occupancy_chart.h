@@ -1,6 +1,7 @@
 // How the KV cache's blocks divide over time: stacked areas of used, cached
 // and free blocks, fragmentation (the share of slots in running requests'
-// blocks that hold nothing) on a second axis, and a line at the moment shown.
+// blocks that hold nothing) and the offload tier's fill on a second axis, and
+// a line at the moment shown.
 // Series are decimated, and a refresh replaces their points without
 // rebuilding the chart, so live updates and long recordings stay cheap.
 #pragma once
@@ -37,7 +38,8 @@ public:
 
     qint64 time_ns() const { return time_ns_; }
     // Series, by name: "Used", "Cached", "Free" (QAreaSeries, stacked: each
-    // upper line is the running sum), "Fragmentation (%)" and "Shown time".
+    // upper line is the running sum), "Fragmentation (%)", "Offload tier
+    // fill (%)" (visible when the run has a tier) and "Shown time".
     // For attached engines: "Used (not in KV events)" (empty), "Resident"
     // and "Capacity left" (when the capacity is known).
     QChart* chart() const { return chart_; }
@@ -45,6 +47,8 @@ public:
 private:
     void update_series();
     void update_cursor();
+    // Shows the offload tier's line, its legend entry and axis title, or not.
+    void show_tier(bool shown);
 
     const profiler::RunStore* store_ = nullptr;
     qint64 time_ns_ = std::numeric_limits<qint64>::max(); // the latest until set
@@ -52,6 +56,7 @@ private:
     std::size_t shown_samples_ = 0;
     std::size_t shown_fragmentation_ = 0;
     std::size_t shown_attached_ = 0;
+    std::size_t shown_tier_ = 0;
     double blocks_max_ = 1;
 
     QChart* chart_ = nullptr;
@@ -64,6 +69,7 @@ private:
     QLineSeries* cached_top_ = nullptr;
     QLineSeries* free_top_ = nullptr;
     QLineSeries* fragmentation_ = nullptr;
+    QLineSeries* tier_fill_ = nullptr; // the offload tier's blocks, % of its capacity
     QLineSeries* cursor_ = nullptr;
     QAreaSeries* used_area_ = nullptr;
     QAreaSeries* cached_area_ = nullptr;
