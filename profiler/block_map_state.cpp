@@ -81,6 +81,16 @@ void BlockMapState::mark_rolled_back(const events::EngineEvent& verified) {
     }
 }
 
+void BlockMapState::forget_saved(std::int32_t block) {
+    BlockState& b = at(block);
+    if (b.tier == BlockState::Tier::saved) {
+        if (const auto it = saved_.find(b.hash); it != saved_.end() && it->second == block) {
+            saved_.erase(it);
+        }
+    }
+    b.tier = BlockState::Tier::none;
+}
+
 bool BlockMapState::apply(const events::EngineEvent& event) {
     if (event.kind == EventKind::draft_verified) {
         mark_rolled_back(event);
@@ -107,6 +117,7 @@ bool BlockMapState::apply(const events::EngineEvent& event) {
     switch (event.kind) {
     case EventKind::block_allocated:
         // A fresh use: whatever the block cached before is gone.
+        forget_saved(block);
         b = BlockState{};
         b.owners.push_back(event.request);
         tables_[event.request].push_back(block);
@@ -140,6 +151,7 @@ bool BlockMapState::apply(const events::EngineEvent& event) {
         break;
     }
     case EventKind::block_evicted:
+        forget_saved(block); // its content is no longer what the tier holds
         b.hashed = false;
         b.hash = 0;
         b.cached_by = -1;

@@ -74,12 +74,15 @@ private:
     BlockState& at(std::int32_t block);
     void drop_owner(std::int64_t request, std::int32_t block);
     void mark_rolled_back(const events::EngineEvent& verified);
+    // `block`'s content changes: it loses its tier mark and saved_ entry.
+    void forget_saved(std::int32_t block);
 
     int block_size_ = 16;
     std::vector<BlockState> blocks_;
     std::int64_t tier_blocks_ = 0;
-    // The block each hash in the tier was saved from, so a tier_dropped
-    // clears the mark of a block that still caches it.
+    // The block each hash in the tier was saved from while that block still
+    // caches it (so at most one entry per block), so a tier_dropped clears
+    // its mark.
     std::unordered_map<std::uint64_t, std::int32_t> saved_;
     std::unordered_map<std::int64_t, std::vector<std::int32_t>> tables_;
 };

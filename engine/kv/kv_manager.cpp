@@ -225,7 +225,6 @@ void KvManager::unpin(BlockId block) {
 }
 
 void KvManager::take_pinned(std::int64_t request, BlockId block) {
-    ++blocks_[static_cast<std::size_t>(block)].uses;
     events::emit_now(sink_, events::BlockShared{.block = block, .request = request});
 }
 
@@ -330,6 +329,12 @@ std::optional<PrefixMatch> KvManager::admit(std::int64_t request, SequenceBlocks
         // The blocks loaded so far stay cached in the pool for its next try.
         release(request, sequence);
         return std::nullopt;
+    }
+    // Only an admission that stuck counts toward its pool hits' uses (LFU).
+    for (std::size_t i = 0; i < kept; ++i) {
+        if (hits[i] != kTierHit) {
+            ++blocks_[static_cast<std::size_t>(hits[i])].uses;
+        }
     }
     return result;
 }

@@ -168,8 +168,9 @@ private:
     // Saves a full hashed block to the tier unless it holds the hash already.
     void offload(std::int64_t request, BlockId block);
     // A prefix hit, in two halves: a pin keeps the block out of the reclaim
-    // order, unsaid; take_pinned() counts the use and says so (block_shared).
-    // unpin() undoes a pin never taken.
+    // order, unsaid; take_pinned() says so (block_shared). unpin() undoes a
+    // pin never taken (the block rejoins the reclaim order as its most
+    // recently used). admit() counts the uses once the admission sticks.
     void pin(BlockId block);
     void take_pinned(std::int64_t request, BlockId block);
     void unpin(BlockId block);

@@ -279,6 +279,8 @@ void TestLiveRun::speculative_demo_shows_verify_steps_and_rollbacks() {
     }
     QVERIFY2(verifying > 0, "no step verified a draft");
     QVERIFY2(rolled_back_moments > 0, "no rejected draft left slots in a block");
+    QVERIFY2(window.block_map()->legend_entries().contains("Rolled-back draft slots"),
+             qPrintable(window.block_map()->legend_entries().join(" | ")));
 }
 
 void TestLiveRun::offload_tier_is_a_run_setting() {

@@ -13,7 +13,9 @@
 #include "app/ui/views/prefix_view.h"
 #include "app/ui/views/request_colors.h"
 #include "app/ui/views/timeline_view.h"
+#include "engine/events/typed_events.h"
 #include "engine/model_path.h"
+#include "profiler/run_store.h"
 
 #include <algorithm>
 #include <array>
@@ -43,6 +45,7 @@ private slots:
     void initTestCase();
     void each_view_renders_the_recording_data();
     void each_view_renders_the_recording();
+    void block_marks_are_painted();
 
 private:
     QTemporaryDir dir_;
@@ -507,6 +510,48 @@ void TestViewRenders::each_view_renders_the_recording() {
     }
     QVERIFY2(problem.isEmpty(), qPrintable(view + ": " + problem));
     qInfo("wrote %s", qPrintable(path));
+}
+
+void TestViewRenders::block_marks_are_painted() {
+    // Synthetic events: block 0 loaded back from the offload tier, block 1
+    // holding three slots of a rejected draft, block 2 free.
+    namespace ev = kvscope::events;
+    const auto at = [](std::int64_t t, ev::EngineEvent e) {
+        e.time_ns = t;
+        return e;
+    };
+    kvscope::profiler::RunStore store;
+    store.append(at(1, ev::to_event(ev::RunConfig{
+                           .blocks = 3,
+                           .block_size = 4,
+                           .settings = "{\"offload_tier\":\"memory\",\"offload_blocks\":8}"})));
+    store.append(at(2, ev::to_event(ev::BlockAllocated{.block = 0, .request = 0})));
+    store.append(at(3, ev::to_event(ev::BlockReloaded{
+                           .block = 0, .request = 0, .hash = 5, .bytes = 64, .tier_blocks = 1})));
+    store.append(at(4, ev::to_event(ev::BlockAllocated{.block = 1, .request = 1})));
+    store.append(at(5, ev::to_event(ev::DraftVerified{
+                           .request = 1, .drafted = 3, .accepted = 0, .entries = 1})));
+    kvscope::ui::BlockMapView view;
+    view.resize(420, 260);
+    view.set_store(&store);
+    const QImage image = view.grab().toImage();
+    const qreal ratio = image.devicePixelRatio();
+    const QRect loaded = view.block_rect(0);
+    const QRect drafted = view.block_rect(1);
+    QVERIFY(loaded.width() >= 12);
+    // The tier's corner, top right; the band along the bottom, 3 of 4 slots.
+    QCOMPARE(rgb(pixel(image, ratio, QPointF(loaded.right() - 1.5, loaded.top() + 1.5))),
+             rgb(QColor(0, 150, 136)));
+    QCOMPARE(rgb(pixel(image, ratio, QPointF(loaded.left() + 1.5, loaded.bottom() - 1.5))),
+             rgb(kvscope::ui::request_color(0)));
+    QCOMPARE(rgb(pixel(image, ratio, QPointF(drafted.center().x() + 0.5, drafted.bottom() - 1.5))),
+             rgb(QColor(220, 30, 30)));
+    QCOMPARE(rgb(pixel(image, ratio, QPointF(drafted.center().x() + 0.5, drafted.top() + 1.5))),
+             rgb(kvscope::ui::request_color(1)));
+    const QStringList legend = view.legend_entries();
+    QVERIFY2(legend.contains("Rolled-back draft slots"), qPrintable(legend.join(" | ")));
+    QVERIFY2(legend.contains("Offload tier (memory): 1 of 8 blocks"),
+             qPrintable(legend.join(" | ")));
 }
 
 QTEST_MAIN(TestViewRenders)

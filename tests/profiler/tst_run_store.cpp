@@ -124,6 +124,32 @@ void TestRunStore::offload_tier_marks_blocks_and_counts_its_own() {
     QCOMPARE(store.block_map_now().tier_blocks(), std::int64_t{0});
     QVERIFY(store.block_map_at(8).blocks().at(3).tier == Tier::saved); // scrubbed back
     QCOMPARE(tier.values.back(), 0.0);
+
+    // Scrubbing across checkpoints (one every 2048 block events): a block
+    // saved, many events, then its hash dropped; moments on either side.
+    store.append(engine_event(10, EventKind::block_allocated, 3, 6));
+    store.append(engine_event(11, EventKind::block_cached, 3, 6, 0x88, 0));
+    store.append(
+        at(12, ev::to_event(ev::BlockOffloaded{
+                   .block = 6, .request = 3, .hash = 0x88, .bytes = 64, .tier_blocks = 1})));
+    std::int64_t t = 13;
+    for (int i = 0; i < 2100; ++i) {
+        store.append(engine_event(t++, EventKind::block_allocated, 4, 7));
+        store.append(engine_event(t++, EventKind::block_freed, 4, 7, 0));
+    }
+    const std::int64_t before_drop = t - 1;
+    store.append(at(t, ev::to_event(ev::TierDropped{.hash = 0x88, .tier_blocks = 0})));
+    QVERIFY(store.block_map_at(before_drop).blocks().at(6).tier == Tier::saved);
+    QVERIFY(store.block_map_at(t).blocks().at(6).tier == Tier::none);
+    QVERIFY(store.block_map_now().blocks().at(6).tier == Tier::none);
+    // Evicted from the pool, a block's content is no longer what the tier
+    // holds: its mark goes.
+    store.append(
+        at(t + 1, ev::to_event(ev::BlockOffloaded{
+                      .block = 6, .request = 3, .hash = 0x88, .bytes = 64, .tier_blocks = 1})));
+    QVERIFY(store.block_map_now().blocks().at(6).tier == Tier::saved);
+    store.append(engine_event(t + 2, EventKind::block_evicted, 3, 6));
+    QVERIFY(store.block_map_now().blocks().at(6).tier == Tier::none);
 }
 
 void TestRunStore::rolled_back_slots_mark_the_blocks_they_are_in() {

@@ -218,6 +218,9 @@ void OccupancyChart::update_series() {
         QList<QPointF> fill = counter_points(tier, store_->start_ns(),
                                              100.0 / static_cast<double>(store_->tier_capacity()));
         fill.prepend(QPointF(0, 0)); // the tier starts empty
+        // It holds what it last held until the run's end (update_cursor()
+        // moves this point as a live run goes on).
+        fill.append(QPointF(seconds_since(store_->start_ns(), store_->end_ns()), fill.back().y()));
         tier_fill_->replace(fill);
     }
 
@@ -248,6 +251,13 @@ void OccupancyChart::update_cursor() {
     const double end_s = std::max(1e-3, seconds_since(store_->start_ns(), store_->end_ns()));
     if (x_axis_->max() != end_s) {
         set_time_range(x_axis_, end_s);
+    }
+    if (tier_fill_->isVisible() && tier_fill_->count() > 1) {
+        const QPointF tail = tier_fill_->at(tier_fill_->count() - 1);
+        const double now_s = seconds_since(store_->start_ns(), store_->end_ns());
+        if (tail.x() != now_s) {
+            tier_fill_->replace(tier_fill_->count() - 1, QPointF(now_s, tail.y()));
+        }
     }
     move_time_cursor(cursor_, seconds_since(store_->start_ns(), t), 0, blocks_max_);
 }
