@@ -1,6 +1,7 @@
 #include "profiler/chrome_trace.h"
 
 #include "engine/events/typed_events.h"
+#include "engine/util/json_text.h"
 #include "profiler/chrome_trace_gpu.h"
 #include "profiler/event_rows.h"
 #include "profiler/recording.h"
@@ -45,8 +46,10 @@ ChromeTraceSummary export_chrome_trace(const std::filesystem::path& recording, s
             origin = gpu;
         }
     }
+    // In doubles: a damaged recording's times may be anything, and their
+    // difference must not overflow.
     const auto us = [&origin](std::int64_t t) {
-        return static_cast<double>(t - origin) / 1000.0;
+        return (static_cast<double>(t) - static_cast<double>(origin)) / 1000.0;
     };
     const auto slice = [&](const std::string& name, std::int64_t tid, std::int64_t begin,
                            std::int64_t end, nlohmann::json args) {
@@ -55,7 +58,7 @@ ChromeTraceSummary export_chrome_trace(const std::filesystem::path& recording, s
                          {"pid", kPid},
                          {"tid", tid},
                          {"ts", us(begin)},
-                         {"dur", static_cast<double>(end - begin) / 1000.0},
+                         {"dur", (static_cast<double>(end) - static_cast<double>(begin)) / 1000.0},
                          {"args", std::move(args)}});
     };
     const auto instant = [&](const std::string& name, std::int64_t tid, std::int64_t t,
@@ -225,7 +228,7 @@ ChromeTraceSummary export_chrome_trace(const std::filesystem::path& recording, s
                      {"pid", kPid},
                      {"tid", kOpTrack},
                      {"args", {{"name", "CPU ops"}}}});
-    out << nlohmann::json{{"traceEvents", trace}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+    out << json_text(nlohmann::json{{"traceEvents", trace}, {"displayTimeUnit", "ms"}}) << "\n";
     return summary;
 }
 

@@ -42,7 +42,8 @@ public:
 
 private:
     CuptiTracer() = default;
-    bool running_ = false;
+    // Unused in builds without CUDA (cupti_tracer_unavailable.cpp).
+    [[maybe_unused]] bool running_ = false;
     std::string nvtx_note_;
 };
 

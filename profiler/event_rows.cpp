@@ -7,6 +7,13 @@ namespace {
 // kilobytes), low enough that a damaged id cannot make a reader allocate
 // gigabytes.
 constexpr std::int64_t kMaxBlockId = (1 << 24) - 1;
+// Host clock nanoseconds (since boot, or the epoch for attached engines:
+// 1.8e18 in 2027) stay far below this, and so do their differences, which
+// readers take without checking each one for overflow.
+constexpr std::int64_t kMaxTimeNs = std::int64_t{1} << 62;
+// Request ids count from 0 in a run (attached rows use -1); 2^53 leaves
+// every reader's arithmetic on them exact, even in a double.
+constexpr std::int64_t kMaxRequestId = std::int64_t{1} << 53;
 
 } // namespace
 
@@ -32,9 +39,21 @@ bool EventRows::next(events::EngineEvent& event) {
             throw RecordingError(name_ + ": event " + std::to_string(read_) + " names block " +
                                  std::to_string(block) + ", not a block id; the file is damaged");
         }
-        event.time_ns = rows_.int64(0);
+        const std::int64_t time_ns = rows_.int64(0);
+        if (time_ns < 0 || time_ns > kMaxTimeNs) {
+            throw RecordingError(name_ + ": event " + std::to_string(read_) + " has time " +
+                                 std::to_string(time_ns) +
+                                 " ns, not a clock reading; the file is damaged");
+        }
+        const std::int64_t request = rows_.is_null(2) ? -1 : rows_.int64(2);
+        if (request < -1 || request > kMaxRequestId) {
+            throw RecordingError(name_ + ": event " + std::to_string(read_) + " names request " +
+                                 std::to_string(request) +
+                                 ", not a request id; the file is damaged");
+        }
+        event.time_ns = time_ns;
         event.kind = static_cast<events::EventKind>(kind);
-        event.request = rows_.is_null(2) ? -1 : rows_.int64(2);
+        event.request = request;
         event.block = static_cast<std::int32_t>(block);
         event.a = rows_.int64(4);
         event.b = rows_.int64(5);

@@ -14,7 +14,8 @@ set -euo pipefail
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 packages=(
-    build-essential cmake ninja-build pkg-config git
+    build-essential cmake ninja-build pkg-config git ccache
+    clang libclang-rt-14-dev
     qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev
     libxkbcommon-dev libvulkan-dev
     libsqlite3-dev libcli11-dev nlohmann-json3-dev libpcre2-dev libabsl-dev librsvg2-dev

@@ -3,6 +3,7 @@
 // rather than single numbers. Exit status 1 when a metric regressed past its
 // threshold, 0 otherwise: a regression gate for CI.
 #include "app/cli/command.h"
+#include "engine/util/json_text.h"
 #include "profiler/compare.h"
 
 #include <cstdio>
@@ -41,13 +42,13 @@ int run_compare(CompareArgs& args) {
                        {"verdict", profiler::verdict_name(m.verdict)}});
     }
     if (args.json) {
-        std::cout << nlohmann::json{{"base", args.base},
-                                    {"new", args.now},
-                                    {"threshold", args.options.threshold},
-                                    {"alpha", args.options.alpha},
-                                    {"regressed", regressed},
-                                    {"metrics", out}}
-                         .dump(2)
+        std::cout << json_text(nlohmann::json{{"base", args.base},
+                                              {"new", args.now},
+                                              {"threshold", args.options.threshold},
+                                              {"alpha", args.options.alpha},
+                                              {"regressed", regressed},
+                                              {"metrics", out}},
+                               2)
                   << "\n";
     } else {
         std::printf("base: %s\nnew:  %s\n\n", args.base.c_str(), args.now.c_str());

@@ -13,6 +13,7 @@
 #include "engine/session/model_loading.h"
 #include "engine/session/run_summary.h"
 #include "engine/session/serving_session.h"
+#include "engine/util/json_text.h"
 #include "profiler/recorder.h"
 #include "profiler/run_metadata.h"
 
@@ -45,7 +46,7 @@ public:
                 j[std::string(name)] = value;
             }
         });
-        out_ << j.dump() << '\n';
+        out_ << json_text(j) << '\n';
     }
 
 private:

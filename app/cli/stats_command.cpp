@@ -3,6 +3,7 @@
 // cache, block occupancy, preemption and eviction, and time by name of CPU
 // ops, GPU kernels, copies and NVTX ranges. --json for machines.
 #include "app/cli/command.h"
+#include "engine/util/json_text.h"
 #include "profiler/recording_stats.h"
 
 #include <cstdio>
@@ -208,7 +209,7 @@ int run_stats(const std::string& path, bool json) {
         if (!s.run_config.empty()) {
             out["run_config"] = nlohmann::json::parse(s.run_config, nullptr, false);
         }
-        std::cout << out.dump(2) << "\n";
+        std::cout << json_text(out, 2) << "\n";
         return exit_ok;
     }
     std::printf("%s: %lld events over %.2f s\n", s.path.c_str(), static_cast<long long>(s.events),

@@ -1,6 +1,7 @@
 #include "engine/cpu/kv_codec.h"
 
 #include "engine/math/kv_codec_math.h"
+#include "engine/util/cpu_features.h"
 #include "engine/util/half.h"
 
 #include <algorithm>
@@ -66,8 +67,7 @@ __attribute__((target("avx,f16c"))) void fp32_to_fp16_f16c(const float* src, std
     }
 }
 bool have_f16c() {
-    static const bool have = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-    return have;
+    return cpu_features().f16c;
 }
 #endif
 

@@ -3,6 +3,7 @@
 #include "engine/cpu/matmul_kernels.h"
 #include "engine/cpu/packed_rows.h"
 #include "engine/gguf/dequantize.h"
+#include "engine/util/cpu_features.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -53,8 +54,7 @@ namespace {
 const detail::MatmulKernels& kernels() {
     static const detail::MatmulKernels& chosen = []() -> const detail::MatmulKernels& {
 #if defined(__x86_64__) // matmul_avx2.cpp is built only there
-        if (detail::avx2_kernels() != nullptr && __builtin_cpu_supports("avx2") &&
-            __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+        if (detail::avx2_kernels() != nullptr && cpu_has_avx2_kernels()) {
             return *detail::avx2_kernels();
         }
 #endif

@@ -1,6 +1,7 @@
 #include "engine/cpu/paged_attention.h"
 
 #include "engine/cpu/attention_kernels.h"
+#include "engine/util/cpu_features.h"
 
 #include <algorithm>
 #include <cmath>
@@ -26,9 +27,7 @@ struct Segment {
 // The kernel for this cache's formats on this CPU.
 detail::SegmentKernel segment_kernel(const LayerKvView& cache) {
 #if defined(__x86_64__)
-    static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                             __builtin_cpu_supports("f16c");
-    if (avx2) {
+    if (cpu_has_avx2_kernels()) {
         if (const detail::SegmentKernel kernel = detail::avx2_segment_kernel(
                 cache.keys.format, cache.values.format, cache.head_dim)) {
             return kernel;

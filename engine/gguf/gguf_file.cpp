@@ -10,6 +10,11 @@ namespace {
 constexpr std::uint32_t kMagic = 0x46554747; // "GGUF" read as a little-endian uint32
 constexpr std::uint64_t kMaxDims = 4;        // GGML_MAX_DIMS
 constexpr int kMaxArrayNesting = 4;
+// Array values in all of a file's metadata. Each takes some fifty bytes in
+// memory however few it took in the file, so a file claiming billions of
+// one-byte values would take hundreds of gigabytes; real models hold about a
+// million (Gemma 3's 262k-token vocabulary three times over, plus merges).
+constexpr std::uint64_t kMaxMetadataValues = std::uint64_t{1} << 23;
 
 std::string hex(std::uint64_t value) {
     std::ostringstream out;
@@ -26,6 +31,16 @@ public:
 
     std::uint64_t offset() const { return offset_; }
     std::uint64_t remaining() const { return bytes_.size() - offset_; }
+
+    // Counts `count` more metadata array values against the file's budget.
+    void take_values(std::uint64_t at, std::uint64_t count, const std::string& key) {
+        if (count > kMaxMetadataValues - values_) {
+            fail_at(at, "metadata '" + key + "': more than " + std::to_string(kMaxMetadataValues) +
+                            " array values in the file's metadata (real models hold about a "
+                            "million); refusing rather than taking the memory");
+        }
+        values_ += count;
+    }
 
     [[noreturn]] void fail_at(std::uint64_t offset, const std::string& problem) const {
         throw GgufError(path_.string() + ": offset " + std::to_string(offset) + " (" + hex(offset) +
@@ -62,6 +77,7 @@ private:
     std::span<const std::byte> bytes_;
     const std::filesystem::path& path_;
     std::uint64_t offset_ = 0;
+    std::uint64_t values_ = 0; // metadata array values so far
 };
 
 std::uint64_t min_encoded_size(ValueType type) {
@@ -110,6 +126,7 @@ MetadataValue read_array(Cursor& cursor, const std::string& key, int depth) {
                                   " values cannot fit in the " +
                                   std::to_string(cursor.remaining()) + " bytes left");
     }
+    cursor.take_values(start, count, key);
     MetadataArray array;
     array.element_type = element_type;
     array.items.reserve(static_cast<std::size_t>(count));

@@ -1,5 +1,7 @@
 #include "engine/sim/hash_id_trace.h"
 
+#include "engine/util/text_lines.h"
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -34,8 +36,12 @@ HashIdTrace::HashIdTrace(const std::string& path, const HashIdFormat& format)
 
 std::optional<TraceRequest> HashIdTrace::next() {
     std::string text;
-    while (std::getline(in_, text)) {
+    for (LineRead read; (read = read_line(in_, text)) != LineRead::end;) {
         ++line_;
+        if (read == LineRead::too_long) {
+            fail(line_, "longer than " + std::to_string(kMaxTraceLineBytes >> 20) +
+                            " MiB, which no trace request needs: not a trace line");
+        }
         if (text.find_first_not_of(" \t\r") == std::string::npos) {
             continue; // a blank line, at the end say
         }

@@ -2,6 +2,7 @@
 
 #include "engine/sim/hash_id_trace.h"
 #include "engine/sim/kvscope_trace.h"
+#include "engine/util/text_lines.h"
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -63,8 +64,13 @@ TraceFormat detect_trace_format(const std::string& path) {
     }
     std::string text;
     std::int64_t line = 0;
-    while (std::getline(in, text)) {
+    for (LineRead read; (read = read_line(in, text)) != LineRead::end;) {
         ++line;
+        if (read == LineRead::too_long) {
+            throw TraceError(path + ":" + std::to_string(line) + ": longer than " +
+                             std::to_string(kMaxTraceLineBytes >> 20) +
+                             " MiB, so not a trace line kvscope knows");
+        }
         const auto first = text.find_first_not_of(" \t\r");
         if (first == std::string::npos || text[first] == '#') {
             continue; // blank, or a kvscope trace's comment

@@ -57,6 +57,8 @@ public:
     // -1 when the file does not name one.
     TokenId bos_id() const { return bos_id_; }
     TokenId eos_id() const { return eos_id_; }
+    // What a byte the vocabulary has no token for becomes (-1: it is dropped).
+    TokenId unknown_id() const { return unknown_id_; }
     // Whether generation should stop at `id`: the end-of-sequence token or an
     // end-of-turn control token ("<|im_end|>", "<|eot_id|>", ...).
     bool ends_generation(TokenId id) const;

@@ -424,10 +424,25 @@ std::vector<WorkloadRequest> parse_trace(std::string_view text, std::string_view
     return out;
 }
 
+namespace {
+// Larger workload files are refused with that said: a workload is read whole.
+constexpr std::uintmax_t kMaxWorkloadFileBytes = std::uintmax_t{256} << 20;
+} // namespace
+
 std::vector<WorkloadRequest> load_trace(const std::filesystem::path& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) {
         throw WorkloadError(path.string() + ": cannot be read");
+    }
+    // Read whole (sorted by arrival, tokenized up front): bounded, so a file
+    // that is not a workload cannot take the machine's memory.
+    std::error_code ec;
+    const std::uintmax_t size = std::filesystem::file_size(path, ec);
+    if (!ec && size > kMaxWorkloadFileBytes) {
+        throw WorkloadError(path.string() + ": " + std::to_string(size >> 20) +
+                            " MiB, more than the " + std::to_string(kMaxWorkloadFileBytes >> 20) +
+                            " MiB a workload trace may be (it is read whole); for production "
+                            "traces use kvscope simulate with a hash-id trace");
     }
     std::ostringstream text;
     text << in.rdbuf();

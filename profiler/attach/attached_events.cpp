@@ -1,5 +1,6 @@
 #include "profiler/attach/attached_events.h"
 
+#include "engine/util/json_text.h"
 #include "profiler/attach/kv_event_source.h"
 #include "profiler/attach/metrics_poller.h"
 #include "profiler/attach/trtllm_event_source.h"
@@ -152,7 +153,7 @@ private:
 // A publisher's string as JSON (its bytes may not be UTF-8: replaced, never
 // thrown).
 std::string json_string(const std::string& text) {
-    return json(text).dump(-1, ' ', false, json::error_handler_t::replace);
+    return json_text(json(text));
 }
 
 std::string stored_detail(const StoredBlocks& e, std::string_view medium, std::size_t begin,
@@ -353,7 +354,7 @@ std::string endpoints_json(const KvEventSourceOptions& options, const std::strin
     if (!metrics_url.empty()) {
         j["metrics"] = metrics_url;
     }
-    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+    return json_text(j);
 }
 
 std::string trtllm_endpoint_json(const TrtllmSourceOptions& options,
@@ -362,7 +363,7 @@ std::string trtllm_endpoint_json(const TrtllmSourceOptions& options,
     if (!metrics_url.empty()) {
         j["metrics"] = metrics_url;
     }
-    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+    return json_text(j);
 }
 
 std::string counts_json(const SourceCounts& counts, const std::string& last_error,
@@ -393,7 +394,7 @@ std::string counts_json(const SourceCounts& counts, const std::string& last_erro
         j["metrics"] = m;
     }
     // A publisher's bytes may not be UTF-8; replace rather than throw.
-    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+    return json_text(j);
 }
 
 std::int64_t AttachedState::Source::capacity_blocks() const {

@@ -1,5 +1,7 @@
 #include "profiler/attach/attached_metrics.h"
 
+#include "engine/util/json_text.h"
+
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -31,7 +33,7 @@ bool is_counter(std::string_view name) {
 }
 
 std::string series_key(const MetricSample& sample) {
-    return sample.name + json(sample.labels).dump(-1, ' ', false, json::error_handler_t::replace);
+    return sample.name + json_text(json(sample.labels));
 }
 
 std::optional<std::int64_t> integer_label(const MetricSeries& s, const char* key) {
@@ -92,8 +94,7 @@ std::string metric_json(const MetricSample& sample) {
         value = sample.value;
     }
     // Label values are the engine's bytes: replace what is not UTF-8.
-    return json{{"name", sample.name}, {"value", value}, {"labels", sample.labels}}.dump(
-        -1, ' ', false, json::error_handler_t::replace);
+    return json_text(json{{"name", sample.name}, {"value", value}, {"labels", sample.labels}});
 }
 
 std::optional<MetricSample> metric_of(const events::AttachedMetric& row) {

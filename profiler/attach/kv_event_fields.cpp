@@ -1,5 +1,7 @@
 #include "profiler/attach/kv_event_fields.h"
 
+#include "engine/util/json_text.h"
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -98,8 +100,7 @@ bool read_medium(const msgpack::object& object, std::string& out, std::string& w
     // shown live and what a recording replays name the same tier.
     if (std::any_of(out.begin(), out.end(), [](char c) { return (c & 0x80) != 0; })) {
         using nlohmann::json;
-        out = json::parse(json(out).dump(-1, ' ', false, json::error_handler_t::replace))
-                  .get<std::string>();
+        out = json::parse(json_text(json(out))).get<std::string>();
     }
     return true;
 }

@@ -61,6 +61,7 @@ private slots:
     void every_truncation_fails_cleanly();
     void random_corruption_never_crashes();
     void unknown_tensor_type_is_named();
+    void hostile_counts_are_refused_before_allocating();
     void opens_the_real_model();
 };
 
@@ -273,6 +274,49 @@ void TestGgufFile::unknown_tensor_type_is_named() {
     QTemporaryDir dir;
     const QString error = open_error(write_temp(dir, "type.gguf", bytes));
     QVERIFY2(error.contains("tensor 'q.F32' has unknown type id 99"), qPrintable(error));
+}
+
+// Counts a file claims are checked against what it can hold, and metadata
+// values against a budget, before anything is allocated for them: a header
+// claiming 2^60 tensors or strings, or millions of one-byte values (each some
+// fifty bytes in memory), is refused with the claim named.
+void TestGgufFile::hostile_counts_are_refused_before_allocating() {
+    const auto u32 = [](quint32 v) {
+        return QByteArray(reinterpret_cast<const char*>(&v), 4);
+    };
+    const auto u64 = [](quint64 v) {
+        return QByteArray(reinterpret_cast<const char*>(&v), 8);
+    };
+    const auto key = [&](const QByteArray& name) {
+        return u64(name.size()) + name;
+    };
+    const QByteArray header = QByteArray("GGUF") + u32(3);
+    QTemporaryDir dir;
+
+    const QString tensors = write_temp(dir, "tensors.gguf",
+                                       header + u64(quint64{1} << 60) + u64(0) + QByteArray(64, 0));
+    QVERIFY2(open_error(tensors).contains("tensor count 1152921504606846976 cannot fit"),
+             qPrintable(open_error(tensors)));
+
+    const QString string_length =
+        write_temp(dir, "string.gguf",
+                   header + u64(0) + u64(1) + key("general.name") + u32(8) + u64(quint64{1} << 60) +
+                       QByteArray(64, 'x'));
+    QVERIFY2(open_error(string_length).contains("claims 1152921504606846976 bytes"),
+             qPrintable(open_error(string_length)));
+
+    // Two arrays of 2^22 + 1 uint8 values each: each fits its file, together
+    // they pass the budget.
+    const quint64 count = (quint64{1} << 22) + 1;
+    QByteArray values = header + u64(0) + u64(2);
+    for (const QByteArray name : {QByteArray("a.bytes"), QByteArray("b.bytes")}) {
+        values += key(name) + u32(9) + u32(0) + u64(count) + QByteArray(qsizetype(count), 1);
+    }
+    const QString budget = write_temp(dir, "values.gguf", values);
+    const QString error = open_error(budget);
+    QVERIFY2(error.contains("metadata 'b.bytes': more than 8388608 array values"),
+             qPrintable(error));
+    QVERIFY2(error.contains(budget), qPrintable(error));
 }
 
 void TestGgufFile::opens_the_real_model() {

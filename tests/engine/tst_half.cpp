@@ -1,5 +1,6 @@
 // fp16 and bf16 conversions: exhaustive over every 16-bit pattern, and
 // fp32 -> fp16 rounding checked against the CPU's own F16C instruction.
+#include "engine/util/cpu_features.h"
 #include "engine/util/half.h"
 
 #include <cmath>
@@ -49,7 +50,7 @@ __attribute__((target("f16c"))) static std::uint16_t hardware_fp16(float value) 
 }
 
 void TestHalf::fp32_to_fp16_matches_f16c() {
-    if (!__builtin_cpu_supports("f16c")) {
+    if (!kvscope::cpu_features().f16c) {
         QSKIP("this CPU has no F16C instruction to compare against");
     }
     std::mt19937 rng(11);

@@ -210,6 +210,34 @@ private slots:
             TraceError, HashIdTrace(dir_.filePath("missing").toStdString(), kMooncakeFormat));
     }
 
+    // A line of 17 MiB (a gigabyte would do the same, only slower to write)
+    // is refused with its FILE:LINE once 16 MiB are read, by the reader and
+    // by format detection, instead of being read whole.
+    void overlongLinesAreRefusedWithoutReadingThem() {
+        const std::string path = write_file(dir_, "long.jsonl",
+                                            line(0, 10, 1, {7}) + std::string(17 << 20, ' ') +
+                                                "\n" + line(0, 10, 1, {8}));
+        HashIdTrace trace(path, kMooncakeFormat);
+        QVERIFY(trace.next().has_value());
+        try {
+            trace.next();
+            QFAIL("read a 17 MiB line");
+        } catch (const TraceError& e) {
+            QVERIFY2(std::string(e.what()).find("long.jsonl:2: longer than 16 MiB") !=
+                         std::string::npos,
+                     e.what());
+        }
+        const std::string first = write_file(dir_, "first.jsonl", std::string(17 << 20, 'x'));
+        try {
+            detect_trace_format(first);
+            QFAIL("detected a format in a 17 MiB line");
+        } catch (const TraceError& e) {
+            QVERIFY2(std::string(e.what()).find("first.jsonl:1: longer than 16 MiB") !=
+                         std::string::npos,
+                     e.what());
+        }
+    }
+
     void promptTokensFollowTheIds() {
         TraceRequest a;
         a.input_tokens = 1100;

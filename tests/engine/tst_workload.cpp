@@ -3,6 +3,8 @@
 #include "engine/workload/eval_texts.h"
 #include "engine/workload/workload.h"
 
+#include <QFile>
+#include <QTemporaryDir>
 #include <QTest>
 
 using namespace kvscope;
@@ -22,6 +24,7 @@ private slots:
     void malformed_trace_lines_data();
     void malformed_trace_lines();
     void unknown_workload_lists_presets();
+    void oversized_trace_file_is_refused();
 };
 
 void TestWorkload::presets_are_deterministic_data() {
@@ -148,6 +151,24 @@ void TestWorkload::unknown_workload_lists_presets() {
         QVERIFY(std::string(e.what()).find("shared-prefix") != std::string::npos);
     }
     QVERIFY_THROWS_EXCEPTION(workload::WorkloadError, workload::parse_trace("\n# only\n", "e"));
+}
+
+// A workload is read whole, so a file past 256 MiB (sparse here: its size
+// costs no disk) is refused by its size, before a byte is read.
+void TestWorkload::oversized_trace_file_is_refused() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("huge.jsonl");
+    QFile file(path);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    QVERIFY(file.resize(qint64{257} << 20));
+    file.close();
+    try {
+        workload::load_trace(path.toStdString());
+        QFAIL("read a 257 MiB workload");
+    } catch (const workload::WorkloadError& e) {
+        QVERIFY2(std::string(e.what()).find("257 MiB, more than the 256 MiB") != std::string::npos,
+                 e.what());
+    }
 }
 
 QTEST_GUILESS_MAIN(TestWorkload)
