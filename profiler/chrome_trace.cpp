@@ -46,10 +46,8 @@ ChromeTraceSummary export_chrome_trace(const std::filesystem::path& recording, s
             origin = gpu;
         }
     }
-    // In doubles: a damaged recording's times may be anything, and their
-    // difference must not overflow.
     const auto us = [&origin](std::int64_t t) {
-        return (static_cast<double>(t) - static_cast<double>(origin)) / 1000.0;
+        return trace_us(origin, t);
     };
     const auto slice = [&](const std::string& name, std::int64_t tid, std::int64_t begin,
                            std::int64_t end, nlohmann::json args) {
@@ -58,7 +56,7 @@ ChromeTraceSummary export_chrome_trace(const std::filesystem::path& recording, s
                          {"pid", kPid},
                          {"tid", tid},
                          {"ts", us(begin)},
-                         {"dur", (static_cast<double>(end) - static_cast<double>(begin)) / 1000.0},
+                         {"dur", trace_us(begin, end)},
                          {"args", std::move(args)}});
     };
     const auto instant = [&](const std::string& name, std::int64_t tid, std::int64_t t,

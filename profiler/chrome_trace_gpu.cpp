@@ -1,5 +1,6 @@
 #include "profiler/chrome_trace_gpu.h"
 
+#include "engine/util/saturating.h"
 #include "profiler/nsight_tables.h"
 #include "profiler/sqlite_util.h"
 
@@ -38,7 +39,7 @@ void append_gpu_tracks(sqlite3* db, std::int64_t origin_ns, nlohmann::json& trac
         return; // a schema-1 recording
     }
     const auto us = [origin_ns](std::int64_t t) {
-        return static_cast<double>(t - origin_ns) / 1000.0;
+        return trace_us(origin_ns, t);
     };
     std::set<std::pair<std::int64_t, std::int64_t>> streams; // (device, stream)
     const auto slice = [&](const std::string& name, std::int64_t device, std::int64_t stream,
@@ -46,10 +47,10 @@ void append_gpu_tracks(sqlite3* db, std::int64_t origin_ns, nlohmann::json& trac
         streams.emplace(device, stream);
         trace.push_back({{"name", name},
                          {"ph", "X"},
-                         {"pid", kGpuPidBase + device},
+                         {"pid", saturating_add(kGpuPidBase, device)},
                          {"tid", stream},
                          {"ts", us(start)},
-                         {"dur", static_cast<double>(end - start) / 1000.0},
+                         {"dur", trace_us(start, end)},
                          {"args", std::move(args)}});
     };
     Statement kernels(db, R"sql(
@@ -88,7 +89,7 @@ void append_gpu_tracks(sqlite3* db, std::int64_t origin_ns, nlohmann::json& trac
     for (const auto& [device, stream] : streams) {
         trace.push_back({{"name", "thread_name"},
                          {"ph", "M"},
-                         {"pid", kGpuPidBase + device},
+                         {"pid", saturating_add(kGpuPidBase, device)},
                          {"tid", stream},
                          {"args", {{"name", "stream " + std::to_string(stream)}}}});
     }
@@ -111,7 +112,7 @@ void append_gpu_tracks(sqlite3* db, std::int64_t origin_ns, nlohmann::json& trac
         trace.push_back(
             {{"name", "device memory (MiB)"},
              {"ph", "C"},
-             {"pid", kGpuPidBase + device},
+             {"pid", saturating_add(kGpuPidBase, device)},
              {"ts", us(memory.int64(0))},
              {"args", {{"allocated", static_cast<double>(in_use[device]) / 1048576.0}}}});
         ++summary.counters;
@@ -119,7 +120,7 @@ void append_gpu_tracks(sqlite3* db, std::int64_t origin_ns, nlohmann::json& trac
     for (const std::int64_t device : devices) {
         trace.push_back({{"name", "process_name"},
                          {"ph", "M"},
-                         {"pid", kGpuPidBase + device},
+                         {"pid", saturating_add(kGpuPidBase, device)},
                          {"args", {{"name", "GPU " + std::to_string(device)}}}});
     }
 
@@ -136,9 +137,9 @@ void append_gpu_tracks(sqlite3* db, std::int64_t origin_ns, nlohmann::json& trac
                          {"cat", ranges.text(4)},
                          {"ph", "X"},
                          {"pid", kEnginePid},
-                         {"tid", kNvtxTrackBase + thread},
+                         {"tid", saturating_add(kNvtxTrackBase, thread)},
                          {"ts", us(ranges.int64(0))},
-                         {"dur", static_cast<double>(ranges.int64(1) - ranges.int64(0)) / 1000.0},
+                         {"dur", trace_us(ranges.int64(0), ranges.int64(1))},
                          {"args", {{"domain", ranges.text(4)}}}});
         ++summary.nvtx_ranges;
     }
@@ -146,7 +147,7 @@ void append_gpu_tracks(sqlite3* db, std::int64_t origin_ns, nlohmann::json& trac
         trace.push_back({{"name", "thread_name"},
                          {"ph", "M"},
                          {"pid", kEnginePid},
-                         {"tid", kNvtxTrackBase + thread},
+                         {"tid", saturating_add(kNvtxTrackBase, thread)},
                          {"args", {{"name", "NVTX (thread " + std::to_string(thread) + ")"}}}});
     }
 }

@@ -12,6 +12,13 @@ struct sqlite3;
 
 namespace kvscope::profiler {
 
+// Microseconds from `from_ns` to `to_ns`, the unit of every Chrome trace
+// time and duration. In doubles: a damaged recording's times may be
+// anything, and their difference must not overflow.
+inline double trace_us(std::int64_t from_ns, std::int64_t to_ns) {
+    return (static_cast<double>(to_ns) - static_cast<double>(from_ns)) / 1000.0;
+}
+
 // The earliest time among the GPU tables (INT64_MAX when they hold nothing).
 std::int64_t earliest_gpu_time(sqlite3* db);
 

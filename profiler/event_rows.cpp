@@ -7,9 +7,10 @@ namespace {
 // kilobytes), low enough that a damaged id cannot make a reader allocate
 // gigabytes.
 constexpr std::int64_t kMaxBlockId = (1 << 24) - 1;
-// Host clock nanoseconds (since boot, or the epoch for attached engines:
-// 1.8e18 in 2027) stay far below this, and so do their differences, which
-// readers take without checking each one for overflow.
+// Host clock nanoseconds (CLOCK_MONOTONIC, since boot, attached engines'
+// rows too; the simulator's clock starts at a second) stay far below this,
+// and sums and differences of two stay inside int64, which readers take
+// without checking each one for overflow.
 constexpr std::int64_t kMaxTimeNs = std::int64_t{1} << 62;
 // Request ids count from 0 in a run (attached rows use -1); 2^53 leaves
 // every reader's arithmetic on them exact, even in a double.
@@ -40,13 +41,13 @@ bool EventRows::next(events::EngineEvent& event) {
                                  std::to_string(block) + ", not a block id; the file is damaged");
         }
         const std::int64_t time_ns = rows_.int64(0);
-        if (time_ns < 0 || time_ns > kMaxTimeNs) {
+        if (time_ns < 0 || time_ns >= kMaxTimeNs) {
             throw RecordingError(name_ + ": event " + std::to_string(read_) + " has time " +
                                  std::to_string(time_ns) +
                                  " ns, not a clock reading; the file is damaged");
         }
         const std::int64_t request = rows_.is_null(2) ? -1 : rows_.int64(2);
-        if (request < -1 || request > kMaxRequestId) {
+        if (request < -1 || request >= kMaxRequestId) {
             throw RecordingError(name_ + ": event " + std::to_string(read_) + " names request " +
                                  std::to_string(request) +
                                  ", not a request id; the file is damaged");

@@ -1,5 +1,6 @@
 #include "profiler/run_metadata.h"
 
+#include "engine/util/json_text.h"
 #include "kvscope/build_info.h"
 #include "profiler/machine_info.h"
 
@@ -32,7 +33,7 @@ std::map<std::string, std::string> attach_metadata(const std::vector<std::string
                                                    const std::string& tokenizer_path) {
     std::map<std::string, std::string> metadata = base_metadata(recorded_by);
     metadata["source"] = "attach";
-    metadata["endpoints"] = nlohmann::json(endpoints).dump();
+    metadata["endpoints"] = json_text(nlohmann::json(endpoints));
     if (!tokenizer_path.empty()) {
         metadata["tokenizer"] = tokenizer_path;
     }

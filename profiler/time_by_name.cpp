@@ -1,6 +1,7 @@
 #include "profiler/time_by_name.h"
 
 #include "engine/events/engine_event.h"
+#include "engine/util/saturating.h"
 #include "profiler/sqlite_util.h"
 
 #include <algorithm>
@@ -28,12 +29,14 @@ summarise_durations(std::map<std::string, std::vector<std::int64_t>> by_name) {
         NamedDurations d;
         d.name = name;
         d.instances = static_cast<std::int64_t>(durations.size());
-        d.total_ns = std::accumulate(durations.begin(), durations.end(), std::int64_t{0});
+        // Saturating: a damaged recording's durations may be anything.
+        d.total_ns =
+            std::accumulate(durations.begin(), durations.end(), std::int64_t{0}, saturating_add);
         d.mean_ns = static_cast<double>(d.total_ns) / static_cast<double>(d.instances);
         const std::size_t n = durations.size();
-        d.median_ns = n % 2 == 1
-                          ? static_cast<double>(durations[n / 2])
-                          : 0.5 * static_cast<double>(durations[n / 2 - 1] + durations[n / 2]);
+        d.median_ns = n % 2 == 1 ? static_cast<double>(durations[n / 2])
+                                 : 0.5 * (static_cast<double>(durations[n / 2 - 1]) +
+                                          static_cast<double>(durations[n / 2]));
         d.min_ns = durations.front();
         d.max_ns = durations.back();
         double squares = 0;
@@ -41,7 +44,7 @@ summarise_durations(std::map<std::string, std::vector<std::int64_t>> by_name) {
             squares += (static_cast<double>(x) - d.mean_ns) * (static_cast<double>(x) - d.mean_ns);
         }
         d.stddev_ns = n > 1 ? std::sqrt(squares / static_cast<double>(n - 1)) : 0;
-        grand_total += d.total_ns;
+        grand_total = saturating_add(grand_total, d.total_ns);
         out.push_back(std::move(d));
     }
     for (NamedDurations& d : out) {

@@ -5,8 +5,9 @@
 # did (executions, coverage, corpus, crashes) goes to stdout and, with
 # --out, to a file for bench/results/.
 #
-#   scripts/fuzz-campaign.sh [--minutes M] [--jobs J] [--only a,b] [--out FILE]
+#   scripts/fuzz-campaign.sh [--minutes M] [--jobs J] [--only a,b] [--out FILE] [--table-only]
 #
+# --table-only tabulates the last campaign's logs without fuzzing again.
 # Needs the fuzz build: cmake --preset fuzz && cmake --build --preset fuzz.
 # Corpora grow under build/fuzz/campaign/<target>/corpus; crashes land in
 # build/fuzz/campaign/<target>/artifacts (see docs/fuzzing.md for what to do
@@ -19,13 +20,15 @@ minutes=10
 jobs=2
 only=
 out=
+table_only=0
 while (($#)); do
     case "$1" in
         --minutes) minutes=${2:?}; shift ;;
         --jobs) jobs=${2:?}; shift ;;
         --only) only=${2:?}; shift ;;
         --out) out=${2:?}; shift ;;
-        -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --table-only) table_only=1 ;;
+        -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "fuzz-campaign.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -54,7 +57,7 @@ run_one() {
 }
 export -f run_one
 export build repo_root minutes
-printf '%s\n' "${selected[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one "$@"' _ {}
+((table_only)) || printf '%s\n' "${selected[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one "$@"' _ {}
 
 table=$(
     echo "| target | minutes | executions | exec/s | coverage (edges) | features | corpus (inputs) | peak RSS (MB) | crashes |"
@@ -62,12 +65,14 @@ table=$(
     for fuzzer in "${selected[@]}"; do
         name=$(basename "$fuzzer"); name=${name#fuzz_}
         log="$build/campaign/$name/log.txt"
-        execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | awk '{print $2}')
-        rate=$(grep -o 'stat::average_exec_per_sec: [0-9]*' "$log" | tail -1 | awk '{print $2}')
-        rss=$(grep -o 'stat::peak_rss_mb: [0-9]*' "$log" | tail -1 | awk '{print $2}')
+        final_stat() { grep -oE "stat::$1: +[0-9]+" "$log" | tail -1 | awk '{print $2}'; }
+        execs=$(final_stat number_of_executed_units)
+        rate=$(final_stat average_exec_per_sec)
+        rss=$(final_stat peak_rss_mb)
         last=$(grep -E '^#[0-9]+' "$log" | grep -o 'cov: [0-9]* ft: [0-9]* corp: [0-9]*' | tail -1)
         cov=$(awk '{print $2}' <<<"$last"); ft=$(awk '{print $4}' <<<"$last"); corp=$(awk '{print $6}' <<<"$last")
-        crashes=$(find "$build/campaign/$name/artifacts" -type f 2>/dev/null | wc -l)
+        crashes=$(find "$build/campaign/$name/artifacts" -type f \( -name 'crash-*' -o -name 'leak-*' \
+            -o -name 'timeout-*' -o -name 'oom-*' \) 2>/dev/null | wc -l)
         echo "| $name | $minutes | ${execs:-?} | ${rate:-?} | ${cov:-?} | ${ft:-?} | ${corp:-?} | ${rss:-?} | $crashes |"
     done
 )

@@ -9,6 +9,7 @@
 #include "app/cli/command.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/util/json_text.h"
 #include "profiler/attach/attach_session.h"
 #include "profiler/attach/token_text.h"
 #include "profiler/recorder.h"
@@ -305,7 +306,7 @@ int run_attach(const AttachCommandOptions& options) {
                   << " (endpoints look like tcp://HOST:PORT or HOST:PORT)\n";
         return exit_usage;
     }
-    std::fprintf(stderr, "attached to %s; %s\n", nlohmann::json(endpoints).dump().c_str(),
+    std::fprintf(stderr, "attached to %s; %s\n", json_text(nlohmann::json(endpoints)).c_str(),
                  options.duration_s > 0 ? "stopping after --duration" : "Ctrl-C stops");
 
     g_interrupted = 0;
@@ -328,7 +329,7 @@ int run_attach(const AttachCommandOptions& options) {
     std::fputs("\n", stderr);
 
     if (recorder) {
-        recorder->set_metadata("summary", summary_json(*session, seconds).dump());
+        recorder->set_metadata("summary", json_text(summary_json(*session, seconds)));
         // Ctrl-C is how an attach ends: the recording is whole either way.
         recorder->set_metadata("complete", "yes");
         recorder->close();
@@ -338,7 +339,7 @@ int run_attach(const AttachCommandOptions& options) {
                      options.record_path.c_str());
     }
     if (options.json) {
-        std::cout << summary_json(*session, seconds).dump(2) << "\n";
+        std::cout << json_text(summary_json(*session, seconds), 2) << "\n";
     } else {
         print_summary(*session, options, tokenizer ? &*tokenizer : nullptr, seconds);
     }

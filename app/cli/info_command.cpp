@@ -3,6 +3,7 @@
 #include "app/cli/command.h"
 #include "engine/gpu_devices.h"
 #include "engine/model_path.h"
+#include "engine/util/json_text.h"
 #include "kvscope/build_info.h"
 
 #include <iostream>
@@ -111,7 +112,7 @@ Command add_info_command(CLI::App& app) {
     return {parser, [options] {
                 const nlohmann::json info = collect_info();
                 if (options->json) {
-                    std::cout << info.dump(2) << "\n";
+                    std::cout << json_text(info, 2) << "\n";
                 } else {
                     print_text(info);
                 }

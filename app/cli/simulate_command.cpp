@@ -13,6 +13,7 @@
 #include "engine/sim/calibration.h"
 #include "engine/sim/kvscope_trace.h"
 #include "engine/sim/simulator.h"
+#include "engine/util/json_text.h"
 #include "profiler/recorder.h"
 #include "profiler/run_metadata.h"
 
@@ -340,7 +341,7 @@ int run_simulate(const SimulateOptions& o) {
                       << " more warnings\n";
         }
         if (o.json) {
-            std::cout << result_json(o.trace, config, r).dump(2) << "\n";
+            std::cout << json_text(result_json(o.trace, config, r), 2) << "\n";
             return exit_ok;
         }
         std::printf("Trace %s: %lld requests (%lld finished, %lld rejected) over %.1f s "
@@ -480,7 +481,7 @@ int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
         for (std::size_t i = 0; i < configs.size(); ++i) {
             points.push_back(result_json(o.trace, configs[i], results[i]));
         }
-        std::cout << nlohmann::json{{"trace", o.trace}, {"points", points}}.dump(2) << "\n";
+        std::cout << json_text(nlohmann::json{{"trace", o.trace}, {"points", points}}, 2) << "\n";
         return exit_ok;
     }
     std::printf("Trace %s: %lld requests; hit ratio at each request's first admission, "

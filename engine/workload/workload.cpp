@@ -326,7 +326,7 @@ std::vector<WorkloadRequest> parse_trace(std::string_view text, std::string_view
         nlohmann::json j;
         try {
             j = nlohmann::json::parse(line);
-        } catch (const nlohmann::json::parse_error& e) {
+        } catch (const nlohmann::json::exception& e) {
             fail(std::string("not valid JSON (") + e.what() + ")");
         }
         if (!j.is_object()) {

@@ -9,6 +9,9 @@
 #include "tests/fuzz/fuzz_file.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 using namespace kvscope;
@@ -56,7 +59,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         } catch (const gguf::GgufError&) {
         }
         (void)model::LlamaModel::load(path);
-    } catch (const gguf::GgufError&) {
+    } catch (const gguf::GgufError& error) {
+        if (std::string_view(error.what()).find(path.string()) == std::string_view::npos) {
+            std::fprintf(stderr, "fuzz_gguf: an error that does not name the file: %s\n",
+                         error.what());
+            std::abort();
+        }
     }
     return 0;
 }

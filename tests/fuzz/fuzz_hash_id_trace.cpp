@@ -6,6 +6,10 @@
 #include "engine/sim/trace_reader.h"
 #include "tests/fuzz/fuzz_file.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
 using namespace kvscope;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -23,7 +27,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             (void)sim::trace_prompt_tokens(*request, 49152);
         }
         (void)trace->warnings();
-    } catch (const sim::TraceError&) {
+    } catch (const sim::TraceError& error) {
+        // FILE:LINE, or the file alone when it cannot be opened or is empty.
+        if (std::string_view(error.what()).find(path.string()) != 0) {
+            std::fprintf(stderr, "fuzz_hash_id_trace: an error that does not name the file: %s\n",
+                         error.what());
+            std::abort();
+        }
     }
     return 0;
 }

@@ -254,16 +254,20 @@ def main() -> int:
     parser.add_argument("--kvscope", help="the kvscope command, to record the recording seeds")
     parser.add_argument("--only", help="one target's seeds")
     args = parser.parse_args()
-    rng = random.Random(20261124)
+    # A generator per target, so one target's seeds come out the same made
+    # alone (--only) or with the rest.
+    def rng(name: str) -> random.Random:
+        return random.Random(f"kvscope-fuzz-seeds-{name}")
+
     makers = {
         "gguf": gguf,
-        "dequantize": lambda: dequantize(rng),
+        "dequantize": lambda: dequantize(rng("dequantize")),
         "tokenizer": tokenizer,
         "workload_trace": workload_trace,
         "hash_id_trace": hash_id_trace,
         "recording_file": lambda: recording_file(args.kvscope),
-        "recording_rows": lambda: recording_rows(rng),
-        "kv_events": lambda: kv_events(rng),
+        "recording_rows": lambda: recording_rows(rng("recording_rows")),
+        "kv_events": lambda: kv_events(rng("kv_events")),
         "trtllm_events": trtllm_events,
         "prometheus_text": prometheus_text,
     }

@@ -20,6 +20,19 @@ extern "C" __attribute__((weak)) int LLVMFuzzerInitialize(int* argc, char*** arg
 class ReplayCorpus : public QObject {
     Q_OBJECT
 
+    // The seeds, then the kept crashes, each in name order.
+    static QStringList inputs() {
+        QStringList files;
+        for (const QString& kind : {QString("corpus"), QString("regressions")}) {
+            const QDir dir(QString(KVSCOPE_SOURCE_DIR) + "/tests/fuzz/" + kind + "/" +
+                           KVSCOPE_FUZZ_TARGET);
+            for (const QString& file : dir.entryList(QDir::Files, QDir::Name)) {
+                files << dir.filePath(file);
+            }
+        }
+        return files;
+    }
+
 private slots:
     void initTestCase() {
 #if KVSCOPE_FUZZ_NEEDS_MODEL
@@ -29,26 +42,22 @@ private slots:
             QSKIP(qPrintable(QString("this target needs the model: ") + error.what()));
         }
 #endif
+        // A data function cannot fail the suite: say here when there is
+        // nothing to replay (seeds missing from a checkout, say).
+        QVERIFY2(!inputs().isEmpty(), "no seeds under tests/fuzz/corpus/" KVSCOPE_FUZZ_TARGET);
         if (LLVMFuzzerInitialize != nullptr) {
-            int argc = 0;
-            char** argv = nullptr;
+            char name[] = "replay";
+            char* args[] = {name, nullptr};
+            int argc = 1;
+            char** argv = args;
             LLVMFuzzerInitialize(&argc, &argv);
         }
     }
 
     void input_data() {
         QTest::addColumn<QString>("file");
-        const QString name = KVSCOPE_FUZZ_TARGET;
-        int rows = 0;
-        for (const QString& kind : {QString("corpus"), QString("regressions")}) {
-            const QDir dir(QString(KVSCOPE_SOURCE_DIR) + "/tests/fuzz/" + kind + "/" + name);
-            for (const QString& file : dir.entryList(QDir::Files, QDir::Name)) {
-                QTest::newRow(qPrintable(kind + "/" + file)) << dir.filePath(file);
-                ++rows;
-            }
-        }
-        if (rows == 0) {
-            QFAIL(qPrintable("no seeds for fuzz target " + name));
+        for (const QString& file : inputs()) {
+            QTest::newRow(qPrintable(file.section('/', -3))) << file;
         }
     }
 

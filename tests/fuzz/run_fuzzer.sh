@@ -18,7 +18,8 @@ shift 4
 name=$(basename "$fuzzer")
 name=${name#fuzz_}
 
-mkdir -p "$run_dir/corpus" "$run_dir/artifacts"
+mkdir -p "$run_dir/corpus"
+rm -rf "$run_dir/artifacts" && mkdir -p "$run_dir/artifacts" # this run's findings only
 corpora=("$run_dir/corpus" "$source_dir/corpus/$name")
 if [[ -d "$source_dir/regressions/$name" ]]; then
     corpora+=("$source_dir/regressions/$name")
@@ -28,6 +29,7 @@ options=(
     -timeout=30          # one input running this long is a hang
     -rss_limit_mb=2560   # and allocating past this, unbounded memory
     -print_final_stats=1
+    -error_exitcode=1    # 77 is left to a target that cannot run here: skipped
     -artifact_prefix="$run_dir/artifacts/"
 )
 if [[ -f "$source_dir/dicts/$name.dict" ]]; then
@@ -38,7 +40,9 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 status=0
 "$fuzzer" "${options[@]}" "$@" "${corpora[@]}" || status=$?
-if ((status != 0)); then
+if ((status == 77)); then
+    echo "fuzz_$name skipped: it cannot run here (its message above says why)"
+elif ((status != 0)); then
     echo
     echo "fuzz_$name failed (exit $status). The input that did it:"
     ls -1 "$run_dir/artifacts/" | sed "s|^|  $run_dir/artifacts/|"
