@@ -309,7 +309,7 @@ void TestGgufFile::hostile_counts_are_refused_before_allocating() {
     // they pass the budget.
     const quint64 count = (quint64{1} << 22) + 1;
     QByteArray values = header + u64(0) + u64(2);
-    for (const QByteArray name : {QByteArray("a.bytes"), QByteArray("b.bytes")}) {
+    for (const QByteArray& name : {QByteArray("a.bytes"), QByteArray("b.bytes")}) {
         values += key(name) + u32(9) + u32(0) + u64(count) + QByteArray(qsizetype(count), 1);
     }
     const QString budget = write_temp(dir, "values.gguf", values);
