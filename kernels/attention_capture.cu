@@ -18,7 +18,7 @@ __global__ void attention_capture_kernel(PagedKvView cache, DeviceBatchView batc
                                          const float* __restrict__ q, int heads, float scale,
                                          AttentionWorkspace workspace, float* __restrict__ sums) {
     extern __shared__ float shared[];
-    const SplitBlock b = split_block(cache, batch, heads);
+    const SplitBlock b = split_block(cache, batch, heads, workspace.split);
     if (batch.positions[b.token] < batch.capture_attention_from[b.seq] || b.n == 0) {
         return;
     }
@@ -35,7 +35,7 @@ __global__ void attention_capture_kernel(PagedKvView cache, DeviceBatchView batc
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
         float probability = 0.0f;
         for (int g = 0; g < group; ++g) {
-            probability += expf(scores[g * kAttentionSplit + j] - workspace.lse_max[row + g]) /
+            probability += expf(scores[g * b.length + j] - workspace.lse_max[row + g]) /
                            workspace.lse_sum[row + g];
         }
         atomicAdd(dst + j, probability);
@@ -55,9 +55,10 @@ void launch_attention_capture(const PagedKvView& cache, const DeviceBatchView& b
         return;
     }
     const int group = heads / cache.kv_heads;
-    const int max_splits = (max_context + kAttentionSplit - 1) / kAttentionSplit;
+    const int max_splits = (max_context + workspace.split - 1) / workspace.split;
     const std::size_t shared_bytes =
-        split_shared_floats(group, cache.head_dim, /*value_sums=*/false) * sizeof(float);
+        split_shared_floats(group, cache.head_dim, workspace.split, /*value_sums=*/false) *
+        sizeof(float);
     if (shared_bytes > 48 * 1024) {
         KVSCOPE_CUDA_CHECK(cudaFuncSetAttribute(attention_capture_kernel,
                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -33,27 +33,26 @@ inline constexpr int kMaxGroupInRegisters = 8;
 // Dynamic shared memory of one (token, KV head, split) block:
 //   q      (group, head_dim)          the group's queries
 //   key    (warps, head_dim)          one decoded key per warp
-//   scores (group, kAttentionSplit)   scores, then exp(score - max)
+//   scores (group, split)             scores, then exp(score - max)
 //   sums   (parts, group, head_dim)   the value sums of each share of the
 //          entries (parts * head_dim <= max(threads, head_dim)); only for
 //          the attention's register path (value_sums), so larger groups and
 //          the capture ask for no more than they use
-__host__ __device__ inline std::size_t split_shared_floats(int group, int head_dim,
+__host__ __device__ inline std::size_t split_shared_floats(int group, int head_dim, int split,
                                                            bool value_sums) {
     const std::size_t widest = head_dim > kAttentionThreads ? head_dim : kAttentionThreads;
     const bool sums = value_sums && group <= kMaxGroupInRegisters;
     return static_cast<std::size_t>(group) * head_dim +
-           static_cast<std::size_t>(kWarps) * head_dim +
-           static_cast<std::size_t>(group) * kAttentionSplit +
+           static_cast<std::size_t>(kWarps) * head_dim + static_cast<std::size_t>(group) * split +
            (sums ? static_cast<std::size_t>(group) * widest : 0);
 }
 
 // Scores of the split's entries for every query head of the group, into
-// `scores`: each warp decodes one key at a time (once for all the group's
+// `scores` (group, stride): each warp decodes one key at a time (once for all the group's
 // heads), then reduces a dot product per head.
 __device__ inline void split_scores(const PagedKvView& cache, const std::int32_t* table,
                                     int kv_head, int begin, int n, const float* q_s, float* key_s,
-                                    float* scores, int group, float scale) {
+                                    float* scores, int stride, int group, float scale) {
     const int d = cache.head_dim;
     const int warp = threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
@@ -73,7 +72,7 @@ __device__ inline void split_scores(const PagedKvView& cache, const std::int32_t
             }
             partial = warp_sum(partial);
             if (lane == 0) {
-                scores[g * kAttentionSplit + j] = partial * scale;
+                scores[g * stride + j] = partial * scale;
             }
         }
         __syncwarp();
@@ -96,6 +95,7 @@ struct SplitBlock {
     int token;
     int kv_head;
     int split;
+    int length; // entries per split (the last may have fewer: n)
     int seq;
     int group;
     int first_head; // the group's first query head
@@ -105,23 +105,24 @@ struct SplitBlock {
 };
 
 __device__ inline SplitBlock split_block(const PagedKvView& cache, const DeviceBatchView& batch,
-                                         int heads) {
+                                         int heads, int length) {
     SplitBlock b;
     b.token = blockIdx.x;
     b.kv_head = blockIdx.y;
     b.split = blockIdx.z;
+    b.length = length;
     b.seq = batch.sequence_of[b.token];
     b.group = heads / cache.kv_heads;
     b.first_head = b.kv_head * b.group;
     const int context = batch.cache_positions[b.token] + 1;
-    b.begin = b.split * kAttentionSplit;
-    b.n = b.begin < context ? min(kAttentionSplit, context - b.begin) : 0;
+    b.begin = b.split * length;
+    b.n = b.begin < context ? min(length, context - b.begin) : 0;
     b.table = batch.block_tables + batch.block_table_offsets[b.seq];
     return b;
 }
 
 // The split's scores for every query head of the group, into shared memory
-// laid out as split_shared_floats says; returns them, (group, kAttentionSplit).
+// laid out as split_shared_floats says; returns them, (group, b.length).
 __device__ inline float* score_split(const SplitBlock& b, const PagedKvView& cache, const float* q,
                                      int heads, float scale, float* shared) {
     const int d = cache.head_dim;
@@ -130,7 +131,8 @@ __device__ inline float* score_split(const SplitBlock& b, const PagedKvView& cac
     float* scores = key_s + kWarps * d;
     load_queries(q, b.token, heads, b.first_head, b.group, d, q_s);
     __syncthreads();
-    split_scores(cache, b.table, b.kv_head, b.begin, b.n, q_s, key_s, scores, b.group, scale);
+    split_scores(cache, b.table, b.kv_head, b.begin, b.n, q_s, key_s, scores, b.length, b.group,
+                 scale);
     __syncthreads();
     return scores;
 }

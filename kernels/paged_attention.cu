@@ -5,6 +5,7 @@
 
 #include <cfloat>
 #include <stdexcept>
+#include <string>
 
 namespace kvscope::kernels {
 
@@ -14,9 +15,16 @@ std::size_t AttentionWorkspace::floats(int tokens, int heads, int max_splits, in
 }
 
 AttentionWorkspace AttentionWorkspace::carve(float* base, int tokens, int heads, int max_splits,
-                                             int head_dim) {
+                                             int head_dim, int split) {
+    if (split < kShortestAttentionSplit || split > kAttentionSplit || (split & (split - 1)) != 0) {
+        throw std::invalid_argument("attention split of " + std::to_string(split) +
+                                    " entries: a power of two from " +
+                                    std::to_string(kShortestAttentionSplit) + " to " +
+                                    std::to_string(kAttentionSplit) + " is needed");
+    }
     const std::size_t rows = static_cast<std::size_t>(tokens) * heads;
     AttentionWorkspace w;
+    w.split = split;
     w.partial_out = base;
     w.partial_max = w.partial_out + rows * max_splits * head_dim;
     w.partial_sum = w.partial_max + rows * max_splits;
@@ -37,7 +45,7 @@ __global__ void attention_split_kernel(PagedKvView cache, DeviceBatchView batch,
                                        const float* __restrict__ q, int heads, float scale,
                                        int max_splits, AttentionWorkspace workspace) {
     extern __shared__ float shared[];
-    const SplitBlock b = split_block(cache, batch, heads);
+    const SplitBlock b = split_block(cache, batch, heads, workspace.split);
     if (b.n == 0) {
         return; // the merge reads only the splits a token's context has
     }
@@ -56,7 +64,7 @@ __global__ void attention_split_kernel(PagedKvView cache, DeviceBatchView batch,
     const int warp = threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     for (int g = warp; g < group; g += kWarps) {
-        float* s = scores + g * kAttentionSplit;
+        float* s = scores + g * b.length;
         float m = -FLT_MAX;
         for (int j = lane; j < n; j += 32) {
             m = fmaxf(m, s[j]);
@@ -85,7 +93,7 @@ __global__ void attention_split_kernel(PagedKvView cache, DeviceBatchView batch,
         const int lanes = min(d, static_cast<int>(blockDim.x));
         const int parts = static_cast<int>(blockDim.x) / lanes;
         const int part = static_cast<int>(threadIdx.x) / lanes;
-        float* sums = scores + group * kAttentionSplit; // (parts, group, d)
+        float* sums = scores + group * b.length; // (parts, group, d)
         if (part < parts) {
             for (int i = static_cast<int>(threadIdx.x) % lanes; i < d; i += lanes) {
                 float acc[kMaxGroupInRegisters] = {};
@@ -97,7 +105,7 @@ __global__ void attention_split_kernel(PagedKvView cache, DeviceBatchView batch,
 #pragma unroll
                     for (int g = 0; g < kMaxGroupInRegisters; ++g) {
                         if (g < group) {
-                            acc[g] += scores[g * kAttentionSplit + j] * value;
+                            acc[g] += scores[g * b.length + j] * value;
                         }
                     }
                 }
@@ -127,7 +135,7 @@ __global__ void attention_split_kernel(PagedKvView cache, DeviceBatchView batch,
     for (int o = threadIdx.x; o < group * d; o += blockDim.x) {
         const int g = o / d;
         const int i = o % d;
-        const float* p = scores + g * kAttentionSplit;
+        const float* p = scores + g * b.length;
         float acc = 0.0f;
         for (int j = 0; j < n; ++j) {
             const int entry = begin + j;
@@ -147,7 +155,7 @@ __global__ void attention_merge_kernel(DeviceBatchView batch, int heads, int hea
                                        float* __restrict__ out) {
     const int token = blockIdx.x;
     const int head = blockIdx.y;
-    const int splits = (batch.cache_positions[token] + kAttentionSplit) / kAttentionSplit;
+    const int splits = (batch.cache_positions[token] + workspace.split) / workspace.split;
     const std::size_t row = static_cast<std::size_t>(token) * heads + head;
     const float* maxes = workspace.partial_max + row * max_splits;
     const float* sums = workspace.partial_sum + row * max_splits;
@@ -189,9 +197,10 @@ void launch_paged_attention(const PagedKvView& cache, const DeviceBatchView& bat
         throw std::invalid_argument("paged attention: query heads must be a multiple of KV heads");
     }
     const int group = heads / cache.kv_heads;
-    const int max_splits = (max_context + kAttentionSplit - 1) / kAttentionSplit;
+    const int max_splits = (max_context + workspace.split - 1) / workspace.split;
     const std::size_t shared_bytes =
-        split_shared_floats(group, cache.head_dim, /*value_sums=*/true) * sizeof(float);
+        split_shared_floats(group, cache.head_dim, workspace.split, /*value_sums=*/true) *
+        sizeof(float);
     if (shared_bytes > 48 * 1024) { // above the default: opt in (large groups, MQA)
         KVSCOPE_CUDA_CHECK(cudaFuncSetAttribute(attention_split_kernel,
                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,

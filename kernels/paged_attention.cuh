@@ -3,8 +3,10 @@
 // over cache entries 0..cache_positions[t] of its sequence (prefix-cached
 // blocks and this step's new entries, already appended). Grouped-query: a
 // thread block reads each KV head once for all of its query heads. Split-K
-// (flash-decoding): contexts longer than kAttentionSplit entries are cut into
-// splits attended in parallel and merged.
+// (flash-decoding): contexts longer than a split are cut into splits attended
+// in parallel and merged. Splits are kAttentionSplit entries long unless the
+// caller asks for shorter ones (AttentionWorkspace::split), as it does when a
+// step has too few tokens to fill the GPU otherwise.
 #pragma once
 
 #include "kernels/paged_kv_view.cuh"
@@ -15,9 +17,13 @@
 namespace kvscope::kernels {
 
 inline constexpr int kAttentionSplit = 256; // cache entries per split (as the CPU's segments)
+inline constexpr int kShortestAttentionSplit = 32; // the shortest split a caller may ask for
 
 // Scratch the launcher needs, sized by the caller once per shape bucket.
 struct AttentionWorkspace {
+    // Cache entries per split: a power of two from kShortestAttentionSplit to
+    // kAttentionSplit. max_splits below counts splits of this length.
+    int split = kAttentionSplit;
     float* partial_out = nullptr; // (tokens, heads, max_splits, head_dim)
     float* partial_max = nullptr; // (tokens, heads, max_splits)
     float* partial_sum = nullptr; // (tokens, heads, max_splits)
@@ -25,13 +31,16 @@ struct AttentionWorkspace {
     float* lse_sum = nullptr;     // ... and sum of exp(score - maximum), for the capture
 
     static std::size_t floats(int tokens, int heads, int max_splits, int head_dim);
-    // Points the five arrays into `base` (floats(...) floats).
+    // Points the five arrays into `base` (floats(...) floats), for splits of
+    // `split` entries. Throws std::invalid_argument for a split length other
+    // than a power of two from kShortestAttentionSplit to kAttentionSplit.
     static AttentionWorkspace carve(float* base, int tokens, int heads, int max_splits,
-                                    int head_dim);
+                                    int head_dim, int split = kAttentionSplit);
 };
 
 // q, out: (tokens, heads, head_dim). max_context: the longest cache_positions
-// + 1 of the batch (sets the number of splits). scale: 1 / sqrt(head_dim).
+// + 1 of the batch (with workspace.split, sets the number of splits; the
+// workspace holds at least that many). scale: 1 / sqrt(head_dim).
 void launch_paged_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
                             int heads, float scale, int max_context,
                             const AttentionWorkspace& workspace, float* out, cudaStream_t stream);

@@ -245,10 +245,11 @@ CuptiTracer::Started CuptiTracer::start(GpuActivitySink& sink) {
     if (const CUptiResult r = cuptiSubscribe(&state->subscriber, ignore_callback, nullptr);
         r != CUPTI_SUCCESS) {
         std::string why = "CUPTI refused: " + describe(r);
-        if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-            why += " (another profiler, such as Nsight Systems, is attached)";
+        const bool held = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+        if (held) {
+            why += " (another profiler, such as Nsight Systems or compute-sanitizer, is attached)";
         }
-        return {nullptr, why};
+        return {nullptr, why, held};
     }
     const auto fail = [&state](const std::string& what, CUptiResult r) -> Started {
         for (const CUpti_ActivityKind kind : kCapturedKinds) {

@@ -50,6 +50,9 @@ private:
 struct CuptiTracer::Started {
     std::unique_ptr<CuptiTracer> tracer; // null when capture is unavailable
     std::string unavailable_reason;
+    // CUPTI takes one client per process: Nsight Systems, or compute-sanitizer
+    // (which checks programs through it) holds it. Tests skip then.
+    bool held_by_another_profiler = false;
 };
 
 } // namespace kvscope::profiler

@@ -118,6 +118,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const model::LlamaModel> model,
     const std::int64_t pool_bytes = (key_plane_bytes_ + value_plane_bytes_) * c.layers;
     int max_pitch = 0;
     KVSCOPE_CUDA_CHECK(cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, options_.device));
+    KVSCOPE_CUDA_CHECK(
+        cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, options_.device));
     max_copy_pitch_ = max_pitch;
     std::size_t free_bytes = 0;
     std::size_t total_bytes = 0;
@@ -463,14 +465,19 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     for (const std::int32_t entry : batch.cache_positions) {
         max_context = std::max(max_context, entry + 1);
     }
-    // A graph's grid covers a power of two of splits, so a context growing
-    // by a token does not need a new graph; splits past a token's context
-    // return at once.
-    const int launch_context =
-        bucket ? split_bucket(max_context, kernels::kAttentionSplit) * kernels::kAttentionSplit
-               : max_context;
-    const int max_splits =
-        (launch_context + kernels::kAttentionSplit - 1) / kernels::kAttentionSplit;
+    // A graph's grid covers a power of two times the shortest split, so a
+    // context growing by a token does not need a new graph; splits past a
+    // token's context return at once. The split length follows from the
+    // (padded) tokens and that context, so a graph's key, bucket and launch
+    // context, fixes it too.
+    const int launch_context = bucket
+                                   ? split_bucket(max_context, kernels::kShortestAttentionSplit) *
+                                         kernels::kShortestAttentionSplit
+                                   : max_context;
+    const int split =
+        attention_split_length(tokens, c.kv_heads, launch_context, multiprocessors_,
+                               kernels::kAttentionSplit, kernels::kShortestAttentionSplit);
+    const int max_splits = (launch_context + split - 1) / split;
 
     // Each sequence's captured entries start at its offset (as on the CPU).
     const std::vector<std::int64_t> offsets = runner::capture_offsets(batch);
@@ -636,7 +643,7 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     __half* x_half = act_.x_half.data();
     float* sums = act_.capture.data();
     const kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
-        act_.workspace.data(), tokens, c.heads, std::max(max_splits, 1), c.head_dim);
+        act_.workspace.data(), tokens, c.heads, std::max(max_splits, 1), c.head_dim, split);
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     if (capture) { // the launcher accumulates over layers and heads
         KVSCOPE_CUDA_CHECK(
@@ -717,7 +724,7 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     bool replayed = false;
     if (bucket) {
         graphs_.check_addresses(graph_addresses());
-        replayed = graphs_.run({*bucket, max_splits}, stream, enqueue_model);
+        replayed = graphs_.run({*bucket, launch_context}, stream, enqueue_model);
     }
     if (!replayed) {
         enqueue_model();

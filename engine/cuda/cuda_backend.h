@@ -152,6 +152,7 @@ private:
     std::int64_t key_plane_bytes_ = 0;   // one layer's K plane
     std::int64_t value_plane_bytes_ = 0; // one layer's V plane
     std::int64_t max_copy_pitch_ = 0;    // the largest pitch cudaMemcpy2D takes here
+    int multiprocessors_ = 1;            // the device's, for the attention's split length
     DecodeGraphs graphs_;
     std::string failure_;              // why a step failed on the device; empty while all is well
     bool device_work_started_ = false; // this step or copy has changed device or bookkeeping

@@ -1,4 +1,4 @@
-// Captured CUDA graphs of decode steps, one per (batch bucket, split bucket):
+// Captured CUDA graphs of decode steps, one per (batch bucket, launch context):
 // a decode step of a small model is hundreds of short kernels, and replaying
 // a graph launches them all at the cost of one. A graph bakes in the device
 // addresses it was captured with, so the set is dropped whenever a buffer

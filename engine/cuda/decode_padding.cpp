@@ -1,6 +1,8 @@
 #include "engine/cuda/decode_padding.h"
 
+#include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <stdexcept>
 
 namespace kvscope::cuda {
@@ -21,6 +23,20 @@ int split_bucket(int max_context, int split_entries) {
         bucket *= 2;
     }
     return bucket;
+}
+
+int attention_split_length(int tokens, int kv_heads, int context, int multiprocessors, int longest,
+                           int shortest) {
+    const std::int64_t wanted = 2 * static_cast<std::int64_t>(std::max(multiprocessors, 1));
+    int length = longest;
+    while (length > shortest) {
+        const std::int64_t splits = (std::max(context, 1) + length - 1) / length;
+        if (static_cast<std::int64_t>(tokens) * kv_heads * splits >= wanted) {
+            break;
+        }
+        length /= 2;
+    }
+    return length;
 }
 
 bool is_plain_decode(const runner::ForwardBatch& batch) {

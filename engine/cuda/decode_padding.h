@@ -21,6 +21,17 @@ std::optional<int> decode_bucket(int tokens);
 // power of two, so contexts grow through few graphs.
 int split_bucket(int max_context, int split_entries);
 
+// Cache entries per attention split for a step of `tokens` query tokens over
+// `kv_heads` KV heads whose longest context is `context` entries. The
+// attention runs a thread block per token, KV head and split, so a decode of
+// one sequence has only kv_heads blocks per split (3 for SmolLM2): with
+// `longest` splits, 3 of an H100's 132 multiprocessors worked while the rest
+// idled (2026-11-24). So: `longest` while the grid has two blocks per
+// multiprocessor, else halved down to `shortest` until it has. Powers of two
+// in, a power of two out.
+int attention_split_length(int tokens, int kv_heads, int context, int multiprocessors, int longest,
+                           int shortest);
+
 // Whether `batch` is a pure decode step a graph can run: one token per
 // sequence, each wanting its logits, in order, and no attention capture.
 bool is_plain_decode(const runner::ForwardBatch& batch);

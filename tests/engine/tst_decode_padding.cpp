@@ -23,6 +23,7 @@ class TestDecodePadding : public QObject {
 
 private slots:
     void buckets();
+    void attention_splits_shorten_for_few_tokens();
     void only_plain_decodes_qualify();
     void padded_rows_leave_real_logits_unchanged_data();
     void padded_rows_leave_real_logits_unchanged();
@@ -40,6 +41,22 @@ void TestDecodePadding::buckets() {
     QCOMPARE(cuda::split_bucket(257, 256), 2);
     QCOMPARE(cuda::split_bucket(769, 256), 4);
     QCOMPARE(cuda::split_bucket(4096, 256), 16);
+}
+
+void TestDecodePadding::attention_splits_shorten_for_few_tokens() {
+    // An H100's 132 multiprocessors want 264 blocks of tokens x KV heads x
+    // splits; splits from 256 entries down to 32.
+    const auto length = [](int tokens, int context) {
+        return cuda::attention_split_length(tokens, 3, context, 132, 256, 32);
+    };
+    QCOMPARE(length(1, 1024), 32);   // 96 blocks even at the shortest
+    QCOMPARE(length(8, 1024), 64);   // 8 x 3 x 16 = 384
+    QCOMPARE(length(32, 1024), 256); // 32 x 3 x 4 = 384 already
+    QCOMPARE(length(32, 4096), 256);
+    QCOMPARE(length(1024, 1024), 256); // a prefill chunk
+    QCOMPARE(length(1, 0), 32);
+    QCOMPARE(cuda::attention_split_length(1, 3, 1024, 0, 256, 32), 256); // 2 blocks wanted
+    QCOMPARE(cuda::attention_split_length(4, 8, 300, 16, 256, 32), 256); // 4 x 8 x 2 = 64 >= 32
 }
 
 void TestDecodePadding::only_plain_decodes_qualify() {

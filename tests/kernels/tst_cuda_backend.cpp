@@ -8,6 +8,9 @@
 //  - the real SmolLM2 when it is in place: teacher-forced top-1 agreement of
 //    at least 99% and KL reported per format, greedy tokens on the golden
 //    prompts equal up to the CPU's first close call;
+//  - in 4-bit, 2-bit and fp8 formats instead of the above (on the real model,
+//    every format but f16): a distance from the CPU's f32 logits at most 1.5
+//    times the CPU's own in that format (coarse_format says why);
 //  - captured attention sums (H2O, SnapKV) equal to the CPU's;
 //  - slot copies (compaction after eviction) then decoding equal to the CPU
 //    doing the same, every kind of format (per-token, KIVI, mixed);
@@ -205,15 +208,57 @@ void add_format_rows() {
     QTest::newRow("K fp8, V kivi4") << F::fp8_e4m3 << F::kivi4;
 }
 
-// Quantised formats round this step's K and V, which differ from the CPU's
-// by fp16 rounding, into a neighbouring code now and then: a code step is
-// worth more than rounding noise.
-double tiny_tolerance(F key, F value) {
+// 4-bit, 2-bit and fp8 codes. The GPU's K and V differ from the CPU's by
+// fp16 rounding, so now and then one lands in the neighbouring code: a whole
+// code step (an eighth of the block's range for 4 bits), not a rounding
+// error, and attention carries it into every later position. On an H100
+// (2026-11-24) q4_0 gave a teacher-forced top-1 agreement between the two
+// backends of 0.83 while q4_0 itself agrees with f32 at 0.76
+// (docs/kv-formats.md): the two backends' quantisation noise differs as much
+// as the format's own. What these formats must satisfy instead is that the
+// GPU loses no more to the format than the CPU does, both against the CPU in
+// f32 (format_loss_is_the_cpus); a wrong slot, block or codec loses far more.
+// tst_cuda_kernels compares their codec bytes and attention exactly.
+bool coarse_format(F key, F value) {
     const auto coarse = [](F f) {
         return f == F::q4_0 || f == F::q4_1 || f == F::kivi4 || f == F::kivi2 || f == F::fp8_e4m3;
     };
-    return coarse(key) || coarse(value) ? 0.15 : 0.05;
+    return coarse(key) || coarse(value);
 }
+
+// What quantised formats round this step's K and V to can differ by a code
+// step (above): worth more than rounding noise.
+double tiny_tolerance(F key, F value) {
+    return coarse_format(key, value) ? 0.15 : 0.05;
+}
+
+double rms_difference(const std::vector<float>& a, const std::vector<float>& b) {
+    double sum = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        const double d = double(a[i]) - double(b[i]);
+        sum += d * d;
+    }
+    return std::sqrt(sum / static_cast<double>(std::max<std::size_t>(a.size(), 1)));
+}
+
+// For a coarse format: the logits' distance from the f32 reference, the
+// GPU's against the CPU's in the same format. The GPU's rounding moves some
+// codes (see coarse_format), which adds a little to the format's own loss;
+// half as much again is the most that allows.
+bool format_loss_is_the_cpus(const std::vector<float>& reference, const std::vector<float>& cpu,
+                             const std::vector<float>& gpu) {
+    const double cpu_loss = rms_difference(reference, cpu);
+    const double gpu_loss = rms_difference(reference, gpu);
+    qInfo("%s: RMS logit distance from f32, CPU %.4g, CUDA %.4g (ratio %.3f); CUDA against the "
+          "CPU %.4g",
+          QTest::currentDataTag(), cpu_loss, gpu_loss, gpu_loss / std::max(cpu_loss, 1e-12),
+          rms_difference(cpu, gpu));
+    return gpu_loss <= 1.5 * cpu_loss + 1e-3;
+}
+
+#define VERIFY_FORMAT_LOSS(reference, cpu, gpu)                                                    \
+    QVERIFY2(format_loss_is_the_cpus(reference, cpu, gpu),                                         \
+             "the GPU's logits are further from f32 than 1.5 times the CPU's in this format")
 
 } // namespace
 
@@ -273,13 +318,19 @@ void TestCudaBackend::tiny_model_matches_the_cpu() {
     QFETCH(kv::KvFormat, key);
     QFETCH(kv::KvFormat, value);
     // 600 tokens: a 37-token prefill, decodes, chunks of 100 and 5; past 512
-    // the attention runs three splits. Block size 16, blocks left over.
+    // the attention runs three splits of 256 (more, shorter ones in steps of
+    // few tokens: cuda::attention_split_length). Block size 16, blocks left over.
     const std::vector<std::int32_t> ids = random_ids(600, tiny_->config().vocab, 7);
     const std::vector<int> chunks{37, 1, 1, 1, 100, 5};
     auto cpu = make_cpu(tiny_, 48, 16, {key, value});
     auto gpu = make_cuda(tiny_, 48, 16, {key, value});
     const std::vector<float> expected = logits_in_chunks(*cpu, ids, chunks);
     const std::vector<float> got = logits_in_chunks(*gpu, ids, chunks);
+    if (coarse_format(key, value)) {
+        auto f32 = make_cpu(tiny_, 48, 16, {F::f32, F::f32});
+        VERIFY_FORMAT_LOSS(logits_in_chunks(*f32, ids, chunks), expected, got);
+        return;
+    }
     const double tolerance = tiny_tolerance(key, value);
     const Agreement a = compare(expected, got, tiny_->config().vocab, 2 * tolerance);
     qInfo("%s: max |logit difference| %.3g, KL mean %.3g max %.3g, top-1 %.4f (%d close calls)",
@@ -299,10 +350,13 @@ void TestCudaBackend::batched_sequences_match_the_cpu() {
     QFETCH(kv::KvFormat, value);
     const int vocab = tiny_->config().vocab;
     const std::vector<std::int32_t> ids = random_ids(300, vocab, 11);
-    std::vector<float> outputs[2];
-    for (int which = 0; which < 2; ++which) {
-        auto backend = which == 0 ? make_cpu(tiny_, 64, 8, {key, value})
-                                  : make_cuda(tiny_, 64, 8, {key, value});
+    // The CPU, the GPU, and for a coarse format the CPU in f32.
+    const int runs = coarse_format(key, value) ? 3 : 2;
+    std::vector<float> outputs[3];
+    for (int which = 0; which < runs; ++which) {
+        auto backend = which == 0   ? make_cpu(tiny_, 64, 8, {key, value})
+                       : which == 1 ? make_cuda(tiny_, 64, 8, {key, value})
+                                    : make_cpu(tiny_, 64, 8, {F::f32, F::f32});
         kv::BlockAllocator allocator(backend->num_blocks());
         std::vector<kv::SequenceBlocks> seqs(3);
         const std::vector<std::size_t> starts{0, 100, 200};
@@ -330,6 +384,10 @@ void TestCudaBackend::batched_sequences_match_the_cpu() {
                 done[s] += steps[i].tokens.size();
             }
         }
+    }
+    if (runs == 3) {
+        VERIFY_FORMAT_LOSS(outputs[2], outputs[0], outputs[1]);
+        return;
     }
     const double tolerance = tiny_tolerance(key, value);
     const Agreement a = compare(outputs[0], outputs[1], vocab, 2 * tolerance);
@@ -362,6 +420,32 @@ void TestCudaBackend::real_model_teacher_forced_agrees_with_the_cpu() {
     auto gpu = make_cuda(real_, 64, 16, {key, value});
     const std::vector<float> expected = logits_in_chunks(*cpu, ids, {64, 1});
     const std::vector<float> got = logits_in_chunks(*gpu, ids, {64, 1});
+    if (key != F::f16 || value != F::f16) {
+        // Both against the CPU in f32: the GPU may lose a little more to the
+        // format than the CPU (coarse_format), not much more. On the real
+        // model q8_0 too: over 30 layers a code moved by rounding changes the
+        // next layer's K, and on an H100 (2026-11-24) the two backends' q8_0
+        // agreed on 97.4% of top-1s (KL 4.3e-4), against 99.4% in f16.
+        auto f32 = make_cpu(real_, 64, 16, {F::f32, F::f32});
+        const std::vector<float> reference = logits_in_chunks(*f32, ids, {64, 1});
+        const Agreement on_cpu =
+            compare(reference, expected, real_->config().vocab, test::kNearTieMargin);
+        const Agreement on_gpu =
+            compare(reference, got, real_->config().vocab, test::kNearTieMargin);
+        qInfo("%s against f32 over %zu positions: CPU top-1 %.4f KL mean %.3g; CUDA top-1 %.4f KL "
+              "mean %.3g",
+              QTest::currentDataTag(), ids.size(), on_cpu.top1, on_cpu.kl_mean, on_gpu.top1,
+              on_gpu.kl_mean);
+        QVERIFY2(
+            on_gpu.top1 >= on_cpu.top1 - 0.05,
+            qPrintable(
+                QString("top-1 against f32 %1, the CPU's %2").arg(on_gpu.top1).arg(on_cpu.top1)));
+        QVERIFY2(on_gpu.kl_mean <= 1.5 * on_cpu.kl_mean + 0.01,
+                 qPrintable(QString("KL mean against f32 %1, the CPU's %2")
+                                .arg(on_gpu.kl_mean)
+                                .arg(on_cpu.kl_mean)));
+        return;
+    }
     const Agreement a = compare(expected, got, real_->config().vocab, test::kNearTieMargin);
     qInfo("%s: CUDA against the CPU in the same format over %zu positions: top-1 %.4f, KL mean "
           "%.3g max %.3g, max |logit difference| %.3g",
@@ -823,7 +907,8 @@ void TestCudaBackend::decode_graphs_replay_the_eager_logits() {
         }
     }
     QVERIFY(checked > 20);
-    // Buckets 8 (5 sequences) and 4 (4 and 3), each over 1 then 2 splits.
+    // Buckets 8 (5 sequences) and 4 (4 and 3), each over growing launch
+    // contexts.
     QVERIFY2(graphed->decode_graph_count() >= 3,
              qPrintable(QString::number(graphed->decode_graph_count())));
     const Agreement a = compare(outputs[0], outputs[1], vocab, 0.02);

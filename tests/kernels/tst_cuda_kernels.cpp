@@ -549,17 +549,23 @@ void TestCudaKernels::paged_attention_matches_the_cpu() {
     DeviceBatch d_batch(batch);
     DeviceArray<float> d_q(q), out(q.size());
     const int context = max_context(batch);
-    const int splits = (context + kernels::kAttentionSplit - 1) / kernels::kAttentionSplit;
-    DeviceArray<float> scratch(
-        kernels::AttentionWorkspace::floats(static_cast<int>(tokens), heads, splits, head_dim));
-    const kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
-        scratch.get(), static_cast<int>(tokens), heads, splits, head_dim);
-    kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(), heads,
-                                    1.0f / std::sqrt(static_cast<float>(head_dim)), context,
-                                    workspace, out.get(), nullptr);
-    const double error = relative_error(out.download(q.size()), cpu_out);
-    qDebug("relative error %.3g", error);
-    QVERIFY2(error < 1e-4, qPrintable(QString("relative error %1").arg(error)));
+    // The longest splits (the CPU's segments) and the shortest, which a step
+    // of few tokens asks for (cuda::attention_split_length).
+    for (const int split : {kernels::kAttentionSplit, kernels::kShortestAttentionSplit}) {
+        const int splits = (context + split - 1) / split;
+        out.zero(); // nothing left from the other split length
+        DeviceArray<float> scratch(
+            kernels::AttentionWorkspace::floats(static_cast<int>(tokens), heads, splits, head_dim));
+        const kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
+            scratch.get(), static_cast<int>(tokens), heads, splits, head_dim, split);
+        kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(), heads,
+                                        1.0f / std::sqrt(static_cast<float>(head_dim)), context,
+                                        workspace, out.get(), nullptr);
+        const double error = relative_error(out.download(q.size()), cpu_out);
+        qDebug("splits of %d: relative error %.3g", split, error);
+        QVERIFY2(error < 1e-4,
+                 qPrintable(QString("splits of %1: relative error %2").arg(split).arg(error)));
+    }
 }
 
 void TestCudaKernels::attention_capture_matches_the_cpu() {
@@ -588,11 +594,13 @@ void TestCudaKernels::attention_capture_matches_the_cpu() {
     DeviceArray<float> d_q(q), out(q.size()), sums(cpu_sums.size());
     sums.zero();
     const int context = max_context(batch);
-    const int splits = (context + kernels::kAttentionSplit - 1) / kernels::kAttentionSplit;
+    // Short splits: the capture's scores follow the split length too.
+    const int split = kernels::kShortestAttentionSplit;
+    const int splits = (context + split - 1) / split;
     DeviceArray<float> scratch(
         kernels::AttentionWorkspace::floats(static_cast<int>(tokens), 9, splits, 64));
-    const kernels::AttentionWorkspace workspace =
-        kernels::AttentionWorkspace::carve(scratch.get(), static_cast<int>(tokens), 9, splits, 64);
+    const kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
+        scratch.get(), static_cast<int>(tokens), 9, splits, 64, split);
     const float scale = 1.0f / 8.0f;
     kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(), 9, scale, context,
                                     workspace, out.get(), nullptr);
