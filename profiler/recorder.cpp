@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <iterator>
+#include <mutex>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sqlite3.h>
 
 namespace kvscope::profiler {
@@ -53,12 +56,29 @@ CREATE INDEX IF NOT EXISTS KVSCOPE_EVENTS_REQUEST ON KVSCOPE_EVENTS (request)
     WHERE request IS NOT NULL;
 )sql";
 
+// A write past the process's file-size limit (ulimit -f) raises SIGXFSZ,
+// whose default kills the process mid-write. Ignored, the write fails with
+// EFBIG instead, which the recorder handles as it does a full disk: the
+// run goes on or stops as its caller chose, with a message. Process-wide, but
+// nothing in kvscope wants to die of it.
+void fail_writes_past_file_size_limit() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        struct sigaction current {};
+        if (sigaction(SIGXFSZ, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+            std::signal(SIGXFSZ, SIG_IGN); // a program's own choice stays
+        }
+    });
+}
+
 } // namespace
 
 Recorder::Recorder(const std::filesystem::path& path,
                    const std::map<std::string, std::string>& metadata, bool overwrite,
                    std::size_t max_queued_events)
-    : max_queued_(std::max<std::size_t>(max_queued_events, 1)) {
+    : path_(path)
+    , max_queued_(std::max<std::size_t>(max_queued_events, 1)) {
+    fail_writes_past_file_size_limit();
     std::error_code ec;
     if (std::filesystem::exists(path, ec)) {
         if (!overwrite) {
@@ -170,6 +190,10 @@ std::size_t Recorder::queued_events() const {
 
 void Recorder::on_gpu_activity(GpuActivityBatch batch) {
     std::lock_guard lock(mutex_);
+    if (writer_done_) { // nothing will write it: drop, as on_event() does
+        stats_.dropped_gpu_records += static_cast<std::int64_t>(batch.size());
+        return;
+    }
     queue_.gpu.append(std::move(batch));
 }
 
@@ -186,6 +210,22 @@ void Recorder::set_metadata(const std::string& key, const std::string& value) {
 RecorderStats Recorder::stats() const {
     std::lock_guard lock(mutex_);
     return stats_;
+}
+
+bool Recorder::failed() const {
+    std::lock_guard lock(mutex_);
+    return !error_.empty();
+}
+
+std::string Recorder::error() const {
+    std::lock_guard lock(mutex_);
+    return error_;
+}
+
+bool Recorder::file_is_at_path() const {
+    int moved = 0;
+    sqlite3_file_control(db_, "main", SQLITE_FCNTL_HAS_MOVED, &moved);
+    return moved == 0;
 }
 
 void Recorder::write_events(const std::vector<events::EngineEvent>& events) {
@@ -235,6 +275,12 @@ void Recorder::write_events(const std::vector<events::EngineEvent>& events) {
 void Recorder::commit(Pending& pending) {
     if (pending.empty()) {
         return;
+    }
+    if (!file_is_at_path()) {
+        moved_ = true;
+        throw RecordingError(path_.string() +
+                             " was deleted, moved or replaced while recording: what was written "
+                             "is where the file went, or gone with it");
     }
     exec_sqlite(db_, "BEGIN", "recording");
     {
@@ -289,13 +335,22 @@ void Recorder::writer_loop() {
         try {
             commit(pending);
         } catch (const RecordingError& e) {
+            // Back to the last commit, which the file keeps (a failed
+            // statement may have left the transaction open).
+            if (!sqlite3_get_autocommit(db_)) {
+                sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+            }
             {
                 std::lock_guard lock(mutex_);
-                error_ = e.what();
+                error_ = moved_ ? std::string(e.what())
+                                : "writing " + path_.string() + " failed: " + e.what() +
+                                      " (it keeps the " + std::to_string(stats_.events) +
+                                      " events of the " + std::to_string(stats_.commits) +
+                                      " commits before)";
                 writer_done_ = true;
             }
             room_.notify_all();
-            return; // the engine goes on; close() reports it
+            return; // the caller sees failed(); close() reports it
         }
         pending = Pending{};
         if (stopping) {
@@ -322,21 +377,47 @@ void Recorder::close() {
     nsight_.reset();
     insert_many_.reset();
     insert_one_.reset();
-    if (error_.empty()) {
+    std::string error = this->error(); // the writer's, if it failed
+    if (error.empty()) {
         try {
             exec_sqlite(db_, kIndexes, "indexing the recording");
             create_nsight_indexes(db_);
         } catch (const RecordingError& e) {
-            error_ = e.what();
+            error = "writing " + path_.string() + " failed: " + e.what() +
+                    " (every event is in it, without the indexes that speed up reading)";
         }
     }
-    // Fold the WAL into the main file so the recording is one file again.
-    sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
-    exec_sqlite(db_, "PRAGMA journal_mode = DELETE", "closing the recording");
+    if (moved_ || !file_is_at_path()) {
+        // Leaving WAL mode deletes PATH-wal by name, which may be another
+        // recording's now: the file is closed as it is.
+        if (error.empty()) {
+            error = path_.string() +
+                    " was deleted, moved or replaced while recording: its last commits are where "
+                    "the file went, with the -wal beside it";
+        }
+    } else {
+        // Fold the WAL into the main file so the recording is one file
+        // again. On a full disk this fails and the WAL stays beside the file,
+        // which SQLite reads as part of it.
+        const int folded =
+            sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+        const int single = folded == SQLITE_OK ? sqlite3_exec(db_, "PRAGMA journal_mode = DELETE",
+                                                              nullptr, nullptr, nullptr)
+                                               : folded;
+        if (single != SQLITE_OK && error.empty()) {
+            error = "folding " + path_.string() + "-wal into " + path_.string() +
+                    " failed: " + sqlite3_errmsg(db_) +
+                    "; the recording is whole in the two files: keep them together";
+        }
+    }
     sqlite3_close(db_);
     db_ = nullptr;
-    if (!error_.empty()) {
-        throw RecordingError(error_);
+    {
+        std::lock_guard lock(mutex_);
+        error_ = error;
+    }
+    if (!error.empty()) {
+        throw RecordingError(error);
     }
 }
 

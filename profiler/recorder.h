@@ -14,6 +14,13 @@
 // sockets later, ZeroMQ's high-water marks drop what does not fit at the
 // publishers (which never wait), and the sources count those as lost. Only a
 // writer that failed (close() reports why) makes on_event() drop, counted.
+//
+// A failed write (a full disk, a file-size limit) rolls back its commit and
+// stops the writer: the file keeps every commit before it, and failed() says
+// so at once, for callers that stop their run then. So does a file deleted,
+// moved or replaced under the running recording, noticed at the next commit
+// (what was written is where the file went, or gone with it). Anything queued
+// after the writer stopped is dropped and counted.
 #pragma once
 
 #include "engine/events/engine_event.h"
@@ -23,9 +30,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -76,6 +85,10 @@ public:
     void close();
 
     RecorderStats stats() const;
+    // Whether the writer has failed: nothing more will be written. error()
+    // says why, naming the file.
+    bool failed() const;
+    std::string error() const;
     // Engine events queued and not yet handed to the writer.
     std::size_t queued_events() const;
 
@@ -94,6 +107,11 @@ private:
     void commit(Pending& pending);
     void write_events(const std::vector<events::EngineEvent>& events);
 
+    // Whether path_ still names the file being written (SQLite compares its
+    // open file with the path).
+    bool file_is_at_path() const;
+
+    std::filesystem::path path_;
     sqlite3* db_ = nullptr;
     // Used by the writer thread only:
     std::unique_ptr<NsightTableWriter> nsight_;
@@ -106,6 +124,7 @@ private:
     std::size_t max_queued_;
     bool stopping_ = false;
     bool writer_done_ = false; // the writer thread returned (failed or stopped)
+    bool moved_ = false;       // the file left path_ (writer thread, then close())
     std::string error_;
     RecorderStats stats_;
     std::thread writer_;

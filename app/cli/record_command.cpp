@@ -18,6 +18,14 @@ Command add_record_command(CLI::App& app) {
     parser->add_option("--gpu-capture", options->gpu_capture, kGpuCaptureHelp)
         ->check(CLI::IsMember({"auto", "on", "off"}))
         ->capture_default_str();
+    parser
+        ->add_option("--on-write-error", options->on_write_error,
+                     "When writing the recording fails (a full disk, a file-size limit, the file "
+                     "deleted): stop the run, or continue it unrecorded. Either way the file keeps "
+                     "everything committed before, and kvscope exits with status 1 (130 when "
+                     "interrupted)")
+        ->check(CLI::IsMember({"stop", "continue"}))
+        ->capture_default_str();
     add_workload_options(parser, options);
     return {parser, [options] {
                 return serve_workload(*options);

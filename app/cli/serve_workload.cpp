@@ -131,8 +131,18 @@ int serve_workload(ServeWorkloadOptions& options) {
     const auto start = std::chrono::steady_clock::now();
     int peak_used = 0;
     session::ServingSession::ServeOptions serve;
-    serve.stop_requested = [] {
-        return g_interrupted != 0;
+    const bool stop_on_write_error = options.on_write_error == "stop";
+    bool write_failed = false;
+    serve.stop_requested = [&] {
+        if (recorder && !write_failed && recorder->failed()) {
+            write_failed = true;
+            std::fprintf(stderr, "\nkvscope %s: error: %s; %s\n", options.command.c_str(),
+                         recorder->error().c_str(),
+                         stop_on_write_error ? "stopping the run (--on-write-error stop)"
+                                             : "the run goes on unrecorded "
+                                               "(--on-write-error continue)");
+        }
+        return g_interrupted != 0 || (stop_on_write_error && write_failed);
     };
     serve.on_step = [&](const sched::StepStats& s) {
         peak_used = std::max(peak_used, run.engine().kv().stats().used);
@@ -155,18 +165,39 @@ int serve_workload(ServeWorkloadOptions& options) {
         run.engine(), ids, options.workload, seconds, peak_used,
         kv::kv_bytes_per_token(run.backend().cache_format(), shape.layers, shape.kv_heads,
                                shape.head_dim, run.backend().block_size()));
+    std::string write_error;
+    if (sink) {
+        events_file.flush();
+        if (!events_file) { // a full disk or a file-size limit (SIGXFSZ is ignored)
+            write_error = "writing " + options.events_path + " failed: it is incomplete";
+            std::fprintf(stderr, "kvscope %s: error: %s\n", options.command.c_str(),
+                         write_error.c_str());
+        }
+    }
     if (recorder) {
         if (tracer) {
             tracer->stop(); // hands the last GPU records over before the file closes
         }
         recorder->set_metadata("summary", summary.to_json(false));
         recorder->set_metadata("complete", g_interrupted != 0 ? "interrupted" : "yes");
-        recorder->close();
+        std::string recording_error;
+        try {
+            recorder->close();
+        } catch (const profiler::RecordingError& error) {
+            recording_error = error.what();
+        }
         const profiler::RecorderStats written = recorder->stats();
-        std::fprintf(stderr, "recorded %lld events and %lld GPU records in %lld commits to %s\n",
-                     static_cast<long long>(written.events),
-                     static_cast<long long>(written.gpu_records),
-                     static_cast<long long>(written.commits), options.out_path.c_str());
+        if (recording_error.empty()) {
+            std::fprintf(
+                stderr, "recorded %lld events and %lld GPU records in %lld commits to %s\n",
+                static_cast<long long>(written.events), static_cast<long long>(written.gpu_records),
+                static_cast<long long>(written.commits), options.out_path.c_str());
+        } else {
+            // Said again at the end, where a reader of the output looks.
+            std::fprintf(stderr, "kvscope %s: error: %s\n", options.command.c_str(),
+                         recording_error.c_str());
+            write_error = recording_error;
+        }
         if (written.dropped_gpu_records > 0) {
             std::fprintf(stderr,
                          "warning: CUPTI dropped %lld GPU records (its buffers were full)\n",
@@ -178,7 +209,10 @@ int serve_workload(ServeWorkloadOptions& options) {
     } else {
         print_summary(summary, config, options.per_request);
     }
-    return g_interrupted != 0 ? 130 : exit_ok;
+    if (g_interrupted != 0) {
+        return 130;
+    }
+    return write_error.empty() ? exit_ok : exit_failure;
 }
 
 void add_workload_options(CLI::App* parser, const std::shared_ptr<ServeWorkloadOptions>& options) {

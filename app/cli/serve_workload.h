@@ -31,8 +31,9 @@ struct ServeWorkloadOptions {
     int throttle_ms = 0;  // sleep in each forward pass: a stand-in for a slower build
     std::string out_path; // record: the recording to write
     bool overwrite = false;
-    std::string gpu_capture = "auto"; // record: auto, on, off
-    std::string command = "run";      // for messages
+    std::string gpu_capture = "auto";    // record: auto, on, off
+    std::string on_write_error = "stop"; // record: stop or continue the run when writing fails
+    std::string command = "run";         // for messages
 };
 
 // The workload, output and engine options both subcommands take.

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
     kvscope::ui::MainWindow window;
     window.show();
     if (options.demo) {
-        window.start_demo();
+        window.start_demo(options.record_path);
     } else if (!options.recording_path.isEmpty()) {
         // A file that does not open is said on stderr too: the command line
         // asked for it.

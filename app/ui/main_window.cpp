@@ -467,13 +467,21 @@ void MainWindow::refresh_tab(QWidget* tab) {
     }
 }
 
-void MainWindow::start_demo() {
+void MainWindow::start_demo(const QString& record_path) {
     run_panel_->choose_preset(teaching_presets().front().id);
-    start_run();
+    RunSettings settings = run_panel_->settings();
+    if (!record_path.isEmpty()) {
+        settings.record_path = record_path.toStdString();
+    }
+    start_run_with(std::move(settings));
     statusBar()->showMessage(tr("Live demo: %1").arg(teaching_presets().front().title));
 }
 
 void MainWindow::start_run() {
+    start_run_with(run_panel_->settings());
+}
+
+void MainWindow::start_run_with(RunSettings settings) {
     if (engine_->running() || attach_->running()) {
         statusBar()->showMessage(tr("A run is under way: stop it first"));
         return;
@@ -483,7 +491,7 @@ void MainWindow::start_run() {
     }
     run_panel_->quality()->cancel(); // its threads would distort the run's timings
     recording_path_.clear();
-    last_run_ = run_panel_->settings();
+    last_run_ = std::move(settings);
     engine_->start(last_run_);
 }
 

@@ -71,10 +71,13 @@ public:
     CompareView* compare_view() const { return compare_; }
     QTabWidget* tabs() const { return tabs_; }
 
-    // Starts the default live demo (kvscope-ui --demo).
-    void start_demo();
+    // Starts the default live demo (kvscope-ui --demo), recorded into
+    // `record_path` unless it is empty (--record).
+    void start_demo(const QString& record_path = {});
     // Starts a live run with the run panel's settings.
     void start_run();
+    // Starts a live run with these settings.
+    void start_run_with(RunSettings settings);
     // Attaches to serving engines' KV-event publishers (File > Attach to
     // engine… asks for the settings first); the views follow them live.
     void start_attach(const AttachSettings& settings);

@@ -17,9 +17,12 @@ UiOptionsResult parse_ui_options(const QStringList& arguments) {
     const QCommandLineOption after_option(
         "screenshot-after", "Seconds to run before taking the screenshot (default 2).", "SECONDS",
         "2");
+    const QCommandLineOption record_option(
+        "record", "With --demo: record the live run into FILE (.sqlite; a new file).", "FILE");
     parser.addPositionalArgument("recording", "A recording (.sqlite) to open for replay.",
                                  "[FILE.sqlite]");
     parser.addOption(demo_option);
+    parser.addOption(record_option);
     parser.addOption(screenshot_option);
     parser.addOption(after_option);
 
@@ -56,6 +59,12 @@ UiOptionsResult parse_ui_options(const QStringList& arguments) {
         }
     }
     options.demo = parser.isSet(demo_option);
+    options.record_path = parser.value(record_option);
+    if (!options.record_path.isEmpty() && !options.demo) {
+        result.message = "--record needs --demo (a live run to record)";
+        result.exit_code = 2;
+        return result;
+    }
     options.screenshot_path = parser.value(screenshot_option);
     bool ok = false;
     options.screenshot_after_s = parser.value(after_option).toDouble(&ok);

@@ -10,6 +10,7 @@ namespace kvscope::ui {
 
 struct UiOptions {
     bool demo = false;       // start the default live demo at once
+    QString record_path;     // with demo: record the live run into this file
     QString screenshot_path; // render the main window to this PNG, then exit
     double screenshot_after_s = 2.0;
     QString recording_path; // open this recording for replay

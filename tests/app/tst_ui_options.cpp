@@ -66,6 +66,7 @@ void TestUiOptions::refused_data() {
     QTest::newRow("delay without file") << QStringList{"--screenshot-after", "1"} << "--screenshot";
     QTest::newRow("two recordings") << QStringList{"a.sqlite", "b.sqlite"} << "b.sqlite";
     QTest::newRow("demo and a recording") << QStringList{"--demo", "a.sqlite"} << "choose one";
+    QTest::newRow("record without demo") << QStringList{"--record", "a.sqlite"} << "--demo";
 }
 
 void TestUiOptions::refused() {

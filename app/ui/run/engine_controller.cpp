@@ -120,8 +120,10 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
         const auto start = std::chrono::steady_clock::now();
         const int total = static_cast<int>(run->request_count());
         session::ServingSession::ServeOptions serve;
-        serve.stop_requested = [this] {
-            return stop_.load();
+        // A recording that can no longer be written stops the run, as
+        // `kvscope record` does by default; close() below then says why.
+        serve.stop_requested = [this, &recorder] {
+            return stop_.load() || (recorder && recorder->failed());
         };
         serve.on_step = [&](const sched::StepStats& step) {
             steps_run_ = step.step + 1;
