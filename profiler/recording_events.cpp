@@ -4,18 +4,43 @@
 #include "profiler/sqlite_util.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <sqlite3.h>
+#include <unistd.h>
 
 namespace kvscope::profiler {
 namespace {
 
+RecordingError too_large(const std::string& path_name, std::int64_t events,
+                         std::int64_t max_events) {
+    const auto gib = [](std::int64_t count) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.1f",
+                      static_cast<double>(count) * kReplayBytesPerEvent / (1 << 30));
+        return std::string(text);
+    };
+    return RecordingError(path_name + " holds " + std::to_string(events) +
+                          " events or more, more than a replay holds here (" +
+                          std::to_string(max_events) + ", " + gib(max_events) + " GiB at about " +
+                          std::to_string(kReplayBytesPerEvent) +
+                          " B each): `kvscope stats` and `kvscope export` read it as a stream");
+}
+
 void read_events(sqlite3* db, const std::string& path_name, RunStore& store,
-                 const LoadProgress& progress) {
+                 const LoadProgress& progress, std::int64_t max_events) {
+    // Row ids count the events of a kvscope recording: a file too large is
+    // refused before anything is read.
     const std::int64_t total = EventRows::estimated_count(db);
+    if (total > max_events) {
+        throw too_large(path_name, total, max_events);
+    }
     EventRows rows(db, path_name);
     events::EngineEvent event;
     while (rows.next(event)) {
+        if (rows.rows_read() > max_events) { // ids that understate the rows
+            throw too_large(path_name, rows.rows_read(), max_events);
+        }
         store.append(event);
         if (rows.rows_read() % 65536 == 0 && progress &&
             !progress(0.95 * static_cast<double>(rows.rows_read()) /
@@ -114,12 +139,21 @@ void read_nvtx(sqlite3* db, RunStore& store) {
 
 } // namespace
 
+std::int64_t replay_event_budget() {
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    const long page = ::sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) {
+        return std::int64_t{1} << 26; // 64 Mi events, 10 GiB, when the system will not say
+    }
+    return static_cast<std::int64_t>(pages) * page / 2 / kReplayBytesPerEvent;
+}
+
 void load_recording(const std::filesystem::path& path, RunStore& store,
-                    const LoadProgress& progress) {
+                    const LoadProgress& progress, std::int64_t max_events) {
     const ReadOnlyRecording recording(path);
     // A replay scrubs the whole run, not the last moments a live window keeps.
     store.keep_whole_attached_history();
-    read_events(recording.db(), path.string(), store, progress);
+    read_events(recording.db(), path.string(), store, progress, max_events);
     read_kernels(recording.db(), store);
     read_nvtx(recording.db(), store);
     if (progress) {

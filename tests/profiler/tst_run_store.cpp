@@ -12,6 +12,7 @@
 #include <random>
 #include <sqlite3.h>
 
+#include <QElapsedTimer>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -65,6 +66,7 @@ private slots:
     void freed_block_has_no_owner();
     void damaged_block_id_is_refused();
     void recording_reads_back_text_and_lanes();
+    void recording_past_the_replay_budget_is_refused();
     void attached_history_is_bounded_and_scrubs_exactly();
     void following_snapshots_shows_what_the_rows_say();
     void rolled_back_slots_mark_the_blocks_they_are_in();
@@ -241,6 +243,65 @@ void TestRunStore::damaged_block_id_is_refused() {
     } catch (const kvscope::profiler::RecordingError& e) {
         QVERIFY2(std::string(e.what()).find("damaged") != std::string::npos, e.what());
     }
+}
+
+// A replay holds every event, so it takes at most a budget of them (half the
+// machine's memory): a recording whose row ids say more is refused before
+// anything is read (a billion rows take no time to refuse), and one whose ids
+// understate its rows is stopped once reading passes the budget.
+void TestRunStore::recording_past_the_replay_budget_is_refused() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("big.sqlite").toStdString();
+    const std::vector<EngineEvent> events = shared_block_run(true);
+    {
+        kvscope::profiler::Recorder recorder(path, {});
+        for (const EngineEvent& e : events) {
+            recorder.on_event(e);
+        }
+        recorder.close();
+    }
+    const auto refusal = [&](std::int64_t max_events) -> std::string {
+        RunStore store;
+        try {
+            kvscope::profiler::load_recording(path, store, {}, max_events);
+        } catch (const kvscope::profiler::RecordingError& e) {
+            if (store.event_count() > max_events) {
+                return "held " + std::to_string(store.event_count()) + " events";
+            }
+            return e.what();
+        }
+        return {};
+    };
+    const auto size = static_cast<std::int64_t>(events.size());
+    QCOMPARE(refusal(size), std::string()); // exactly the budget: read
+    std::string why = refusal(size - 1);
+    QVERIFY2(why.find(path + " holds " + std::to_string(size) + " events or more") !=
+                     std::string::npos &&
+                 why.find("kvscope stats") != std::string::npos,
+             why.c_str());
+
+    // Ids that understate the rows (a damaged or hostile file): the rows are
+    // counted as they are read.
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(db, "UPDATE KVSCOPE_EVENTS SET id = -id", nullptr, nullptr, nullptr),
+             SQLITE_OK);
+    sqlite3_close(db);
+    why = refusal(size - 1);
+    QVERIFY2(why.find(" events or more") != std::string::npos, why.c_str());
+
+    // A trillion rows, as the ids say (past any machine's budget): refused at
+    // once, naming the count.
+    QCOMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(db, "UPDATE KVSCOPE_EVENTS SET id = 1000000000000 WHERE id = -1", nullptr,
+                          nullptr, nullptr),
+             SQLITE_OK);
+    sqlite3_close(db);
+    QElapsedTimer took;
+    took.start();
+    why = refusal(kvscope::profiler::replay_event_budget());
+    QVERIFY2(why.find("holds 1000000000000 events or more") != std::string::npos, why.c_str());
+    QVERIFY(took.elapsed() < 5000);
 }
 
 void TestRunStore::recording_reads_back_text_and_lanes() {
