@@ -39,8 +39,7 @@ std::optional<TraceRequest> HashIdTrace::next() {
     for (LineRead read; (read = read_line(in_, text)) != LineRead::end;) {
         ++line_;
         if (read == LineRead::too_long) {
-            fail(line_, "longer than " + std::to_string(kMaxTraceLineBytes >> 20) +
-                            " MiB, which no trace request needs: not a trace line");
+            fail(line_, too_long_trace_line());
         }
         if (text.find_first_not_of(" \t\r") == std::string::npos) {
             continue; // a blank line, at the end say

@@ -67,9 +67,7 @@ TraceFormat detect_trace_format(const std::string& path) {
     for (LineRead read; (read = read_line(in, text)) != LineRead::end;) {
         ++line;
         if (read == LineRead::too_long) {
-            throw TraceError(path + ":" + std::to_string(line) + ": longer than " +
-                             std::to_string(kMaxTraceLineBytes >> 20) +
-                             " MiB, so not a trace line kvscope knows");
+            throw TraceError(path + ":" + std::to_string(line) + ": " + too_long_trace_line());
         }
         const auto first = text.find_first_not_of(" \t\r");
         if (first == std::string::npos || text[first] == '#') {

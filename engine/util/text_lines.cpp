@@ -1,5 +1,7 @@
 #include "engine/util/text_lines.h"
 
+#include <string>
+
 namespace kvscope {
 
 LineRead read_line(std::istream& in, std::string& line, std::size_t max_bytes) {
@@ -24,6 +26,11 @@ LineRead read_line(std::istream& in, std::string& line, std::size_t max_bytes) {
         }
         line.push_back(static_cast<char>(c));
     }
+}
+
+std::string too_long_trace_line() {
+    return "longer than " + std::to_string(kMaxTraceLineBytes >> 20) +
+           " MiB, which no trace line needs: not a trace kvscope reads";
 }
 
 } // namespace kvscope

@@ -22,4 +22,8 @@ enum class LineRead {
 
 LineRead read_line(std::istream& in, std::string& line, std::size_t max_bytes = kMaxTraceLineBytes);
 
+// What a trace reader says after FILE:LINE: of a line read_line() found
+// too_long.
+std::string too_long_trace_line();
+
 } // namespace kvscope

@@ -4,8 +4,8 @@
 // real model, which the demo runs.
 #include "app/ui/main_window.h"
 #include "engine/model_path.h"
+#include "tests/support/sqlite_query.h"
 
-#include <sqlite3.h>
 
 #include <QElapsedTimer>
 #include <QFile>
@@ -14,30 +14,10 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+using kvscope::test::query_int;
 using kvscope::ui::MainWindow;
 
-namespace {
-
-// Events committed to the recording at `path` so far (it is being written),
-// or -1 while it cannot be read yet.
-std::int64_t committed_events(const QString& path) {
-    sqlite3* db = nullptr;
-    std::int64_t count = -1;
-    if (sqlite3_open_v2(path.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr) ==
-        SQLITE_OK) {
-        sqlite3_stmt* statement = nullptr;
-        if (sqlite3_prepare_v2(db, "SELECT count(*) FROM KVSCOPE_EVENTS", -1, &statement,
-                               nullptr) == SQLITE_OK &&
-            sqlite3_step(statement) == SQLITE_ROW) {
-            count = sqlite3_column_int64(statement, 0);
-        }
-        sqlite3_finalize(statement);
-    }
-    sqlite3_close(db);
-    return count;
-}
-
-} // namespace
+namespace {} // namespace
 
 class TestKilledApp : public QObject {
     Q_OBJECT
@@ -69,7 +49,7 @@ void TestKilledApp::partial_recording_of_a_killed_app_opens() {
     waited.start();
     while (seen < 500 && app.state() == QProcess::Running && waited.elapsed() < 120'000) {
         QTest::qWait(100);
-        seen = committed_events(path);
+        seen = query_int(path.toStdString(), "SELECT count(*) FROM KVSCOPE_EVENTS");
     }
     QVERIFY2(seen >= 500, qPrintable("the app recorded " + QString::number(seen) +
                                      " events; its output: " + app.readAllStandardError()));

@@ -9,6 +9,7 @@
 //    too);
 // (tst_model_file_rewritten: the model file changed under a generation.)
 #include "tests/support/run_process.h"
+#include "tests/support/sqlite_query.h"
 #include "tests/support/tiny_model.h"
 
 #include <sqlite3.h>
@@ -20,26 +21,10 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+using kvscope::test::query_int;
 using kvscope::test::run_process;
 
 namespace {
-
-// The single integer `sql` selects from the recording at `path`, or -1.
-std::int64_t scalar(const QString& path, const char* sql) {
-    sqlite3* db = nullptr;
-    std::int64_t value = -1;
-    if (sqlite3_open_v2(path.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr) ==
-        SQLITE_OK) {
-        sqlite3_stmt* statement = nullptr;
-        if (sqlite3_prepare_v2(db, sql, -1, &statement, nullptr) == SQLITE_OK &&
-            sqlite3_step(statement) == SQLITE_ROW) {
-            value = sqlite3_column_int64(statement, 0);
-        }
-        sqlite3_finalize(statement);
-    }
-    sqlite3_close(db);
-    return value;
-}
 
 // Whether SQLite finds the file whole.
 bool integrity_ok(const QString& path) {
@@ -140,10 +125,12 @@ void TestCliFaults::file_size_limit_keeps_what_was_committed() {
     }
     // Whole, readable, and holding the commits before the failure.
     QVERIFY(integrity_ok(out));
-    const std::int64_t events = scalar(out, "SELECT count(*) FROM KVSCOPE_EVENTS");
+    const std::int64_t events = query_int(out.toStdString(), "SELECT count(*) FROM KVSCOPE_EVENTS");
     qInfo("%s: %lld events kept", qPrintable(policy), static_cast<long long>(events));
     QVERIFY(events > 0); // the first commits, of a tenth of a second each, fit
-    QCOMPARE(scalar(out, "SELECT count(*) FROM KVSCOPE_META WHERE key = 'schema_version'"), 1);
+    QCOMPARE(query_int(out.toStdString(),
+                       "SELECT count(*) FROM KVSCOPE_META WHERE key = 'schema_version'"),
+             1);
     const auto stats = run_process(KVSCOPE_CLI_PATH, {"stats", out});
     QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
     QVERIFY2(stats.out.contains(QString(": %1 events over").arg(events)), qPrintable(stats.out));
@@ -184,11 +171,13 @@ void TestCliFaults::read_only_recording_is_written_to_the_end() {
     QCOMPARE(process.exitCode(), 0);
     QVERIFY2(err.contains("recorded "), qPrintable(err));
     QVERIFY(integrity_ok(out));
-    QCOMPARE(scalar(out, "SELECT count(*) FROM KVSCOPE_META WHERE key = 'complete' AND value = "
-                         "'yes'"),
+    QCOMPARE(query_int(out.toStdString(),
+                       "SELECT count(*) FROM KVSCOPE_META WHERE key = 'complete' AND value = "
+                       "'yes'"),
              1);
-    QCOMPARE(scalar(out, "SELECT count(*) FROM KVSCOPE_EVENTS WHERE kind = (SELECT id FROM "
-                         "ENUM_KVSCOPE_EVENT_KIND WHERE name = 'request_finished')"),
+    QCOMPARE(query_int(out.toStdString(),
+                       "SELECT count(*) FROM KVSCOPE_EVENTS WHERE kind = (SELECT id FROM "
+                       "ENUM_KVSCOPE_EVENT_KIND WHERE name = 'request_finished')"),
              std::int64_t{40});
 }
 

@@ -4,6 +4,7 @@
 // with a clear message.
 #include "engine/util/host_clock.h"
 #include "profiler/recorder.h"
+#include "tests/support/sqlite_query.h"
 
 #include <chrono>
 #include <csignal>
@@ -20,19 +21,7 @@ using namespace kvscope;
 
 namespace {
 
-std::int64_t query_int(const std::string& path, const char* sql) {
-    sqlite3* db = nullptr;
-    sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-    sqlite3_stmt* s = nullptr;
-    std::int64_t value = -1;
-    if (sqlite3_prepare_v2(db, sql, -1, &s, nullptr) == SQLITE_OK &&
-        sqlite3_step(s) == SQLITE_ROW) {
-        value = sqlite3_column_int64(s, 0);
-    }
-    sqlite3_finalize(s);
-    sqlite3_close(db);
-    return value;
-}
+using kvscope::test::query_int;
 
 events::EngineEvent make_event(std::int64_t t, events::EventKind kind, std::int64_t request = -1) {
     events::EngineEvent e;
