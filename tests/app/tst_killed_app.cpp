@@ -6,7 +6,6 @@
 #include "engine/model_path.h"
 #include "tests/support/sqlite_query.h"
 
-
 #include <QElapsedTimer>
 #include <QFile>
 #include <QProcess>
