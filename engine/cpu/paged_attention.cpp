@@ -177,14 +177,23 @@ void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch
     }
 }
 
+// The loader picks a clone per CPU through an IFUNC resolver it runs while
+// relocating, before ThreadSanitizer's runtime starts: an instrumented
+// resolver crashes there, so a ThreadSanitizer build (GCC defines
+// __SANITIZE_THREAD__) keeps only the baseline clone.
+#if defined(__SANITIZE_THREAD__)
+#define KVSCOPE_AVX2_AND_BASELINE_CLONES
+#else
+#define KVSCOPE_AVX2_AND_BASELINE_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+
 namespace detail {
 
 // Keys and values are read a block at a time, decoded into the tile unless
 // the cache holds them as f32. Built for AVX2 and for the baseline (the loader
 // picks one per CPU); the loop nest is in one function so the dispatch happens
 // once per segment.
-__attribute__((target_clones("avx2", "default"))) void
-attend_segment_portable(const SegmentWork& work) {
+KVSCOPE_AVX2_AND_BASELINE_CLONES void attend_segment_portable(const SegmentWork& work) {
     const LayerKvView& cache = *work.cache;
     const int kv_head = work.kv_head;
     const kv::BlockId* table = work.table;

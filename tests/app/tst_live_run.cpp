@@ -12,6 +12,7 @@
 #include "engine/model_path.h"
 #include "profiler/recording_events.h"
 #include "profiler/run_store.h"
+#include "tests/support/sanitized_build.h"
 
 #include <algorithm>
 
@@ -81,7 +82,7 @@ void TestLiveRun::live_run_fills_views_then_replays_exactly() {
     QSignalSpy finished(&window, &MainWindow::run_finished);
     QTest::mouseClick(window.run_panel()->start_button(), Qt::LeftButton);
     QCOMPARE(window.mode(), MainWindow::Mode::live);
-    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 180000);
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 180000 * kvscope::test::kSlowdown);
     QVERIFY2(finished.at(0).at(0).toString().contains("4 of 4 requests finished"),
              qPrintable(finished.at(0).at(0).toString()));
 
@@ -140,7 +141,8 @@ void TestLiveRun::pause_holds_the_engine() {
     window.run_panel()->apply_settings(settings);
     QSignalSpy finished(&window, &MainWindow::run_finished);
     QTest::mouseClick(window.run_panel()->start_button(), Qt::LeftButton);
-    QTRY_VERIFY_WITH_TIMEOUT(window.store() && window.store()->steps().size() > 3, 120000);
+    QTRY_VERIFY_WITH_TIMEOUT(window.store() && window.store()->steps().size() > 3,
+                             120000 * kvscope::test::kSlowdown);
     QTest::mouseClick(window.run_panel()->pause_button(), Qt::LeftButton);
     QVERIFY(window.engine()->paused());
     // The step under way ends, however long it takes, and the views catch up.
@@ -173,7 +175,8 @@ void TestLiveRun::quality_panel_reports_what_formats_cost() {
     settings.backend.threads = 2;
     panel.measure(settings);
     QVERIFY(panel.measuring());
-    QTRY_VERIFY_WITH_TIMEOUT(measured.count() + failed.count() == 1, 300000);
+    QTRY_VERIFY_WITH_TIMEOUT(measured.count() + failed.count() == 1,
+                             300000 * kvscope::test::kSlowdown);
     QCOMPARE(failed.count(), 0);
     const QString text = measured.at(0).at(0).toString();
     // Per 32 values q8_0 takes 34 bytes and q4_0 18, f16 64 each: 52 of 128, 59% less.
@@ -248,7 +251,7 @@ void TestLiveRun::speculative_demo_shows_verify_steps_and_rollbacks() {
     QCOMPARE(window.run_panel()->settings().speculative.method, kvscope::spec::DraftMethod::ngram);
     QSignalSpy finished(&window, &MainWindow::run_finished);
     QTest::mouseClick(window.run_panel()->start_button(), Qt::LeftButton);
-    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 180000);
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 180000 * kvscope::test::kSlowdown);
     const QString summary = finished.at(0).at(0).toString();
     QVERIFY2(summary.contains("speculation kept"), qPrintable(summary));
 
@@ -323,7 +326,7 @@ void TestLiveRun::offload_demo_loads_documents_back_from_the_tier() {
     QCOMPARE(window.run_panel()->settings().offload.capacity_blocks, std::int64_t{512});
     QSignalSpy finished(&window, &MainWindow::run_finished);
     QTest::mouseClick(window.run_panel()->start_button(), Qt::LeftButton);
-    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 180000);
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 180000 * kvscope::test::kSlowdown);
     const QString summary = finished.at(0).at(0).toString();
     QVERIFY2(summary.contains("the offload tier gave"), qPrintable(summary));
 

@@ -8,6 +8,7 @@
 #include "engine/model/llama_model.h"
 #include "engine/sched/llm_engine.h"
 #include "tests/support/golden.h"
+#include "tests/support/sanitized_build.h"
 
 #include <random>
 
@@ -73,9 +74,13 @@ void TestEngineFormats::serves_with_every_format_and_policy() {
     std::mt19937 rng(42);
     const std::vector<std::int32_t> shared{504, 3458, 314, 253, 2053, 28, 4632, 30, 346};
     int submitted = 0;
-    for (int step = 0; step < 60 || engine.has_unfinished(); ++step) {
+    // Requests arrive during the first 60 steps; under a sanitizer, which
+    // slows the model five-fold, during the first 15 (still enough to fill
+    // the pool, preempt and evict).
+    const int arrival_steps = test::full_or_sanitized(60, 15);
+    for (int step = 0; step < arrival_steps || engine.has_unfinished(); ++step) {
         QVERIFY2(step < 400, "requests stuck");
-        if (step < 60 && std::uniform_int_distribution<int>(0, 1)(rng) == 0) {
+        if (step < arrival_steps && std::uniform_int_distribution<int>(0, 1)(rng) == 0) {
             sched::RequestSpec spec;
             spec.prompt = shared;
             const int extra = std::uniform_int_distribution<int>(1, 24)(rng);
@@ -87,7 +92,7 @@ void TestEngineFormats::serves_with_every_format_and_policy() {
             engine.add_request(spec);
             ++submitted;
         }
-        if (step == 30 && engine.has_unfinished()) {
+        if (step == arrival_steps / 2 && engine.has_unfinished()) {
             engine.abort(engine.request_ids().back());
         }
         engine.step();

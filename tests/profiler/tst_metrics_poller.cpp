@@ -56,7 +56,7 @@ private slots:
     void pollsAndCountsFailuresWithReasons() {
         HttpServer server;
         server.set("/metrics", {200, kvscope::test::metrics_page("vllm.prom")});
-        server.set("/garbage", {0, std::string("\x01\x02\xff not HTTP at all\r\n\r\n", 27), true});
+        server.set("/garbage", {0, std::string("\x01\x02\xff not HTTP at all\r\n\r\n"), true});
         server.set("/html", {200, "<html><body>Not metrics</body></html>\n"});
         MetricsPollerOptions options;
         options.urls = {server.url("/metrics"), HttpServer::refused_url(), server.url("/missing"),

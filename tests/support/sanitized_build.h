@@ -1,0 +1,43 @@
+// Whether this test binary was built under AddressSanitizer or ThreadSanitizer
+// (the sanitize and tsan presets). Suites that take the real model through
+// many steps run a smaller workload there: the sanitizers slow the engine's
+// arithmetic several times over, while the code paths they check are the same
+// after a few steps as after hundreds.
+#pragma once
+
+namespace kvscope::test {
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitizedBuild = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kSanitizedBuild = true;
+#else
+inline constexpr bool kSanitizedBuild = false;
+#endif
+#else
+inline constexpr bool kSanitizedBuild = false;
+#endif
+
+// How many times longer a wait for the real model may take: three in a
+// sanitized build (whose test preset also lets a test function run 15
+// minutes instead of QtTest's 5).
+inline constexpr int kSlowdown = kSanitizedBuild ? 3 : 1;
+
+// `full` in a plain build, `sanitized` under a sanitizer.
+template <typename T>
+constexpr T full_or_sanitized(T full, T sanitized) {
+    return kSanitizedBuild ? sanitized : full;
+}
+
+} // namespace kvscope::test
+
+// Skips the test function (or data row) in a sanitized build, for checks of
+// numerics that a plain build makes and that reach no code the sanitized
+// run does not reach elsewhere. `why` names what stands in for it there.
+#define KVSCOPE_SKIP_WHEN_SANITIZED(why)                                                           \
+    do {                                                                                           \
+        if constexpr (::kvscope::test::kSanitizedBuild) {                                          \
+            QSKIP("numerics checked by the plain build; under a sanitizer " why);                  \
+        }                                                                                          \
+    } while (false)
