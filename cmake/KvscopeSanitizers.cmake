@@ -19,6 +19,14 @@ if(KVSCOPE_SANITIZE)
         message(FATAL_ERROR "ThreadSanitizer and AddressSanitizer cannot share a build: "
                             "use the sanitize and tsan presets")
     endif()
+    # nvcc compiles the CUDA sources without these flags and the CUDA runtime
+    # maps device memory in ways ASan's shadow does not expect: a sanitized
+    # build is a CPU build, as its presets are.
+    string(TOUPPER "${KVSCOPE_CUDA}" _kvscope_sanitize_cuda)
+    if(NOT _kvscope_sanitize_cuda STREQUAL "OFF")
+        message(FATAL_ERROR "KVSCOPE_SANITIZE needs KVSCOPE_CUDA=OFF (a sanitized build is CPU "
+                            "only): use the sanitize or tsan preset, or add -DKVSCOPE_CUDA=OFF")
+    endif()
     add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=${KVSCOPE_SANITIZE};-fno-sanitize-recover=all;-fno-omit-frame-pointer>")
     add_link_options("-fsanitize=${KVSCOPE_SANITIZE}")
 endif()

@@ -21,6 +21,7 @@
 #include "app/ui/views/prefix_view.h"
 #include "app/ui/views/timeline_view.h"
 #include "app/ui/workers/free_on_worker.h"
+#include "app/ui/workers/thread_handoff.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "kvscope/build_info.h"
@@ -521,7 +522,7 @@ void MainWindow::open_recording(const QString& path) {
         QString error;
         try {
             profiler::load_recording(path.toStdString(), *store, [&](double share) {
-                QMetaObject::invokeMethod(qApp, [progress, share] {
+                run_on_thread_of(qApp, [progress, share] {
                     if (progress) {
                         progress->setValue(static_cast<int>(share * 1000));
                     }
@@ -531,7 +532,7 @@ void MainWindow::open_recording(const QString& path) {
         } catch (const std::exception& e) {
             error = QString::fromUtf8(e.what());
         }
-        QMetaObject::invokeMethod(qApp, [self, progress, cancel, store, error, path] {
+        run_on_thread_of(qApp, [self, progress, cancel, store, error, path] {
             // Read the flag first: closing the dialog would raise it.
             const bool cancelled = cancel->load();
             if (progress) {

@@ -180,10 +180,16 @@ void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch
 // The loader picks a clone per CPU through an IFUNC resolver it runs while
 // relocating, before ThreadSanitizer's runtime starts: an instrumented
 // resolver crashes there, so a ThreadSanitizer build (GCC defines
-// __SANITIZE_THREAD__) keeps only the baseline clone.
+// __SANITIZE_THREAD__; clang says so through __has_feature) keeps only the
+// baseline clone.
 #if defined(__SANITIZE_THREAD__)
 #define KVSCOPE_AVX2_AND_BASELINE_CLONES
-#else
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KVSCOPE_AVX2_AND_BASELINE_CLONES
+#endif
+#endif
+#ifndef KVSCOPE_AVX2_AND_BASELINE_CLONES
 #define KVSCOPE_AVX2_AND_BASELINE_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
 

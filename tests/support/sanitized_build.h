@@ -32,12 +32,16 @@ constexpr T full_or_sanitized(T full, T sanitized) {
 
 } // namespace kvscope::test
 
-// Skips the test function (or data row) in a sanitized build, for checks of
-// numerics that a plain build makes and that reach no code the sanitized
+// Leaves the test function (or data row) out in a sanitized build, for checks
+// of numerics that the plain build makes and that reach no code the sanitized
 // run does not reach elsewhere. `why` names what stands in for it there.
-#define KVSCOPE_SKIP_WHEN_SANITIZED(why)                                                           \
+// It returns with a note instead of QSKIP: ctest marks a suite that prints a
+// SKIP line as skipped (how GPU suites say so without a GPU), which would hide
+// whether the rest of the suite passed under the sanitizer.
+#define KVSCOPE_LEAVE_OUT_WHEN_SANITIZED(why)                                                      \
     do {                                                                                           \
         if constexpr (::kvscope::test::kSanitizedBuild) {                                          \
-            QSKIP("numerics checked by the plain build; under a sanitizer " why);                  \
+            qInfo("left out under a sanitizer (numerics checked by the plain build): " why);       \
+            return;                                                                                \
         }                                                                                          \
     } while (false)

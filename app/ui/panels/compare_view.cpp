@@ -1,6 +1,7 @@
 #include "app/ui/panels/compare_view.h"
 
 #include "app/ui/models/compare_model.h"
+#include "app/ui/workers/thread_handoff.h"
 #include "profiler/recording.h"
 
 #include <exception>
@@ -40,11 +41,13 @@ public:
             result->now = profiler::compute_stats(now_.toStdString());
             result->rows = profiler::compare_stats(result->base, result->now, options_);
         } catch (const std::exception& e) {
-            emit failed(
+            emit_on_own_thread(
+                this, &CompareWorker::failed,
                 tr("Cannot read the %1 recording: %2").arg(which, QString::fromUtf8(e.what())));
             return;
         }
-        emit finished(std::shared_ptr<const CompareResult>(std::move(result)));
+        emit_on_own_thread(this, &CompareWorker::finished,
+                           std::shared_ptr<const CompareResult>(std::move(result)));
     }
 
 signals:
@@ -173,8 +176,8 @@ void CompareView::start() {
     }
     auto* worker = new CompareWorker(base, now, options());
     QThread* thread = QThread::create([worker] { worker->run(); });
-    // The worker lives on this thread and emits from its own: the
-    // connections are queued, and die with this view if it goes first.
+    // The worker lives on this thread and emits on it from its own
+    // (thread_handoff.h); the connections die with this view if it goes first.
     connect(worker, &CompareWorker::finished, this,
             [this, generation](const std::shared_ptr<const CompareResult>& result) {
                 if (generation == generation_) {

@@ -1,5 +1,6 @@
 #include "app/ui/panels/quality_panel.h"
 
+#include "app/ui/workers/thread_handoff.h"
 #include "engine/model/llama_model.h"
 #include "engine/model_path.h"
 #include "engine/quality/kv_quality.h"
@@ -127,7 +128,7 @@ void QualityPanel::measure(const RunSettings& settings) {
                 settings.backend.threads > 0 ? std::min(settings.backend.threads, 2) : 2;
             options.prompt_tokens = 128; // then 32-token chunks: eviction acts as it goes
             options.progress = [self, stop](double share) {
-                QMetaObject::invokeMethod(qApp, [self, share] {
+                run_on_thread_of(qApp, [self, share] {
                     if (self) {
                         self->progress_->setValue(static_cast<int>(share * 100));
                     }
@@ -142,7 +143,7 @@ void QualityPanel::measure(const RunSettings& settings) {
         } catch (const std::exception& e) {
             error = QString::fromUtf8(e.what());
         }
-        QMetaObject::invokeMethod(qApp, [self, stop, generation, text, error] {
+        run_on_thread_of(qApp, [self, stop, generation, text, error] {
             if (!self || stop->load() || generation != self->generation_) {
                 return;
             }

@@ -1,5 +1,6 @@
 #include "app/ui/panels/simulate_dialog.h"
 
+#include "app/ui/workers/thread_handoff.h"
 #include "engine/sim/cost_model.h"
 #include "engine/sim/kvscope_trace.h"
 #include "profiler/recorder.h"
@@ -329,7 +330,7 @@ bool SimulateDialog::start() {
             results = sim::simulate_each(
                 open, configs,
                 [self](std::size_t done) {
-                    QMetaObject::invokeMethod(qApp, [self, done] {
+                    run_on_thread_of(qApp, [self, done] {
                         if (self) {
                             self->progress_->setValue(static_cast<int>(done));
                         }
@@ -339,7 +340,7 @@ bool SimulateDialog::start() {
         } catch (const std::exception& e) {
             error = QString::fromUtf8(e.what());
         }
-        QMetaObject::invokeMethod(qApp, [self, cancel, results, error] {
+        run_on_thread_of(qApp, [self, cancel, results, error] {
             if (!self) {
                 return;
             }
@@ -470,7 +471,7 @@ bool SimulateDialog::show_in_views(int row) {
         } catch (const std::exception& e) {
             error = QString::fromUtf8(e.what());
         }
-        QMetaObject::invokeMethod(qApp, [self, cancel, path, error] {
+        run_on_thread_of(qApp, [self, cancel, path, error] {
             if (!self) {
                 return;
             }

@@ -1,6 +1,7 @@
 #include "app/ui/run/attach_controller.h"
 
 #include "app/ui/workers/free_on_worker.h"
+#include "app/ui/workers/thread_handoff.h"
 #include "engine/events/tee_sink.h"
 #include "profiler/attach/attach_session.h"
 #include "profiler/recorder.h"
@@ -172,7 +173,8 @@ void AttachController::stop() {
     stop_ = true;
 }
 
-// Signals emitted here are queued to the window's thread.
+// Runs on the controller's worker thread; its signals are emitted on the
+// window's thread, where the controller lives (thread_handoff.h).
 void AttachController::run(AttachSettings settings,
                            std::shared_ptr<profiler::LiveEventQueue> queue) {
     try {
@@ -217,7 +219,8 @@ void AttachController::run(AttachSettings settings,
         tee.add(queue.get());
         tee.add(recorder.get());
         attach::AttachSession session(options, &tee);
-        emit status(
+        emit_on_own_thread(
+            this, &AttachController::status,
             tr("Attached to %1").arg((settings.endpoints + settings.trtllm_urls).join(", ")));
 
         const auto start = std::chrono::steady_clock::now();
@@ -280,7 +283,7 @@ void AttachController::run(AttachSettings settings,
             if (behind) {
                 text += tr("; the window is behind, events wait in the publishers' queues");
             }
-            emit status(text);
+            emit_on_own_thread(this, &AttachController::status, text);
         }
         session.emit_status();
         snapshot(); // the final state, status rows included
@@ -299,10 +302,10 @@ void AttachController::run(AttachSettings settings,
             summary += tr("; recorded to %1").arg(settings.record_path);
         }
         running_ = false;
-        emit finished(summary);
+        emit_on_own_thread(this, &AttachController::finished, summary);
     } catch (const std::exception& e) {
         running_ = false;
-        emit failed(QString::fromUtf8(e.what()));
+        emit_on_own_thread(this, &AttachController::failed, QString::fromUtf8(e.what()));
     }
 }
 

@@ -1,5 +1,6 @@
 #include "app/ui/run/engine_controller.h"
 
+#include "app/ui/workers/thread_handoff.h"
 #include "engine/events/tee_sink.h"
 #include "engine/session/serving_session.h"
 #include "engine/spec/speculation_totals.h"
@@ -80,8 +81,9 @@ void EngineController::wait_while_paused() {
     holding_ = false;
 }
 
-// Signals emitted here are queued to the window's thread (the controller
-// lives there), so nothing below touches a widget.
+// Runs on the controller's worker thread; its signals are emitted on the
+// window's thread, where the controller lives (thread_handoff.h), and
+// nothing below touches a widget.
 void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveEventQueue> queue) {
     try {
         const std::filesystem::path model_file = session::run_model_file(settings);
@@ -98,16 +100,17 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
         tee.add(queue.get());
         tee.add(recorder.get());
 
-        emit loading(true);
-        emit status(tr("Loading %1 …").arg(QString::fromStdString(model_file.string())));
+        emit_on_own_thread(this, &EngineController::loading, true);
+        emit_on_own_thread(this, &EngineController::status,
+                           tr("Loading %1 …").arg(QString::fromStdString(model_file.string())));
         std::unique_ptr<session::ServingSession> run;
         try {
             run = std::make_unique<session::ServingSession>(settings, &tee);
         } catch (...) {
-            emit loading(false);
+            emit_on_own_thread(this, &EngineController::loading, false);
             throw;
         }
-        emit loading(false);
+        emit_on_own_thread(this, &EngineController::loading, false);
         if (recorder) {
             profiler::add_session_metadata(*recorder, *run);
         }
@@ -115,7 +118,7 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
         if (!run->backend_note().empty()) { // auto fell back to the CPU: say so and why
             running += " (" + QString::fromStdString(run->backend_note()) + ")";
         }
-        emit status(running);
+        emit_on_own_thread(this, &EngineController::status, running);
 
         const auto start = std::chrono::steady_clock::now();
         const int total = static_cast<int>(run->request_count());
@@ -128,7 +131,8 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
         serve.on_step = [&](const sched::StepStats& step) {
             steps_run_ = step.step + 1;
             if (step.step % 8 == 0) {
-                emit progress(static_cast<int>(run->ended_requests()), total);
+                emit_on_own_thread(this, &EngineController::progress,
+                                   static_cast<int>(run->ended_requests()), total);
             }
             wait_while_paused();
         };
@@ -145,7 +149,7 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
             speculation.add(r.accounting.drafted_tokens, r.accounting.accepted_tokens,
                             r.accounting.verify_steps);
         }
-        emit progress(total, total);
+        emit_on_own_thread(this, &EngineController::progress, total, total);
         if (recorder) {
             recorder->set_metadata("complete", stop_.load() ? "interrupted" : "yes");
             recorder->close();
@@ -174,10 +178,10 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
             summary += tr("; recorded to %1").arg(QString::fromStdString(settings.record_path));
         }
         running_ = false;
-        emit finished(summary);
+        emit_on_own_thread(this, &EngineController::finished, summary);
     } catch (const std::exception& e) {
         running_ = false;
-        emit failed(QString::fromUtf8(e.what()));
+        emit_on_own_thread(this, &EngineController::failed, QString::fromUtf8(e.what()));
     }
 }
 

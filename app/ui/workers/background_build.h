@@ -12,6 +12,7 @@
 #pragma once
 
 #include "app/ui/workers/free_on_worker.h"
+#include "app/ui/workers/thread_handoff.h"
 #include "app/ui/workers/view_workers.h"
 
 #include <chrono>
@@ -22,7 +23,6 @@
 #include <optional>
 
 #include <QElapsedTimer>
-#include <QMetaObject>
 #include <QObject>
 
 namespace kvscope::ui {
@@ -88,7 +88,7 @@ private:
             return;
         }
         running_ = true;
-        pool->start([link = link_, build = std::move(build), generation, self = this] {
+        run_on_pool(*pool, [link = link_, build = std::move(build), generation, self = this] {
             QElapsedTimer timer;
             timer.start();
             auto built = std::make_shared<Built>(Built{build(), 0});
@@ -100,9 +100,8 @@ private:
             // Runs on the owner's thread; dropped with the owner if it
             // goes first (its posted events go with it), and `self` is a
             // member of the owner, alive as long as it is.
-            QMetaObject::invokeMethod(
-                link->owner, [self, built, generation] { self->finished(generation, built); },
-                Qt::QueuedConnection);
+            run_on_thread_of(link->owner,
+                             [self, built, generation] { self->finished(generation, built); });
         });
     }
 

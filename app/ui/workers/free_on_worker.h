@@ -5,6 +5,7 @@
 // each time. Elsewhere than the window's thread they are freed on the spot.
 #pragma once
 
+#include "app/ui/workers/thread_handoff.h"
 #include "app/ui/workers/view_workers.h"
 
 #include <memory>
@@ -26,7 +27,7 @@ void free_on_worker(T value) {
         return; // `value` goes here
     }
     auto held = std::make_shared<T>(std::move(value));
-    view_workers()->start([held = std::move(held)]() mutable { held.reset(); });
+    run_on_pool(*view_workers(), [held = std::move(held)]() mutable { held.reset(); });
 }
 
 // A shared, immutable value freed as free_on_worker() frees, wherever its
