@@ -64,9 +64,16 @@ int run_plant(const QByteArray& plant, bool clean, int& argc, char** argv) {
         } else if (plant == "overflow" || plant == "leak" || plant == "ub") {
             QThread* worker = QThread::create([&] {
                 if (plant == "overflow") {
+                    // Read by the C library's memcpy, called through a
+                    // pointer the compiler cannot see through: UBSan's
+                    // object-size check would catch a read it can see
+                    // first, and this row is ASan's.
+                    void* (*volatile copy)(void*, const void*, std::size_t) = std::memcpy;
                     int* values = new int[4]{1, 2, 3, 4};
                     volatile int index = clean ? 3 : 4;
-                    g_sink_int = values[index];
+                    int value = 0;
+                    copy(&value, values + index, sizeof value);
+                    g_sink_int = value;
                     delete[] values;
                 } else if (plant == "leak") {
                     g_sink_pointer = std::malloc(64);
