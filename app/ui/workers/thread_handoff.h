@@ -1,22 +1,26 @@
-// How the app hands work and results between its threads through Qt: a task
-// queued on a thread pool, a call queued to the thread an object lives on, a
-// worker's signal emitted on its owner's thread. Qt orders these (a mutex
-// guards each queue), but Debian's Qt is not built with ThreadSanitizer, which
-// sees none of that ordering and would report every value handed over as a
-// race. So under ThreadSanitizer each hand-off also tells it directly: the
-// sender releases a key the receiver acquires before it touches what it got.
-// In other builds the annotations are empty and these are plain Qt calls.
+// How the app hands work and results between its threads through Qt's
+// queues: a task queued on a thread pool, a call queued to the thread an
+// object lives on, a worker's signal emitted on its owner's thread. Qt orders
+// these (a mutex guards each queue), but Debian's Qt is not built with
+// ThreadSanitizer, which sees none of that ordering and would report every
+// value handed over as a race. So under ThreadSanitizer each hand-off also
+// tells it directly: what is handed over travels in a parcel of its own on the
+// heap, whose address the sender releases after packing it and the receiver
+// acquires before opening it. One key per hand-off, so a receiver is ordered
+// after what its own sender did and nothing else. In other builds the
+// annotations are empty and this is one allocation more per hand-off.
 //
 // Hand values over by capture (copies, or shared immutable state); anything
 // both threads touch afterwards needs its own lock or atomic, which
 // ThreadSanitizer checks.
 #pragma once
 
-#include <functional>
+#include <memory>
 #include <utility>
 
 #include <QMetaObject>
 #include <QObject>
+#include <QRunnable>
 #include <QThread>
 #include <QThreadPool>
 
@@ -48,27 +52,46 @@ inline void release(const void* key) {
 inline void acquire(const void* key) {
     __tsan_acquire(const_cast<void*>(key));
 }
-// The queued call's own storage is written after the release (Qt builds it
-// inside invokeMethod) and read by the receiver, which is ordered only by
-// Qt's queue: those writes go unrecorded rather than reported.
-class UnrecordedWrites {
+// Memory accesses in this scope go unrecorded: Qt's queued call, built after
+// the release and read by the receiver before it can acquire, holds nothing
+// but the parcel's pointer. (ThreadSanitizer ignores reads here too.)
+class Unrecorded {
 public:
-    UnrecordedWrites() { AnnotateIgnoreWritesBegin(__FILE__, __LINE__); }
-    ~UnrecordedWrites() { AnnotateIgnoreWritesEnd(__FILE__, __LINE__); }
-    UnrecordedWrites(const UnrecordedWrites&) = delete;
-    UnrecordedWrites& operator=(const UnrecordedWrites&) = delete;
+    Unrecorded() { AnnotateIgnoreWritesBegin(__FILE__, __LINE__); }
+    ~Unrecorded() { AnnotateIgnoreWritesEnd(__FILE__, __LINE__); }
+    Unrecorded(const Unrecorded&) = delete;
+    Unrecorded& operator=(const Unrecorded&) = delete;
 };
 #else
 inline void release(const void*) {}
 inline void acquire(const void*) {}
-class UnrecordedWrites {};
+class Unrecorded {};
 #endif
 
-// The key of tasks queued on a pool: a fixed address, because a task must
-// acquire before it reads anything it was given, its captures included.
-inline const void* pool_task_key() {
-    static const char key = 0;
-    return &key;
+// What one hand-off carries. Its last owner frees it after the shared
+// pointer's count says every other owner is done, which ThreadSanitizer
+// sees: a call dropped unrun (its context destroyed first) is freed safely.
+template <class F>
+struct Parcel {
+    F contents;
+};
+
+template <class F>
+std::shared_ptr<Parcel<F>> pack(F contents) {
+    return std::make_shared<Parcel<F>>(Parcel<F>{std::move(contents)});
+}
+
+// On the receiving thread, first thing: the parcel's pointer is read before
+// the acquire, unrecorded, then everything in it after.
+template <class F>
+F& open(const std::shared_ptr<Parcel<F>>& parcel) {
+    Parcel<F>* opened = nullptr;
+    {
+        [[maybe_unused]] const Unrecorded unrecorded;
+        opened = parcel.get();
+    }
+    acquire(opened);
+    return opened->contents;
 }
 
 } // namespace handoff_detail
@@ -76,32 +99,30 @@ inline const void* pool_task_key() {
 // Runs `task` on one of `pool`'s threads.
 template <class Task>
 void run_on_pool(QThreadPool& pool, Task task) {
-    std::function<void()> queued = [task = std::move(task)]() mutable {
-        handoff_detail::acquire(handoff_detail::pool_task_key());
-        task();
-    };
-    handoff_detail::release(handoff_detail::pool_task_key());
-    pool.start(std::move(queued));
+    auto parcel = handoff_detail::pack(std::move(task));
+    // The runnable is made before the release: newer Qt builds it in its
+    // headers, where ThreadSanitizer would see the writes.
+    QRunnable* runnable = QRunnable::create([parcel] { handoff_detail::open(parcel)(); });
+    handoff_detail::release(parcel.get());
+    pool.start(runnable);
 }
 
 // Runs `call` on the thread `context` lives on, from its event loop; dropped
 // if `context` is destroyed first.
 template <class Call>
 void run_on_thread_of(QObject* context, Call call) {
-    handoff_detail::release(context->thread());
-    [[maybe_unused]] const handoff_detail::UnrecordedWrites unrecorded;
+    auto parcel = handoff_detail::pack(std::move(call));
+    handoff_detail::release(parcel.get());
+    [[maybe_unused]] const handoff_detail::Unrecorded unrecorded;
     QMetaObject::invokeMethod(
-        context,
-        [call = std::move(call)]() mutable {
-            handoff_detail::acquire(QThread::currentThread());
-            call();
-        },
-        Qt::QueuedConnection);
+        context, [parcel] { handoff_detail::open(parcel)(); }, Qt::QueuedConnection);
 }
 
 // Emits `sender`'s `signal` with `args` on the thread `sender` lives on: how a
 // worker reports to its owner, so every receiver (a QSignalSpy, which
-// connects directly, included) runs on the owner's thread.
+// connects directly, included) runs on the owner's thread. Each emission is
+// a queued call whether anyone listens or not, and a receiver connected with
+// Qt::BlockingQueuedConnection on that thread would deadlock.
 template <class Sender, class... Params, class... Args>
 void emit_on_own_thread(Sender* sender, void (Sender::*signal)(Params...), Args... args) {
     run_on_thread_of(sender, [sender, signal, args...] { (sender->*signal)(args...); });
