@@ -6,8 +6,9 @@
 // value handed over as a race. So under ThreadSanitizer each hand-off also
 // tells it directly: what is handed over travels in a parcel of its own on the
 // heap, whose address the sender releases after packing it and the receiver
-// acquires before opening it. One key per hand-off, so a receiver is ordered
-// after what its own sender did and nothing else. In other builds the
+// acquires before opening it (and releases when done, for whichever thread
+// frees it). One key per hand-off, so a receiver is ordered after what its
+// own sender did and nothing else. In other builds the
 // annotations are empty and this is one allocation more per hand-off.
 //
 // Hand values over by capture (copies, or shared immutable state); anything
@@ -68,12 +69,14 @@ inline void acquire(const void*) {}
 class Unrecorded {};
 #endif
 
-// What one hand-off carries. Its last owner frees it after the shared
-// pointer's count says every other owner is done, which ThreadSanitizer
-// sees: a call dropped unrun (its context destroyed first) is freed safely.
+// What one hand-off carries. Whichever thread frees it acquires its key
+// first, after the receiver released it again when done: the last owner is
+// often the sender, whose Qt-side reference (counted inside Qt, where
+// ThreadSanitizer cannot see) outlives a call run at once.
 template <class F>
 struct Parcel {
     F contents;
+    ~Parcel() { acquire(this); }
 };
 
 template <class F>
@@ -81,17 +84,19 @@ std::shared_ptr<Parcel<F>> pack(F contents) {
     return std::make_shared<Parcel<F>>(Parcel<F>{std::move(contents)});
 }
 
-// On the receiving thread, first thing: the parcel's pointer is read before
-// the acquire, unrecorded, then everything in it after.
+// On the receiving thread: the parcel's pointer is read before the acquire,
+// unrecorded, then its contents run, then the key is released again for the
+// thread that frees the parcel.
 template <class F>
-F& open(const std::shared_ptr<Parcel<F>>& parcel) {
+void open_and_run(const std::shared_ptr<Parcel<F>>& parcel) {
     Parcel<F>* opened = nullptr;
     {
         [[maybe_unused]] const Unrecorded unrecorded;
         opened = parcel.get();
     }
     acquire(opened);
-    return opened->contents;
+    opened->contents();
+    release(opened);
 }
 
 } // namespace handoff_detail
@@ -102,7 +107,7 @@ void run_on_pool(QThreadPool& pool, Task task) {
     auto parcel = handoff_detail::pack(std::move(task));
     // The runnable is made before the release: newer Qt builds it in its
     // headers, where ThreadSanitizer would see the writes.
-    QRunnable* runnable = QRunnable::create([parcel] { handoff_detail::open(parcel)(); });
+    QRunnable* runnable = QRunnable::create([parcel] { handoff_detail::open_and_run(parcel); });
     handoff_detail::release(parcel.get());
     pool.start(runnable);
 }
@@ -115,7 +120,7 @@ void run_on_thread_of(QObject* context, Call call) {
     handoff_detail::release(parcel.get());
     [[maybe_unused]] const handoff_detail::Unrecorded unrecorded;
     QMetaObject::invokeMethod(
-        context, [parcel] { handoff_detail::open(parcel)(); }, Qt::QueuedConnection);
+        context, [parcel] { handoff_detail::open_and_run(parcel); }, Qt::QueuedConnection);
 }
 
 // Emits `sender`'s `signal` with `args` on the thread `sender` lives on: how a
