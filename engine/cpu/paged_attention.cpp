@@ -2,6 +2,7 @@
 
 #include "engine/cpu/attention_kernels.h"
 #include "engine/util/cpu_features.h"
+#include "engine/util/sanitizer_build.h"
 
 #include <algorithm>
 #include <cmath>
@@ -179,17 +180,11 @@ void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch
 
 // The loader picks a clone per CPU through an IFUNC resolver it runs while
 // relocating, before ThreadSanitizer's runtime starts: an instrumented
-// resolver crashes there, so a ThreadSanitizer build (GCC defines
-// __SANITIZE_THREAD__; clang says so through __has_feature) keeps only the
-// baseline clone.
-#if defined(__SANITIZE_THREAD__)
+// resolver crashes there, so a ThreadSanitizer build keeps only the baseline
+// clone.
+#ifdef KVSCOPE_THREAD_SANITIZER
 #define KVSCOPE_AVX2_AND_BASELINE_CLONES
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define KVSCOPE_AVX2_AND_BASELINE_CLONES
-#endif
-#endif
-#ifndef KVSCOPE_AVX2_AND_BASELINE_CLONES
+#else
 #define KVSCOPE_AVX2_AND_BASELINE_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
 

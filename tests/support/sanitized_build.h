@@ -5,16 +5,12 @@
 // after a few steps as after hundreds.
 #pragma once
 
+#include "engine/util/sanitizer_build.h"
+
 namespace kvscope::test {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(KVSCOPE_ADDRESS_SANITIZER) || defined(KVSCOPE_THREAD_SANITIZER)
 inline constexpr bool kSanitizedBuild = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-inline constexpr bool kSanitizedBuild = true;
-#else
-inline constexpr bool kSanitizedBuild = false;
-#endif
 #else
 inline constexpr bool kSanitizedBuild = false;
 #endif

@@ -16,6 +16,8 @@
 // ThreadSanitizer checks.
 #pragma once
 
+#include "engine/util/sanitizer_build.h"
+
 #include <memory>
 #include <utility>
 
@@ -24,14 +26,6 @@
 #include <QRunnable>
 #include <QThread>
 #include <QThreadPool>
-
-#if defined(__SANITIZE_THREAD__)
-#define KVSCOPE_THREAD_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define KVSCOPE_THREAD_SANITIZER 1
-#endif
-#endif
 
 #ifdef KVSCOPE_THREAD_SANITIZER
 extern "C" {
