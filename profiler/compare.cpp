@@ -1,9 +1,14 @@
 #include "profiler/compare.h"
 
+#include "profiler/rank_interval.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <numeric>
+#include <optional>
+#include <stdexcept>
 
 namespace kvscope::profiler {
 namespace {
@@ -17,34 +22,137 @@ double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Timings: lower is better.
-MetricComparison compare_samples(const std::string& name, const std::vector<double>& base,
-                                 const std::vector<double>& now, const CompareOptions& options) {
-    MetricComparison m;
-    m.name = name;
-    m.unit = "ms";
+// One side's values of a metric, and whether every run had one.
+struct Values {
+    std::vector<double> values;
+    bool complete = true;
+};
+
+// Lower is better (timings, costs). One run a side: per-step or per-request
+// samples, one-sided Mann-Whitney.
+MetricComparison judge_samples(MetricComparison m, const std::vector<double>& base,
+                               const std::vector<double>& now, double threshold,
+                               const CompareOptions& options) {
     m.base_samples = static_cast<std::int64_t>(base.size());
     m.new_samples = static_cast<std::int64_t>(now.size());
-    if (base.size() < 3 || now.size() < 3) {
-        m.verdict = Verdict::not_comparable;
-        m.base = median(base);
-        m.now = median(now);
-        return m;
-    }
     m.base = median(base);
     m.now = median(now);
+    if (base.size() < 3 || now.size() < 3) {
+        m.verdict = Verdict::not_comparable;
+        return m;
+    }
     m.change = m.base > 0 ? (m.now - m.base) / m.base : 0;
     const double p_slower = mann_whitney_greater(base, now);
     const double p_faster = mann_whitney_greater(now, base);
-    if (m.change > options.threshold && p_slower < options.alpha) {
+    if (m.change > threshold && p_slower < options.alpha) {
         m.verdict = Verdict::regressed;
         m.p_value = p_slower;
-    } else if (m.change < -options.threshold && p_faster < options.alpha) {
+    } else if (m.change < -threshold && p_faster < options.alpha) {
         m.verdict = Verdict::improved;
         m.p_value = p_faster;
     } else {
         m.p_value = std::min(p_slower, p_faster);
     }
+    return m;
+}
+
+// Lower is better. Repetitions: one value per run, the ratio's rank interval
+// (paired: per round).
+MetricComparison judge_runs(MetricComparison m, const std::vector<double>& base,
+                            const std::vector<double>& now, bool paired, double threshold,
+                            const CompareOptions& options) {
+    m.basis = paired ? Basis::rounds : Basis::runs;
+    m.base_samples = static_cast<std::int64_t>(base.size());
+    m.new_samples = static_cast<std::int64_t>(now.size());
+    m.base = median(base);
+    m.now = median(now);
+    const auto positive = [](const std::vector<double>& v) {
+        return std::all_of(v.begin(), v.end(), [](double x) { return x > 0 && std::isfinite(x); });
+    };
+    if (!positive(base) || !positive(now)) {
+        m.verdict = Verdict::not_comparable;
+        return m;
+    }
+    const double confidence = 1 - 2 * options.alpha;
+    const RatioInterval r = paired ? paired_ratio_interval(base, now, confidence)
+                                   : ratio_interval(base, now, confidence);
+    m.change = r.ratio - 1;
+    m.low = r.low;
+    m.high = r.high;
+    m.confidence = r.confidence;
+    if (!r.bounded()) {
+        m.verdict = Verdict::not_comparable;
+        return m;
+    }
+    if (m.change > threshold && r.p_greater < options.alpha) {
+        m.verdict = Verdict::regressed;
+        m.p_value = r.p_greater;
+    } else if (m.change < -threshold && r.p_less < options.alpha) {
+        m.verdict = Verdict::improved;
+        m.p_value = r.p_less;
+    } else {
+        m.p_value = std::min(r.p_greater, r.p_less);
+    }
+    return m;
+}
+
+MetricComparison metric(std::string name, std::string unit, bool robust) {
+    MetricComparison m;
+    m.name = std::move(name);
+    m.unit = std::move(unit);
+    m.noise_robust = robust;
+    return m;
+}
+
+template <class Get>
+Values run_values(const std::vector<RecordingStats>& runs, Get get) {
+    Values out;
+    for (const RecordingStats& s : runs) {
+        const std::optional<double> v = get(s);
+        if (v) {
+            out.values.push_back(*v);
+        } else {
+            out.complete = false;
+        }
+    }
+    return out;
+}
+
+template <class Get>
+std::vector<double> pooled(const std::vector<RecordingStats>& runs, Get get) {
+    std::vector<double> out;
+    for (const RecordingStats& s : runs) {
+        const std::vector<double>& v = get(s);
+        out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+}
+
+std::optional<double> median_of(const std::vector<double>& samples) {
+    if (samples.empty()) {
+        return std::nullopt;
+    }
+    return median(samples);
+}
+
+// Work fixed by the workload: equal on every run of both sides, or not.
+MetricComparison exact(std::string name, std::string unit, const std::vector<RecordingStats>& base,
+                       const std::vector<RecordingStats>& now,
+                       std::int64_t (*get)(const RecordingStats&)) {
+    MetricComparison m = metric(std::move(name), std::move(unit), true);
+    m.basis = Basis::exact;
+    const std::int64_t b = get(base.front());
+    const std::int64_t n = get(now.front());
+    m.base = static_cast<double>(b);
+    m.now = static_cast<double>(n);
+    m.change = b != 0 ? (m.now - m.base) / m.base : 0;
+    bool equal = b == n;
+    for (const auto* side : {&base, &now}) {
+        for (const RecordingStats& s : *side) {
+            equal = equal && get(s) == b;
+        }
+    }
+    m.verdict = equal ? Verdict::same : Verdict::differs;
     return m;
 }
 
@@ -60,6 +168,28 @@ std::string_view verdict_name(Verdict verdict) {
         return "REGRESSED";
     case Verdict::not_comparable:
         return "too few samples";
+    case Verdict::not_measured:
+        return "not measured";
+    case Verdict::differs:
+        return "differs";
+    }
+    return "?";
+}
+
+std::string_view basis_name(Basis basis) {
+    switch (basis) {
+    case Basis::rounds:
+        return "rounds";
+    case Basis::runs:
+        return "runs";
+    case Basis::steps:
+        return "steps";
+    case Basis::requests:
+        return "requests";
+    case Basis::exact:
+        return "exact";
+    case Basis::single:
+        return "single";
     }
     return "?";
 }
@@ -110,58 +240,217 @@ double mann_whitney_greater(const std::vector<double>& better, const std::vector
     return 0.5 * std::erfc(z / std::sqrt(2.0));
 }
 
-std::vector<MetricComparison> compare_stats(const RecordingStats& base, const RecordingStats& now,
-                                            const CompareOptions& options) {
+bool runs_are_paired(const std::vector<RecordingStats>& base,
+                     const std::vector<RecordingStats>& now) {
+    if (base.size() != now.size() || base.size() < 2) {
+        return false;
+    }
+    for (std::size_t i = 0; i < base.size(); ++i) {
+        const auto name = [](const RecordingStats& s) {
+            return std::filesystem::path(s.path).filename();
+        };
+        if (name(base[i]) != name(now[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+std::vector<MetricComparison> compare_runs(const std::vector<RecordingStats>& base,
+                                           const std::vector<RecordingStats>& now,
+                                           const CompareOptions& options) {
+    if (base.empty() || now.empty()) {
+        throw std::invalid_argument("compare needs at least one recording a side");
+    }
+    // Repetitions on both sides: run-level values. Otherwise one run's
+    // samples (pooled, if one side has several).
+    const bool by_runs = base.size() >= 2 && now.size() >= 2;
+    const bool paired = runs_are_paired(base, now);
     std::vector<MetricComparison> out;
-    out.push_back(compare_samples("step time", base.step_ms_samples, now.step_ms_samples, options));
-    out.push_back(
-        compare_samples("time to first token", base.ttft_ms_samples, now.ttft_ms_samples, options));
-    out.push_back(compare_samples("time per output token", base.tpot_ms_samples,
-                                  now.tpot_ms_samples, options));
-    MetricComparison hits;
-    hits.name = "prefix hit rate";
-    hits.unit = "%";
-    hits.base = 100 * base.prefix_hit_rate;
-    hits.now = 100 * now.prefix_hit_rate;
-    hits.change = base.prefix_hit_rate > 0
-                      ? (now.prefix_hit_rate - base.prefix_hit_rate) / base.prefix_hit_rate
-                      : 0;
-    if (base.prefix_hit_rate - now.prefix_hit_rate > options.hit_rate_drop) {
+
+    // A timing or cost: run-level values, or the pooled samples behind them.
+    const auto timing = [&](MetricComparison m, double threshold, Basis sample_basis,
+                            const auto& samples_of, const auto& run_value) {
+        const Values b = run_values(base, run_value);
+        const Values n = run_values(now, run_value);
+        if (by_runs) {
+            if (!b.complete || !n.complete) {
+                m.verdict = Verdict::not_comparable;
+                m.base_samples = static_cast<std::int64_t>(b.values.size());
+                m.new_samples = static_cast<std::int64_t>(n.values.size());
+                m.basis = paired ? Basis::rounds : Basis::runs;
+                return m;
+            }
+            return judge_runs(std::move(m), b.values, n.values, paired, threshold, options);
+        }
+        m.basis = sample_basis;
+        return judge_samples(std::move(m), pooled(base, samples_of), pooled(now, samples_of),
+                             threshold, options);
+    };
+    out.push_back(timing(
+        metric("step time", "ms", false), options.threshold, Basis::steps,
+        [](const RecordingStats& s) -> const std::vector<double>& { return s.step_ms_samples; },
+        [](const RecordingStats& s) { return median_of(s.step_ms_samples); }));
+    out.push_back(timing(
+        metric("time to first token", "ms", false), options.threshold, Basis::requests,
+        [](const RecordingStats& s) -> const std::vector<double>& { return s.ttft_ms_samples; },
+        [](const RecordingStats& s) { return median_of(s.ttft_ms_samples); }));
+    out.push_back(timing(
+        metric("time per output token", "ms", false), options.threshold, Basis::requests,
+        [](const RecordingStats& s) -> const std::vector<double>& { return s.tpot_ms_samples; },
+        [](const RecordingStats& s) { return median_of(s.tpot_ms_samples); }));
+
+    // Costs: recorded by kvscope 0.x onwards (step_counters); hardware
+    // counters only where the kernel allowed them.
+    const auto all = [](const std::vector<RecordingStats>& runs, auto has) {
+        return std::all_of(runs.begin(), runs.end(), has);
+    };
+    const auto has_costs = [](const RecordingStats& s) {
+        return s.costs.steps > 0;
+    };
+    MetricComparison cpu = metric("engine CPU time", "ms", true);
+    const auto cpu_total = [](const RecordingStats& s) {
+        return std::optional<double>(s.costs.cpu_ms);
+    };
+    if (all(base, has_costs) && all(now, has_costs) && by_runs) {
+        out.push_back(judge_runs(std::move(cpu), run_values(base, cpu_total).values,
+                                 run_values(now, cpu_total).values, paired,
+                                 options.robust_threshold, options));
+    } else if (all(base, has_costs) && all(now, has_costs)) {
+        // One run a side: the totals (a run's CPU time, per run), judged
+        // with the per-step samples' test.
+        const auto samples = [](const RecordingStats& s) -> const std::vector<double>& {
+            return s.step_cpu_ms_samples;
+        };
+        cpu = judge_samples(std::move(cpu), pooled(base, samples), pooled(now, samples),
+                            options.robust_threshold, options);
+        cpu.basis = Basis::steps;
+        const auto mean_total = [&](const std::vector<RecordingStats>& runs) {
+            return median(run_values(runs, cpu_total).values);
+        };
+        cpu.base = mean_total(base);
+        cpu.now = mean_total(now);
+        cpu.change = cpu.base > 0 ? (cpu.now - cpu.base) / cpu.base : 0;
+        const double p_slower = mann_whitney_greater(pooled(base, samples), pooled(now, samples));
+        const double p_faster = mann_whitney_greater(pooled(now, samples), pooled(base, samples));
+        cpu.verdict =
+            cpu.verdict == Verdict::not_comparable ? Verdict::not_comparable
+            : cpu.change > options.robust_threshold && p_slower < options.alpha ? Verdict::regressed
+            : cpu.change < -options.robust_threshold && p_faster < options.alpha ? Verdict::improved
+                                                                                 : Verdict::same;
+        cpu.p_value = cpu.verdict == Verdict::regressed  ? p_slower
+                      : cpu.verdict == Verdict::improved ? p_faster
+                                                         : std::min(p_slower, p_faster);
+        out.push_back(cpu);
+    } else {
+        cpu.verdict = Verdict::not_measured;
+        out.push_back(cpu);
+    }
+    const auto counter = [&](std::string name, bool robust,
+                             std::int64_t RecordingStats::StepCosts::*field) {
+        MetricComparison m = metric(std::move(name), "", robust);
+        const auto counted = [field](const RecordingStats& s) {
+            return s.costs.*field >= 0;
+        };
+        if (!all(base, counted) || !all(now, counted)) {
+            m.verdict = Verdict::not_measured;
+            return m;
+        }
+        const auto value = [field](const RecordingStats& s) {
+            return std::optional<double>(static_cast<double>(s.costs.*field));
+        };
+        if (by_runs) {
+            return judge_runs(std::move(m), run_values(base, value).values,
+                              run_values(now, value).values, paired, options.robust_threshold,
+                              options);
+        }
+        // One number a side, barely noisy: the threshold alone judges it.
+        m.base = static_cast<double>(base.front().costs.*field);
+        m.now = static_cast<double>(now.front().costs.*field);
+        m.change = m.base > 0 ? (m.now - m.base) / m.base : 0;
+        m.verdict = m.change > options.robust_threshold    ? Verdict::regressed
+                    : m.change < -options.robust_threshold ? Verdict::improved
+                                                           : Verdict::same;
+        return m;
+    };
+    out.push_back(counter("instructions", true, &RecordingStats::StepCosts::instructions));
+    // Cycles follow the caches a neighbour shares: not noise-robust.
+    out.push_back(counter("cycles", false, &RecordingStats::StepCosts::cycles));
+
+    MetricComparison hits = metric("prefix hit rate", "%", true);
+    std::vector<double> base_rates;
+    std::vector<double> new_rates;
+    for (const RecordingStats& s : base) {
+        base_rates.push_back(s.prefix_hit_rate);
+    }
+    for (const RecordingStats& s : now) {
+        new_rates.push_back(s.prefix_hit_rate);
+    }
+    const double base_rate = median(base_rates);
+    const double new_rate = median(new_rates);
+    hits.base = 100 * base_rate;
+    hits.now = 100 * new_rate;
+    hits.change = base_rate > 0 ? (new_rate - base_rate) / base_rate : 0;
+    if (base_rate - new_rate > options.hit_rate_drop) {
         hits.verdict = Verdict::regressed;
-    } else if (now.prefix_hit_rate - base.prefix_hit_rate > options.hit_rate_drop) {
+    } else if (new_rate - base_rate > options.hit_rate_drop) {
         hits.verdict = Verdict::improved;
     }
     out.push_back(hits);
-    const auto informational = [&](const std::string& name, double b, double n) {
-        MetricComparison m;
-        m.name = name;
-        m.base = b;
-        m.now = n;
-        m.change = b != 0 ? (n - b) / b : 0;
-        out.push_back(m);
-    };
-    informational("preemptions", static_cast<double>(base.preemptions),
-                  static_cast<double>(now.preemptions));
-    informational("peak used blocks", static_cast<double>(base.peak_used_blocks),
-                  static_cast<double>(now.peak_used_blocks));
-    informational("generated tokens", static_cast<double>(base.generated_tokens),
-                  static_cast<double>(now.generated_tokens));
+
+    out.push_back(exact("computed tokens", "", base, now,
+                        [](const RecordingStats& s) { return s.computed_tokens(); }));
+    out.push_back(exact("generated tokens", "", base, now,
+                        [](const RecordingStats& s) { return s.generated_tokens; }));
+    out.push_back(exact("prefix hit tokens", "", base, now,
+                        [](const RecordingStats& s) { return s.prefix_hit_tokens; }));
+    out.push_back(exact("KV bytes written", "B", base, now,
+                        [](const RecordingStats& s) { return s.kv_bytes_written(); }));
+    if (all(base, has_costs) && all(now, has_costs)) {
+        out.push_back(exact("KV bytes read", "B", base, now,
+                            [](const RecordingStats& s) { return s.kv_bytes_read(); }));
+    } else {
+        MetricComparison read = metric("KV bytes read", "B", true);
+        read.basis = Basis::exact;
+        read.verdict = Verdict::not_measured;
+        out.push_back(read);
+    }
+    out.push_back(
+        exact("preemptions", "", base, now, [](const RecordingStats& s) { return s.preemptions; }));
+    out.push_back(exact("peak used blocks", "", base, now,
+                        [](const RecordingStats& s) { return s.peak_used_blocks; }));
     return out;
+}
+
+std::vector<MetricComparison> compare_stats(const RecordingStats& base, const RecordingStats& now,
+                                            const CompareOptions& options) {
+    return compare_runs({base}, {now}, options);
 }
 
 MetricCells format_metric(const MetricComparison& m) {
     // snprintf rather than streams: the conversions `kvscope compare` always
     // printed, so tables in CI logs stay comparable across versions.
-    char buffer[64];
+    char buffer[96];
     MetricCells cells;
     cells.metric = m.name;
     cells.unit = m.unit;
-    std::snprintf(buffer, sizeof buffer, "%.3f", m.base);
-    cells.base = buffer;
-    std::snprintf(buffer, sizeof buffer, "%.3f", m.now);
-    cells.now = buffer;
+    const bool whole = m.unit.empty() || m.unit == "B"; // counts and bytes
+    const bool measured = m.verdict != Verdict::not_measured;
+    std::snprintf(buffer, sizeof buffer, whole ? "%.0f" : "%.3f", m.base);
+    cells.base = measured ? buffer : "-";
+    std::snprintf(buffer, sizeof buffer, whole ? "%.0f" : "%.3f", m.now);
+    cells.now = measured ? buffer : "-";
     std::snprintf(buffer, sizeof buffer, "%+.1f%%", 100 * m.change);
-    cells.change = buffer;
+    cells.change = measured ? buffer : "-";
+    cells.interval = "-";
+    if (m.high > 0) {
+        if (std::isfinite(m.high) && m.low > 0) {
+            std::snprintf(buffer, sizeof buffer, "%.3f-%.3fx", m.low, m.high);
+            cells.interval = buffer;
+        } else {
+            cells.interval = "unbounded";
+        }
+    }
     cells.p_value = "-";
     if (m.p_value >= 0) {
         std::snprintf(buffer, sizeof buffer, "%.2g", m.p_value);
@@ -169,10 +458,17 @@ MetricCells format_metric(const MetricComparison& m) {
     }
     cells.samples = "-";
     if (m.base_samples > 0 || m.new_samples > 0) {
-        std::snprintf(buffer, sizeof buffer, "%lld/%lld", static_cast<long long>(m.base_samples),
-                      static_cast<long long>(m.new_samples));
+        if (m.basis == Basis::rounds) {
+            std::snprintf(buffer, sizeof buffer, "%lld rounds",
+                          static_cast<long long>(m.base_samples));
+        } else {
+            std::snprintf(
+                buffer, sizeof buffer, m.basis == Basis::runs ? "%lld/%lld runs" : "%lld/%lld",
+                static_cast<long long>(m.base_samples), static_cast<long long>(m.new_samples));
+        }
         cells.samples = buffer;
     }
+    cells.robust = m.basis == Basis::exact ? "exact" : m.noise_robust ? "yes" : "no";
     cells.verdict = verdict_name(m.verdict);
     return cells;
 }
@@ -183,13 +479,35 @@ int count_regressions(const std::vector<MetricComparison>& rows) {
     }));
 }
 
-std::string compare_criteria(const CompareOptions& options) {
-    char text[256];
-    std::snprintf(text, sizeof text,
-                  "Timings (medians) regress when more than %.0f%% slower with p < %.3g "
-                  "(one-sided Mann-Whitney U); the prefix hit rate when it drops by more than "
-                  "%.0f points.",
-                  100 * options.threshold, options.alpha, 100 * options.hit_rate_drop);
+std::string compare_criteria(const CompareOptions& options, std::size_t runs_a_side) {
+    char text[1024];
+    if (runs_a_side >= 2) {
+        std::snprintf(
+            text, sizeof text,
+            "Repetitions: each run is one sample (a round's two runs a pair when the files "
+            "match by name, as kvscope gate writes them). A timing's change is the "
+            "Hodges-Lehmann ratio of run-level values (medians; CPU time and counters: totals) "
+            "with its exact %.0f%% rank interval; it regresses when more than %.0f%% slower "
+            "(wall clock) or %.0f%% (noise-robust: CPU time, instructions) with p < %.3g "
+            "(one-sided signed-rank test over rounds, Mann-Whitney over unpaired runs). The "
+            "prefix hit rate regresses when it drops by more than %.0f points. Work "
+            "figures must be equal ('differs' fails nothing but means the runs did not do the "
+            "same work).",
+            100 * (1 - 2 * options.alpha), 100 * options.threshold, 100 * options.robust_threshold,
+            options.alpha, 100 * options.hit_rate_drop);
+    } else {
+        std::snprintf(
+            text, sizeof text,
+            "One run a side: timings (medians) regress when more than %.0f%% slower (wall clock) "
+            "or %.0f%% (noise-robust: CPU time, instructions) with p < %.3g (one-sided "
+            "Mann-Whitney U over steps or requests, which a machine busier during one whole run "
+            "fools: record repetitions, or use kvscope gate, for a verdict that holds on a shared "
+            "machine); the prefix hit rate when it drops by more than %.0f points. Work figures "
+            "must be equal ('differs' fails nothing but means the runs did not do the same "
+            "work).",
+            100 * options.threshold, 100 * options.robust_threshold, options.alpha,
+            100 * options.hit_rate_drop);
+    }
     return text;
 }
 

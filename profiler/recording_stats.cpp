@@ -46,6 +46,14 @@ Distribution Distribution::of(std::vector<double> samples) {
     return d;
 }
 
+std::int64_t RecordingStats::kv_bytes_written() const {
+    return block_size > 0 ? computed_tokens() * kv_bytes_per_block / block_size : 0;
+}
+
+std::int64_t RecordingStats::kv_bytes_read() const {
+    return block_size > 0 ? costs.kv_entries_read * kv_bytes_per_block / block_size : 0;
+}
+
 RecordingStats compute_stats(const std::filesystem::path& path) {
     const ReadOnlyRecording recording(path);
     RecordingStats s;
@@ -59,7 +67,8 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
 
     std::map<std::int64_t, RequestTimes> requests;
     std::map<std::int64_t, std::int64_t> step_begin; // step index -> t_ns
-    std::int64_t block_size = 0;
+    std::int64_t& block_size = s.block_size;
+    bool every_step_counted = true;
     double prefill_only_ms = 0; // steps that ran prompt tokens almost only
     std::int64_t prefill_only_tokens = 0;
     std::int64_t first_t = -1;
@@ -93,6 +102,21 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
         case EventKind::step_begin:
             step_begin[events::as<events::StepBegin>(event).step] = t;
             break;
+        case EventKind::step_counters: {
+            const auto cost = events::as<events::StepCounters>(event);
+            const double cpu_ms = static_cast<double>(cost.cpu_ns) * 1e-6;
+            ++s.costs.steps;
+            s.costs.cpu_ms += cpu_ms;
+            s.step_cpu_ms_samples.push_back(cpu_ms);
+            s.costs.kv_entries_read += cost.kv_entries_read;
+            every_step_counted = every_step_counted && cost.instructions >= 0 && cost.cycles >= 0;
+            if (every_step_counted) {
+                s.costs.instructions =
+                    std::max<std::int64_t>(0, s.costs.instructions) + cost.instructions;
+                s.costs.cycles = std::max<std::int64_t>(0, s.costs.cycles) + cost.cycles;
+            }
+            break;
+        }
         case EventKind::step_end: {
             const auto end = events::as<events::StepEnd>(event);
             if (const auto it = step_begin.find(end.step); it != step_begin.end()) {
@@ -196,6 +220,10 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
         default:
             break;
         }
+    }
+    if (!every_step_counted) {
+        s.costs.instructions = -1;
+        s.costs.cycles = -1;
     }
     s.events = rows.rows_read();
     s.times = summarise_time_by_name(recording.db());

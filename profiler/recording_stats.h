@@ -108,7 +108,25 @@ struct RecordingStats {
     // Attached engines, in source order (empty for a kvscope run).
     std::vector<AttachedSourceStats> attached;
 
+    // What the steps cost (step_counters events; recordings older than them
+    // have none): the engine thread's CPU time, and hardware counters where
+    // the kernel allowed them (-1 when any step went uncounted).
+    struct StepCosts {
+        std::int64_t steps = 0; // steps with counters
+        double cpu_ms = 0;
+        std::int64_t instructions = -1;
+        std::int64_t cycles = -1;
+        std::int64_t kv_entries_read = 0; // attended cache entries, per layer
+    } costs;
+    // Work that depends on the workload alone (compared exactly): cache
+    // entries written are the tokens computed; bytes at the cache's format.
+    std::int64_t computed_tokens() const { return prefill_tokens + decode_tokens; }
+    std::int64_t kv_bytes_written() const;
+    std::int64_t kv_bytes_read() const;
+    std::int64_t block_size = 0;
+
     // Per-step and per-request samples, for compare's statistical tests.
+    std::vector<double> step_cpu_ms_samples;
     std::vector<double> step_ms_samples;
     std::vector<double> ttft_ms_samples;
     std::vector<double> tpot_ms_samples;

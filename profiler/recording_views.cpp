@@ -152,7 +152,8 @@ std::string op_slices_view() {
            " AS op, " + col(op, "step") + " AS step, " + col(op, "layer") +
            " AS layer, e.t_ns AS begin_ns, " + col(op, "end_ns") + " AS end_ns, (" +
            col(op, "end_ns") +
-           " - e.t_ns) / 1e3 AS duration_us\nFROM KVSCOPE_EVENTS AS e\n"
+           " - e.t_ns) / 1e3 AS duration_us, " + col(op, "cpu_ns") +
+           " / 1e3 AS cpu_us\nFROM KVSCOPE_EVENTS AS e\n"
            "WHERE e.kind = " +
            id(op) + ";\n";
 }

@@ -24,6 +24,7 @@ Command add_run_command(CLI::App& app);
 Command add_record_command(CLI::App& app);
 Command add_stats_command(CLI::App& app);
 Command add_compare_command(CLI::App& app);
+Command add_gate_command(CLI::App& app);
 Command add_export_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
 Command add_attach_command(CLI::App& app);

@@ -4,6 +4,7 @@
 #include "engine/gpu_devices.h"
 #include "engine/model_path.h"
 #include "engine/util/json_text.h"
+#include "engine/util/perf_counters.h"
 #include "kvscope/build_info.h"
 
 #include <iostream>
@@ -43,6 +44,11 @@ nlohmann::json collect_info() {
     info["cuda_architectures"] = build_info::cuda_architectures;
     info["cuda_verification"] = cuda_verification();
     info["sqlite_version"] = sqlite3_libversion();
+    const std::string counters_problem = perf_counters_unavailable_reason();
+    info["hardware_counters"] = {{"available", counters_problem.empty()}};
+    if (!counters_problem.empty()) {
+        info["hardware_counters"]["unavailable_reason"] = counters_problem;
+    }
 
     const GpuInventory gpus = query_gpu_devices();
     info["gpus"] = nlohmann::json::array();
@@ -93,6 +99,13 @@ void print_text(const nlohmann::json& info) {
         }
     }
     std::cout << "  SQLite       : " << info["sqlite_version"].get<std::string>() << "\n";
+    const nlohmann::json& counters = info["hardware_counters"];
+    std::cout << "  HW counters  : "
+              << (counters["available"].get<bool>()
+                      ? std::string("instructions and cycles (regression gates use them)")
+                      : "none (" + counters["unavailable_reason"].get<std::string>() +
+                            "); gates use CPU time")
+              << "\n";
     const auto& model = info["model"];
     std::cout << "  Model        : " << model["path"].get<std::string>()
               << (model["from_KVSCOPE_MODEL"].get<bool>() ? " (from KVSCOPE_MODEL)" : "") << "\n";

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
     commands.push_back(add_record_command(app));
     commands.push_back(add_stats_command(app));
     commands.push_back(add_compare_command(app));
+    commands.push_back(add_gate_command(app));
     commands.push_back(add_export_command(app));
     commands.push_back(add_eval_command(app));
     commands.push_back(add_attach_command(app));

@@ -14,6 +14,7 @@
 #include "engine/session/run_summary.h"
 #include "engine/session/serving_session.h"
 #include "engine/util/json_text.h"
+#include "engine/util/perf_counters.h"
 #include "profiler/recorder.h"
 #include "profiler/run_metadata.h"
 
@@ -83,6 +84,7 @@ int serve_workload(ServeWorkloadOptions& options) {
     config.temperature = options.temperature;
     config.real_time = !options.all_at_once;
     config.backend.throttle_ms = options.throttle_ms;
+    config.backend.slowdown_percent = options.slowdown_percent;
     const bool recording = !options.out_path.empty();
     config.record_ops = recording; // per-op CPU slices in recordings
     config.token_text = recording; // text for the app's tooltips and requests table
@@ -98,6 +100,13 @@ int serve_workload(ServeWorkloadOptions& options) {
             options.overwrite);
         recorder->set_gpu_devices(query_gpu_devices().devices);
         tracer = start_gpu_capture(options.gpu_capture, *recorder);
+        // Steps record CPU time always; instructions and cycles where allowed.
+        if (const std::string why = perf_counters_unavailable_reason(); why.empty()) {
+            std::fprintf(stderr, "Hardware counters: instructions and cycles per step\n");
+        } else {
+            std::fprintf(stderr, "Hardware counters: not counted (%s); steps record CPU time\n",
+                         why.c_str());
+        }
     }
     std::ofstream events_file;
     std::unique_ptr<JsonlEventSink> sink;
@@ -246,8 +255,14 @@ void add_workload_options(CLI::App* parser, const std::shared_ptr<ServeWorkloadO
     parser
         ->add_option("--throttle-ms", options->throttle_ms,
                      "Sleep this long in every step's forward pass, a stand-in for a slower "
-                     "build (to try regression gates)")
+                     "build (to try regression gates; costs no CPU time)")
         ->check(CLI::Range(0, 60000));
+    parser
+        ->add_option("--slow-down", options->slowdown_percent,
+                     "Run this many percent longer on the CPU in every forward pass, a planted "
+                     "regression that CPU-time gates see (percent of the engine thread's CPU "
+                     "time)")
+        ->check(CLI::Range(0.0, 1000.0));
     options->engine.add_to(*parser);
     options->serving.add_to(*parser);
     options->eviction.add_to(*parser);

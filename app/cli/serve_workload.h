@@ -28,8 +28,9 @@ struct ServeWorkloadOptions {
     std::string events_path;
     bool json = false;
     bool per_request = false;
-    int throttle_ms = 0;  // sleep in each forward pass: a stand-in for a slower build
-    std::string out_path; // record: the recording to write
+    int throttle_ms = 0;         // sleep in each forward pass: a stand-in for a slower build
+    double slowdown_percent = 0; // CPU time spun in each forward pass, in percent of its own
+    std::string out_path;        // record: the recording to write
     bool overwrite = false;
     std::string gpu_capture = "auto";    // record: auto, on, off
     std::string on_write_error = "stop"; // record: stop or continue the run when writing fails

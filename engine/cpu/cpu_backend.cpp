@@ -2,6 +2,7 @@
 
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/ops.h"
+#include "engine/util/cpu_clock.h"
 #include "engine/util/host_clock.h"
 #include "engine/util/nvtx_range.h"
 
@@ -74,8 +75,10 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
             return;
         }
         const std::int64_t begin = host_now_ns();
+        const std::int64_t cpu_begin = thread_cpu_ns();
         run();
-        op_observer_->on_op(name, layer, begin, host_now_ns());
+        const std::int64_t cpu = thread_cpu_ns() - cpu_begin;
+        op_observer_->on_op(name, layer, begin, host_now_ns(), cpu);
     };
     // A self-draft runs the first layers only (ForwardBatch::layers).
     const int run_layers = batch.layers > 0 ? std::min(batch.layers, c.layers) : c.layers;

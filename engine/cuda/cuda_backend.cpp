@@ -289,7 +289,7 @@ void CudaBackend::report_ops() {
         return anchor_host_ns_ + std::llround(static_cast<double>(ms) * 1e6);
     };
     for (const TimedOp& timed : timed_ops_) {
-        op_observer_->on_op(timed.name, timed.layer, host_ns(timed.begin), host_ns(timed.end));
+        op_observer_->on_op(timed.name, timed.layer, host_ns(timed.begin), host_ns(timed.end), 0);
     }
     timed_ops_.clear();
 }

@@ -78,6 +78,8 @@ std::string_view event_kind_name(EventKind kind) {
         return "block_reloaded";
     case EventKind::tier_dropped:
         return "tier_dropped";
+    case EventKind::step_counters:
+        return "step_counters";
     }
     return "unknown";
 }

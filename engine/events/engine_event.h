@@ -57,9 +57,11 @@ enum class EventKind : std::uint8_t {
     block_offloaded,
     block_reloaded,
     tier_dropped, // the second tier let a block go to make room
+    // What a step cost in CPU time and hardware counters (regression gates).
+    step_counters,
 };
 
-inline constexpr int kEventKindCount = static_cast<int>(EventKind::tier_dropped) + 1;
+inline constexpr int kEventKindCount = static_cast<int>(EventKind::step_counters) + 1;
 
 std::string_view event_kind_name(EventKind kind);
 

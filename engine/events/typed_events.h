@@ -289,12 +289,15 @@ struct OpSlice {
     std::int64_t end_ns = 0;
     std::int64_t layer = -1; // -1: not in a layer
     std::int64_t step = 0;
+    // The engine thread's CPU time in it; 0: not measured (a GPU's kernels,
+    // recordings made before it was).
+    std::int64_t cpu_ns = 0;
     std::string op;
     static constexpr auto fields() {
-        return std::tuple{field("end_ns", &OpSlice::end_ns, Column::a),
-                          field("layer", &OpSlice::layer, Column::b),
-                          field("step", &OpSlice::step, Column::c),
-                          field("op", &OpSlice::op, Column::text)};
+        return std::tuple{
+            field("end_ns", &OpSlice::end_ns, Column::a),
+            field("layer", &OpSlice::layer, Column::b), field("step", &OpSlice::step, Column::c),
+            field("cpu_ns", &OpSlice::cpu_ns, Column::d), field("op", &OpSlice::op, Column::text)};
     }
     bool operator==(const OpSlice&) const = default;
 };
@@ -607,15 +610,37 @@ struct TierDropped {
     bool operator==(const TierDropped&) const = default;
 };
 
+// What one step cost, emitted just before its step_end (which names the
+// step): the CPU time the
+// engine's thread ran (its share of the pool's loops, and its waits on them,
+// included; other threads not), the instructions retired and cycles it took
+// in user space (-1 where the kernel allows no hardware counters), and the
+// cache entries its attention read (each layer's keys and values of every
+// position attended, summed over the batch): work that depends only on the
+// workload, not on the machine, so compare holds it to exact equality.
+struct StepCounters {
+    static constexpr EventKind kind = EventKind::step_counters;
+    std::int64_t cpu_ns = 0;
+    std::int64_t instructions = -1;
+    std::int64_t cycles = -1;
+    std::int64_t kv_entries_read = 0;
+    static constexpr auto fields() {
+        return std::tuple{field("cpu_ns", &StepCounters::cpu_ns, Column::a),
+                          field("instructions", &StepCounters::instructions, Column::b),
+                          field("cycles", &StepCounters::cycles, Column::c),
+                          field("kv_entries_read", &StepCounters::kv_entries_read, Column::d)};
+    }
+    bool operator==(const StepCounters&) const = default;
+};
+
 // Every typed event, in EventKind order.
-using TypedEvents =
-    std::tuple<RunConfig, StepBegin, StepEnd, RequestArrived, RequestAdmitted, FirstToken,
-               RequestFinished, RequestPreempted, RequestAborted, RequestRejected, BlockAllocated,
-               BlockFreed, BlockShared, BlockCached, BlockEvicted, PrefixLookup, TokensEvicted,
-               CacheFill, OpSlice, MemorySample, BlockCompacted, KvBytes, BlockUnshared,
-               TokenSampled, DeviceMemory, SourceAttached, AttachedBlockStored,
-               AttachedBlockRemoved, AttachedCleared, AttachedStatus, AttachedBlockMoved,
-               AttachedMetric, DraftVerified, BlockOffloaded, BlockReloaded, TierDropped>;
+using TypedEvents = std::tuple<
+    RunConfig, StepBegin, StepEnd, RequestArrived, RequestAdmitted, FirstToken, RequestFinished,
+    RequestPreempted, RequestAborted, RequestRejected, BlockAllocated, BlockFreed, BlockShared,
+    BlockCached, BlockEvicted, PrefixLookup, TokensEvicted, CacheFill, OpSlice, MemorySample,
+    BlockCompacted, KvBytes, BlockUnshared, TokenSampled, DeviceMemory, SourceAttached,
+    AttachedBlockStored, AttachedBlockRemoved, AttachedCleared, AttachedStatus, AttachedBlockMoved,
+    AttachedMetric, DraftVerified, BlockOffloaded, BlockReloaded, TierDropped, StepCounters>;
 static_assert(std::tuple_size_v<TypedEvents> == kEventKindCount, "a kind has no typed event");
 
 template <class T>

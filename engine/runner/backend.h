@@ -20,9 +20,11 @@ namespace kvscope::runner {
 class OpObserver {
 public:
     virtual ~OpObserver() = default;
-    // `layer` is -1 for ops outside the layers (the output head).
-    virtual void on_op(std::string_view name, int layer, std::int64_t begin_ns,
-                       std::int64_t end_ns) = 0;
+    // `layer` is -1 for ops outside the layers (the output head); `cpu_ns`
+    // is the CPU time the calling thread ran in the op, 0 when not measured
+    // (a GPU's kernels).
+    virtual void on_op(std::string_view name, int layer, std::int64_t begin_ns, std::int64_t end_ns,
+                       std::int64_t cpu_ns) = 0;
 };
 
 // How one logit row picks its token on the device: sampling::pick_token's

@@ -3,6 +3,7 @@
 #include "engine/events/typed_events.h"
 #include "engine/runner/forward_batch.h"
 #include "engine/sched/token_eviction.h"
+#include "engine/util/cpu_clock.h"
 #include "engine/util/host_clock.h"
 #include "engine/util/nvtx_range.h"
 
@@ -113,12 +114,13 @@ LlmEngine::~LlmEngine() {
     }
 }
 
-void LlmEngine::on_op(std::string_view name, int layer, std::int64_t begin_ns,
-                      std::int64_t end_ns) {
+void LlmEngine::on_op(std::string_view name, int layer, std::int64_t begin_ns, std::int64_t end_ns,
+                      std::int64_t cpu_ns) {
     events::EngineEvent event = events::to_event(events::OpSlice{
         .end_ns = end_ns,
         .layer = layer,
         .step = step_index_ - 1, // step() has counted the step it runs
+        .cpu_ns = cpu_ns,
         .op = std::string(name),
     });
     event.time_ns = begin_ns; // stamped when it began, not now
@@ -448,6 +450,12 @@ std::vector<runner::SequenceStep> LlmEngine::run(const ScheduleResult& plan) {
     }
     const runner::ForwardBatch batch =
         runner::build_forward_batch(steps, backend_.block_size(), backend_.batch_detail());
+    // Token j of a chunk attends the entries cached before the chunk and the
+    // chunk's first j + 1.
+    for (const runner::SequenceStep& s : steps) {
+        const auto tokens = static_cast<std::int64_t>(s.tokens.size());
+        step_kv_entries_read_ += tokens * s.blocks->length + tokens * (tokens + 1) / 2;
+    }
     // A backend that samples where the logits are hands back token ids; the
     // draws still come from each request's generator, one per logit row as
     // on the host. The repetition penalty reads the history on the host, so
@@ -604,6 +612,14 @@ void LlmEngine::sample_cache() {
 
 StepStats LlmEngine::step() {
     const std::int64_t start = host_now_ns();
+    if (sink_ != nullptr && (!counters_ || counters_thread_ != std::this_thread::get_id())) {
+        // Hardware counters count the thread that opened them.
+        counters_ = std::make_unique<ThreadPerfCounters>();
+        counters_thread_ = std::this_thread::get_id();
+    }
+    const std::int64_t cpu_start = thread_cpu_ns();
+    const CounterReading counted_start = counters_ ? counters_->read() : CounterReading{};
+    step_kv_entries_read_ = 0;
     StepStats stats;
     stats.step = step_index_++;
     const nvtx::Range step_range("step", stats.step);
@@ -613,6 +629,16 @@ StepStats LlmEngine::step() {
         postprocess(plan, run(plan), stats);
     }
     sample_cache();
+    const CounterReading counted_end = counters_ ? counters_->read() : CounterReading{};
+    const auto difference = [](std::int64_t from, std::int64_t to) {
+        return from >= 0 && to >= 0 ? to - from : -1;
+    };
+    events::emit_now(
+        sink_, events::StepCounters{
+                   .cpu_ns = thread_cpu_ns() - cpu_start,
+                   .instructions = difference(counted_start.instructions, counted_end.instructions),
+                   .cycles = difference(counted_start.cycles, counted_end.cycles),
+                   .kv_entries_read = step_kv_entries_read_});
     events::emit_now(sink_, events::StepEnd{.step = stats.step,
                                             .prefill_tokens = stats.prefill_tokens,
                                             .decode_tokens = stats.decode_tokens});

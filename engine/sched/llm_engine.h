@@ -13,11 +13,13 @@
 #include "engine/sched/request.h"
 #include "engine/sched/scheduler.h"
 #include "engine/spec/speculative_config.h"
+#include "engine/util/perf_counters.h"
 
 #include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -146,8 +148,8 @@ private:
     void finish(Request& request, RequestState state, std::string reason);
     void release_blocks(Request& request);
     void apply_eviction(Request& request, std::size_t batch_index, bool prompt_done);
-    void on_op(std::string_view name, int layer, std::int64_t begin_ns,
-               std::int64_t end_ns) override;
+    void on_op(std::string_view name, int layer, std::int64_t begin_ns, std::int64_t end_ns,
+               std::int64_t cpu_ns) override;
     // kv::TierMover: bytes between the backend's pool and the tier.
     bool offload(std::int64_t request, kv::BlockId block, kv::BlockHash hash) override;
     bool reload(std::int64_t request, kv::BlockId block, kv::BlockHash hash) override;
@@ -166,6 +168,10 @@ private:
     std::unordered_map<std::int64_t, std::unique_ptr<Request>> requests_;
     std::int64_t next_id_ = 0;
     std::int64_t step_index_ = 0;
+    // What the step running now cost (step_counters).
+    std::unique_ptr<ThreadPerfCounters> counters_; // opened by the stepping thread
+    std::thread::id counters_thread_;
+    std::int64_t step_kv_entries_read_ = 0;
     std::vector<float> logits_;
     std::vector<float> draft_logits_;
     std::unique_ptr<kv::OffloadTier> tier_;

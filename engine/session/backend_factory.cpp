@@ -142,8 +142,9 @@ std::unique_ptr<runner::Backend> make_backend(const BackendSpec& spec,
         break;
     }
     }
-    if (spec.throttle_ms > 0) {
-        backend = std::make_unique<runner::ThrottledBackend>(std::move(backend), spec.throttle_ms);
+    if (spec.throttle_ms > 0 || spec.slowdown_percent > 0) {
+        backend = std::make_unique<runner::ThrottledBackend>(std::move(backend), spec.throttle_ms,
+                                                             spec.slowdown_percent);
     }
     return backend;
 }

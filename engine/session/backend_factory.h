@@ -29,6 +29,9 @@ struct BackendSpec {
     BackendKind kind = BackendKind::automatic;
     int threads = 0;     // CPU threads; 0: all hardware threads
     int throttle_ms = 0; // sleep in every forward pass: a stand-in for a slower build
+    // Run this many percent longer on the CPU in every forward pass: a
+    // slower build as CPU-time gates see one (a sleep costs no CPU time).
+    double slowdown_percent = 0;
 };
 
 // The paged KV pool a backend allocates.

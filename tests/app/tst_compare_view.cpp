@@ -11,6 +11,9 @@
 
 #include <QAbstractItemModelTester>
 #include <QBrush>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -98,9 +101,13 @@ void TestCompareView::model_shows_the_cli_table() {
     const auto rows = profiler::compare_stats(stats(20, 300, 0.5), stats(26, 300, 0.5), {});
     model.set_comparison(rows);
     QCOMPARE(model.rowCount(), static_cast<int>(rows.size()));
-    QCOMPARE(model.columnCount(), 8);
+    QCOMPARE(model.columnCount(), 10);
     QCOMPARE(model.headerData(ui::CompareModel::PValueColumn, Qt::Horizontal).toString(),
              QStringLiteral("p"));
+    QCOMPARE(model.headerData(ui::CompareModel::IntervalColumn, Qt::Horizontal).toString(),
+             QStringLiteral("interval"));
+    QCOMPARE(model.headerData(ui::CompareModel::RobustColumn, Qt::Horizontal).toString(),
+             QStringLiteral("robust"));
 
     // Step time went from a median of 20 to 26 ms: +30%, regressed, in red.
     const int step = row_of_metric(model, "step time");
@@ -113,6 +120,14 @@ void TestCompareView::model_shows_the_cli_table() {
     QCOMPARE(cell(step, ui::CompareModel::NewColumn), QStringLiteral("26.000"));
     QCOMPARE(cell(step, ui::CompareModel::ChangeColumn), QStringLiteral("+30.0%"));
     QCOMPARE(cell(step, ui::CompareModel::SamplesColumn), QStringLiteral("60/60"));
+    // One run a side: no interval; wall clock, so not noise-robust, and the
+    // tooltip says what to trust instead.
+    QCOMPARE(cell(step, ui::CompareModel::IntervalColumn), QStringLiteral("-"));
+    QCOMPARE(cell(step, ui::CompareModel::RobustColumn), QStringLiteral("no"));
+    QVERIFY(model.index(step, ui::CompareModel::RobustColumn)
+                .data(Qt::ToolTipRole)
+                .toString()
+                .contains("kvscope gate"));
     QCOMPARE(verdict_of(model, "step time"), QStringLiteral("regressed"));
     QCOMPARE(model.index(step, ui::CompareModel::VerdictColumn)
                  .data(Qt::ForegroundRole)
@@ -147,15 +162,28 @@ void TestCompareView::model_shows_the_cli_table() {
     // 4 and 4 of 2, sum(t^3 - t) = 384, variance 256 / 12 * (33 - 384 /
     // (32 * 31)) = 695.74, z = -0.5 / 26.377 = -0.019, p = Q(-0.019) = 0.5076:
     // 0.51 either way round.
-    // The hit rate and the counts are single numbers: no test, no samples.
+    // The hit rate and the work figures are single numbers: no test, no
+    // samples; the work is compared exactly. These samples carry no step
+    // costs: CPU time, counters and KV bytes read are "not measured".
+    // One run a side: no interval anywhere.
     const std::vector<QStringList> expected{
-        {"step time", "ms", "20.000", "26.000", "+30.0%", "1.6e-21", "60/60", "REGRESSED"},
-        {"time to first token", "ms", "299.900", "299.900", "+0.0%", "0.51", "16/16", "same"},
-        {"time per output token", "ms", "24.900", "24.900", "+0.0%", "0.51", "16/16", "same"},
-        {"prefix hit rate", "%", "50.000", "50.000", "+0.0%", "-", "-", "same"},
-        {"preemptions", "", "0.000", "0.000", "+0.0%", "-", "-", "same"},
-        {"peak used blocks", "", "0.000", "0.000", "+0.0%", "-", "-", "same"},
-        {"generated tokens", "", "0.000", "0.000", "+0.0%", "-", "-", "same"},
+        {"step time", "ms", "20.000", "26.000", "+30.0%", "-", "1.6e-21", "60/60", "no",
+         "REGRESSED"},
+        {"time to first token", "ms", "299.900", "299.900", "+0.0%", "-", "0.51", "16/16", "no",
+         "same"},
+        {"time per output token", "ms", "24.900", "24.900", "+0.0%", "-", "0.51", "16/16", "no",
+         "same"},
+        {"engine CPU time", "ms", "-", "-", "-", "-", "-", "-", "yes", "not measured"},
+        {"instructions", "", "-", "-", "-", "-", "-", "-", "yes", "not measured"},
+        {"cycles", "", "-", "-", "-", "-", "-", "-", "no", "not measured"},
+        {"prefix hit rate", "%", "50.000", "50.000", "+0.0%", "-", "-", "-", "yes", "same"},
+        {"computed tokens", "", "0", "0", "+0.0%", "-", "-", "-", "exact", "same"},
+        {"generated tokens", "", "0", "0", "+0.0%", "-", "-", "-", "exact", "same"},
+        {"prefix hit tokens", "", "0", "0", "+0.0%", "-", "-", "-", "exact", "same"},
+        {"KV bytes written", "B", "0", "0", "+0.0%", "-", "-", "-", "exact", "same"},
+        {"KV bytes read", "B", "-", "-", "-", "-", "-", "-", "exact", "not measured"},
+        {"preemptions", "", "0", "0", "+0.0%", "-", "-", "-", "exact", "same"},
+        {"peak used blocks", "", "0", "0", "+0.0%", "-", "-", "-", "exact", "same"},
     };
     QCOMPARE(model.rowCount(), static_cast<int>(expected.size()));
     for (int row = 0; row < model.rowCount(); ++row) {
@@ -203,7 +231,8 @@ void TestCompareView::slower_recording_is_regressed() {
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, kTimeout_ms);
     QVERIFY2(view.error_text().isEmpty(), qPrintable(view.error_text()));
     QVERIFY(view.result() != nullptr);
-    QCOMPARE(view.result()->base.steps, std::int64_t{40});
+    QCOMPARE(view.result()->base.size(), std::size_t{1});
+    QCOMPARE(view.result()->base.front().steps, std::int64_t{40});
     QCOMPARE(verdict_of(*view.model(), "step time"), QStringLiteral("regressed"));
     QCOMPARE(view.summary_text(), QStringLiteral("1 regression"));
 
@@ -213,6 +242,23 @@ void TestCompareView::slower_recording_is_regressed() {
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 2, kTimeout_ms);
     QCOMPARE(verdict_of(*view.model(), "step time"), QStringLiteral("same"));
     QCOMPARE(view.summary_text(), QStringLiteral("No regression"));
+
+    // Folders of repetitions (as kvscope gate writes them) on both sides.
+    const QDir root(QFileInfo(base).absolutePath());
+    for (const char* side : {"rounds-base", "rounds-new"}) {
+        QVERIFY(root.mkpath(side));
+        for (const char* round : {"round-001.sqlite", "round-002.sqlite"}) {
+            QVERIFY(QFile::copy(base, root.filePath(QString(side) + "/" + round)));
+        }
+    }
+    view.set_files(root.filePath("rounds-base"), root.filePath("rounds-new"));
+    view.start();
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 3, kTimeout_ms);
+    QVERIFY2(view.error_text().isEmpty(), qPrintable(view.error_text()));
+    QCOMPARE(view.result()->base.size(), std::size_t{2});
+    const int step = row_of_metric(*view.model(), "step time");
+    QCOMPARE(view.model()->index(step, ui::CompareModel::SamplesColumn).data().toString(),
+             QStringLiteral("2 rounds"));
     QTRY_VERIFY(!view.is_running());
 }
 

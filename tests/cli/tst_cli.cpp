@@ -4,6 +4,7 @@
 #include "engine/model_path.h"
 #include "tests/support/run_process.h"
 #include "tests/support/sanitized_build.h"
+#include "tests/support/tiny_model.h"
 
 #include <cmath>
 #include <map>
@@ -60,6 +61,7 @@ private slots:
     void record_then_stats();
     void compare_gates_a_slower_run_data();
     void compare_gates_a_slower_run();
+    void gate_records_two_builds_in_rounds();
     void export_writes_a_chrome_trace();
 
 private:
@@ -643,6 +645,83 @@ void TestCli::compare_gates_a_slower_run() {
         QVERIFY2(flagged.contains("time per output token") || flagged.contains("step time"),
                  qPrintable(json.out));
     }
+}
+
+void TestCli::gate_records_two_builds_in_rounds() {
+    // The tiny random-weight model: the gate's mechanics, not the model's speed.
+    QProcessEnvironment tiny = QProcessEnvironment::systemEnvironment();
+    tiny.insert("KVSCOPE_MODEL", tiny_model_path());
+    QTemporaryDir dir;
+    const QString trace = dir.filePath("trace.jsonl");
+    QVERIFY(write_file(trace, "{\"prompt\": \"What is a KV cache?\", \"max_tokens\": 3, "
+                              "\"temperature\": 0}\n"
+                              "{\"prompt\": \"And a page?\", \"max_tokens\": 3, "
+                              "\"temperature\": 0}\n"));
+    const QString out = dir.filePath("gate");
+    const QStringList record = {"--workload", trace, "--all-at-once", "--threads", "1"};
+    // The same build on both sides, in two rounds: too few for a verdict on
+    // timings (the interval stays open), and the same work exactly.
+    const auto gate = run_process(KVSCOPE_CLI_PATH,
+                                  QStringList{"gate", KVSCOPE_CLI_PATH, KVSCOPE_CLI_PATH,
+                                              "--rounds", "2", "--out", out, "--json", "--"} +
+                                      record,
+                                  tiny);
+    QVERIFY2(gate.exit_code == 0, qPrintable(gate.err + gate.out));
+    QVERIFY2(gate.err.contains("round 2/2: base"), qPrintable(gate.err));
+    for (const char* file : {"base/round-001.sqlite", "base/round-002.sqlite",
+                             "new/round-001.sqlite", "new/round-002.sqlite"}) {
+        QVERIFY2(QFile::exists(out + "/" + file), file);
+    }
+    const QJsonObject report = QJsonDocument::fromJson(gate.out.toUtf8()).object();
+    QCOMPARE(report.value("base_runs").toInt(), 2);
+    QCOMPARE(report.value("regressed").toBool(), false);
+    QStringList seen;
+    for (const QJsonValue& value : report.value("metrics").toArray()) {
+        const QJsonObject m = value.toObject();
+        const QString name = m.value("metric").toString();
+        seen << name;
+        if (name == "engine CPU time" || name == "step time") {
+            QCOMPARE(m.value("basis").toString(), QStringLiteral("rounds"));
+            QCOMPARE(m.value("verdict").toString(), QStringLiteral("too few samples"));
+            QVERIFY(m.value("interval").toObject().value("high").isNull()); // unbounded
+        }
+        if (name == "engine CPU time") {
+            QVERIFY(m.value("noise_robust").toBool());
+            QVERIFY(m.value("base").toDouble() > 0);
+        }
+        if (name == "computed tokens" || name == "KV bytes read") {
+            QCOMPARE(m.value("basis").toString(), QStringLiteral("exact"));
+            QCOMPARE(m.value("verdict").toString(), QStringLiteral("same"));
+            QVERIFY(m.value("base").toDouble() > 0);
+        }
+    }
+    QVERIFY2(seen.contains("instructions") && seen.contains("KV bytes written"),
+             qPrintable(seen.join(", ")));
+
+    // compare reads the folders the gate wrote, as the same rounds.
+    const auto text = run_process(KVSCOPE_CLI_PATH, {"compare", out + "/base", out + "/new"}, tiny);
+    QCOMPARE(text.exit_code, 0);
+    QVERIFY2(text.out.contains("2 rounds") && text.out.contains("(2 runs)"), qPrintable(text.out));
+
+    // The gate names the recordings itself; a build that fails says where
+    // its output went.
+    const auto clash = run_process(KVSCOPE_CLI_PATH,
+                                   QStringList{"gate", KVSCOPE_CLI_PATH, KVSCOPE_CLI_PATH, "--out",
+                                               out, "--", "--out", "x.sqlite"},
+                                   tiny);
+    QCOMPARE(clash.exit_code, 2);
+    QVERIFY2(clash.err.contains("leave --out out"), qPrintable(clash.err));
+    const auto failing =
+        run_process(KVSCOPE_CLI_PATH,
+                    QStringList{"gate", KVSCOPE_CLI_PATH, KVSCOPE_CLI_PATH, "--rounds", "2",
+                                "--out", out, "--", "--workload", dir.filePath("missing.jsonl")},
+                    tiny);
+    QCOMPARE(failing.exit_code, 1);
+    QVERIFY2(failing.err.contains("record failed with status 1") &&
+                 failing.err.contains("round-001.log"),
+             qPrintable(failing.err));
+    const auto empty = run_process(KVSCOPE_CLI_PATH, {"compare", dir.path(), dir.path()});
+    QCOMPARE(empty.exit_code, 1);
 }
 
 void TestCli::export_writes_a_chrome_trace() {

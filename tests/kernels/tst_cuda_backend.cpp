@@ -190,8 +190,8 @@ public:
         std::int64_t begin_ns;
         std::int64_t end_ns;
     };
-    void on_op(std::string_view name, int layer, std::int64_t begin_ns,
-               std::int64_t end_ns) override {
+    void on_op(std::string_view name, int layer, std::int64_t begin_ns, std::int64_t end_ns,
+               std::int64_t /*cpu_ns*/) override {
         ops.push_back({std::string(name), layer, begin_ns, end_ns});
     }
     std::vector<Op> ops;

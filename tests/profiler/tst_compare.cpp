@@ -58,6 +58,42 @@ profiler::Verdict verdict_of(const std::vector<profiler::MetricComparison>& rows
     return profiler::Verdict::not_comparable;
 }
 
+// A gate's round: the machine's speed `speed` (drifting between rounds),
+// the build's cost `cost`; run-level values a kvscope record would give.
+profiler::RecordingStats round_run(const std::string& side, int round, double speed, double cost,
+                                   std::mt19937& rng) {
+    std::normal_distribution<double> jitter(0, 0.005);
+    profiler::RecordingStats s;
+    s.path = side + "/round-" + std::to_string(1000 + round).substr(1) + ".sqlite";
+    const double step_ms = 20 * speed * cost * std::exp(jitter(rng));
+    s.step_ms_samples.assign(40, step_ms);
+    s.ttft_ms_samples.assign(8, 10 * step_ms);
+    s.tpot_ms_samples.assign(8, step_ms);
+    s.costs.steps = 40;
+    s.costs.cpu_ms = 40 * step_ms;
+    s.step_cpu_ms_samples.assign(40, step_ms);
+    s.prefill_tokens = 500;
+    s.decode_tokens = 64;
+    s.generated_tokens = 64;
+    return s;
+}
+
+std::pair<std::vector<profiler::RecordingStats>, std::vector<profiler::RecordingStats>>
+gate_rounds(int rounds, double slowdown, double drift, std::uint32_t seed,
+            const std::string& new_side = "new") {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> speed(1 - drift, 1 + drift);
+    std::vector<profiler::RecordingStats> base;
+    std::vector<profiler::RecordingStats> now;
+    for (int round = 1; round <= rounds; ++round) {
+        const double s = speed(rng); // both runs of a round see the same machine
+        base.push_back(round_run("base", round, s, 1.0, rng));
+        now.push_back(
+            round_run(new_side, new_side == "new" ? round : round + 100, s, 1 + slowdown, rng));
+    }
+    return {base, now};
+}
+
 } // namespace
 
 class TestCompare : public QObject {
@@ -71,6 +107,10 @@ private slots:
     void slowdown_is_flagged();
     void small_shift_is_ignored();
     void hit_rate_drop_is_flagged();
+    void rounds_see_through_drift();
+    void unpaired_runs_cannot_see_through_drift();
+    void work_figures_are_compared_exactly();
+    void costs_not_recorded_say_so();
 };
 
 void TestCompare::mann_whitney_matches_scipy_data() {
@@ -203,4 +243,72 @@ void TestCompare::hit_rate_drop_is_flagged() {
 }
 
 QTEST_GUILESS_MAIN(TestCompare)
+void TestCompare::rounds_see_through_drift() {
+    // The machine's speed wanders by +-25% between rounds; each round's two
+    // runs share it. 10 rounds find a 5% slowdown in CPU time every time and
+    // never flag the same build.
+    int caught = 0;
+    int false_alarms = 0;
+    for (std::uint32_t seed = 1; seed <= 40; ++seed) {
+        const auto [base, slower] = gate_rounds(10, 0.05, 0.25, seed);
+        QVERIFY(profiler::runs_are_paired(base, slower));
+        const auto rows = profiler::compare_runs(base, slower, {});
+        const profiler::MetricComparison* cpu = row_named(rows, "engine CPU time");
+        QVERIFY(cpu != nullptr);
+        QCOMPARE(cpu->basis, profiler::Basis::rounds);
+        QCOMPARE(cpu->base_samples, std::int64_t{10});
+        QVERIFY2(cpu->low > 1.0 && cpu->low < 1.05 && cpu->high > 1.05,
+                 qPrintable(QString("interval %1-%2").arg(cpu->low).arg(cpu->high)));
+        caught += cpu->verdict == profiler::Verdict::regressed;
+        const auto [base2, same] = gate_rounds(10, 0.0, 0.25, 100 + seed);
+        false_alarms += profiler::count_regressions(profiler::compare_runs(base2, same, {}));
+    }
+    QCOMPARE(caught, 40);
+    QCOMPARE(false_alarms, 0);
+}
+
+void TestCompare::unpaired_runs_cannot_see_through_drift() {
+    // The same runs with their pairing lost (other names): the drift swamps a
+    // 5% change, and the gate says so with a wide interval, not a verdict.
+    const auto [base, slower] = gate_rounds(10, 0.05, 0.25, 3, "elsewhere");
+    QVERIFY(!profiler::runs_are_paired(base, slower));
+    const auto rows = profiler::compare_runs(base, slower, {});
+    const profiler::MetricComparison* cpu = row_named(rows, "engine CPU time");
+    QCOMPARE(cpu->basis, profiler::Basis::runs);
+    QCOMPARE(cpu->verdict, profiler::Verdict::same);
+    QVERIFY(cpu->low < 1.0 && cpu->high > 1.1);
+    const auto cells = profiler::format_metric(*cpu);
+    QCOMPARE(cells.samples, std::string("10/10 runs"));
+    QCOMPARE(cells.robust, std::string("yes"));
+}
+
+void TestCompare::work_figures_are_compared_exactly() {
+    auto [base, now] = gate_rounds(8, 0.0, 0.0, 5);
+    auto rows = profiler::compare_runs(base, now, {});
+    for (const char* name : {"computed tokens", "generated tokens", "prefix hit tokens"}) {
+        QCOMPARE(verdict_of(rows, name), profiler::Verdict::same);
+    }
+    // One token more in one run: the work differs, which fails nothing but
+    // is said.
+    now[3].decode_tokens += 1;
+    rows = profiler::compare_runs(base, now, {});
+    QCOMPARE(verdict_of(rows, "computed tokens"), profiler::Verdict::differs);
+    QCOMPARE(row_named(rows, "computed tokens")->basis, profiler::Basis::exact);
+    QCOMPARE(profiler::format_metric(*row_named(rows, "computed tokens")).robust,
+             std::string("exact"));
+    QCOMPARE(profiler::count_regressions(rows), 0);
+}
+
+void TestCompare::costs_not_recorded_say_so() {
+    // Recordings made before step_counters: no CPU time, no counters.
+    const auto rows = profiler::compare_stats(with_samples({1, 2, 3}, {}, {}, 0),
+                                              with_samples({1, 2, 3}, {}, {}, 0), {});
+    QCOMPARE(verdict_of(rows, "engine CPU time"), profiler::Verdict::not_measured);
+    QCOMPARE(verdict_of(rows, "instructions"), profiler::Verdict::not_measured);
+    QCOMPARE(verdict_of(rows, "KV bytes read"), profiler::Verdict::not_measured);
+    const auto cells = profiler::format_metric(*row_named(rows, "instructions"));
+    QCOMPARE(cells.base, std::string("-"));
+    QCOMPARE(cells.verdict, std::string("not measured"));
+}
+
 #include "tst_compare.moc"

@@ -21,6 +21,10 @@ const std::string& cell(const profiler::MetricCells& cells, int column) {
         return cells.now;
     case CompareModel::ChangeColumn:
         return cells.change;
+    case CompareModel::IntervalColumn:
+        return cells.interval;
+    case CompareModel::RobustColumn:
+        return cells.robust;
     case CompareModel::PValueColumn:
         return cells.p_value;
     case CompareModel::SamplesColumn:
@@ -39,8 +43,10 @@ CompareModel::CompareModel(QObject* parent)
                   {tr("base")},
                   {tr("new")},
                   {tr("change")},
+                  {tr("interval"), false},
                   {tr("p")},
                   {tr("samples")},
+                  {tr("robust"), false},
                   {tr("verdict"), false}},
                  parent) {}
 
@@ -79,6 +85,8 @@ QVariant CompareModel::sort_value(const CompareRow& row, int column) const {
         return m.now;
     case ChangeColumn:
         return m.change;
+    case IntervalColumn:
+        return m.low;
     case PValueColumn:
         return m.p_value;
     case SamplesColumn:
@@ -91,6 +99,20 @@ QVariant CompareModel::sort_value(const CompareRow& row, int column) const {
 }
 
 QVariant CompareModel::cell_role(const CompareRow& row, int column, int role) const {
+    if (column == RobustColumn && role == Qt::ToolTipRole) {
+        if (row.metric.basis == profiler::Basis::exact) {
+            return tr("Work the workload fixes: compared exactly, no noise");
+        }
+        return row.metric.noise_robust
+                   ? tr("Noise-robust: a busy machine delays this metric's work but barely "
+                        "changes it")
+                   : tr("Wall clock: a busy machine moves it; trust repetitions (kvscope gate), "
+                        "not one run");
+    }
+    if (column == IntervalColumn && role == Qt::ToolTipRole && row.metric.high > 0) {
+        return tr("%1% confidence interval of the ratio new/base")
+            .arg(qRound(100 * row.metric.confidence));
+    }
     if (column != VerdictColumn) {
         return {};
     }

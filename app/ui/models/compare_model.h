@@ -1,5 +1,7 @@
 // The rows and columns `kvscope compare` prints, as a table model: one row per
-// metric, the verdict coloured (regressed red, improved green). The text of
+// metric, the verdict coloured (regressed red, improved green), with each
+// metric's interval and whether noise moves it (the robust column's tooltip
+// says what that means). The text of
 // every cell comes from profiler::format_metric(), the CLI's own formatting.
 #pragma once
 
@@ -25,8 +27,10 @@ public:
         BaseColumn,
         NewColumn,
         ChangeColumn,
+        IntervalColumn,
         PValueColumn,
         SamplesColumn,
+        RobustColumn,
         VerdictColumn,
         ColumnCount
     };

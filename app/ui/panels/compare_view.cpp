@@ -3,6 +3,7 @@
 #include "app/ui/models/compare_model.h"
 #include "app/ui/workers/thread_handoff.h"
 #include "profiler/recording.h"
+#include "profiler/recording_set.h"
 
 #include <exception>
 
@@ -36,10 +37,10 @@ public:
         result->options = options_;
         QString which = tr("base");
         try {
-            result->base = profiler::compute_stats(base_.toStdString());
+            result->base = profiler::compute_run_set_stats(base_.toStdString());
             which = tr("new");
-            result->now = profiler::compute_stats(now_.toStdString());
-            result->rows = profiler::compare_stats(result->base, result->now, options_);
+            result->now = profiler::compute_run_set_stats(now_.toStdString());
+            result->rows = profiler::compare_runs(result->base, result->now, options_);
         } catch (const std::exception& e) {
             emit_on_own_thread(
                 this, &CompareWorker::failed,
@@ -66,7 +67,7 @@ CompareView::CompareView(QWidget* parent)
     const auto file_row = [this](QLineEdit*& edit, const QString& name, const QString& title) {
         edit = new QLineEdit(this);
         edit->setObjectName(name);
-        edit->setPlaceholderText(tr("a .sqlite recording"));
+        edit->setPlaceholderText(tr("a .sqlite recording, or a folder of repetitions"));
         auto* browse_button = new QPushButton(tr("Browse…"), this);
         connect(browse_button, &QPushButton::clicked, this,
                 [this, edit, title] { browse(edit, title); });
@@ -84,13 +85,15 @@ CompareView::CompareView(QWidget* parent)
     threshold_spin_->setRange(0, 1000);
     threshold_spin_->setDecimals(1);
     threshold_spin_->setSuffix(tr(" %"));
-    threshold_spin_->setToolTip(tr("Smallest change of a timing's median that counts"));
+    threshold_spin_->setToolTip(
+        tr("Smallest change of a wall-clock timing that counts (CPU time and instructions: 2%)"));
     alpha_spin_ = new QDoubleSpinBox(this);
     alpha_spin_->setObjectName("alpha");
     alpha_spin_->setRange(0.0001, 0.5);
     alpha_spin_->setDecimals(4);
     alpha_spin_->setSingleStep(0.005);
-    alpha_spin_->setToolTip(tr("Significance level of the one-sided Mann-Whitney U test"));
+    alpha_spin_->setToolTip(
+        tr("One-sided significance level (signed-rank over rounds, Mann-Whitney otherwise)"));
     set_options(defaults);
     compare_button_ = new QPushButton(tr("Compare"), this);
     compare_button_->setObjectName("compareButton");
@@ -209,7 +212,8 @@ void CompareView::on_result(const std::shared_ptr<const CompareResult>& result) 
     result_ = result;
     error_.clear();
     model_->set_comparison(result->rows);
-    criteria_label_->setText(QString::fromStdString(profiler::compare_criteria(result->options)));
+    criteria_label_->setText(QString::fromStdString(profiler::compare_criteria(
+        result->options, std::min(result->base.size(), result->now.size()))));
     show_status(summary_text(), model_->regressions() > 0);
     emit finished();
 }

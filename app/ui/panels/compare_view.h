@@ -29,8 +29,8 @@ class CompareModel;
 // What one comparison produced; shared read-only between the worker and the
 // view.
 struct CompareResult {
-    profiler::RecordingStats base;
-    profiler::RecordingStats now;
+    std::vector<profiler::RecordingStats> base; // a recording, or a folder's repetitions
+    std::vector<profiler::RecordingStats> now;
     profiler::CompareOptions options;
     std::vector<profiler::MetricComparison> rows;
 };

@@ -1,0 +1,71 @@
+// scripts/regression-gate.sh, the CI gate of docs/regression-gates.md, run as
+// written but on builds made already (the base and the change both this
+// build's kvscope) and the tiny random-weight model: it must write both
+// sides' rounds and a JSON report, print the comparison, and pass kvscope
+// gate's exit status through (0 here: the same build on both sides; 1 when a
+// side cannot record, with its log named).
+#include "tests/support/run_process.h"
+#include "tests/support/tiny_model.h"
+
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QTest>
+
+using kvscope::test::run_process;
+
+namespace {
+
+QProcessEnvironment gate_environment(const QString& out) {
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    environment.insert("KVSCOPE_MODEL", tiny_model_path());
+    environment.insert("KVSCOPE_GATE_BASE_BIN", KVSCOPE_CLI_PATH);
+    environment.insert("KVSCOPE_GATE_NEW_BIN", KVSCOPE_CLI_PATH);
+    environment.insert("KVSCOPE_GATE_OUT", out);
+    environment.insert("KVSCOPE_GATE_ROUNDS", "2");
+    return environment;
+}
+
+QString script() {
+    return QStringLiteral(KVSCOPE_SOURCE_DIR "/scripts/regression-gate.sh");
+}
+
+} // namespace
+
+class TestRegressionGateScript : public QObject {
+    Q_OBJECT
+
+private slots:
+    void gates_the_same_build_without_alarm() {
+        QTemporaryDir dir;
+        const QString out = dir.filePath("gate");
+        // The script's own record options (its default workload) on the tiny model.
+        const auto result = run_process(script(), {"HEAD"}, gate_environment(out), 300'000);
+        QVERIFY2(result.exit_code == 0, qPrintable(result.err + result.out));
+        QVERIFY2(result.out.contains("regression gate: exit status 0"), qPrintable(result.out));
+        QVERIFY2(result.out.contains("no regression") && result.out.contains("2 rounds"),
+                 qPrintable(result.out));
+        QVERIFY(QFile::exists(out + "/base/round-002.sqlite"));
+        QVERIFY(QFile::exists(out + "/new/round-002.sqlite"));
+        QFile report(out + "/report.json");
+        QVERIFY(report.open(QIODevice::ReadOnly));
+        const QJsonObject json = QJsonDocument::fromJson(report.readAll()).object();
+        QCOMPARE(json.value("new_runs").toInt(), 2);
+        QCOMPARE(json.value("regressed").toBool(), false);
+    }
+
+    void a_side_that_cannot_record_fails_the_gate() {
+        QTemporaryDir dir;
+        const QString out = dir.filePath("gate");
+        QProcessEnvironment environment = gate_environment(out);
+        environment.insert("KVSCOPE_GATE_RECORD", "--workload " + dir.filePath("missing.jsonl"));
+        const auto result = run_process(script(), {"HEAD"}, environment, 300'000);
+        QCOMPARE(result.exit_code, 1);
+        QVERIFY2(result.err.contains("round-001.log"), qPrintable(result.err));
+        QVERIFY2(result.out.contains("regression gate: exit status 1"), qPrintable(result.out));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestRegressionGateScript)
+#include "tst_regression_gate_script.moc"
