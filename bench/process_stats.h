@@ -2,10 +2,11 @@
 // memory and the calling thread's CPU time.
 #pragma once
 
+#include "engine/util/cpu_clock.h"
+
 #include <cstdint>
 #include <fstream>
 #include <string>
-#include <time.h>
 
 namespace kvscope::bench {
 
@@ -21,11 +22,9 @@ inline std::int64_t rss_kib() {
     return -1;
 }
 
-// The calling thread's CPU time in seconds.
+// The calling thread's CPU time in seconds (the engine's clock for it).
 inline double thread_cpu_seconds() {
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+    return static_cast<double>(thread_cpu_ns()) * 1e-9;
 }
 
 } // namespace kvscope::bench

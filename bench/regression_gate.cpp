@@ -145,8 +145,8 @@ int main(int argc, char** argv) {
     const fs::path slower = o.dir / "slower-kvscope";
     {
         std::ofstream script(slower);
-        script << "#!/bin/sh\nexec " << shell_word(o.kvscope) << " \"$@\" --slow-down " << o.slowdown
-               << "\n";
+        script << "#!/bin/sh\nexec " << shell_word(o.kvscope) << " \"$@\" --slow-down "
+               << o.slowdown << "\n";
     }
     fs::permissions(slower, fs::perms::owner_all, fs::perm_options::add);
     std::string record_words;
@@ -160,9 +160,9 @@ int main(int argc, char** argv) {
     for (int trial = 1; trial <= o.trials; ++trial) {
         for (const bool slow : {false, true}) {
             const fs::path out = o.dir / (slow ? "slowed" : "same");
-            const std::string command = shell_word(o.kvscope) + " gate " + shell_word(o.kvscope) + " " +
-                                        shell_word(slow ? slower.string() : o.kvscope) + " --rounds " +
-                                        std::to_string(o.rounds) + " --out " +
+            const std::string command = shell_word(o.kvscope) + " gate " + shell_word(o.kvscope) +
+                                        " " + shell_word(slow ? slower.string() : o.kvscope) +
+                                        " --rounds " + std::to_string(o.rounds) + " --out " +
                                         shell_word(out.string()) + " --json --" + record_words +
                                         " 2>/dev/null";
             const auto [text, status] = run(command);

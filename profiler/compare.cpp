@@ -359,18 +359,24 @@ std::vector<MetricComparison> compare_runs(const std::vector<RecordingStats>& ba
         const auto value = [field](const RecordingStats& s) {
             return std::optional<double>(static_cast<double>(s.costs.*field));
         };
+        // Cycles follow what a neighbour does to shared caches: the
+        // wall-clock threshold.
+        const double threshold = robust ? options.robust_threshold : options.threshold;
         if (by_runs) {
             return judge_runs(std::move(m), run_values(base, value).values,
-                              run_values(now, value).values, paired, options.robust_threshold,
-                              options);
+                              run_values(now, value).values, paired, threshold, options);
         }
-        // One number a side, barely noisy: the threshold alone judges it.
+        // One number a side: instructions, barely noisy, are judged by the
+        // threshold alone; cycles, without a test, only shown.
         m.base = static_cast<double>(base.front().costs.*field);
         m.now = static_cast<double>(now.front().costs.*field);
         m.change = m.base > 0 ? (m.now - m.base) / m.base : 0;
-        m.verdict = m.change > options.robust_threshold    ? Verdict::regressed
-                    : m.change < -options.robust_threshold ? Verdict::improved
-                                                           : Verdict::same;
+        if (!robust) {
+            return m;
+        }
+        m.verdict = m.change > threshold    ? Verdict::regressed
+                    : m.change < -threshold ? Verdict::improved
+                                            : Verdict::same;
         return m;
     };
     out.push_back(counter("instructions", true, &RecordingStats::StepCosts::instructions));

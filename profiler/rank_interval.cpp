@@ -11,14 +11,18 @@ namespace {
 // Coefficients of the q-binomial coefficient [n + m choose n]_q: entry u
 // counts the orderings of n and m values in which u pairs have the second
 // sample's value first, i.e. U = u. Built as the product over i of
-// (1 - q^(m+i)) / (1 - q^i); after each i the polynomial is [m+i choose i]_q,
-// whose coefficients are whole counts.
+// (1 - q^(m+i)) / (1 - q^i) over the smaller sample (the coefficient is
+// symmetric in n and m); after each i the polynomial is [m+i choose i]_q,
+// whose coefficients are whole counts. Past 2^64 the subtractions leave the
+// upper half's entries to rounding: only the lower half is read.
 std::vector<long double> u_counts(int n, int m) {
     const int top = n * m;
+    const int small = std::min(n, m);
+    const int big = std::max(n, m);
     std::vector<long double> c(static_cast<std::size_t>(top) + 1, 0.0L);
     c[0] = 1;
-    for (int i = 1; i <= n; ++i) {
-        const int grow = m + i;
+    for (int i = 1; i <= small; ++i) {
+        const int grow = big + i;
         for (int u = top; u >= grow; --u) {
             c[static_cast<std::size_t>(u)] -= c[static_cast<std::size_t>(u - grow)];
         }
@@ -43,13 +47,14 @@ public:
             return;
         }
         const std::vector<long double> c = u_counts(n, m);
-        long double all = 0;
-        for (const long double v : c) {
-            all += v;
+        // Every ordering: C(n + m, n).
+        long double all = 1;
+        for (int i = 1; i <= std::min(n, m); ++i) {
+            all = all * (std::max(n, m) + i) / i;
         }
         long double below = 0;
-        for (const long double v : c) {
-            below += v;
+        for (std::size_t u = 0; u <= c.size() / 2; ++u) {
+            below += c[u];
             cdf_.push_back(static_cast<double>(below / all));
         }
     }
@@ -63,7 +68,12 @@ public:
             return 1;
         }
         if (!cdf_.empty()) {
-            return cdf_[static_cast<std::size_t>(std::floor(u))];
+            const auto whole = static_cast<std::size_t>(std::floor(u));
+            if (whole < cdf_.size()) {
+                return cdf_[whole];
+            }
+            // The upper half by symmetry: P(U <= u) = 1 - P(U <= pairs - u - 1).
+            return 1 - cdf_[static_cast<std::size_t>(pairs) - whole - 1];
         }
         const double mean = pairs / 2;
         const double sd = std::sqrt(pairs * (n_ + m_ + 1) / 12.0);
@@ -148,6 +158,34 @@ void check_positive(const std::vector<double>& base, const std::vector<double>& 
     }
 }
 
+// The ratio and its interval from sorted log differences (pairwise
+// differences, or Walsh averages): the median, and [x_(k), x_(N + 1 - k)]
+// (1-based) for the largest k with P(statistic <= k - 1) <= (1 - confidence)
+// / 2, the statistic being the one whose null distribution is given.
+template <class Distribution>
+RatioInterval estimate(const std::vector<double>& sorted, const Distribution& distribution,
+                       double confidence) {
+    const std::size_t count = sorted.size();
+    RatioInterval r;
+    r.ratio =
+        std::exp(count % 2 ? sorted[count / 2] : 0.5 * (sorted[count / 2 - 1] + sorted[count / 2]));
+    const double tail = (1 - confidence) / 2;
+    int k = 0;
+    while (k < static_cast<int>(count / 2) && distribution.cdf(k) <= tail) {
+        ++k;
+    }
+    if (k == 0) {
+        r.low = 0;
+        r.high = std::numeric_limits<double>::infinity();
+        r.confidence = 1;
+    } else {
+        r.low = std::exp(sorted[static_cast<std::size_t>(k - 1)]);
+        r.high = std::exp(sorted[count - static_cast<std::size_t>(k)]);
+        r.confidence = 1 - 2 * distribution.cdf(k - 1);
+    }
+    return r;
+}
+
 } // namespace
 
 double signed_rank_cdf(int n, double w) {
@@ -177,25 +215,7 @@ RatioInterval paired_ratio_interval(const std::vector<double>& base, const std::
         }
     }
     std::sort(walsh.begin(), walsh.end());
-    const std::size_t count = walsh.size();
-    RatioInterval r;
-    r.ratio =
-        std::exp(count % 2 ? walsh[count / 2] : 0.5 * (walsh[count / 2 - 1] + walsh[count / 2]));
-    const SignedRankDistribution distribution(n);
-    const double tail = (1 - confidence) / 2;
-    int k = 0;
-    while (k < static_cast<int>(count / 2) && distribution.cdf(k) <= tail) {
-        ++k;
-    }
-    if (k == 0) {
-        r.low = 0;
-        r.high = std::numeric_limits<double>::infinity();
-        r.confidence = 1;
-    } else {
-        r.low = std::exp(walsh[static_cast<std::size_t>(k - 1)]);
-        r.high = std::exp(walsh[count - static_cast<std::size_t>(k)]);
-        r.confidence = 1 - 2 * distribution.cdf(k - 1);
-    }
+    RatioInterval r = estimate(walsh, SignedRankDistribution(n), confidence);
     // W+ over the non-zero differences, ranks of |d| averaged over ties.
     std::vector<double> nonzero;
     for (const double x : d) {
@@ -228,9 +248,10 @@ RatioInterval paired_ratio_interval(const std::vector<double>& base, const std::
     const int used = static_cast<int>(nonzero.size());
     const SignedRankDistribution w_distribution(used);
     const double top = used * (used + 1) / 2.0;
-    // P(W+ >= w) = P(W+ <= top - w) by symmetry; ceil for a half rank.
-    r.p_greater = w_distribution.cdf(top - std::ceil(w_plus));
-    r.p_less = w_distribution.cdf(w_plus);
+    // P(W+ >= w) = P(W+ <= top - w) by symmetry.
+    // Half ranks (ties) round toward no difference: conservative p-values.
+    r.p_greater = w_distribution.cdf(top - std::floor(w_plus));
+    r.p_less = w_distribution.cdf(std::ceil(w_plus));
     return r;
 }
 
@@ -260,31 +281,13 @@ RatioInterval ratio_interval(const std::vector<double>& base, const std::vector<
     }
     std::sort(d.begin(), d.end());
     const std::size_t pairs = d.size();
-    RatioInterval r;
-    const double mid = pairs % 2 ? d[pairs / 2] : 0.5 * (d[pairs / 2 - 1] + d[pairs / 2]);
-    r.ratio = std::exp(mid);
-
-    // The interval is [d_(k), d_(pairs + 1 - k)] (1-based) for the largest k
-    // with P(U <= k - 1) <= (1 - confidence) / 2.
     const UDistribution distribution(n, m);
-    const double tail = (1 - confidence) / 2;
-    int k = 0;
-    while (k < static_cast<int>(pairs / 2) && distribution.cdf(k) <= tail) {
-        ++k;
-    }
-    if (k == 0) {
-        r.low = 0;
-        r.high = std::numeric_limits<double>::infinity();
-        r.confidence = 1;
-    } else {
-        r.low = std::exp(d[static_cast<std::size_t>(k - 1)]);
-        r.high = std::exp(d[pairs - static_cast<std::size_t>(k)]);
-        r.confidence = 1 - 2 * distribution.cdf(k - 1);
-    }
+    RatioInterval r = estimate(d, distribution, confidence);
     const double u = u_statistic(base, now);
     // P(U >= u) by symmetry: P(U <= pairs - u).
-    r.p_greater = distribution.cdf(static_cast<double>(pairs) - u);
-    r.p_less = distribution.cdf(u);
+    // Half pairs (ties) round toward no difference: conservative p-values.
+    r.p_greater = distribution.cdf(static_cast<double>(pairs) - std::floor(u));
+    r.p_less = distribution.cdf(std::ceil(u));
     return r;
 }
 

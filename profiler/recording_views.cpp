@@ -151,8 +151,7 @@ std::string op_slices_view() {
     return "CREATE VIEW IF NOT EXISTS KVSCOPE_OP_SLICES AS\nSELECT e.id AS id, " + col(op, "op") +
            " AS op, " + col(op, "step") + " AS step, " + col(op, "layer") +
            " AS layer, e.t_ns AS begin_ns, " + col(op, "end_ns") + " AS end_ns, (" +
-           col(op, "end_ns") +
-           " - e.t_ns) / 1e3 AS duration_us, " + col(op, "cpu_ns") +
+           col(op, "end_ns") + " - e.t_ns) / 1e3 AS duration_us, " + col(op, "cpu_ns") +
            " / 1e3 AS cpu_us\nFROM KVSCOPE_EVENTS AS e\n"
            "WHERE e.kind = " +
            id(op) + ";\n";

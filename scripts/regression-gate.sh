@@ -8,14 +8,17 @@
 #   scripts/regression-gate.sh [BASE_REV]     (default origin/main)
 #
 # Environment: KVSCOPE_GATE_OUT (build/gate), KVSCOPE_GATE_ROUNDS (10),
-# KVSCOPE_GATE_RECORD (the record options), and KVSCOPE_GATE_BASE_BIN /
-# KVSCOPE_GATE_NEW_BIN to use builds made elsewhere instead of building.
+# KVSCOPE_GATE_RECORD (the record options), KVSCOPE_GATE_OPTIONS (more gate
+# options: --threshold, --robust-threshold, --alpha), and
+# KVSCOPE_GATE_BASE_BIN / KVSCOPE_GATE_NEW_BIN to use builds made elsewhere
+# instead of building.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 base_rev="${1:-origin/main}"
 out="${KVSCOPE_GATE_OUT:-build/gate}"
 rounds="${KVSCOPE_GATE_ROUNDS:-10}"
+options="${KVSCOPE_GATE_OPTIONS:-}"
 # One engine thread: its CPU time is then the engine's work, not the pool's
 # waiting; all requests at once: the same schedule on every run.
 record="${KVSCOPE_GATE_RECORD:---workload shared-prefix --requests 4 --max-tokens 16 --all-at-once --threads 1}"
@@ -32,18 +35,26 @@ if [[ -z "$new_bin" ]]; then
 fi
 base_bin="${KVSCOPE_GATE_BASE_BIN:-}"
 if [[ -z "$base_bin" ]]; then
-    git worktree add --force --detach "$out/base-src" "$base_rev" 2> /dev/null ||
+    # A worktree of its own; whatever else is at that path (a half-restored
+    # cache) goes first, so git never acts on this checkout instead.
+    git worktree prune
+    if [[ -e "$out/base-src/.git" ]]; then
         git -C "$out/base-src" checkout --detach --force "$base_rev"
+    else
+        rm -rf "$out/base-src"
+        git worktree add --force --detach "$out/base-src" "$base_rev"
+    fi
     build_kvscope "$out/base-src"
     base_bin="$out/base-src/build/default/app/cli/kvscope"
 fi
 
 status=0
 # shellcheck disable=SC2086 # the record options are words
-"$new_bin" gate "$base_bin" "$new_bin" --rounds "$rounds" --out "$out" --json -- $record \
-    > "$out/report.json" || status=$?
+"$new_bin" gate "$base_bin" "$new_bin" --rounds "$rounds" --out "$out" --json $options \
+    -- $record > "$out/report.json" || status=$?
 if [[ $status -le 1 && -s "$out/report.json" ]]; then
-    "$new_bin" compare "$out/base" "$out/new" || true # the table, for the job's log
+    # shellcheck disable=SC2086
+    "$new_bin" compare "$out/base" "$out/new" $options || true # the table, for the job's log
 fi
 echo "regression gate: exit status $status (report: $out/report.json)"
 exit "$status"

@@ -4,7 +4,6 @@
 // threshold, 0 otherwise: a regression gate for CI.
 #include "app/cli/command.h"
 #include "app/cli/comparison_report.h"
-#include "profiler/recording_set.h"
 
 namespace kvscope::cli {
 namespace {
@@ -16,10 +15,7 @@ struct CompareArgs {
 };
 
 int run_compare(CompareArgs& args) {
-    const auto base = profiler::compute_run_set_stats(args.base);
-    const auto now = profiler::compute_run_set_stats(args.now);
-    return report_comparison(args.base, args.now, base, now, args.flags.resolved(),
-                             args.flags.json);
+    return report_comparison(args.base, args.base, args.now, args.now, args.flags);
 }
 
 } // namespace

@@ -2,6 +2,7 @@
 
 #include "app/cli/command.h"
 #include "engine/util/json_text.h"
+#include "profiler/recording_set.h"
 
 #include <cmath>
 #include <cstdio>
@@ -47,10 +48,13 @@ void add_comparison_flags(CLI::App& parser, ComparisonFlags& flags) {
     parser.add_flag("--json", flags.json, "Print the comparison as JSON");
 }
 
-int report_comparison(const std::string& base_name, const std::string& new_name,
-                      const std::vector<profiler::RecordingStats>& base,
-                      const std::vector<profiler::RecordingStats>& now,
-                      const profiler::CompareOptions& options, bool json) {
+int report_comparison(const std::string& base_name, const std::filesystem::path& base_path,
+                      const std::string& new_name, const std::filesystem::path& new_path,
+                      ComparisonFlags& flags) {
+    const std::vector<profiler::RecordingStats> base = profiler::compute_run_set_stats(base_path);
+    const std::vector<profiler::RecordingStats> now = profiler::compute_run_set_stats(new_path);
+    const profiler::CompareOptions& options = flags.resolved();
+    const bool json = flags.json;
     const std::vector<profiler::MetricComparison> rows = profiler::compare_runs(base, now, options);
     const bool regressed = profiler::count_regressions(rows) > 0;
     const std::size_t runs_a_side = std::min(base.size(), now.size());

@@ -5,16 +5,20 @@
 #include "profiler/compare.h"
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 namespace kvscope::cli {
 
-// exit_failure when a metric regressed, exit_ok otherwise.
-int report_comparison(const std::string& base_name, const std::string& new_name,
-                      const std::vector<profiler::RecordingStats>& base,
-                      const std::vector<profiler::RecordingStats>& now,
-                      const profiler::CompareOptions& options, bool json);
+struct ComparisonFlags;
+
+// Reads both sides (a recording or a folder of them each) and prints their
+// comparison under the names given; exit_failure when a metric regressed,
+// exit_ok otherwise.
+int report_comparison(const std::string& base_name, const std::filesystem::path& base_path,
+                      const std::string& new_name, const std::filesystem::path& new_path,
+                      ComparisonFlags& flags);
 
 // The options both commands take, in the same words.
 struct ComparisonFlags {

@@ -7,9 +7,9 @@
 #include "app/cli/command.h"
 #include "app/cli/comparison_report.h"
 #include "engine/util/host_clock.h"
-#include "profiler/recording_set.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
@@ -29,7 +29,7 @@ struct GateArgs {
     std::string base;
     std::string now;
     std::vector<std::string> record_args;
-    int rounds = 5;
+    int rounds = 10;
     std::string out = "kvscope-gate";
     ComparisonFlags flags;
 };
@@ -95,8 +95,17 @@ fs::path side_folder(const fs::path& out, const char* side) {
 }
 
 int run_gate(GateArgs& args) {
+    // A one-sided signed-rank test over R rounds can reach no p below 2^-R.
+    if (std::ldexp(1.0, -args.rounds) >= args.flags.options.alpha) {
+        std::fprintf(stderr,
+                     "kvscope gate: %d rounds cannot show a regression at alpha %g (the "
+                     "smallest p-value %d rounds can give is %g): use more rounds\n",
+                     args.rounds, args.flags.options.alpha, args.rounds,
+                     std::ldexp(1.0, -args.rounds));
+        return exit_usage;
+    }
     for (const std::string& a : args.record_args) {
-        if (a == "--out" || a == "-o" || a.starts_with("--out=")) {
+        if (a == "--out" || a.starts_with("--out=") || a.starts_with("-o")) {
             std::fprintf(stderr, "kvscope gate: the recordings' paths are the gate's (--out DIR "
                                  "before --): leave --out out of the record options\n");
             return exit_usage;
@@ -125,10 +134,7 @@ int run_gate(GateArgs& args) {
         std::fprintf(stderr, "kvscope gate: round %d/%d: base %.1f s, new %.1f s\n", round,
                      args.rounds, base_s, new_s);
     }
-    const auto base = profiler::compute_run_set_stats(base_folder);
-    const auto now = profiler::compute_run_set_stats(new_folder);
-    return report_comparison(args.base, args.now, base, now, args.flags.resolved(),
-                             args.flags.json);
+    return report_comparison(args.base, base_folder, args.now, new_folder, args.flags);
 }
 
 } // namespace
@@ -144,14 +150,16 @@ Command add_gate_command(CLI::App& app) {
     parser->add_option("record_options", args->record_args,
                        "After --: what both run as `kvscope record` options (a workload; "
                        "--all-at-once keeps the schedule the same on every run)");
-    parser->add_option("--rounds", args->rounds, "Runs of each build")
+    parser
+        ->add_option("--rounds", args->rounds,
+                     "Runs of each build (at least 7 at the default alpha of 0.01)")
         ->check(CLI::Range(2, 1000))
         ->capture_default_str();
     parser->add_option("--out", args->out, "Folder for the recordings (OUT/base, OUT/new)")
         ->capture_default_str();
     add_comparison_flags(*parser, args->flags);
-    parser->footer("Example:\n  kvscope gate old/kvscope new/kvscope --rounds 6 -- --workload "
-                   "chat --requests 8 --max-tokens 32 --all-at-once --threads 1");
+    parser->footer("Example:\n  kvscope gate old/kvscope new/kvscope --rounds 10 -- --workload "
+                   "shared-prefix --requests 4 --max-tokens 16 --all-at-once --threads 1");
     return {parser, [args] {
                 return run_gate(*args);
             }};

@@ -13,8 +13,11 @@ std::int64_t thread_cpu_ns() noexcept {
 void spin_thread_cpu_ns(std::int64_t ns) noexcept {
     const std::int64_t until = thread_cpu_ns() + ns;
     volatile std::uint64_t sink = 0;
+    // Some microseconds of arithmetic between readings of the clock (a system
+    // call): the spin is user-space work, as slower code would be, and
+    // instructions and cycles grow with it.
     while (thread_cpu_ns() < until) {
-        for (int i = 0; i < 256; ++i) {
+        for (int i = 0; i < 8192; ++i) {
             sink = sink * 6364136223846793005ULL + 1;
         }
     }

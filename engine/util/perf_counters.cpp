@@ -98,15 +98,18 @@ CounterReading ThreadPerfCounters::read() const {
     if (::read(leader_, data, sizeof data) != static_cast<ssize_t>(sizeof data) || data[0] != 2) {
         return out;
     }
+    // Counted all the time they were enabled, or not at all: once the kernel
+    // has shared the PMU with other users (multiplexed), totals are
+    // estimates scaled by a ratio that changes between readings, and a
+    // step's difference of two of them could even be negative. Steps then
+    // say "not counted" rather than hold a guess.
     const std::uint64_t enabled = data[1];
     const std::uint64_t running = data[2];
-    if (running == 0) {
+    if (running == 0 || running != enabled) {
         return out;
     }
-    // Scaled up when the kernel shared the counters with other users.
-    const double scale = static_cast<double>(enabled) / static_cast<double>(running);
-    out.instructions = static_cast<std::int64_t>(static_cast<double>(data[3]) * scale);
-    out.cycles = static_cast<std::int64_t>(static_cast<double>(data[4]) * scale);
+    out.instructions = static_cast<std::int64_t>(data[3]);
+    out.cycles = static_cast<std::int64_t>(data[4]);
     return out;
 }
 

@@ -12,6 +12,7 @@
 #include <sqlite3.h>
 #include <vector>
 
+#include <QDir>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -659,21 +660,31 @@ void TestCli::gate_records_two_builds_in_rounds() {
                               "\"temperature\": 0}\n"));
     const QString out = dir.filePath("gate");
     const QStringList record = {"--workload", trace, "--all-at-once", "--threads", "1"};
-    // The same build on both sides, in two rounds: too few for a verdict on
-    // timings (the interval stays open), and the same work exactly.
+    // Too few rounds to ever show a regression at the default alpha: refused.
+    const auto few = run_process(
+        KVSCOPE_CLI_PATH,
+        QStringList{"gate", KVSCOPE_CLI_PATH, KVSCOPE_CLI_PATH, "--rounds", "3", "--"} + record,
+        tiny);
+    QCOMPARE(few.exit_code, 2);
+    QVERIFY2(few.err.contains("cannot show a regression"), qPrintable(few.err));
+
+    // The same build on both sides, in seven rounds (the fewest the default
+    // alpha allows), thresholds out of reach so no timing's noise decides:
+    // bounded 98% intervals, and the same work exactly.
     const auto gate = run_process(KVSCOPE_CLI_PATH,
                                   QStringList{"gate", KVSCOPE_CLI_PATH, KVSCOPE_CLI_PATH,
-                                              "--rounds", "2", "--out", out, "--json", "--"} +
+                                              "--rounds", "7", "--out", out, "--threshold", "1000",
+                                              "--robust-threshold", "1000", "--json", "--"} +
                                       record,
                                   tiny);
     QVERIFY2(gate.exit_code == 0, qPrintable(gate.err + gate.out));
-    QVERIFY2(gate.err.contains("round 2/2: base"), qPrintable(gate.err));
-    for (const char* file : {"base/round-001.sqlite", "base/round-002.sqlite",
-                             "new/round-001.sqlite", "new/round-002.sqlite"}) {
+    QVERIFY2(gate.err.contains("round 7/7: base"), qPrintable(gate.err));
+    for (const char* file : {"base/round-001.sqlite", "base/round-007.sqlite",
+                             "new/round-001.sqlite", "new/round-007.sqlite"}) {
         QVERIFY2(QFile::exists(out + "/" + file), file);
     }
     const QJsonObject report = QJsonDocument::fromJson(gate.out.toUtf8()).object();
-    QCOMPARE(report.value("base_runs").toInt(), 2);
+    QCOMPARE(report.value("base_runs").toInt(), 7);
     QCOMPARE(report.value("regressed").toBool(), false);
     QStringList seen;
     for (const QJsonValue& value : report.value("metrics").toArray()) {
@@ -682,8 +693,11 @@ void TestCli::gate_records_two_builds_in_rounds() {
         seen << name;
         if (name == "engine CPU time" || name == "step time") {
             QCOMPARE(m.value("basis").toString(), QStringLiteral("rounds"));
-            QCOMPARE(m.value("verdict").toString(), QStringLiteral("too few samples"));
-            QVERIFY(m.value("interval").toObject().value("high").isNull()); // unbounded
+            QCOMPARE(m.value("verdict").toString(), QStringLiteral("same"));
+            const QJsonObject interval = m.value("interval").toObject();
+            QVERIFY(interval.value("low").toDouble() > 0);
+            QVERIFY(interval.value("high").toDouble() >= interval.value("low").toDouble());
+            QVERIFY(interval.value("confidence").toDouble() >= 0.98);
         }
         if (name == "engine CPU time") {
             QVERIFY(m.value("noise_robust").toBool());
@@ -699,9 +713,12 @@ void TestCli::gate_records_two_builds_in_rounds() {
              qPrintable(seen.join(", ")));
 
     // compare reads the folders the gate wrote, as the same rounds.
-    const auto text = run_process(KVSCOPE_CLI_PATH, {"compare", out + "/base", out + "/new"}, tiny);
+    const auto text = run_process(KVSCOPE_CLI_PATH,
+                                  {"compare", out + "/base", out + "/new", "--threshold", "1000",
+                                   "--robust-threshold", "1000"},
+                                  tiny);
     QCOMPARE(text.exit_code, 0);
-    QVERIFY2(text.out.contains("2 rounds") && text.out.contains("(2 runs)"), qPrintable(text.out));
+    QVERIFY2(text.out.contains("7 rounds") && text.out.contains("(7 runs)"), qPrintable(text.out));
 
     // The gate names the recordings itself; a build that fails says where
     // its output went.
@@ -713,15 +730,18 @@ void TestCli::gate_records_two_builds_in_rounds() {
     QVERIFY2(clash.err.contains("leave --out out"), qPrintable(clash.err));
     const auto failing =
         run_process(KVSCOPE_CLI_PATH,
-                    QStringList{"gate", KVSCOPE_CLI_PATH, KVSCOPE_CLI_PATH, "--rounds", "2",
-                                "--out", out, "--", "--workload", dir.filePath("missing.jsonl")},
+                    QStringList{"gate", KVSCOPE_CLI_PATH, KVSCOPE_CLI_PATH, "--out", out, "--",
+                                "--workload", dir.filePath("missing.jsonl")},
                     tiny);
     QCOMPARE(failing.exit_code, 1);
     QVERIFY2(failing.err.contains("record failed with status 1") &&
                  failing.err.contains("round-001.log"),
              qPrintable(failing.err));
-    const auto empty = run_process(KVSCOPE_CLI_PATH, {"compare", dir.path(), dir.path()});
+    QVERIFY(QDir(dir.path()).mkdir("empty"));
+    const auto empty = run_process(KVSCOPE_CLI_PATH,
+                                   {"compare", dir.filePath("empty"), dir.filePath("empty")}, tiny);
     QCOMPARE(empty.exit_code, 1);
+    QVERIFY2(empty.err.contains("holds no recordings"), qPrintable(empty.err));
 }
 
 void TestCli::export_writes_a_chrome_trace() {

@@ -1,20 +1,24 @@
-#!/ usr / bin / env python3
-#Reference values for tests / profiler / tst_rank_interval.cpp, computed by brute
-#force : the null distributions of the Mann - Whitney U and Wilcoxon signed - rank
-#statistics by enumerating every ordering or sign assignment(no formula
-#shared with profiler / rank_interval.cpp), then the Hodges - Lehmann ratios and
-#their intervals from the sorted pairwise differences or Walsh averages.
-#Run : python3 tests / profiler / data / rank_interval_reference.py
-import itertools, math from fractions import Fraction def mw_cdf(n, m, u) :total = 0; below = 0
+#!/usr/bin/env python3
+# Reference values for tests/profiler/tst_rank_interval.cpp, computed by brute
+# force: the null distributions of the Mann-Whitney U and Wilcoxon signed-rank
+# statistics by enumerating every ordering or sign assignment (no formula
+# shared with profiler/rank_interval.cpp), then the Hodges-Lehmann ratios and
+# their intervals from the sorted pairwise differences or Walsh averages.
+# Half ranks (ties) round toward no difference: the p-values are conservative.
+# Run: python3 tests/profiler/data/rank_interval_reference.py
+import itertools, math
+from fractions import Fraction
+def mw_cdf(n, m, u):
+    total = 0; below = 0
     for pos in itertools.combinations(range(n+m), n):   # positions of "now" values in the sorted pool
-        s = set(pos);
-U = 0; bases_before = 0
+        s = set(pos); U = 0; bases_before = 0
         for i in range(n+m):
             if i in s: U += bases_before
             else: bases_before += 1
-        total += 1;
-below += (U <= u) return Fraction(below, total) def sr_cdf(n, w)
-    : total = 0; below=0
+        total += 1; below += (U <= u)
+    return Fraction(below, total)
+def sr_cdf(n, w):
+    total=0; below=0
     for signs in itertools.product([0,1], repeat=n):
         W = sum(r+1 for r,sg in enumerate(signs) if sg)
         total+=1; below += (W<=w)
@@ -29,7 +33,7 @@ def unpaired(base, now, conf):
     n,m=len(now),len(base); tail=(1-conf)/2; k=0
     while k < N//2 and mw_cdf(n,m,k) <= tail: k+=1
     U = sum(1 if x>y else 0.5 if x==y else 0 for x in now for y in base)
-    pg = float(mw_cdf(n,m,math.floor(N-U)))
+    pg = float(mw_cdf(n,m,N-math.floor(U)))
     return math.exp(mid), math.exp(d[k-1]), math.exp(d[N-k]), pg
 def paired(base, now, conf):
     d=[math.log(x)-math.log(y) for x,y in zip(now,base)]; n=len(d)
@@ -37,7 +41,7 @@ def paired(base, now, conf):
     mid = wa[N//2] if N%2 else (wa[N//2-1]+wa[N//2])/2
     tail=(1-conf)/2; k=0
     while k < N//2 and sr_cdf(n,k) <= tail: k+=1
-#W + : ranks of | d | (zeros dropped), tied magnitudes sharing their mean rank.
+    # W+: ranks of |d| (zeros dropped), tied magnitudes sharing their mean rank.
     nz=[x for x in d if x!=0]
     Wp=0
     for x in nz:
@@ -45,7 +49,7 @@ def paired(base, now, conf):
             below=sum(1 for y in nz if abs(y) < abs(x)); tied=sum(1 for y in nz if abs(y)==abs(x))
             Wp += below + (tied+1)/2
     top=len(nz)*(len(nz)+1)//2
-    pg=float(sr_cdf(len(nz), top-math.ceil(Wp)))
+    pg=float(sr_cdf(len(nz), top-math.floor(Wp)))
     return math.exp(mid), math.exp(wa[k-1]), math.exp(wa[N-k]), pg
 b=[1.00,1.02,0.99,1.01,1.03]; n=[1.06,1.05,1.08,1.04,1.07]
 print("unpaired95", ["%.17g"%v for v in unpaired(b,n,0.95)])
