@@ -617,7 +617,8 @@ StepStats LlmEngine::step() {
         counters_ = std::make_unique<ThreadPerfCounters>();
         counters_thread_ = std::this_thread::get_id();
     }
-    const std::int64_t cpu_start = thread_cpu_ns();
+    // Costs are measured only for someone listening: no clock reads otherwise.
+    const std::int64_t cpu_start = sink_ != nullptr ? thread_cpu_ns() : 0;
     const CounterReading counted_start = counters_ ? counters_->read() : CounterReading{};
     step_kv_entries_read_ = 0;
     StepStats stats;
@@ -629,16 +630,18 @@ StepStats LlmEngine::step() {
         postprocess(plan, run(plan), stats);
     }
     sample_cache();
-    const CounterReading counted_end = counters_ ? counters_->read() : CounterReading{};
-    const auto difference = [](std::int64_t from, std::int64_t to) {
-        return from >= 0 && to >= 0 ? to - from : -1;
-    };
-    events::emit_now(
-        sink_, events::StepCounters{
-                   .cpu_ns = thread_cpu_ns() - cpu_start,
-                   .instructions = difference(counted_start.instructions, counted_end.instructions),
-                   .cycles = difference(counted_start.cycles, counted_end.cycles),
-                   .kv_entries_read = step_kv_entries_read_});
+    if (sink_ != nullptr) {
+        const CounterReading counted_end = counters_ ? counters_->read() : CounterReading{};
+        const auto difference = [](std::int64_t from, std::int64_t to) {
+            return from >= 0 && to >= 0 ? to - from : -1;
+        };
+        events::emit_now(sink_, events::StepCounters{
+                                    .cpu_ns = thread_cpu_ns() - cpu_start,
+                                    .instructions = difference(counted_start.instructions,
+                                                               counted_end.instructions),
+                                    .cycles = difference(counted_start.cycles, counted_end.cycles),
+                                    .kv_entries_read = step_kv_entries_read_});
+    }
     events::emit_now(sink_, events::StepEnd{.step = stats.step,
                                             .prefill_tokens = stats.prefill_tokens,
                                             .decode_tokens = stats.decode_tokens});
