@@ -17,6 +17,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -65,6 +66,7 @@ std::vector<pid_t> start_busy(int count) {
     for (int i = 0; i < count; ++i) {
         const pid_t child = fork();
         if (child == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); // never outlives the bench
             volatile unsigned long x = 1;
             for (;;) {
                 x = x * 6364136223846793005UL + 1;
@@ -90,6 +92,26 @@ struct Tally {
 
 const std::vector<std::string> kMetrics = {"engine CPU time", "step time", "time to first token",
                                            "time per output token", "instructions"};
+
+// One trial's line: the gate's verdict and the carrying metric's figures.
+void print_trial(int trial, bool slow, const nlohmann::json& report, int status) {
+    std::fprintf(stderr, "trial %2d %-8s gate %s", trial, slow ? "slowed" : "same",
+                 status == 1 ? "REGRESSED" : "passed   ");
+    for (const auto& m : report["metrics"]) {
+        if (m["metric"] == "engine CPU time" && m["change"].is_number()) {
+            std::fprintf(stderr, "  engine CPU time %+.1f%%", 100 * m["change"].get<double>());
+            if (m.contains("interval") && m["interval"]["high"].is_number()) {
+                std::fprintf(stderr, " [%+.1f%%, %+.1f%%]",
+                             100 * (m["interval"]["low"].get<double>() - 1),
+                             100 * (m["interval"]["high"].get<double>() - 1));
+            }
+            if (m["p_value"].is_number()) {
+                std::fprintf(stderr, " p %.4f", m["p_value"].get<double>());
+            }
+        }
+    }
+    std::fprintf(stderr, "\n");
+}
 
 void judge(const nlohmann::json& report, int status, Tally& tally) {
     ++tally.trials;
@@ -159,7 +181,10 @@ int main(int argc, char** argv) {
     Tally slowed;
     for (int trial = 1; trial <= o.trials; ++trial) {
         for (const bool slow : {false, true}) {
-            const fs::path out = o.dir / (slow ? "slowed" : "same");
+            // Every trial's recordings are kept, to look into a miss.
+            char name[32];
+            std::snprintf(name, sizeof name, "trial-%02d-%s", trial, slow ? "slowed" : "same");
+            const fs::path out = o.dir / name;
             const std::string command = shell_word(o.kvscope) + " gate " + shell_word(o.kvscope) +
                                         " " + shell_word(slow ? slower.string() : o.kvscope) +
                                         " --rounds " + std::to_string(o.rounds) + " --out " +
@@ -172,6 +197,7 @@ int main(int argc, char** argv) {
                 continue;
             }
             judge(report, status, slow ? slowed : same);
+            print_trial(trial, slow, report, status);
             // The single-run form on the first round's two recordings.
             const auto single =
                 run(shell_word(o.kvscope) + " compare " +

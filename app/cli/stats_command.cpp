@@ -151,6 +151,56 @@ void print_attached(const std::vector<profiler::AttachedSourceStats>& sources) {
     }
 }
 
+// A counter's total, or null where any step went uncounted.
+nlohmann::json counted(std::int64_t total) {
+    return total >= 0 ? nlohmann::json(total) : nlohmann::json(nullptr);
+}
+
+nlohmann::json costs_json(const profiler::RecordingStats& s) {
+    return {{"steps", s.costs.steps},
+            {"cpu_ms", s.costs.cpu_ms},
+            {"instructions", counted(s.costs.instructions)},
+            {"cycles", counted(s.costs.cycles)},
+            {"kv_entries_read", s.costs.kv_entries_read},
+            {"kv_bytes_written", s.kv_bytes_written()},
+            {"kv_bytes_read", s.kv_bytes_read()}};
+}
+
+// What the steps cost the engine's thread, and the cache traffic the
+// workload alone decides: the figures a regression gate judges.
+void print_costs(const profiler::RecordingStats& s) {
+    if (s.costs.steps == 0) {
+        return; // recorded before steps carried their costs
+    }
+    double wall_ms = 0;
+    for (const double ms : s.step_ms_samples) {
+        wall_ms += ms;
+    }
+    std::printf("engine CPU    %.1f ms over %lld steps", s.costs.cpu_ms,
+                static_cast<long long>(s.costs.steps));
+    if (wall_ms > 0) {
+        std::printf(" (%.0f%% of their %.1f ms of wall time)", 100 * s.costs.cpu_ms / wall_ms,
+                    wall_ms);
+    }
+    std::printf("\n");
+    if (s.costs.instructions >= 0 && s.costs.cycles >= 0) {
+        std::printf("counters      %lld instructions, %lld cycles (%.2f a cycle)\n",
+                    static_cast<long long>(s.costs.instructions),
+                    static_cast<long long>(s.costs.cycles),
+                    s.costs.cycles > 0 ? static_cast<double>(s.costs.instructions) /
+                                             static_cast<double>(s.costs.cycles)
+                                       : 0.0);
+    } else {
+        std::printf("counters      not counted (no hardware counters where it was recorded, "
+                    "or the kernel multiplexed them)\n");
+    }
+    if (s.block_size > 0) {
+        std::printf("KV traffic    %.2f MiB written, %.2f MiB read by attention\n",
+                    static_cast<double>(s.kv_bytes_written()) / (1024.0 * 1024.0),
+                    static_cast<double>(s.kv_bytes_read()) / (1024.0 * 1024.0));
+    }
+}
+
 int run_stats(const std::string& path, bool json) {
     const profiler::RecordingStats s = profiler::compute_stats(path);
     if (json) {
@@ -199,6 +249,7 @@ int run_stats(const std::string& path, bool json) {
             {"kv_formats", s.kv_formats},
             {"kv_bytes_per_block", s.kv_bytes_per_block},
             {"kv_bytes_used_peak", s.kv_bytes_used_peak},
+            {"costs", costs_json(s)},
             {"cpu_ops", to_json(s.times.cpu_ops)},
             {"gpu_kernels", to_json(s.times.gpu_kernels)},
             {"gpu_memory_ops", to_json(s.times.gpu_memory_ops)},
@@ -248,6 +299,7 @@ int run_stats(const std::string& path, bool json) {
     }
     std::printf("preemptions   %lld; tokens evicted %lld\n", static_cast<long long>(s.preemptions),
                 static_cast<long long>(s.evicted_tokens));
+    print_costs(s);
     if (s.tier.offloaded + s.tier.reloaded > 0) {
         std::printf("offload tier  %lld blocks written (%.1f MiB, %.1f ms), %lld loaded back "
                     "(%.1f MiB, %.1f ms), %lld let go when full\n",

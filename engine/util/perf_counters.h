@@ -27,8 +27,8 @@ public:
     // Why the counters are not available ("" when they are).
     const std::string& unavailable_reason() const { return reason_; }
 
-    // Totals since opening (scaled when the kernel multiplexed them); -1s
-    // when unavailable.
+    // Totals since opening; -1s when unavailable, and once the kernel has
+    // multiplexed them (shared the PMU: totals would be estimates).
     CounterReading read() const;
 
 private:

@@ -10,13 +10,17 @@
 #include <fstream>
 
 #include <QAbstractItemModelTester>
+#include <QApplication>
 #include <QBrush>
 #include <QDir>
 #include <QFile>
+#include <QFileDialog>
 #include <QFileInfo>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTimer>
 
 namespace events = kvscope::events;
 namespace profiler = kvscope::profiler;
@@ -80,6 +84,28 @@ void write_recording(const QString& path, int steps, double step_ms) {
         t += 100'000;
     }
     recorder.close();
+}
+
+// Clicks `button` and, in the file dialog it opens, chooses `path`.
+bool choose_in_dialog(QPushButton* button, const QString& path) {
+    if (button == nullptr) {
+        return false;
+    }
+    bool chosen = false;
+    QTimer poll;
+    QObject::connect(&poll, &QTimer::timeout, [&] {
+        auto* dialog = qobject_cast<QFileDialog*>(QApplication::activeModalWidget());
+        if (dialog == nullptr) {
+            return; // not open yet
+        }
+        poll.stop();
+        dialog->setDirectory(path);
+        chosen = true;
+        static_cast<QDialog*>(dialog)->accept(); // QFileDialog::accept, through the public base
+    });
+    poll.start(20);
+    button->click(); // returns once the dialog has closed
+    return chosen;
 }
 
 } // namespace
@@ -251,7 +277,14 @@ void TestCompareView::slower_recording_is_regressed() {
             QVERIFY(QFile::copy(base, root.filePath(QString(side) + "/" + round)));
         }
     }
-    view.set_files(root.filePath("rounds-base"), root.filePath("rounds-new"));
+    // Chosen with the Folder… buttons, as a user picks kvscope gate's folders.
+    view.set_files(QString(), QString());
+    QVERIFY(choose_in_dialog(view.findChild<QPushButton*>("baseFileFolder"),
+                             root.filePath("rounds-base")));
+    QVERIFY(choose_in_dialog(view.findChild<QPushButton*>("newFileFolder"),
+                             root.filePath("rounds-new")));
+    QCOMPARE(QDir(view.base_file()), QDir(root.filePath("rounds-base")));
+    QCOMPARE(QDir(view.new_file()), QDir(root.filePath("rounds-new")));
     view.start();
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 3, kTimeout_ms);
     QVERIFY2(view.error_text().isEmpty(), qPrintable(view.error_text()));

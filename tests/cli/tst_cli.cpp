@@ -63,6 +63,7 @@ private slots:
     void compare_gates_a_slower_run_data();
     void compare_gates_a_slower_run();
     void gate_records_two_builds_in_rounds();
+    void gate_stops_its_record_when_stopped();
     void export_writes_a_chrome_trace();
 
 private:
@@ -524,8 +525,24 @@ void TestCli::record_then_stats() {
         QVERIFY2(ops.contains(name), name);
     }
     QCOMPARE(attention_instances, 30 * s.value("steps").toInteger());
+    // What the steps cost: every step counted; cache entries written are the
+    // tokens computed, at SmolLM2's f16 bytes a token (30 layers x 3 KV heads
+    // x 64 dims x K and V x 2 bytes = 23040), and each step reads at least
+    // the entries it computes.
+    const QJsonObject costs = s.value("costs").toObject();
+    QCOMPARE(costs.value("steps").toInteger(), s.value("steps").toInteger());
+    QVERIFY(costs.value("cpu_ms").toDouble() > 0);
+    const qint64 computed =
+        s.value("prefill_tokens").toInteger() + s.value("decode_tokens").toInteger();
+    QCOMPARE(costs.value("kv_bytes_written").toInteger(), computed * 23040);
+    QVERIFY(costs.value("kv_entries_read").toInteger() >= computed);
+    QCOMPARE(costs.value("kv_bytes_read").toInteger(),
+             costs.value("kv_entries_read").toInteger() * 23040);
+    QVERIFY(costs.value("instructions").isNull() || costs.value("instructions").toInteger() > 0);
     const auto table = run_process(KVSCOPE_CLI_PATH, {"stats", recording});
     QVERIFY(table.out.contains("CPU op time by name"));
+    QVERIFY2(table.out.contains("engine CPU") && table.out.contains("KV traffic"),
+             qPrintable(table.out));
 
     const auto text = run_process(KVSCOPE_CLI_PATH, {"stats", trace});
     QCOMPARE(text.exit_code, 1);
@@ -742,6 +759,68 @@ void TestCli::gate_records_two_builds_in_rounds() {
                                    {"compare", dir.filePath("empty"), dir.filePath("empty")}, tiny);
     QCOMPARE(empty.exit_code, 1);
     QVERIFY2(empty.err.contains("holds no recordings"), qPrintable(empty.err));
+}
+
+void TestCli::gate_stops_its_record_when_stopped() {
+    // A CI job's timeout or Ctrl-C stops the gate: the record it is running
+    // stops with it and keeps what it recorded, and the gate ends by the
+    // signal. Throttled steps make each record last seconds.
+    QProcessEnvironment tiny = QProcessEnvironment::systemEnvironment();
+    tiny.insert("KVSCOPE_MODEL", tiny_model_path());
+    QTemporaryDir dir;
+    const QString out = dir.filePath("gate");
+    QProcess gate;
+    gate.setProcessEnvironment(tiny);
+    gate.start(KVSCOPE_CLI_PATH, {"gate", KVSCOPE_CLI_PATH, KVSCOPE_CLI_PATH, "--rounds", "10",
+                                  "--out", out, "--", "--requests", "1", "--max-tokens", "200",
+                                  "--throttle-ms", "50", "--threads", "1", "--all-at-once"});
+    QVERIFY(gate.waitForStarted());
+    // The first record is under way once its recording has a step in it.
+    const QString recording = out + "/base/round-001.sqlite";
+    const auto has_steps = [&] {
+        sqlite3* db = nullptr;
+        bool steps = false;
+        if (sqlite3_open_v2(recording.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr) ==
+            SQLITE_OK) {
+            sqlite3_stmt* query = nullptr;
+            if (sqlite3_prepare_v2(db, "SELECT count(*) FROM KVSCOPE_EVENTS", -1, &query,
+                                   nullptr) == SQLITE_OK &&
+                sqlite3_step(query) == SQLITE_ROW) {
+                steps = sqlite3_column_int64(query, 0) > 0;
+            }
+            sqlite3_finalize(query);
+        }
+        sqlite3_close(db);
+        return steps;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(has_steps(), 60'000);
+    QCOMPARE(gate.state(), QProcess::Running); // 200 steps of >= 50 ms: seconds to go
+    gate.terminate();                          // SIGTERM
+    QVERIFY2(gate.waitForFinished(30'000), "the gate did not stop");
+    QCOMPARE(gate.exitStatus(), QProcess::CrashExit); // ended by the signal
+    const QString err = QString::fromUtf8(gate.readAllStandardError());
+    QVERIFY2(err.contains("stopped by signal 15"), qPrintable(err));
+    QVERIFY2(!QFile::exists(out + "/new/round-001.sqlite"), "a record started after the stop");
+
+    // The interrupted record saved its run and said so.
+    const auto stats = run_process(KVSCOPE_CLI_PATH, {"stats", recording, "--json"}, tiny);
+    QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+    const QJsonObject s = QJsonDocument::fromJson(stats.out.toUtf8()).object();
+    QVERIFY(s.value("steps").toInteger() > 0);
+    QVERIFY2(s.value("steps").toInteger() < 150, "the record ran on after the gate stopped");
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open_v2(recording.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr),
+             SQLITE_OK);
+    sqlite3_stmt* query = nullptr;
+    QCOMPARE(sqlite3_prepare_v2(db, "SELECT value FROM KVSCOPE_META WHERE key = 'complete'", -1,
+                                &query, nullptr),
+             SQLITE_OK);
+    QCOMPARE(sqlite3_step(query), SQLITE_ROW);
+    const QString complete =
+        QString::fromUtf8(reinterpret_cast<const char*>(sqlite3_column_text(query, 0)));
+    sqlite3_finalize(query);
+    sqlite3_close(db);
+    QCOMPARE(complete, QStringLiteral("interrupted"));
 }
 
 void TestCli::export_writes_a_chrome_trace() {

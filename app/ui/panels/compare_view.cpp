@@ -68,12 +68,22 @@ CompareView::CompareView(QWidget* parent)
         edit = new QLineEdit(this);
         edit->setObjectName(name);
         edit->setPlaceholderText(tr("a .sqlite recording, or a folder of repetitions"));
-        auto* browse_button = new QPushButton(tr("Browse…"), this);
+        auto* browse_button = new QPushButton(tr("Recording…"), this);
+        browse_button->setObjectName(name + "Browse");
+        browse_button->setToolTip(tr("Pick one recording"));
         connect(browse_button, &QPushButton::clicked, this,
                 [this, edit, title] { browse(edit, title); });
+        // Repetitions (kvscope gate's OUT/base and OUT/new) are a folder.
+        auto* folder_button = new QPushButton(tr("Folder…"), this);
+        folder_button->setObjectName(name + "Folder");
+        folder_button->setToolTip(
+            tr("Pick a folder of repetitions: each recording in it is one run"));
+        connect(folder_button, &QPushButton::clicked, this,
+                [this, edit, title] { browse_folder(edit, title); });
         auto* row = new QHBoxLayout;
         row->addWidget(edit, 1);
         row->addWidget(browse_button);
+        row->addWidget(folder_button);
         return row;
     };
     auto* form = new QFormLayout;
@@ -237,6 +247,17 @@ void CompareView::browse(QLineEdit* field, const QString& title) {
     const QString start_dir = field->text().isEmpty() ? QString() : QFileInfo(field->text()).path();
     const QString path = QFileDialog::getOpenFileName(
         this, title, start_dir, tr("kvscope recordings (*.sqlite);;All files (*)"));
+    if (!path.isEmpty()) {
+        field->setText(path);
+    }
+}
+
+void CompareView::browse_folder(QLineEdit* field, const QString& title) {
+    const QFileInfo current(field->text());
+    const QString start_dir = field->text().isEmpty() ? QString()
+                              : current.isDir()       ? current.filePath()
+                                                      : current.path();
+    const QString path = QFileDialog::getExistingDirectory(this, title, start_dir);
     if (!path.isEmpty()) {
         field->setText(path);
     }

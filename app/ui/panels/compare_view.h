@@ -70,6 +70,7 @@ signals:
 
 private:
     void browse(QLineEdit* field, const QString& title);
+    void browse_folder(QLineEdit* field, const QString& title);
     void on_result(const std::shared_ptr<const CompareResult>& result);
     void on_failed(const QString& message);
     void show_status(const QString& text, bool error);
