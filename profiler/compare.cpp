@@ -1,6 +1,7 @@
 #include "profiler/compare.h"
 
 #include "profiler/rank_interval.h"
+#include "profiler/step_floors.h"
 
 #include <algorithm>
 #include <cmath>
@@ -96,6 +97,35 @@ MetricComparison judge_runs(MetricComparison m, const std::vector<double>& base,
     return m;
 }
 
+// Lower is better. A gate's rounds judged on per-step floors.
+MetricComparison judge_floors(MetricComparison m, const FloorComparison& f, double threshold,
+                              const CompareOptions& options) {
+    m.basis = Basis::floors;
+    m.base_samples = f.rounds;
+    m.new_samples = f.rounds;
+    m.base = f.base;
+    m.now = f.now;
+    m.change = f.ratio - 1;
+    m.low = f.low;
+    m.high = f.high;
+    m.confidence = f.confidence;
+    if (!f.bounded()) {
+        m.verdict = Verdict::not_comparable;
+        m.p_value = std::min(f.p_greater, f.p_less);
+        return m;
+    }
+    if (m.change > threshold && f.p_greater < options.alpha) {
+        m.verdict = Verdict::regressed;
+        m.p_value = f.p_greater;
+    } else if (m.change < -threshold && f.p_less < options.alpha) {
+        m.verdict = Verdict::improved;
+        m.p_value = f.p_less;
+    } else {
+        m.p_value = std::min(f.p_greater, f.p_less);
+    }
+    return m;
+}
+
 MetricComparison metric(std::string name, std::string unit, bool robust) {
     MetricComparison m;
     m.name = std::move(name);
@@ -180,6 +210,8 @@ std::string_view basis_name(Basis basis) {
     switch (basis) {
     case Basis::rounds:
         return "rounds";
+    case Basis::floors:
+        return "step floors";
     case Basis::runs:
         return "runs";
     case Basis::steps:
@@ -312,7 +344,28 @@ std::vector<MetricComparison> compare_runs(const std::vector<RecordingStats>& ba
     const auto cpu_total = [](const RecordingStats& s) {
         return std::optional<double>(s.costs.cpu_ms);
     };
-    if (all(base, has_costs) && all(now, has_costs) && by_runs) {
+    const auto step_costs = [](const std::vector<RecordingStats>& runs) {
+        std::vector<std::vector<double>> costs;
+        for (const RecordingStats& s : runs) {
+            costs.push_back(s.step_cpu_ms_samples);
+        }
+        return costs;
+    };
+    std::optional<FloorComparison> floors;
+    if (all(base, has_costs) && all(now, has_costs) && paired) {
+        floors = compare_step_floors(step_costs(base), step_costs(now), 1 - 2 * options.alpha);
+    }
+    if (floors) {
+        // Floors see through the machine's slow spells; run totals over
+        // rounds through a drift of its speed that outlasts a round, which
+        // leaves the floors to the few rounds of its fastest stretch.
+        out.push_back(judge_floors(cpu, *floors, options.robust_threshold, options));
+        MetricComparison totals = cpu;
+        totals.name = "engine CPU time, run totals";
+        out.push_back(judge_runs(std::move(totals), run_values(base, cpu_total).values,
+                                 run_values(now, cpu_total).values, paired,
+                                 options.robust_threshold, options));
+    } else if (all(base, has_costs) && all(now, has_costs) && by_runs) {
         out.push_back(judge_runs(std::move(cpu), run_values(base, cpu_total).values,
                                  run_values(now, cpu_total).values, paired,
                                  options.robust_threshold, options));
@@ -464,7 +517,7 @@ MetricCells format_metric(const MetricComparison& m) {
     }
     cells.samples = "-";
     if (m.base_samples > 0 || m.new_samples > 0) {
-        if (m.basis == Basis::rounds) {
+        if (m.basis == Basis::rounds || m.basis == Basis::floors) {
             std::snprintf(buffer, sizeof buffer, "%lld rounds",
                           static_cast<long long>(m.base_samples));
         } else {
@@ -486,7 +539,7 @@ int count_regressions(const std::vector<MetricComparison>& rows) {
 }
 
 std::string compare_criteria(const CompareOptions& options, std::size_t runs_a_side) {
-    char text[1024];
+    char text[1536];
     if (runs_a_side >= 2) {
         std::snprintf(
             text, sizeof text,
@@ -495,10 +548,13 @@ std::string compare_criteria(const CompareOptions& options, std::size_t runs_a_s
             "Hodges-Lehmann ratio of run-level values (medians; CPU time and counters: totals) "
             "with its exact %.0f%% rank interval; it regresses when more than %.0f%% slower "
             "(wall clock) or %.0f%% (noise-robust: CPU time, instructions) with p < %.3g "
-            "(one-sided signed-rank test over rounds, Mann-Whitney over unpaired runs). The "
-            "prefix hit rate regresses when it drops by more than %.0f points. Work "
-            "figures must be equal ('differs' fails nothing but means the runs did not do the "
-            "same work).",
+            "(one-sided signed-rank test over rounds, Mann-Whitney over unpaired runs). Over "
+            "rounds whose steps line up, the engine CPU time is also each side's per-step "
+            "floor (step floors: every step's least CPU time over the side's runs, summed), "
+            "which the machine's slow spells leave alone; its test swaps rounds' runs (a "
+            "randomisation test) and its interval inverts that test. The prefix hit rate "
+            "regresses when it drops by more than %.0f points. Work figures must be equal "
+            "('differs' fails nothing but means the runs did not do the same work).",
             100 * (1 - 2 * options.alpha), 100 * options.threshold, 100 * options.robust_threshold,
             options.alpha, 100 * options.hit_rate_drop);
     } else {

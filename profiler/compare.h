@@ -34,6 +34,7 @@ enum class Verdict { same, improved, regressed, not_comparable, not_measured, di
 // Where a metric's judgement comes from.
 enum class Basis {
     rounds,   // paired runs (a gate's rounds, matched by file name), signed ranks
+    floors,   // a gate's rounds, per-step floors (profiler/step_floors.h): engine CPU time
     runs,     // run-level values of unpaired repetitions, rank interval
     steps,    // per-step samples of one run a side (Mann-Whitney)
     requests, // per-request samples of one run a side (Mann-Whitney)
@@ -70,7 +71,9 @@ double mann_whitney_greater(const std::vector<double>& better, const std::vector
 // Each side one or more runs of the same workload (repetitions). Runs are
 // paired when both sides have the same count and the same file names in
 // order (what `kvscope gate` writes: round-001.sqlite, ...): a pair ran side
-// by side, so the machine's drift cancels in its ratio.
+// by side, so the machine's drift cancels in its ratio. Over paired rounds
+// whose steps line up, the engine CPU time is judged on per-step floors,
+// which the machine's slow spells leave alone.
 bool runs_are_paired(const std::vector<RecordingStats>& base,
                      const std::vector<RecordingStats>& now);
 std::vector<MetricComparison> compare_runs(const std::vector<RecordingStats>& base,

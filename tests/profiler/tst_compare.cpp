@@ -111,6 +111,7 @@ private slots:
     void unpaired_runs_cannot_see_through_drift();
     void work_figures_are_compared_exactly();
     void costs_not_recorded_say_so();
+    void rounds_whose_steps_differ_use_run_totals();
 };
 
 void TestCompare::mann_whitney_matches_scipy_data() {
@@ -253,13 +254,25 @@ void TestCompare::rounds_see_through_drift() {
         const auto [base, slower] = gate_rounds(10, 0.05, 0.25, seed);
         QVERIFY(profiler::runs_are_paired(base, slower));
         const auto rows = profiler::compare_runs(base, slower, {});
-        const profiler::MetricComparison* cpu = row_named(rows, "engine CPU time");
+        // Steps that line up: per-step floors (tst_step_floors tests them),
+        // which a drift of the machine's speed across rounds leaves to the
+        // fastest round: a wide interval, never an improvement.
+        const profiler::MetricComparison* floors = row_named(rows, "engine CPU time");
+        QVERIFY(floors != nullptr);
+        QCOMPARE(floors->basis, profiler::Basis::floors);
+        QCOMPARE(floors->base_samples, std::int64_t{10});
+        QCOMPARE(profiler::format_metric(*floors).samples, std::string("10 rounds"));
+        QVERIFY(floors->verdict != profiler::Verdict::improved);
+        // The run totals beside them, a ratio per round, see through it.
+        const profiler::MetricComparison* cpu = row_named(rows, "engine CPU time, run totals");
         QVERIFY(cpu != nullptr);
         QCOMPARE(cpu->basis, profiler::Basis::rounds);
-        QCOMPARE(cpu->base_samples, std::int64_t{10});
+        QVERIFY(cpu->noise_robust);
         QVERIFY2(cpu->low > 1.0 && cpu->low < 1.05 && cpu->high > 1.05,
                  qPrintable(QString("interval %1-%2").arg(cpu->low).arg(cpu->high)));
         caught += cpu->verdict == profiler::Verdict::regressed;
+        // The wall-clock rows stay on run medians over rounds.
+        QCOMPARE(row_named(rows, "step time")->basis, profiler::Basis::rounds);
         const auto [base2, same] = gate_rounds(10, 0.0, 0.25, 100 + seed);
         false_alarms += profiler::count_regressions(profiler::compare_runs(base2, same, {}));
     }
@@ -309,6 +322,18 @@ void TestCompare::costs_not_recorded_say_so() {
     const auto cells = profiler::format_metric(*row_named(rows, "instructions"));
     QCOMPARE(cells.base, std::string("-"));
     QCOMPARE(cells.verdict, std::string("not measured"));
+}
+
+void TestCompare::rounds_whose_steps_differ_use_run_totals() {
+    // One run took a step more (its schedule followed the clock): steps no
+    // longer line up, so the CPU time is judged on run totals over rounds.
+    auto [base, slower] = gate_rounds(10, 0.05, 0.25, 7);
+    slower[4].step_cpu_ms_samples.push_back(slower[4].step_cpu_ms_samples.back());
+    const auto rows = profiler::compare_runs(base, slower, {});
+    const profiler::MetricComparison* cpu = row_named(rows, "engine CPU time");
+    QCOMPARE(cpu->basis, profiler::Basis::rounds);
+    QCOMPARE(cpu->verdict, profiler::Verdict::regressed);
+    QVERIFY(row_named(rows, "engine CPU time, run totals") == nullptr);
 }
 
 #include "tst_compare.moc"
