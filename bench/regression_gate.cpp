@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 struct Options {
     std::string kvscope;
     int trials = 20;
-    int rounds = 20; // kvscope gate's default
+    int rounds = 25; // kvscope gate's default
     double slowdown = 5;
     int busy = 1;
     fs::path dir = fs::temp_directory_path() / "kvscope-bench-gate";

@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 
 base_rev="${1:-origin/main}"
 out="${KVSCOPE_GATE_OUT:-build/gate}"
-rounds="${KVSCOPE_GATE_ROUNDS:-20}"
+rounds="${KVSCOPE_GATE_ROUNDS:-25}"
 options="${KVSCOPE_GATE_OPTIONS:-}"
 # One engine thread: its CPU time is then the engine's work, not the pool's
 # waiting; all requests at once: the same schedule on every run.
