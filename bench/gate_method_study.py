@@ -104,14 +104,15 @@ def swapped(r):
     return [("n" if label == "b" else "b", steps) for label, steps in r]
 
 
-def floor_permutation(rounds, alpha, threshold, draws=2000, rng=random.Random(7)):
+def floor_permutation(rounds, alpha, threshold, draws=4095, rng=random.Random(7)):
     """The floor ratio, with the randomisation test that swaps the labels
-    within rounds (exact up to 12 rounds, else random swaps)."""
+    within rounds (exact up to 12 rounds, else the observed labelling and
+    4095 random ones, as profiler/step_floors.cpp does)."""
     observed = floor_log_ratio(rounds)
     if observed <= math.log1p(threshold):
         return False
     n = len(rounds)
-    masks = range(2**n) if n <= 12 else (rng.getrandbits(n) for _ in range(draws))
+    masks = range(2**n) if n <= 12 else [0] + [rng.getrandbits(n) for _ in range(draws)]
     at_least = total = 0
     for mask in masks:
         relabelled = [swapped(r) if (mask >> i) & 1 else r for i, r in enumerate(rounds)]
@@ -128,6 +129,8 @@ DESIGNS = [
     ("per-step floors, round permutation", ("bn", "nb"), 10, floor_permutation),
     ("per-step floors, round permutation", ("bnnb", "nbbn"), 10, floor_permutation),
     ("per-step floors, round permutation", ("bn", "nb"), 20, floor_permutation),
+    ("per-step floors, round permutation", ("bn", "nb"), 25, floor_permutation),
+    ("per-step floors, round permutation", ("bn", "nb"), 30, floor_permutation),
 ]
 
 

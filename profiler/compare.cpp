@@ -110,8 +110,7 @@ MetricComparison judge_floors(MetricComparison m, const FloorComparison& f, doub
     m.high = f.high;
     m.confidence = f.confidence;
     if (!f.bounded()) {
-        m.verdict = Verdict::not_comparable;
-        m.p_value = std::min(f.p_greater, f.p_less);
+        m.verdict = Verdict::not_comparable; // no p-value shown, as judge_runs
         return m;
     }
     if (m.change > threshold && f.p_greater < options.alpha) {

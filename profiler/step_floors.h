@@ -10,8 +10,9 @@
 // unhurried.
 //
 // The test is a randomisation test over a gate's rounds: the two runs of a
-// round ran side by side, so under "no change" which of them is labelled
-// base is a coin toss, and the observed floor ratio is ranked among the
+// round ran side by side, and it takes that under "no change" either could
+// have been the base (the gate alternates which runs first, so a round's
+// order favours neither side), ranking the observed floor ratio among the
 // ratios of every relabelling (each round's pair swapped or not). Exact up
 // to 12 rounds; past that a fixed sample of relabellings (the same every
 // time, so a verdict does not change between two reads of the same files).

@@ -7,6 +7,7 @@
 // same typed events a kvscope run records, so stats, export and the app
 // replay an attached engine like any other run.
 #include "app/cli/command.h"
+#include "app/cli/stop_request.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/json_text.h"
@@ -18,7 +19,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -27,8 +27,6 @@
 
 namespace kvscope::cli {
 namespace {
-
-volatile std::sig_atomic_t g_interrupted = 0;
 
 struct AttachCommandOptions {
     std::vector<std::string> endpoints;
@@ -309,21 +307,20 @@ int run_attach(const AttachCommandOptions& options) {
     std::fprintf(stderr, "attached to %s; %s\n", json_text(nlohmann::json(endpoints)).c_str(),
                  options.duration_s > 0 ? "stopping after --duration" : "Ctrl-C stops");
 
-    g_interrupted = 0;
-    auto previous = std::signal(SIGINT, [](int) { g_interrupted = 1; });
+    const StopRequest stop; // Ctrl-C or SIGTERM ends the watch and keeps the recording
     const auto start = std::chrono::steady_clock::now();
     auto next_status = start;
     const auto elapsed = [&] {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
-    while (g_interrupted == 0 && (options.duration_s <= 0 || elapsed() < options.duration_s)) {
+    while (!StopRequest::requested() &&
+           (options.duration_s <= 0 || elapsed() < options.duration_s)) {
         session->poll(std::chrono::milliseconds(50));
         if (std::chrono::steady_clock::now() >= next_status) {
             print_status(*session, elapsed());
             next_status += std::chrono::seconds(1);
         }
     }
-    std::signal(SIGINT, previous);
     session->emit_status();
     const double seconds = elapsed();
     std::fputs("\n", stderr);

@@ -92,12 +92,12 @@ int report_comparison(const std::string& base_name, const std::filesystem::path&
     } else {
         std::printf("base: %s\nnew:  %s\n\n", described(base_name, base.size()).c_str(),
                     described(new_name, now.size()).c_str());
-        std::printf("%-28s %14s %14s %8s %15s %8s %12s %6s  %s\n", "metric", "base", "new",
+        std::printf("%-33s %14s %14s %8s %15s %8s %12s %6s  %s\n", "metric", "base", "new",
                     "change", "interval", "p", "samples", "robust", "verdict");
         // The same cells the app's compare view shows.
         for (const auto& m : rows) {
             const profiler::MetricCells c = profiler::format_metric(m);
-            std::printf("%-28s %14s %14s %8s %15s %8s %12s %6s  %s\n",
+            std::printf("%-33s %14s %14s %8s %15s %8s %12s %6s  %s\n",
                         (c.metric + (c.unit.empty() ? "" : " (" + c.unit + ")")).c_str(),
                         c.base.c_str(), c.now.c_str(), c.change.c_str(), c.interval.c_str(),
                         c.p_value.c_str(), c.samples.c_str(), c.robust.c_str(), c.verdict.c_str());

@@ -6,6 +6,7 @@
 // one sample. Exit status 1 when NEW regressed.
 #include "app/cli/command.h"
 #include "app/cli/comparison_report.h"
+#include "app/cli/stop_request.h"
 #include "engine/util/host_clock.h"
 
 #include <cerrno>
@@ -25,43 +26,6 @@ namespace kvscope::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A gate stopped (Ctrl-C, a CI job's timeout) stops the record it is running
-// too, rather than leaving it to run on alone: the record gets SIGINT, saves
-// what it recorded as an interrupted run, and the gate then ends by the
-// signal it got. pid_t fits a sig_atomic_t on Linux.
-volatile std::sig_atomic_t g_record_child = 0;
-volatile std::sig_atomic_t g_stop_signal = 0;
-
-void stop_gate(int signal) {
-    g_stop_signal = signal;
-    if (g_record_child > 0) {
-        kill(static_cast<pid_t>(g_record_child), SIGINT);
-    }
-}
-
-// Catches SIGINT and SIGTERM while it lives; the old handlers come back after.
-class StopSignals {
-public:
-    StopSignals() {
-        g_stop_signal = 0;
-        struct sigaction action {};
-        action.sa_handler = stop_gate;
-        sigemptyset(&action.sa_mask);
-        sigaction(SIGINT, &action, &old_int_);
-        sigaction(SIGTERM, &action, &old_term_);
-    }
-    ~StopSignals() {
-        sigaction(SIGINT, &old_int_, nullptr);
-        sigaction(SIGTERM, &old_term_, nullptr);
-    }
-    StopSignals(const StopSignals&) = delete;
-    StopSignals& operator=(const StopSignals&) = delete;
-
-private:
-    struct sigaction old_int_ {};
-    struct sigaction old_term_ {};
-};
 
 struct GateArgs {
     std::string base;
@@ -98,21 +62,25 @@ double record_once(const std::string& program, const std::vector<std::string>& a
     if (spawned != 0) {
         throw std::runtime_error("cannot run " + program + ": " + std::strerror(spawned));
     }
-    g_record_child = child;
-    if (g_stop_signal != 0) {
-        kill(child, SIGINT); // stopped while it was being started
-    }
+    // A stop of the gate asks the record to stop and save too.
+    StopRequest::forward_to(child);
     int status = 0;
     while (waitpid(child, &status, 0) < 0) {
         if (errno != EINTR) {
-            g_record_child = 0;
+            StopRequest::forward_to(0);
             throw std::runtime_error(std::string("waiting for ") + program + ": " +
                                      std::strerror(errno));
         }
     }
-    g_record_child = 0;
-    if (g_stop_signal != 0) {
-        return 0; // the gate stops; the record saved its run as interrupted
+    StopRequest::forward_to(0);
+    if (StopRequest::requested()) {
+        if (WIFSIGNALED(status)) {
+            std::fprintf(stderr,
+                         "kvscope gate: %s record ended by signal %d before it could "
+                         "save (its output: %s)\n",
+                         program.c_str(), WTERMSIG(status), log.c_str());
+        }
+        return 0; // the gate stops; a record that saved marked its run interrupted
     }
     const double seconds = static_cast<double>(host_now_ns() - start) * 1e-9;
     if (WIFSIGNALED(status)) {
@@ -141,6 +109,33 @@ fs::path side_folder(const fs::path& out, const char* side) {
     return folder;
 }
 
+// Records the rounds, base and new in turns, until done or asked to stop.
+void record_rounds(const GateArgs& args, const fs::path& base_folder, const fs::path& new_folder) {
+    for (int round = 1; round <= args.rounds; ++round) {
+        char name[32];
+        std::snprintf(name, sizeof name, "round-%03d", round);
+        const auto run = [&](const std::string& program, const fs::path& folder) {
+            return record_once(program, args.record_args, folder / (std::string(name) + ".sqlite"),
+                               folder / (std::string(name) + ".log"));
+        };
+        // Base first in odd rounds, new first in even ones.
+        double base_s = 0;
+        double new_s = 0;
+        if (round % 2 == 1) {
+            base_s = run(args.base, base_folder);
+            new_s = StopRequest::requested() ? 0 : run(args.now, new_folder);
+        } else {
+            new_s = run(args.now, new_folder);
+            base_s = StopRequest::requested() ? 0 : run(args.base, base_folder);
+        }
+        if (StopRequest::requested()) {
+            return;
+        }
+        std::fprintf(stderr, "kvscope gate: round %d/%d: base %.1f s, new %.1f s\n", round,
+                     args.rounds, base_s, new_s);
+    }
+}
+
 int run_gate(GateArgs& args) {
     // A one-sided signed-rank test over R rounds can reach no p below 2^-R.
     if (std::ldexp(1.0, -args.rounds) >= args.flags.options.alpha) {
@@ -161,37 +156,19 @@ int run_gate(GateArgs& args) {
     const fs::path out(args.out);
     const fs::path base_folder = side_folder(out, "base");
     const fs::path new_folder = side_folder(out, "new");
-    const StopSignals stop_signals;
-    for (int round = 1; round <= args.rounds && g_stop_signal == 0; ++round) {
-        char name[32];
-        std::snprintf(name, sizeof name, "round-%03d", round);
-        const auto run = [&](const std::string& program, const fs::path& folder) {
-            return record_once(program, args.record_args, folder / (std::string(name) + ".sqlite"),
-                               folder / (std::string(name) + ".log"));
-        };
-        // Base first in odd rounds, new first in even ones.
-        double base_s = 0;
-        double new_s = 0;
-        if (round % 2 == 1) {
-            base_s = run(args.base, base_folder);
-            new_s = g_stop_signal == 0 ? run(args.now, new_folder) : 0;
-        } else {
-            new_s = run(args.now, new_folder);
-            base_s = g_stop_signal == 0 ? run(args.base, base_folder) : 0;
-        }
-        if (g_stop_signal != 0) {
-            break;
-        }
-        std::fprintf(stderr, "kvscope gate: round %d/%d: base %.1f s, new %.1f s\n", round,
-                     args.rounds, base_s, new_s);
+    int stopped_by = 0;
+    {
+        const StopRequest stop; // only while recording: the report runs as any command
+        record_rounds(args, base_folder, new_folder);
+        stopped_by = StopRequest::signal();
     }
-    if (const int signal = g_stop_signal; signal != 0) {
+    if (stopped_by != 0) {
         std::fprintf(stderr,
                      "kvscope gate: stopped by signal %d; the recordings so far are in %s\n",
-                     signal, out.string().c_str());
-        std::signal(signal, SIG_DFL);
-        std::raise(signal); // end as the signal asked, as a shell expects
-        return 128 + signal;
+                     stopped_by, out.string().c_str());
+        std::signal(stopped_by, SIG_DFL);
+        std::raise(stopped_by); // end as the signal asked, as a shell expects
+        return 128 + stopped_by;
     }
     return report_comparison(args.base, base_folder, args.now, new_folder, args.flags);
 }

@@ -2,11 +2,11 @@
 // is produced, then prefill and decode speed.
 #include "app/cli/command.h"
 #include "app/cli/engine_options.h"
+#include "app/cli/stop_request.h"
 #include "engine/runner/generate.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/utf8_stream.h"
 
-#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <random>
@@ -23,8 +23,6 @@ struct GenerateOptions {
     sampling::SamplingParams sampling;
     std::optional<std::uint64_t> seed;
 };
-
-volatile std::sig_atomic_t g_interrupted = 0;
 
 int run_generate(GenerateOptions& options) {
     if (const std::string problem = options.engine.resolve(); !problem.empty()) {
@@ -59,16 +57,14 @@ int run_generate(GenerateOptions& options) {
     const int needed = static_cast<int>(prompt.size()) + options.max_tokens;
     auto backend = options.engine.make_backend(model, needed);
 
-    g_interrupted = 0;
-    auto previous = std::signal(SIGINT, [](int) { g_interrupted = 1; });
+    const StopRequest stop; // Ctrl-C ends the text where it got to
     tokenizer::Utf8StreamDecoder decoder;
     sampling::Sampler sampler(sampling);
     const runner::GenerationStats stats = runner::generate(
         *backend, tok, prompt, {options.max_tokens, 512}, sampler, [&](std::int32_t id) {
             std::cout << decoder.push(tok.token_bytes(id)) << std::flush;
-            return g_interrupted == 0;
+            return !StopRequest::requested();
         });
-    std::signal(SIGINT, previous);
     std::cout << decoder.finish() << "\n" << std::flush;
 
     std::fprintf(stderr,
@@ -78,7 +74,7 @@ int run_generate(GenerateOptions& options) {
                  stats.prompt_tokens, stats.prefill_tokens_per_second(), stats.prefill_seconds,
                  stats.generated_tokens, stats.decode_tokens_per_second(), stats.decode_seconds,
                  stats.stop_reason.c_str(), static_cast<unsigned long long>(sampling.seed));
-    return g_interrupted != 0 ? 130 : exit_ok;
+    return StopRequest::requested() ? 128 + StopRequest::signal() : exit_ok;
 }
 
 } // namespace

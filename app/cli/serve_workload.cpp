@@ -7,6 +7,7 @@
 #include "app/cli/command.h"
 #include "app/cli/gpu_capture.h"
 #include "app/cli/run_report.h"
+#include "app/cli/stop_request.h"
 #include "engine/events/tee_sink.h"
 #include "engine/events/typed_events.h"
 #include "engine/gpu_devices.h"
@@ -20,7 +21,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -28,8 +28,6 @@
 
 namespace kvscope::cli {
 namespace {
-
-volatile std::sig_atomic_t g_interrupted = 0;
 
 // Writes each event as one JSON object per line, its fields by name.
 class JsonlEventSink final : public events::EventSink {
@@ -89,6 +87,10 @@ int serve_workload(ServeWorkloadOptions& options) {
     config.record_ops = recording; // per-op CPU slices in recordings
     config.token_text = recording; // text for the app's tooltips and requests table
 
+    // Ctrl-C or SIGTERM from here on stops the run where it can and keeps
+    // the recording, closed and marked interrupted (even during the model's
+    // load: the run then serves nothing).
+    const StopRequest stop;
     // The recording and GPU capture start before the model loads: a file in
     // the way fails at once, and the weights' upload is captured too.
     std::unique_ptr<profiler::Recorder> recorder;
@@ -135,8 +137,6 @@ int serve_workload(ServeWorkloadOptions& options) {
     std::fprintf(stderr, "serving %zu requests: %s\n", run.request_count(),
                  config.describe().c_str());
 
-    g_interrupted = 0;
-    auto previous = std::signal(SIGINT, [](int) { g_interrupted = 1; });
     const auto start = std::chrono::steady_clock::now();
     int peak_used = 0;
     session::ServingSession::ServeOptions serve;
@@ -151,7 +151,7 @@ int serve_workload(ServeWorkloadOptions& options) {
                                              : "the run goes on unrecorded "
                                                "(--on-write-error continue)");
         }
-        return g_interrupted != 0 || (stop_on_write_error && write_failed);
+        return StopRequest::requested() || (stop_on_write_error && write_failed);
     };
     serve.on_step = [&](const sched::StepStats& s) {
         peak_used = std::max(peak_used, run.engine().kv().stats().used);
@@ -162,7 +162,6 @@ int serve_workload(ServeWorkloadOptions& options) {
         }
     };
     const std::vector<std::int64_t> ids = run.serve(serve);
-    std::signal(SIGINT, previous);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (run.engine().steps() > 0) {
@@ -188,7 +187,7 @@ int serve_workload(ServeWorkloadOptions& options) {
             tracer->stop(); // hands the last GPU records over before the file closes
         }
         recorder->set_metadata("summary", summary.to_json(false));
-        recorder->set_metadata("complete", g_interrupted != 0 ? "interrupted" : "yes");
+        recorder->set_metadata("complete", StopRequest::requested() ? "interrupted" : "yes");
         std::string recording_error;
         try {
             recorder->close();
@@ -218,8 +217,8 @@ int serve_workload(ServeWorkloadOptions& options) {
     } else {
         print_summary(summary, config, options.per_request);
     }
-    if (g_interrupted != 0) {
-        return 130;
+    if (StopRequest::requested()) {
+        return 128 + StopRequest::signal(); // 130 after Ctrl-C, 143 after SIGTERM
     }
     return write_error.empty() ? exit_ok : exit_failure;
 }

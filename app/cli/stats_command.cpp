@@ -157,6 +157,9 @@ nlohmann::json counted(std::int64_t total) {
 }
 
 nlohmann::json costs_json(const profiler::RecordingStats& s) {
+    if (s.costs.steps == 0) {
+        return nullptr; // recorded before steps carried their costs
+    }
     return {{"steps", s.costs.steps},
             {"cpu_ms", s.costs.cpu_ms},
             {"instructions", counted(s.costs.instructions)},

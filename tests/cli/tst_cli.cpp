@@ -789,8 +789,10 @@ void TestCli::gate_stops_its_record_when_stopped() {
         if (sqlite3_open_v2(recording.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr) ==
             SQLITE_OK) {
             sqlite3_stmt* query = nullptr;
-            if (sqlite3_prepare_v2(db, "SELECT count(*) FROM KVSCOPE_EVENTS", -1, &query,
-                                   nullptr) == SQLITE_OK &&
+            if (sqlite3_prepare_v2(db,
+                                   "SELECT count(*) FROM KVSCOPE_EVENTS WHERE kind = (SELECT id "
+                                   "FROM ENUM_KVSCOPE_EVENT_KIND WHERE name = 'step_end')",
+                                   -1, &query, nullptr) == SQLITE_OK &&
                 sqlite3_step(query) == SQLITE_ROW) {
                 steps = sqlite3_column_int64(query, 0) > 0;
             }
