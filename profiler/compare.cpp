@@ -57,6 +57,22 @@ MetricComparison judge_samples(MetricComparison m, const std::vector<double>& ba
     return m;
 }
 
+// Lower is better. A bounded ratio's verdict: past the threshold and
+// significant in its direction.
+MetricComparison judge_ratio(MetricComparison m, double p_greater, double p_less, double threshold,
+                             const CompareOptions& options) {
+    if (m.change > threshold && p_greater < options.alpha) {
+        m.verdict = Verdict::regressed;
+        m.p_value = p_greater;
+    } else if (m.change < -threshold && p_less < options.alpha) {
+        m.verdict = Verdict::improved;
+        m.p_value = p_less;
+    } else {
+        m.p_value = std::min(p_greater, p_less);
+    }
+    return m;
+}
+
 // Lower is better. Repetitions: one value per run, the ratio's rank interval
 // (paired: per round).
 MetricComparison judge_runs(MetricComparison m, const std::vector<double>& base,
@@ -82,19 +98,10 @@ MetricComparison judge_runs(MetricComparison m, const std::vector<double>& base,
     m.high = r.high;
     m.confidence = r.confidence;
     if (!r.bounded()) {
-        m.verdict = Verdict::not_comparable;
+        m.verdict = Verdict::not_comparable; // no p-value beside it
         return m;
     }
-    if (m.change > threshold && r.p_greater < options.alpha) {
-        m.verdict = Verdict::regressed;
-        m.p_value = r.p_greater;
-    } else if (m.change < -threshold && r.p_less < options.alpha) {
-        m.verdict = Verdict::improved;
-        m.p_value = r.p_less;
-    } else {
-        m.p_value = std::min(r.p_greater, r.p_less);
-    }
-    return m;
+    return judge_ratio(std::move(m), r.p_greater, r.p_less, threshold, options);
 }
 
 // Lower is better. A gate's rounds judged on per-step floors.
@@ -110,19 +117,10 @@ MetricComparison judge_floors(MetricComparison m, const FloorComparison& f, doub
     m.high = f.high;
     m.confidence = f.confidence;
     if (!f.bounded()) {
-        m.verdict = Verdict::not_comparable; // no p-value shown, as judge_runs
+        m.verdict = Verdict::not_comparable; // no p-value beside it
         return m;
     }
-    if (m.change > threshold && f.p_greater < options.alpha) {
-        m.verdict = Verdict::regressed;
-        m.p_value = f.p_greater;
-    } else if (m.change < -threshold && f.p_less < options.alpha) {
-        m.verdict = Verdict::improved;
-        m.p_value = f.p_less;
-    } else {
-        m.p_value = std::min(f.p_greater, f.p_less);
-    }
-    return m;
+    return judge_ratio(std::move(m), f.p_greater, f.p_less, threshold, options);
 }
 
 MetricComparison metric(std::string name, std::string unit, bool robust) {
