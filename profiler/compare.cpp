@@ -29,6 +29,22 @@ struct Values {
     bool complete = true;
 };
 
+// Lower is better. A change's verdict: past the threshold and
+// significant in its direction.
+MetricComparison judge_ratio(MetricComparison m, double p_greater, double p_less, double threshold,
+                             const CompareOptions& options) {
+    if (m.change > threshold && p_greater < options.alpha) {
+        m.verdict = Verdict::regressed;
+        m.p_value = p_greater;
+    } else if (m.change < -threshold && p_less < options.alpha) {
+        m.verdict = Verdict::improved;
+        m.p_value = p_less;
+    } else {
+        m.p_value = std::min(p_greater, p_less);
+    }
+    return m;
+}
+
 // Lower is better (timings, costs). One run a side: per-step or per-request
 // samples, one-sided Mann-Whitney.
 MetricComparison judge_samples(MetricComparison m, const std::vector<double>& base,
@@ -45,32 +61,7 @@ MetricComparison judge_samples(MetricComparison m, const std::vector<double>& ba
     m.change = m.base > 0 ? (m.now - m.base) / m.base : 0;
     const double p_slower = mann_whitney_greater(base, now);
     const double p_faster = mann_whitney_greater(now, base);
-    if (m.change > threshold && p_slower < options.alpha) {
-        m.verdict = Verdict::regressed;
-        m.p_value = p_slower;
-    } else if (m.change < -threshold && p_faster < options.alpha) {
-        m.verdict = Verdict::improved;
-        m.p_value = p_faster;
-    } else {
-        m.p_value = std::min(p_slower, p_faster);
-    }
-    return m;
-}
-
-// Lower is better. A bounded ratio's verdict: past the threshold and
-// significant in its direction.
-MetricComparison judge_ratio(MetricComparison m, double p_greater, double p_less, double threshold,
-                             const CompareOptions& options) {
-    if (m.change > threshold && p_greater < options.alpha) {
-        m.verdict = Verdict::regressed;
-        m.p_value = p_greater;
-    } else if (m.change < -threshold && p_less < options.alpha) {
-        m.verdict = Verdict::improved;
-        m.p_value = p_less;
-    } else {
-        m.p_value = std::min(p_greater, p_less);
-    }
-    return m;
+    return judge_ratio(std::move(m), p_slower, p_faster, threshold, options);
 }
 
 // Lower is better. Repetitions: one value per run, the ratio's rank interval
