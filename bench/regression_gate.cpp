@@ -7,7 +7,8 @@
 // each trial's first round) is judged on the same recordings.
 //
 //   kvscope-bench-gate --kvscope PATH [--trials N] [--rounds R] [--slowdown P]
-//                      [--busy N] [--dir DIR] [-- RECORD_OPTIONS]
+//                      [--interleave steps|runs] [--busy N] [--dir DIR]
+//                      [-- RECORD_OPTIONS]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <csignal>
@@ -29,12 +30,17 @@ namespace fs = std::filesystem;
 struct Options {
     std::string kvscope;
     int trials = 20;
-    int rounds = 25; // kvscope gate's default
+    int rounds = 0;                   // 0: kvscope gate's default
+    std::string interleave = "steps"; // kvscope gate's default
     double slowdown = 5;
     int busy = 1;
     fs::path dir = fs::temp_directory_path() / "kvscope-bench-gate";
-    std::vector<std::string> record = {"--requests", "1", "--max-tokens", "24",
-                                       "--threads",  "1", "--all-at-once"};
+    // The prompt in chunks of 32 tokens: steps of like size, each one paired
+    // with the other build's in step (docs/regression-gates.md).
+    std::vector<std::string> record = {
+        "--requests", "1", "--max-tokens",  "24",
+        "--threads",  "1", "--all-at-once", "--max-num-batched-tokens",
+        "32"};
 };
 
 std::string shell_word(const std::string& word) {
@@ -153,7 +159,10 @@ int main(int argc, char** argv) {
     app.add_option("--kvscope", o.kvscope, "The kvscope command to gate")->required();
     app.add_option("--trials", o.trials, "Same-build trials, and as many slowed ones")
         ->capture_default_str();
-    app.add_option("--rounds", o.rounds, "kvscope gate's rounds per trial")->capture_default_str();
+    app.add_option("--rounds", o.rounds, "kvscope gate's rounds per trial (0: the gate's default)")
+        ->capture_default_str();
+    app.add_option("--interleave", o.interleave, "kvscope gate's --interleave (steps or runs)")
+        ->capture_default_str();
     app.add_option("--slowdown", o.slowdown, "The planted slowdown, percent")
         ->capture_default_str();
     app.add_option("--busy", o.busy, "Competing processes spinning on a core each")
@@ -180,6 +189,8 @@ int main(int argc, char** argv) {
         record_words += " " + shell_word(word);
     }
 
+    const std::string rounds_option =
+        o.rounds > 0 ? " --rounds " + std::to_string(o.rounds) : std::string();
     const std::vector<pid_t> busy = start_busy(o.busy);
     Tally same;
     Tally slowed;
@@ -191,9 +202,9 @@ int main(int argc, char** argv) {
             const fs::path out = o.dir / name;
             const std::string command = shell_word(o.kvscope) + " gate " + shell_word(o.kvscope) +
                                         " " + shell_word(slow ? slower.string() : o.kvscope) +
-                                        " --rounds " + std::to_string(o.rounds) + " --out " +
-                                        shell_word(out.string()) + " --json --" + record_words +
-                                        " 2>/dev/null";
+                                        rounds_option + " --interleave " + o.interleave +
+                                        " --out " + shell_word(out.string()) + " --json --" +
+                                        record_words + " 2>/dev/null";
             const auto [text, status] = run(command);
             const nlohmann::json report = nlohmann::json::parse(text, nullptr, false);
             if (status > 1 || report.is_discarded()) {
@@ -217,8 +228,11 @@ int main(int argc, char** argv) {
         waitpid(child, nullptr, 0);
     }
 
-    std::printf("kvscope gate, %d rounds a trial, %d busy process(es), planted slowdown %.1f%%\n",
-                o.rounds, o.busy, o.slowdown);
+    std::printf("kvscope gate --interleave %s, %s rounds a trial, %d busy process(es), planted "
+                "slowdown %.1f%%\n",
+                o.interleave.c_str(),
+                o.rounds > 0 ? std::to_string(o.rounds).c_str() : "the gate's default", o.busy,
+                o.slowdown);
     std::printf("record options:%s\n\n", record_words.c_str());
     std::printf("| judged by | same build: false alarms | %.0f%% slower: caught | median change "
                 "(slower) | median interval width (slower) |\n",

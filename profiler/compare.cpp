@@ -2,6 +2,7 @@
 
 #include "profiler/rank_interval.h"
 #include "profiler/step_floors.h"
+#include "profiler/step_ratios.h"
 
 #include <algorithm>
 #include <cmath>
@@ -93,6 +94,21 @@ MetricComparison judge_runs(MetricComparison m, const std::vector<double>& base,
         return m;
     }
     return judge_ratio(std::move(m), r.p_greater, r.p_less, threshold, options);
+}
+
+// Lower is better. A gate's rounds recorded in step, judged on each round's
+// median step ratio (as paired values, against a base of 1); the values shown
+// are the sides' median run totals.
+MetricComparison judge_step_ratios(MetricComparison m, const std::vector<double>& ratios,
+                                   const std::vector<double>& base_totals,
+                                   const std::vector<double>& new_totals, double threshold,
+                                   const CompareOptions& options) {
+    m = judge_runs(std::move(m), std::vector<double>(ratios.size(), 1.0), ratios, true, threshold,
+                   options);
+    m.basis = Basis::step_ratios;
+    m.base = median(base_totals);
+    m.now = median(new_totals);
+    return m;
 }
 
 // Lower is better. A gate's rounds judged on per-step floors.
@@ -200,6 +216,8 @@ std::string_view basis_name(Basis basis) {
         return "rounds";
     case Basis::floors:
         return "step floors";
+    case Basis::step_ratios:
+        return "steps in step";
     case Basis::runs:
         return "runs";
     case Basis::steps:
@@ -339,11 +357,30 @@ std::vector<MetricComparison> compare_runs(const std::vector<RecordingStats>& ba
         }
         return costs;
     };
+    const bool costs = all(base, has_costs) && all(now, has_costs);
+    const auto in_step = [](const RecordingStats& s) {
+        return s.steps_in_turns;
+    };
+    std::optional<std::vector<double>> step_ratios;
     std::optional<FloorComparison> floors;
-    if (all(base, has_costs) && all(now, has_costs) && paired) {
+    if (costs && paired && all(base, in_step) && all(now, in_step)) {
+        step_ratios = round_step_ratios(step_costs(base), step_costs(now));
+    } else if (costs && paired) {
         floors = compare_step_floors(step_costs(base), step_costs(now), 1 - 2 * options.alpha);
     }
-    if (floors) {
+    if (step_ratios) {
+        // Steps in step see through the machine's changes of pace, fast or
+        // slow; run totals beside them catch a large change confined to a
+        // few steps, which moves no median.
+        const std::vector<double> base_totals = run_values(base, cpu_total).values;
+        const std::vector<double> new_totals = run_values(now, cpu_total).values;
+        out.push_back(judge_step_ratios(cpu, *step_ratios, base_totals, new_totals,
+                                        options.robust_threshold, options));
+        MetricComparison totals = cpu;
+        totals.name = "engine CPU time, run totals";
+        out.push_back(judge_runs(std::move(totals), base_totals, new_totals, paired,
+                                 options.robust_threshold, options));
+    } else if (floors) {
         // Floors see through the machine's slow spells; run totals over
         // rounds through a drift of its speed that outlasts a round, which
         // leaves the floors to the few rounds of its fastest stretch.
@@ -353,11 +390,11 @@ std::vector<MetricComparison> compare_runs(const std::vector<RecordingStats>& ba
         out.push_back(judge_runs(std::move(totals), run_values(base, cpu_total).values,
                                  run_values(now, cpu_total).values, paired,
                                  options.robust_threshold, options));
-    } else if (all(base, has_costs) && all(now, has_costs) && by_runs) {
+    } else if (costs && by_runs) {
         out.push_back(judge_runs(std::move(cpu), run_values(base, cpu_total).values,
                                  run_values(now, cpu_total).values, paired,
                                  options.robust_threshold, options));
-    } else if (all(base, has_costs) && all(now, has_costs)) {
+    } else if (costs) {
         // One run a side: the totals (a run's CPU time, per run), judged
         // with the per-step samples' test.
         const auto samples = [](const RecordingStats& s) -> const std::vector<double>& {
@@ -505,7 +542,7 @@ MetricCells format_metric(const MetricComparison& m) {
     }
     cells.samples = "-";
     if (m.base_samples > 0 || m.new_samples > 0) {
-        if (m.basis == Basis::rounds || m.basis == Basis::floors) {
+        if (m.basis == Basis::rounds || m.basis == Basis::floors || m.basis == Basis::step_ratios) {
             std::snprintf(buffer, sizeof buffer, "%lld rounds",
                           static_cast<long long>(m.base_samples));
         } else {
@@ -527,7 +564,7 @@ int count_regressions(const std::vector<MetricComparison>& rows) {
 }
 
 std::string compare_criteria(const CompareOptions& options, std::size_t runs_a_side) {
-    char text[1536];
+    char text[2048];
     if (runs_a_side >= 2) {
         std::snprintf(
             text, sizeof text,
@@ -540,7 +577,9 @@ std::string compare_criteria(const CompareOptions& options, std::size_t runs_a_s
             "rounds whose steps line up, the engine CPU time is also each side's per-step "
             "floor (step floors: every step's least CPU time over the side's runs, summed), "
             "which the machine's slow spells leave alone; its test swaps rounds' runs (a "
-            "randomisation test) and its interval inverts that test. The prefix hit rate "
+            "randomisation test) and its interval inverts that test. Rounds that kvscope gate "
+            "recorded in step (the builds taking steps in turns) are judged instead on each "
+            "round's median step ratio (steps in step), as paired values. The prefix hit rate "
             "regresses when it drops by more than %.0f points. Work figures must be equal "
             "('differs' fails nothing but means the runs did not do the same work).",
             100 * (1 - 2 * options.alpha), 100 * options.threshold, 100 * options.robust_threshold,

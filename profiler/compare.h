@@ -33,13 +33,15 @@ enum class Verdict { same, improved, regressed, not_comparable, not_measured, di
 
 // Where a metric's judgement comes from.
 enum class Basis {
-    rounds,   // paired runs (a gate's rounds, matched by file name), signed ranks
-    floors,   // a gate's rounds, per-step floors (profiler/step_floors.h): engine CPU time
-    runs,     // run-level values of unpaired repetitions, rank interval
-    steps,    // per-step samples of one run a side (Mann-Whitney)
-    requests, // per-request samples of one run a side (Mann-Whitney)
-    exact,    // work: equal or not
-    single,   // one number a side, judged by a rule (the prefix hit rate)
+    rounds,      // paired runs (a gate's rounds, matched by file name), signed ranks
+    floors,      // a gate's rounds, per-step floors (profiler/step_floors.h): engine CPU time
+    step_ratios, // a gate's rounds recorded in step, each round's median step ratio
+                 // (profiler/step_ratios.h): engine CPU time
+    runs,        // run-level values of unpaired repetitions, rank interval
+    steps,       // per-step samples of one run a side (Mann-Whitney)
+    requests,    // per-request samples of one run a side (Mann-Whitney)
+    exact,       // work: equal or not
+    single,      // one number a side, judged by a rule (the prefix hit rate)
 };
 
 struct MetricComparison {

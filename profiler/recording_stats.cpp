@@ -64,6 +64,11 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
             s.run_config = meta.text(0);
         }
     }
+    {
+        Statement meta(recording.db(),
+                       "SELECT value FROM KVSCOPE_META WHERE key = 'steps_in_turns'");
+        s.steps_in_turns = meta.next() && !meta.is_null(0) && meta.text(0) == "yes";
+    }
 
     std::map<std::int64_t, RequestTimes> requests;
     std::map<std::int64_t, std::int64_t> step_begin; // step index -> t_ns

@@ -53,7 +53,8 @@ struct AttachedSourceStats {
 
 struct RecordingStats {
     std::string path;
-    std::string run_config; // JSON, as recorded
+    std::string run_config;      // JSON, as recorded
+    bool steps_in_turns = false; // recorded by kvscope gate in step with another build
     std::int64_t events = 0;
     double duration_s = 0;
 

@@ -6,16 +6,20 @@
 // one sample. Exit status 1 when NEW regressed.
 #include "app/cli/command.h"
 #include "app/cli/comparison_report.h"
+#include "app/cli/step_turns.h"
 #include "app/cli/stop_request.h"
 #include "engine/util/host_clock.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <fcntl.h>
 #include <filesystem>
+#include <sched.h>
 #include <spawn.h>
 #include <stdexcept>
 #include <sys/wait.h>
@@ -31,18 +35,26 @@ struct GateArgs {
     std::string base;
     std::string now;
     std::vector<std::string> record_args;
-    int rounds = 25; // see docs/regression-gates.md: enough for a machine that slows in spells
+    int rounds = 0; // 0: 10 in step, 25 by runs (docs/regression-gates.md says why)
+    std::string interleave = "steps"; // steps: both builds at once, a step each in turn; runs
+    std::string cpu = "auto";         // where both builds run: auto, none or a CPU's number
+    cpu_set_t cpus{};                 // resolved from `cpu`; empty: not pinned
     std::string out = "kvscope-gate";
     ComparisonFlags flags;
 };
 
-// Runs `program record ARGS --out recording`, its output into `log`; the
-// seconds it took. Throws with the log's name when it fails.
-double record_once(const std::string& program, const std::vector<std::string>& args,
-                   const fs::path& recording, const fs::path& log) {
+// Starts `program record ARGS --out recording`, its output into `log`, on
+// `cpus` unless that is empty; with `turns`, the record takes its steps when
+// the gate hands them over.
+pid_t start_record(const std::string& program, const std::vector<std::string>& args,
+                   const fs::path& recording, const fs::path& log, const TurnTaker* turns,
+                   const cpu_set_t& cpus) {
     std::vector<std::string> argv = {program, "record"};
     argv.insert(argv.end(), args.begin(), args.end());
     argv.insert(argv.end(), {"--out", recording.string(), "--force"});
+    if (turns != nullptr) {
+        argv.insert(argv.end(), {"--step-turns", kChildTurnsOption});
+    }
     std::vector<char*> pointers;
     for (std::string& a : argv) {
         pointers.push_back(a.data());
@@ -54,7 +66,9 @@ double record_once(const std::string& program, const std::vector<std::string>& a
     posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    const std::int64_t start = host_now_ns();
+    if (turns != nullptr) {
+        posix_spawn_file_actions_adddup2(&actions, turns->child_end(), kChildTurns);
+    }
     pid_t child = 0;
     const int spawned =
         posix_spawnp(&child, program.c_str(), &actions, nullptr, pointers.data(), environ);
@@ -62,17 +76,24 @@ double record_once(const std::string& program, const std::vector<std::string>& a
     if (spawned != 0) {
         throw std::runtime_error("cannot run " + program + ": " + std::strerror(spawned));
     }
-    // A stop of the gate asks the record to stop and save too.
-    StopRequest::forward_to(child);
+    // Before the model loads, so the engine's threads start there too.
+    if (CPU_COUNT(&cpus) > 0 && sched_setaffinity(child, sizeof cpus, &cpus) != 0) {
+        std::fprintf(stderr, "kvscope gate: cannot keep %s record on one CPU: %s\n",
+                     program.c_str(), std::strerror(errno));
+    }
+    return child;
+}
+
+// Waits for a record to end. Throws, naming its log, when it failed (unless
+// the gate was asked to stop: a record that saved marked its run interrupted).
+void finish_record(pid_t child, const std::string& program, const fs::path& log) {
     int status = 0;
     while (waitpid(child, &status, 0) < 0) {
         if (errno != EINTR) {
-            StopRequest::forward_to(0);
             throw std::runtime_error(std::string("waiting for ") + program + ": " +
                                      std::strerror(errno));
         }
     }
-    StopRequest::forward_to(0);
     if (StopRequest::requested()) {
         if (WIFSIGNALED(status)) {
             std::fprintf(stderr,
@@ -80,9 +101,8 @@ double record_once(const std::string& program, const std::vector<std::string>& a
                          "save (its output: %s)\n",
                          program.c_str(), WTERMSIG(status), log.c_str());
         }
-        return 0; // the gate stops; a record that saved marked its run interrupted
+        return;
     }
-    const double seconds = static_cast<double>(host_now_ns() - start) * 1e-9;
     if (WIFSIGNALED(status)) {
         throw std::runtime_error(program + " record was stopped by signal " +
                                  std::to_string(WTERMSIG(status)) +
@@ -93,7 +113,84 @@ double record_once(const std::string& program, const std::vector<std::string>& a
                                  std::to_string(WEXITSTATUS(status)) +
                                  " (its output: " + log.string() + ")");
     }
-    return seconds;
+}
+
+// A stop of the gate asks the records it runs to stop and save too, while
+// they run.
+class ForwardStops {
+public:
+    explicit ForwardStops(pid_t child, pid_t other_child = 0) {
+        StopRequest::forward_to(child, other_child);
+    }
+    ~ForwardStops() { StopRequest::forward_to(0); }
+    ForwardStops(const ForwardStops&) = delete;
+    ForwardStops& operator=(const ForwardStops&) = delete;
+};
+
+double seconds_since(std::int64_t start_ns) {
+    return static_cast<double>(host_now_ns() - start_ns) * 1e-9;
+}
+
+// One record on its own; the seconds it took.
+double record_alone(const std::string& program, const std::vector<std::string>& args,
+                    const fs::path& recording, const fs::path& log, const cpu_set_t& cpus) {
+    const std::int64_t start = host_now_ns();
+    const pid_t child = start_record(program, args, recording, log, nullptr, cpus);
+    const ForwardStops forward(child);
+    finish_record(child, program, log);
+    return seconds_since(start);
+}
+
+struct RecordJob {
+    const std::string& program;
+    fs::path recording;
+    fs::path log;
+};
+
+// Both records at once, in step: each step of `first`, then the same step of
+// `second`, until both have ended; the seconds it took.
+double record_in_step(const std::vector<std::string>& args, const RecordJob& first,
+                      const RecordJob& second, const cpu_set_t& cpus) {
+    const std::int64_t start = host_now_ns();
+    TurnTaker first_turns;
+    TurnTaker second_turns;
+    const pid_t first_pid =
+        start_record(first.program, args, first.recording, first.log, &first_turns, cpus);
+    first_turns.close_child_end();
+    pid_t second_pid = 0;
+    try {
+        second_pid =
+            start_record(second.program, args, second.recording, second.log, &second_turns, cpus);
+    } catch (...) {
+        kill(first_pid, SIGINT);
+        first_turns.release();
+        waitpid(first_pid, nullptr, 0);
+        throw;
+    }
+    second_turns.close_child_end();
+    {
+        const ForwardStops forward(first_pid, second_pid);
+        // A record that failed or ended takes no more turns; the other goes on.
+        while (!StopRequest::requested() && (first_turns.stepping() || second_turns.stepping())) {
+            first_turns.step();
+            second_turns.step();
+        }
+        // Stopping: both run on without turns, see their stop and save.
+        first_turns.release();
+        second_turns.release();
+        std::exception_ptr failure;
+        for (const auto& [pid, job] : {std::pair{first_pid, &first}, {second_pid, &second}}) {
+            try {
+                finish_record(pid, job->program, job->log);
+            } catch (...) {
+                failure = failure ? failure : std::current_exception();
+            }
+        }
+        if (failure) {
+            std::rethrow_exception(failure);
+        }
+    }
+    return seconds_since(start);
 }
 
 // A side's folder, emptied of the rounds an earlier gate left (and nothing
@@ -114,29 +211,80 @@ void record_rounds(const GateArgs& args, const fs::path& base_folder, const fs::
     for (int round = 1; round <= args.rounds; ++round) {
         char name[32];
         std::snprintf(name, sizeof name, "round-%03d", round);
-        const auto run = [&](const std::string& program, const fs::path& folder) {
-            return record_once(program, args.record_args, folder / (std::string(name) + ".sqlite"),
-                               folder / (std::string(name) + ".log"));
-        };
+        const RecordJob base{args.base, base_folder / (std::string(name) + ".sqlite"),
+                             base_folder / (std::string(name) + ".log")};
+        const RecordJob now{args.now, new_folder / (std::string(name) + ".sqlite"),
+                            new_folder / (std::string(name) + ".log")};
         // Base first in odd rounds, new first in even ones.
-        double base_s = 0;
-        double new_s = 0;
-        if (round % 2 == 1) {
-            base_s = run(args.base, base_folder);
-            new_s = StopRequest::requested() ? 0 : run(args.now, new_folder);
-        } else {
-            new_s = run(args.now, new_folder);
-            base_s = StopRequest::requested() ? 0 : run(args.base, base_folder);
+        const RecordJob& first = round % 2 == 1 ? base : now;
+        const RecordJob& second = round % 2 == 1 ? now : base;
+        if (args.interleave == "steps") {
+            const double seconds = record_in_step(args.record_args, first, second, args.cpus);
+            if (StopRequest::requested()) {
+                return;
+            }
+            std::fprintf(stderr, "kvscope gate: round %d/%d: both in step, %.1f s\n", round,
+                         args.rounds, seconds);
+            continue;
         }
+        const double first_s =
+            record_alone(first.program, args.record_args, first.recording, first.log, args.cpus);
+        const double second_s = StopRequest::requested()
+                                    ? 0
+                                    : record_alone(second.program, args.record_args,
+                                                   second.recording, second.log, args.cpus);
         if (StopRequest::requested()) {
             return;
         }
+        const double base_s = round % 2 == 1 ? first_s : second_s;
+        const double new_s = round % 2 == 1 ? second_s : first_s;
         std::fprintf(stderr, "kvscope gate: round %d/%d: base %.1f s, new %.1f s\n", round,
                      args.rounds, base_s, new_s);
     }
 }
 
+// `--cpu`: auto is the last CPU the gate may use (the first tends to take
+// the machine's interrupts). A virtual machine's CPUs run at different
+// paces from moment to moment; two builds on one CPU meet the same one.
+std::string resolve_cpus(GateArgs& args) {
+    CPU_ZERO(&args.cpus);
+    if (args.cpu == "none") {
+        return {};
+    }
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+        return std::string("cannot read which CPUs the gate may use: ") + std::strerror(errno);
+    }
+    int cpu = -1;
+    if (args.cpu == "auto") {
+        for (int c = 0; c < CPU_SETSIZE; ++c) {
+            cpu = CPU_ISSET(c, &allowed) ? c : cpu;
+        }
+    } else {
+        const auto [end, error] =
+            std::from_chars(args.cpu.data(), args.cpu.data() + args.cpu.size(), cpu);
+        if (error != std::errc() || end != args.cpu.data() + args.cpu.size() || cpu < 0 ||
+            cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed)) {
+            return "--cpu " + args.cpu +
+                   ": not a CPU this gate may use (auto, none, or one of "
+                   "the CPUs `taskset -p` lists)";
+        }
+    }
+    if (cpu >= 0) {
+        CPU_SET(cpu, &args.cpus);
+    }
+    return {};
+}
+
 int run_gate(GateArgs& args) {
+    if (args.rounds == 0) {
+        args.rounds = args.interleave == "steps" ? 10 : 25;
+    }
+    if (const std::string problem = resolve_cpus(args); !problem.empty()) {
+        std::fprintf(stderr, "kvscope gate: %s\n", problem.c_str());
+        return exit_usage;
+    }
     // A one-sided signed-rank test over R rounds can reach no p below 2^-R.
     if (std::ldexp(1.0, -args.rounds) >= args.flags.options.alpha) {
         std::fprintf(stderr,
@@ -188,14 +336,28 @@ Command add_gate_command(CLI::App& app) {
                        "--all-at-once keeps the schedule the same on every run)");
     parser
         ->add_option("--rounds", args->rounds,
-                     "Runs of each build (at least 7 at the default alpha of 0.01)")
-        ->check(CLI::Range(2, 1000))
+                     "Runs of each build (default: 10 in step, 25 by runs; at least 7 at the "
+                     "default alpha of 0.01)")
+        ->check(CLI::Range(2, 1000));
+    parser
+        ->add_option("--interleave", args->interleave,
+                     "steps: both builds run at once and take the engine's steps in turns, so "
+                     "a change in the machine's pace falls on both (both builds need this "
+                     "option's support); runs: one build's whole run, then the other's")
+        ->check(CLI::IsMember({"steps", "runs"}))
+        ->capture_default_str();
+    parser
+        ->add_option("--cpu", args->cpu,
+                     "Where both builds run: auto (the last CPU the gate may use), none (where "
+                     "the system puts them), or a CPU's number. One CPU for both means one pace "
+                     "for both; a workload with --threads N wants none")
         ->capture_default_str();
     parser->add_option("--out", args->out, "Folder for the recordings (OUT/base, OUT/new)")
         ->capture_default_str();
     add_comparison_flags(*parser, args->flags);
-    parser->footer("Example:\n  kvscope gate old/kvscope new/kvscope --rounds 25 -- --workload "
-                   "shared-prefix --requests 4 --max-tokens 16 --all-at-once --threads 1");
+    parser->footer("Example:\n  kvscope gate old/kvscope new/kvscope -- --workload shared-prefix "
+                   "--requests 1 --max-tokens 24 --max-num-batched-tokens 32 --all-at-once "
+                   "--threads 1");
     return {parser, [args] {
                 return run_gate(*args);
             }};

@@ -35,6 +35,7 @@ struct ServeWorkloadOptions {
     std::string gpu_capture = "auto";    // record: auto, on, off
     std::string on_write_error = "stop"; // record: stop or continue the run when writing fails
     std::string command = "run";         // for messages
+    std::string step_turns; // kvscope gate's socket: take steps in turns with another build
 };
 
 // The workload, output and engine options both subcommands take.

@@ -1,18 +1,23 @@
 #include "app/cli/stop_request.h"
 
 #include <cerrno>
+#include <initializer_list>
 
 namespace kvscope::cli {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
 volatile std::sig_atomic_t g_child = 0; // pid_t fits a sig_atomic_t on Linux
+volatile std::sig_atomic_t g_other_child = 0;
 
 void on_stop(int signal) {
     const int saved = errno; // the interrupted code may be reading errno
     g_signal = signal;
     if (g_child > 0) {
         kill(static_cast<pid_t>(g_child), SIGINT);
+    }
+    if (g_other_child > 0) {
+        kill(static_cast<pid_t>(g_other_child), SIGINT);
     }
     errno = saved;
 }
@@ -22,6 +27,7 @@ void on_stop(int signal) {
 StopRequest::StopRequest() {
     g_signal = 0;
     g_child = 0;
+    g_other_child = 0;
     struct sigaction action {};
     action.sa_handler = on_stop;
     sigemptyset(&action.sa_mask);
@@ -34,16 +40,22 @@ StopRequest::~StopRequest() {
     sigaction(SIGINT, &old_int_, nullptr);
     sigaction(SIGTERM, &old_term_, nullptr);
     g_child = 0;
+    g_other_child = 0;
 }
 
 int StopRequest::signal() {
     return g_signal;
 }
 
-void StopRequest::forward_to(pid_t child) {
+void StopRequest::forward_to(pid_t child, pid_t other_child) {
     g_child = child;
-    if (child > 0 && g_signal != 0) {
-        kill(child, SIGINT); // asked to stop while the child was being started
+    g_other_child = other_child;
+    if (g_signal != 0) { // asked to stop while the children were being started
+        for (const pid_t c : {child, other_child}) {
+            if (c > 0) {
+                kill(c, SIGINT);
+            }
+        }
     }
 }
 

@@ -20,9 +20,9 @@ public:
     // The signal that asked to stop since the guard began; 0 when none did.
     static int signal();
     static bool requested() { return signal() != 0; }
-    // A child doing the work (kvscope gate's record) is asked too: it gets
-    // SIGINT, its own request to stop and save. 0: no child.
-    static void forward_to(pid_t child);
+    // Children doing the work (kvscope gate's records) are asked too: they
+    // get SIGINT, their own request to stop and save. 0: no child.
+    static void forward_to(pid_t child, pid_t other_child = 0);
 
 private:
     struct sigaction old_int_ {};

@@ -73,6 +73,9 @@ std::vector<std::int64_t> drive(sched::LlmEngine& engine,
             }
             continue;
         }
+        if (options.before_step) {
+            options.before_step();
+        }
         const sched::StepStats stats = engine.step();
         if (options.on_step) {
             options.on_step(stats);

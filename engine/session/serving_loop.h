@@ -22,6 +22,9 @@ struct DriveOptions {
     // Arrivals on the wall clock (the engine idles until the next one), or
     // all at once in order (a saturated engine, the fastest run).
     bool real_time = true;
+    // Called right before each step, outside its timings: a caller that must
+    // wait for its turn (kvscope gate's two builds in step) waits here.
+    std::function<void()> before_step;
     std::function<void(const sched::StepStats&)> on_step;
     std::function<bool()> stop_requested; // true: abort what is left and return
 };

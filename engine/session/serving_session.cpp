@@ -104,6 +104,7 @@ std::vector<std::int64_t> ServingSession::serve(const ServeOptions& options) {
     DriveOptions drive;
     drive.real_time = config_.real_time;
     drive.stop_requested = options.stop_requested;
+    drive.before_step = options.before_step;
     drive.on_step = options.on_step;
     return session::drive(*engine_, specs_, drive);
 }

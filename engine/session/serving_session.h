@@ -49,6 +49,7 @@ public:
 
     struct ServeOptions {
         std::function<bool()> stop_requested; // true: abort what is left and return
+        std::function<void()> before_step;    // see DriveOptions
         std::function<void(const sched::StepStats&)> on_step;
     };
     // Submits every request at its arrival (or all at once, per the config)

@@ -1,0 +1,125 @@
+#include "app/cli/step_turns.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fcntl.h>
+#include <stdexcept>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace kvscope::cli {
+namespace {
+
+// One byte each way. MSG_NOSIGNAL: a peer that is gone is an error to read,
+// not a SIGPIPE that ends the process.
+bool send_byte(int socket) {
+    const char byte = 't';
+    for (;;) {
+        const ssize_t n = send(socket, &byte, 1, MSG_NOSIGNAL);
+        if (n == 1) {
+            return true;
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        return false;
+    }
+}
+
+bool receive_byte(int socket) {
+    char byte = 0;
+    for (;;) {
+        const ssize_t n = recv(socket, &byte, 1, 0);
+        if (n == 1) {
+            return true;
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        return false; // 0: the peer closed its end
+    }
+}
+
+} // namespace
+
+StepTurns::StepTurns(const std::string& descriptor) {
+    int fd = -1;
+    const auto [end, error] =
+        std::from_chars(descriptor.data(), descriptor.data() + descriptor.size(), fd);
+    int type = 0;
+    socklen_t length = sizeof type;
+    if (error != std::errc() || end != descriptor.data() + descriptor.size() || fd < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) != 0) {
+        throw std::invalid_argument("--step-turns " + descriptor +
+                                    ": not an open socket (the option is kvscope gate's)");
+    }
+    fcntl(fd, F_SETFD, FD_CLOEXEC); // nothing this record starts shares it
+    socket_ = fd;
+}
+
+StepTurns::~StepTurns() {
+    close(socket_);
+}
+
+void StepTurns::wait() {
+    if (!free_ && !receive_byte(socket_)) {
+        free_ = true;
+    }
+}
+
+void StepTurns::done() {
+    if (!free_ && !send_byte(socket_)) {
+        free_ = true;
+    }
+}
+
+TurnTaker::TurnTaker() {
+    int ends[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
+        throw std::runtime_error(std::string("cannot make a socket for turns: ") +
+                                 std::strerror(errno));
+    }
+    gate_ = ends[0];
+    // Above the descriptors a record is started with, so that placing it at
+    // kChildTurns never means duplicating a descriptor onto itself.
+    child_ = fcntl(ends[1], F_DUPFD_CLOEXEC, 16);
+    close(ends[1]);
+    if (child_ < 0) {
+        close(gate_);
+        throw std::runtime_error(std::string("cannot make a socket for turns: ") +
+                                 std::strerror(errno));
+    }
+}
+
+TurnTaker::~TurnTaker() {
+    release();
+    close_child_end();
+}
+
+void TurnTaker::close_child_end() {
+    if (child_ >= 0) {
+        close(child_);
+        child_ = -1;
+    }
+}
+
+bool TurnTaker::step() {
+    if (gate_ < 0) {
+        return false;
+    }
+    if (send_byte(gate_) && receive_byte(gate_)) {
+        return true;
+    }
+    release();
+    return false;
+}
+
+void TurnTaker::release() {
+    if (gate_ >= 0) {
+        close(gate_);
+        gate_ = -1;
+    }
+}
+
+} // namespace kvscope::cli
