@@ -206,6 +206,8 @@ std::string_view verdict_name(Verdict verdict) {
         return "not measured";
     case Verdict::differs:
         return "differs";
+    case Verdict::not_compared:
+        return "not compared";
     }
     return "?";
 }
@@ -304,6 +306,13 @@ std::vector<MetricComparison> compare_runs(const std::vector<RecordingStats>& ba
     // samples (pooled, if one side has several).
     const bool by_runs = base.size() >= 2 && now.size() >= 2;
     const bool paired = runs_are_paired(base, now);
+    // Rounds kvscope gate recorded in step: the builds took turns, so a
+    // request's wall-clock span holds the other build's steps too.
+    const auto turns = [](const RecordingStats& s) {
+        return s.steps_in_turns;
+    };
+    const bool in_step = paired && std::all_of(base.begin(), base.end(), turns) &&
+                         std::all_of(now.begin(), now.end(), turns);
     std::vector<MetricComparison> out;
 
     // A timing or cost: run-level values, or the pooled samples behind them.
@@ -329,14 +338,21 @@ std::vector<MetricComparison> compare_runs(const std::vector<RecordingStats>& ba
         metric("step time", "ms", false), options.threshold, Basis::steps,
         [](const RecordingStats& s) -> const std::vector<double>& { return s.step_ms_samples; },
         [](const RecordingStats& s) { return median_of(s.step_ms_samples); }));
-    out.push_back(timing(
-        metric("time to first token", "ms", false), options.threshold, Basis::requests,
-        [](const RecordingStats& s) -> const std::vector<double>& { return s.ttft_ms_samples; },
-        [](const RecordingStats& s) { return median_of(s.ttft_ms_samples); }));
-    out.push_back(timing(
-        metric("time per output token", "ms", false), options.threshold, Basis::requests,
-        [](const RecordingStats& s) -> const std::vector<double>& { return s.tpot_ms_samples; },
-        [](const RecordingStats& s) { return median_of(s.tpot_ms_samples); }));
+    for (const auto& [name, samples] :
+         {std::pair{"time to first token", &RecordingStats::ttft_ms_samples},
+          std::pair{"time per output token", &RecordingStats::tpot_ms_samples}}) {
+        MetricComparison m = metric(name, "ms", false);
+        if (in_step) { // spans that hold the other build's steps: not this build's
+            m.basis = Basis::rounds;
+            m.verdict = Verdict::not_compared;
+            out.push_back(std::move(m));
+            continue;
+        }
+        out.push_back(timing(
+            std::move(m), options.threshold, Basis::requests,
+            [samples](const RecordingStats& s) -> const std::vector<double>& { return s.*samples; },
+            [samples](const RecordingStats& s) { return median_of(s.*samples); }));
+    }
 
     // Costs: recorded by kvscope 0.x onwards (step_counters); hardware
     // counters only where the kernel allowed them.
@@ -358,14 +374,12 @@ std::vector<MetricComparison> compare_runs(const std::vector<RecordingStats>& ba
         return costs;
     };
     const bool costs = all(base, has_costs) && all(now, has_costs);
-    const auto in_step = [](const RecordingStats& s) {
-        return s.steps_in_turns;
-    };
     std::optional<std::vector<double>> step_ratios;
     std::optional<FloorComparison> floors;
-    if (costs && paired && all(base, in_step) && all(now, in_step)) {
+    if (costs && paired && in_step) {
         step_ratios = round_step_ratios(step_costs(base), step_costs(now));
-    } else if (costs && paired) {
+    }
+    if (costs && paired && !step_ratios) {
         floors = compare_step_floors(step_costs(base), step_costs(now), 1 - 2 * options.alpha);
     }
     if (step_ratios) {
@@ -519,7 +533,7 @@ MetricCells format_metric(const MetricComparison& m) {
     cells.metric = m.name;
     cells.unit = m.unit;
     const bool whole = m.unit.empty() || m.unit == "B"; // counts and bytes
-    const bool measured = m.verdict != Verdict::not_measured;
+    const bool measured = m.verdict != Verdict::not_measured && m.verdict != Verdict::not_compared;
     std::snprintf(buffer, sizeof buffer, whole ? "%.0f" : "%.3f", m.base);
     cells.base = measured ? buffer : "-";
     std::snprintf(buffer, sizeof buffer, whole ? "%.0f" : "%.3f", m.now);
@@ -579,8 +593,10 @@ std::string compare_criteria(const CompareOptions& options, std::size_t runs_a_s
             "which the machine's slow spells leave alone; its test swaps rounds' runs (a "
             "randomisation test) and its interval inverts that test. Rounds that kvscope gate "
             "recorded in step (the builds taking steps in turns) are judged instead on each "
-            "round's median step ratio (steps in step), as paired values. The prefix hit rate "
-            "regresses when it drops by more than %.0f points. Work figures must be equal "
+            "round's median step ratio (steps in step), as paired values (its base and new "
+            "columns are the median run totals); their time to first token and time per "
+            "output token span the other build's steps too and are not compared. The prefix "
+            "hit rate regresses when it drops by more than %.0f points. Work figures must be equal "
             "('differs' fails nothing but means the runs did not do the same work).",
             100 * (1 - 2 * options.alpha), 100 * options.threshold, 100 * options.robust_threshold,
             options.alpha, 100 * options.hit_rate_drop);

@@ -29,7 +29,17 @@ struct CompareOptions {
     double hit_rate_drop = 0.02;    // absolute drop of the prefix hit rate that counts
 };
 
-enum class Verdict { same, improved, regressed, not_comparable, not_measured, differs };
+// not_compared: a metric the runs' way of recording makes meaningless (request
+// spans of builds that took steps in turns).
+enum class Verdict {
+    same,
+    improved,
+    regressed,
+    not_comparable,
+    not_measured,
+    differs,
+    not_compared
+};
 
 // Where a metric's judgement comes from.
 enum class Basis {

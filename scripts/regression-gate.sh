@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # A CI regression gate (docs/regression-gates.md): builds the base revision
 # next to this checkout with the same preset as the change, then records one
-# workload with both kvscope builds in turns and compares them, each round a
-# pair. Prints the comparison; exits with kvscope gate's status (0 no
+# workload with both kvscope builds at once, taking the engine's steps in
+# turns, and compares them, each round a pair. Prints the comparison; exits with kvscope gate's status (0 no
 # regression, 1 regressed or a run failed, 2 bad usage).
 #
 #   scripts/regression-gate.sh [BASE_REV]     (default origin/main)
 #
-# Environment: KVSCOPE_GATE_OUT (build/gate), KVSCOPE_GATE_ROUNDS (10),
-# KVSCOPE_GATE_RECORD (the record options), KVSCOPE_GATE_OPTIONS (more gate
-# options: --threshold, --robust-threshold, --alpha), and
+# Environment: KVSCOPE_GATE_OUT (build/gate), KVSCOPE_GATE_ROUNDS (the
+# gate's default, 10), KVSCOPE_GATE_RECORD (the record options),
+# KVSCOPE_GATE_OPTIONS (options gate and compare share: --threshold,
+# --robust-threshold, --alpha), KVSCOPE_GATE_INTERLEAVE (steps, or runs for a
+# base build from before steps in turns), and
 # KVSCOPE_GATE_BASE_BIN / KVSCOPE_GATE_NEW_BIN to use builds made elsewhere
 # instead of building.
 set -euo pipefail
@@ -17,11 +19,20 @@ cd "$(dirname "$0")/.."
 
 base_rev="${1:-origin/main}"
 out="${KVSCOPE_GATE_OUT:-build/gate}"
-rounds="${KVSCOPE_GATE_ROUNDS:-25}"
+rounds="${KVSCOPE_GATE_ROUNDS:-}"
 options="${KVSCOPE_GATE_OPTIONS:-}"
+gate_options="$options" # the gate's own, beside those compare takes too
+if [[ -n "$rounds" ]]; then
+    gate_options="--rounds $rounds $gate_options"
+fi
+if [[ -n "${KVSCOPE_GATE_INTERLEAVE:-}" ]]; then
+    gate_options="--interleave $KVSCOPE_GATE_INTERLEAVE $gate_options"
+fi
 # One engine thread: its CPU time is then the engine's work, not the pool's
-# waiting; all requests at once: the same schedule on every run.
-record="${KVSCOPE_GATE_RECORD:---workload shared-prefix --requests 4 --max-tokens 16 --all-at-once --threads 1}"
+# waiting; all requests at once: the same schedule on every run; the prompt
+# in chunks of 32 tokens: steps of like size, each paired with the other
+# build's (the workload bench/results measured the gate on).
+record="${KVSCOPE_GATE_RECORD:---workload shared-prefix --requests 1 --max-tokens 24 --max-num-batched-tokens 32 --all-at-once --threads 1}"
 mkdir -p "$out"
 
 # Both builds by the same preset, so only the source differs.
@@ -50,7 +61,7 @@ fi
 
 status=0
 # shellcheck disable=SC2086 # the record options are words
-"$new_bin" gate "$base_bin" "$new_bin" --rounds "$rounds" --out "$out" --json $options \
+"$new_bin" gate "$base_bin" "$new_bin" --out "$out" --json $gate_options \
     -- $record > "$out/report.json" || status=$?
 if [[ $status -le 1 && -s "$out/report.json" ]]; then
     # shellcheck disable=SC2086

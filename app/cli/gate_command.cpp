@@ -1,9 +1,11 @@
 // `kvscope gate BASE NEW -- RECORD_OPTIONS`: a regression gate for a shared
-// CI machine. Two builds of kvscope record the same workload in turns, round
-// after round (base then new, then new then base, so a drift in the
-// machine's load falls on both alike), into OUT/base and OUT/new; then the
-// two sets are compared as `kvscope compare OUT/base OUT/new` would, each run
-// one sample. Exit status 1 when NEW regressed.
+// CI machine. Two builds of kvscope record the same workload round after
+// round into OUT/base and OUT/new: by default both at once on one CPU, taking
+// the engine's steps in turns (app/cli/step_turns.h), so whatever slows the
+// machine slows both alike; or (--interleave runs) one whole run after the
+// other. Base goes first in odd rounds, new in even ones. Then the two sets
+// are compared as `kvscope compare OUT/base OUT/new` would, each round a
+// pair. Exit status 1 when NEW regressed.
 #include "app/cli/command.h"
 #include "app/cli/comparison_report.h"
 #include "app/cli/step_turns.h"
@@ -15,10 +17,13 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <fcntl.h>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sched.h>
 #include <spawn.h>
 #include <stdexcept>
@@ -43,12 +48,11 @@ struct GateArgs {
     ComparisonFlags flags;
 };
 
-// Starts `program record ARGS --out recording`, its output into `log`, on
-// `cpus` unless that is empty; with `turns`, the record takes its steps when
-// the gate hands them over.
+// Starts `program record ARGS --out recording`, its output into `log` (on the
+// gate's CPUs: it inherits them); with `turns`, the record takes its steps
+// when the gate hands them over.
 pid_t start_record(const std::string& program, const std::vector<std::string>& args,
-                   const fs::path& recording, const fs::path& log, const TurnTaker* turns,
-                   const cpu_set_t& cpus) {
+                   const fs::path& recording, const fs::path& log, const TurnTaker* turns) {
     std::vector<std::string> argv = {program, "record"};
     argv.insert(argv.end(), args.begin(), args.end());
     argv.insert(argv.end(), {"--out", recording.string(), "--force"});
@@ -75,11 +79,6 @@ pid_t start_record(const std::string& program, const std::vector<std::string>& a
     posix_spawn_file_actions_destroy(&actions);
     if (spawned != 0) {
         throw std::runtime_error("cannot run " + program + ": " + std::strerror(spawned));
-    }
-    // Before the model loads, so the engine's threads start there too.
-    if (CPU_COUNT(&cpus) > 0 && sched_setaffinity(child, sizeof cpus, &cpus) != 0) {
-        std::fprintf(stderr, "kvscope gate: cannot keep %s record on one CPU: %s\n",
-                     program.c_str(), std::strerror(errno));
     }
     return child;
 }
@@ -109,9 +108,17 @@ void finish_record(pid_t child, const std::string& program, const fs::path& log)
                                  " (its output: " + log.string() + ")");
     }
     if (WEXITSTATUS(status) != 0) {
+        std::string hint;
+        std::ifstream output(log);
+        const std::string text((std::istreambuf_iterator<char>(output)),
+                               std::istreambuf_iterator<char>());
+        if (text.find("--step-turns") != std::string::npos &&
+            text.find("not expected") != std::string::npos) { // CLI11's words
+            hint = "; a build from before --interleave steps: gate it with --interleave runs";
+        }
         throw std::runtime_error(program + " record failed with status " +
                                  std::to_string(WEXITSTATUS(status)) +
-                                 " (its output: " + log.string() + ")");
+                                 " (its output: " + log.string() + ")" + hint);
     }
 }
 
@@ -133,9 +140,9 @@ double seconds_since(std::int64_t start_ns) {
 
 // One record on its own; the seconds it took.
 double record_alone(const std::string& program, const std::vector<std::string>& args,
-                    const fs::path& recording, const fs::path& log, const cpu_set_t& cpus) {
+                    const fs::path& recording, const fs::path& log) {
     const std::int64_t start = host_now_ns();
-    const pid_t child = start_record(program, args, recording, log, nullptr, cpus);
+    const pid_t child = start_record(program, args, recording, log, nullptr);
     const ForwardStops forward(child);
     finish_record(child, program, log);
     return seconds_since(start);
@@ -150,17 +157,17 @@ struct RecordJob {
 // Both records at once, in step: each step of `first`, then the same step of
 // `second`, until both have ended; the seconds it took.
 double record_in_step(const std::vector<std::string>& args, const RecordJob& first,
-                      const RecordJob& second, const cpu_set_t& cpus) {
+                      const RecordJob& second) {
     const std::int64_t start = host_now_ns();
     TurnTaker first_turns;
     TurnTaker second_turns;
     const pid_t first_pid =
-        start_record(first.program, args, first.recording, first.log, &first_turns, cpus);
+        start_record(first.program, args, first.recording, first.log, &first_turns);
     first_turns.close_child_end();
     pid_t second_pid = 0;
     try {
         second_pid =
-            start_record(second.program, args, second.recording, second.log, &second_turns, cpus);
+            start_record(second.program, args, second.recording, second.log, &second_turns);
     } catch (...) {
         kill(first_pid, SIGINT);
         first_turns.release();
@@ -175,16 +182,21 @@ double record_in_step(const std::vector<std::string>& args, const RecordJob& fir
             first_turns.step();
             second_turns.step();
         }
-        // Stopping: both run on without turns, see their stop and save.
+        // Both done, or stopping: let go; a record still running stops at its
+        // next step (it was asked to by signal too) and saves.
         first_turns.release();
         second_turns.release();
         std::exception_ptr failure;
-        for (const auto& [pid, job] : {std::pair{first_pid, &first}, {second_pid, &second}}) {
-            try {
-                finish_record(pid, job->program, job->log);
-            } catch (...) {
-                failure = failure ? failure : std::current_exception();
-            }
+        try {
+            finish_record(first_pid, first.program, first.log);
+        } catch (...) {
+            failure = std::current_exception();
+        }
+        StopRequest::forward_to(second_pid); // the first is gone: its pid may be reused
+        try {
+            finish_record(second_pid, second.program, second.log);
+        } catch (...) {
+            failure = failure ? failure : std::current_exception();
         }
         if (failure) {
             std::rethrow_exception(failure);
@@ -219,7 +231,7 @@ void record_rounds(const GateArgs& args, const fs::path& base_folder, const fs::
         const RecordJob& first = round % 2 == 1 ? base : now;
         const RecordJob& second = round % 2 == 1 ? now : base;
         if (args.interleave == "steps") {
-            const double seconds = record_in_step(args.record_args, first, second, args.cpus);
+            const double seconds = record_in_step(args.record_args, first, second);
             if (StopRequest::requested()) {
                 return;
             }
@@ -228,11 +240,11 @@ void record_rounds(const GateArgs& args, const fs::path& base_folder, const fs::
             continue;
         }
         const double first_s =
-            record_alone(first.program, args.record_args, first.recording, first.log, args.cpus);
-        const double second_s = StopRequest::requested()
-                                    ? 0
-                                    : record_alone(second.program, args.record_args,
-                                                   second.recording, second.log, args.cpus);
+            record_alone(first.program, args.record_args, first.recording, first.log);
+        const double second_s =
+            StopRequest::requested()
+                ? 0
+                : record_alone(second.program, args.record_args, second.recording, second.log);
         if (StopRequest::requested()) {
             return;
         }
@@ -241,6 +253,27 @@ void record_rounds(const GateArgs& args, const fs::path& base_folder, const fs::
         std::fprintf(stderr, "kvscope gate: round %d/%d: base %.1f s, new %.1f s\n", round,
                      args.rounds, base_s, new_s);
     }
+}
+
+// The engine threads the record options ask for; 0 when they leave it to the
+// machine (all its CPUs).
+int engine_threads(const std::vector<std::string>& record_args) {
+    int threads = 0;
+    for (std::size_t i = 0; i < record_args.size(); ++i) {
+        const std::string& a = record_args[i];
+        std::string value;
+        if ((a == "--threads" || a == "-t") && i + 1 < record_args.size()) {
+            value = record_args[i + 1];
+        } else if (a.starts_with("--threads=")) {
+            value = a.substr(10);
+        } else if (a.starts_with("-t") && a.size() > 2 && a[2] != '-') {
+            value = a.substr(2);
+        }
+        if (!value.empty()) {
+            threads = std::atoi(value.c_str());
+        }
+    }
+    return threads;
 }
 
 // `--cpu`: auto is the last CPU the gate may use (the first tends to take
@@ -273,6 +306,12 @@ std::string resolve_cpus(GateArgs& args) {
     }
     if (cpu >= 0) {
         CPU_SET(cpu, &args.cpus);
+        // The gate itself, so that every record (and every thread of it) is
+        // born there; the gate only waits.
+        if (sched_setaffinity(0, sizeof args.cpus, &args.cpus) != 0) {
+            return "cannot keep the builds on CPU " + std::to_string(cpu) + ": " +
+                   std::strerror(errno) + " (--cpu none runs them where the system puts them)";
+        }
     }
     return {};
 }
@@ -300,6 +339,17 @@ int run_gate(GateArgs& args) {
                                  "before --): leave --out out of the record options\n");
             return exit_usage;
         }
+    }
+    if (args.interleave == "steps" && args.rounds % 2 == 1) {
+        std::fprintf(stderr, "kvscope gate: note: with an odd number of rounds the base build "
+                             "takes the first turn once more than the new one; an even number "
+                             "balances them\n");
+    }
+    if (CPU_COUNT(&args.cpus) == 1 && engine_threads(args.record_args) != 1) {
+        std::fprintf(stderr,
+                     "kvscope gate: note: both builds run on one CPU, but the record options "
+                     "do not ask for one engine thread: add --threads 1 to them, or give the "
+                     "gate --cpu none\n");
     }
     const fs::path out(args.out);
     const fs::path base_folder = side_folder(out, "base");

@@ -164,7 +164,8 @@ int serve_workload(ServeWorkloadOptions& options) {
                                              : "the run goes on unrecorded "
                                                "(--on-write-error continue)");
         }
-        return StopRequest::requested() || (stop_on_write_error && write_failed);
+        return StopRequest::requested() || (stop_on_write_error && write_failed) ||
+               (turns && turns->let_go());
     };
     if (turns) {
         serve.before_step = [&] {
@@ -208,7 +209,8 @@ int serve_workload(ServeWorkloadOptions& options) {
             tracer->stop(); // hands the last GPU records over before the file closes
         }
         recorder->set_metadata("summary", summary.to_json(false));
-        recorder->set_metadata("complete", StopRequest::requested() ? "interrupted" : "yes");
+        const bool interrupted = StopRequest::requested() || (turns && turns->let_go());
+        recorder->set_metadata("complete", interrupted ? "interrupted" : "yes");
         std::string recording_error;
         try {
             recorder->close();
@@ -240,6 +242,13 @@ int serve_workload(ServeWorkloadOptions& options) {
     }
     if (StopRequest::requested()) {
         return 128 + StopRequest::signal(); // 130 after Ctrl-C, 143 after SIGTERM
+    }
+    if (turns && turns->let_go()) {
+        std::fprintf(stderr,
+                     "kvscope %s: kvscope gate stopped handing over steps; the run "
+                     "stopped with them (the recording is marked interrupted)\n",
+                     options.command.c_str());
+        return exit_failure;
     }
     return write_error.empty() ? exit_ok : exit_failure;
 }

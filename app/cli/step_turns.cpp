@@ -63,14 +63,14 @@ StepTurns::~StepTurns() {
 }
 
 void StepTurns::wait() {
-    if (!free_ && !receive_byte(socket_)) {
-        free_ = true;
+    if (!let_go_ && !receive_byte(socket_)) {
+        let_go_ = true;
     }
 }
 
 void StepTurns::done() {
-    if (!free_ && !send_byte(socket_)) {
-        free_ = true;
+    if (!let_go_ && !send_byte(socket_)) {
+        let_go_ = true;
     }
 }
 

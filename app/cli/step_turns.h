@@ -23,14 +23,17 @@ public:
     StepTurns& operator=(const StepTurns&) = delete;
 
     // Blocks until the gate hands over the next step. Once the gate has let
-    // go (it is stopping, or gone), every wait returns at once.
+    // go, every wait returns at once.
     void wait();
     // The step is over: the turn goes back to the gate.
     void done();
+    // The gate let go while the run had steps to take: it is stopping, or
+    // it is gone. Either way the run stops (the gate can no longer pair it).
+    bool let_go() const { return let_go_; }
 
 private:
     int socket_ = -1;
-    bool free_ = false; // the gate let go: run on without turns
+    bool let_go_ = false;
 };
 
 // The gate's side of one record started with turns.
@@ -51,7 +54,8 @@ public:
     // when the record takes no more turns (it ended, or is ending).
     bool step();
     bool stepping() const { return gate_ >= 0; }
-    // The record runs on without turns.
+    // Lets go of the record, which stops at its next step (and would run no
+    // further in step anyway).
     void release();
 
 private:

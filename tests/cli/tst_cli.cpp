@@ -6,6 +6,7 @@
 #include "tests/support/sanitized_build.h"
 #include "tests/support/tiny_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -63,6 +64,8 @@ private slots:
     void compare_gates_a_slower_run_data();
     void compare_gates_a_slower_run();
     void gate_records_two_builds_in_rounds();
+    void gate_runs_two_builds_in_step();
+    void gate_stops_its_record_when_stopped_data();
     void gate_stops_its_record_when_stopped();
     void export_writes_a_chrome_trace();
 
@@ -685,15 +688,16 @@ void TestCli::gate_records_two_builds_in_rounds() {
     QCOMPARE(few.exit_code, 2);
     QVERIFY2(few.err.contains("cannot show a regression"), qPrintable(few.err));
 
-    // The same build on both sides, in seven rounds (the fewest the default
-    // alpha allows), thresholds out of reach so no timing's noise decides:
-    // bounded 98% intervals, and the same work exactly.
-    const auto gate = run_process(KVSCOPE_CLI_PATH,
-                                  QStringList{"gate", KVSCOPE_CLI_PATH, KVSCOPE_CLI_PATH,
-                                              "--rounds", "7", "--out", out, "--threshold", "1000",
-                                              "--robust-threshold", "1000", "--json", "--"} +
-                                      record,
-                                  tiny);
+    // The same build on both sides, one run after the other, in seven rounds
+    // (the fewest the default alpha allows), thresholds out of reach so no
+    // timing's noise decides: bounded 98% intervals, and the same work exactly.
+    const auto gate =
+        run_process(KVSCOPE_CLI_PATH,
+                    QStringList{"gate", KVSCOPE_CLI_PATH, KVSCOPE_CLI_PATH, "--interleave", "runs",
+                                "--rounds", "7", "--out", out, "--threshold", "1000",
+                                "--robust-threshold", "1000", "--json", "--"} +
+                        record,
+                    tiny);
     QVERIFY2(gate.exit_code == 0, qPrintable(gate.err + gate.out));
     QVERIFY2(gate.err.contains("round 7/7: base"), qPrintable(gate.err));
     for (const char* file : {"base/round-001.sqlite", "base/round-007.sqlite",
@@ -767,68 +771,249 @@ void TestCli::gate_records_two_builds_in_rounds() {
     QVERIFY2(empty.err.contains("holds no recordings"), qPrintable(empty.err));
 }
 
+namespace {
+
+// Step and end times of a recording's steps, in order.
+std::vector<std::pair<qint64, qint64>> step_times(const QString& recording) {
+    std::vector<std::pair<qint64, qint64>> steps;
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(recording.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr) ==
+        SQLITE_OK) {
+        sqlite3_stmt* query = nullptr;
+        if (sqlite3_prepare_v2(db,
+                               "SELECT e.t_ns, k.name FROM KVSCOPE_EVENTS e JOIN "
+                               "ENUM_KVSCOPE_EVENT_KIND k ON e.kind = k.id WHERE k.name IN "
+                               "('step_begin', 'step_end') ORDER BY e.id",
+                               -1, &query, nullptr) == SQLITE_OK) {
+            while (sqlite3_step(query) == SQLITE_ROW) {
+                const qint64 t = sqlite3_column_int64(query, 0);
+                const QString kind =
+                    QString::fromUtf8(reinterpret_cast<const char*>(sqlite3_column_text(query, 1)));
+                if (kind == "step_begin") {
+                    steps.emplace_back(t, -1);
+                } else if (!steps.empty()) {
+                    steps.back().second = t;
+                }
+            }
+        }
+        sqlite3_finalize(query);
+    }
+    sqlite3_close(db);
+    return steps;
+}
+
+QString meta_value(const QString& recording, const char* key) {
+    sqlite3* db = nullptr;
+    QString value;
+    if (sqlite3_open_v2(recording.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr) ==
+        SQLITE_OK) {
+        sqlite3_stmt* query = nullptr;
+        if (sqlite3_prepare_v2(db, "SELECT value FROM KVSCOPE_META WHERE key = ?", -1, &query,
+                               nullptr) == SQLITE_OK) {
+            sqlite3_bind_text(query, 1, key, -1, SQLITE_STATIC);
+            if (sqlite3_step(query) == SQLITE_ROW) {
+                value =
+                    QString::fromUtf8(reinterpret_cast<const char*>(sqlite3_column_text(query, 0)));
+            }
+        }
+        sqlite3_finalize(query);
+    }
+    sqlite3_close(db);
+    return value;
+}
+
+} // namespace
+
+void TestCli::gate_runs_two_builds_in_step() {
+    // By default the two builds run at once and take the engine's steps in
+    // turns: every step of one ends before the other's same step begins, the
+    // first build alternating between rounds, and compare judges such rounds
+    // on their steps' ratios.
+    QProcessEnvironment tiny = QProcessEnvironment::systemEnvironment();
+    tiny.insert("KVSCOPE_MODEL", tiny_model_path());
+    QTemporaryDir dir;
+    const QString out = dir.filePath("gate");
+    const QStringList record = {"--requests",
+                                "2",
+                                "--max-tokens",
+                                "6",
+                                "--all-at-once",
+                                "--threads",
+                                "1",
+                                "--max-num-batched-tokens",
+                                "16"};
+    const auto gate = run_process(KVSCOPE_CLI_PATH,
+                                  QStringList{"gate", KVSCOPE_CLI_PATH, KVSCOPE_CLI_PATH,
+                                              "--rounds", "7", "--out", out, "--threshold", "1000",
+                                              "--robust-threshold", "1000", "--json", "--"} +
+                                      record,
+                                  tiny);
+    QVERIFY2(gate.exit_code == 0, qPrintable(gate.err + gate.out));
+    QVERIFY2(gate.err.contains("round 7/7: both in step"), qPrintable(gate.err));
+    for (const char* round : {"round-001", "round-002"}) {
+        const QString base = out + "/base/" + round + ".sqlite";
+        const QString now = out + "/new/" + round + ".sqlite";
+        QCOMPARE(meta_value(base, "steps_in_turns"), QStringLiteral("yes"));
+        QCOMPARE(meta_value(now, "steps_in_turns"), QStringLiteral("yes"));
+        // Base first in odd rounds, new first in even ones.
+        const bool base_first = QString(round) == "round-001";
+        const auto first = step_times(base_first ? base : now);
+        const auto second = step_times(base_first ? now : base);
+        QVERIFY(first.size() > 3);
+        QCOMPARE(first.size(), second.size());
+        for (std::size_t i = 0; i < first.size(); ++i) {
+            QVERIFY2(first[i].second >= 0 && second[i].second >= 0, "a step without its end");
+            QVERIFY2(
+                first[i].second <= second[i].first,
+                qPrintable(QString("%1 step %2 overlaps the other build's").arg(round).arg(i)));
+            if (i + 1 < first.size()) {
+                QVERIFY2(second[i].second <= first[i + 1].first,
+                         qPrintable(QString("%1 step %2 overlaps the next").arg(round).arg(i)));
+            }
+        }
+    }
+    const QJsonObject report = QJsonDocument::fromJson(gate.out.toUtf8()).object();
+    QCOMPARE(report.value("base_runs").toInt(), 7);
+    bool judged = false;
+    for (const QJsonValue& value : report.value("metrics").toArray()) {
+        const QJsonObject m = value.toObject();
+        if (m.value("metric").toString() == "engine CPU time") {
+            QCOMPARE(m.value("basis").toString(), QStringLiteral("steps in step"));
+            QCOMPARE(m.value("verdict").toString(), QStringLiteral("same"));
+            const QJsonObject interval = m.value("interval").toObject();
+            QVERIFY(interval.value("low").toDouble() > 0);
+            QVERIFY(interval.value("high").toDouble() >= interval.value("low").toDouble());
+            judged = true;
+        }
+        if (m.value("metric").toString() == "engine CPU time, run totals") {
+            QCOMPARE(m.value("basis").toString(), QStringLiteral("rounds"));
+        }
+        if (m.value("metric").toString() == "time to first token") {
+            // Its span holds the other build's steps too.
+            QCOMPARE(m.value("verdict").toString(), QStringLiteral("not compared"));
+        }
+    }
+    QVERIFY(judged);
+
+    // The option is the gate's: a record given anything but its socket says so.
+    const auto stray = run_process(
+        KVSCOPE_CLI_PATH,
+        QStringList{"record", "--out", dir.filePath("x.sqlite"), "--step-turns", "99"} + record,
+        tiny);
+    QCOMPARE(stray.exit_code, 2);
+    QVERIFY2(stray.err.contains("not an open socket"), qPrintable(stray.err));
+    const auto cpu = run_process(KVSCOPE_CLI_PATH,
+                                 QStringList{"gate", KVSCOPE_CLI_PATH, KVSCOPE_CLI_PATH, "--cpu",
+                                             "100000", "--out", out, "--"} +
+                                     record,
+                                 tiny);
+    QCOMPARE(cpu.exit_code, 2);
+    QVERIFY2(cpu.err.contains("not a CPU this gate may use"), qPrintable(cpu.err));
+    // A base build from before turns rejects the option: the gate says what to
+    // do instead.
+    const QString old_build = dir.filePath("old-kvscope");
+    QVERIFY(write_file(old_build, "#!/bin/sh\n"
+                                  "for a; do if [ \"$a\" = --step-turns ]; then\n"
+                                  "  echo 'The following argument was not expected: --step-turns' "
+                                  ">&2; exit 2; fi; done\n"
+                                  "exec '" +
+                                      QByteArray(KVSCOPE_CLI_PATH) + "' \"$@\"\n"));
+    QVERIFY(QFile::setPermissions(old_build, QFile::ReadOwner | QFile::ExeOwner));
+    const auto old = run_process(
+        KVSCOPE_CLI_PATH,
+        QStringList{"gate", old_build, KVSCOPE_CLI_PATH, "--out", out, "--"} + record, tiny);
+    QCOMPARE(old.exit_code, 1);
+    QVERIFY2(old.err.contains("--interleave runs"), qPrintable(old.err));
+}
+
+void TestCli::gate_stops_its_record_when_stopped_data() {
+    QTest::addColumn<QString>("interleave");
+    QTest::addColumn<bool>("killed"); // SIGKILL: the gate cannot pass the stop on
+    QTest::newRow("runs") << "runs" << false;
+    QTest::newRow("steps") << "steps" << false;
+    QTest::newRow("steps, gate killed") << "steps" << true;
+}
+
 void TestCli::gate_stops_its_record_when_stopped() {
-    // A CI job's timeout or Ctrl-C stops the gate: the record it is running
-    // stops with it and keeps what it recorded, and the gate ends by the
-    // signal. Throttled steps make each record last seconds.
+    // A CI job's timeout or Ctrl-C stops the gate: the records it is running
+    // stop with it and keep what they recorded, and the gate ends by the
+    // signal. A gate killed outright lets go of its turns, and records in
+    // step stop as well rather than run on unpaired. Throttled steps make
+    // each record last seconds.
+    QFETCH(QString, interleave);
+    QFETCH(bool, killed);
     QProcessEnvironment tiny = QProcessEnvironment::systemEnvironment();
     tiny.insert("KVSCOPE_MODEL", tiny_model_path());
     QTemporaryDir dir;
     const QString out = dir.filePath("gate");
     QProcess gate;
     gate.setProcessEnvironment(tiny);
-    gate.start(KVSCOPE_CLI_PATH, {"gate", KVSCOPE_CLI_PATH, KVSCOPE_CLI_PATH, "--rounds", "10",
-                                  "--out", out, "--", "--requests", "1", "--max-tokens", "200",
-                                  "--throttle-ms", "50", "--threads", "1", "--all-at-once"});
+    gate.start(KVSCOPE_CLI_PATH,
+               {"gate", KVSCOPE_CLI_PATH, KVSCOPE_CLI_PATH, "--interleave", interleave, "--rounds",
+                "10", "--out", out, "--", "--requests", "1", "--max-tokens", "200", "--throttle-ms",
+                "50", "--threads", "1", "--all-at-once"});
     QVERIFY(gate.waitForStarted());
-    // The first record is under way once its recording has a step in it.
-    const QString recording = out + "/base/round-001.sqlite";
-    const auto has_steps = [&] {
+    // One after the other: the base build's record. In step: both.
+    QStringList recordings = {out + "/base/round-001.sqlite"};
+    if (interleave == "steps") {
+        recordings << out + "/new/round-001.sqlite";
+    }
+    const auto count = [](const QString& recording, const char* sql) {
         sqlite3* db = nullptr;
-        bool steps = false;
+        qint64 n = -1;
         if (sqlite3_open_v2(recording.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr) ==
             SQLITE_OK) {
             sqlite3_stmt* query = nullptr;
-            if (sqlite3_prepare_v2(db,
-                                   "SELECT count(*) FROM KVSCOPE_EVENTS WHERE kind = (SELECT id "
-                                   "FROM ENUM_KVSCOPE_EVENT_KIND WHERE name = 'step_end')",
-                                   -1, &query, nullptr) == SQLITE_OK &&
+            if (sqlite3_prepare_v2(db, sql, -1, &query, nullptr) == SQLITE_OK &&
                 sqlite3_step(query) == SQLITE_ROW) {
-                steps = sqlite3_column_int64(query, 0) > 0;
+                n = sqlite3_column_int64(query, 0);
             }
             sqlite3_finalize(query);
         }
         sqlite3_close(db);
-        return steps;
+        return n;
     };
-    QTRY_VERIFY_WITH_TIMEOUT(has_steps(), 60'000);
+    const char* steps_sql = "SELECT count(*) FROM KVSCOPE_EVENTS WHERE kind = (SELECT id FROM "
+                            "ENUM_KVSCOPE_EVENT_KIND WHERE name = 'step_end')";
+    // The records are under way once their recordings have a step in them.
+    const auto under_way = [&] {
+        return std::all_of(recordings.begin(), recordings.end(),
+                           [&](const QString& r) { return count(r, steps_sql) > 0; });
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(under_way(), 60'000);
     QCOMPARE(gate.state(), QProcess::Running); // 200 steps of >= 50 ms: seconds to go
-    gate.terminate();                          // SIGTERM
-    QVERIFY2(gate.waitForFinished(30'000), "the gate did not stop");
-    QCOMPARE(gate.exitStatus(), QProcess::CrashExit); // ended by the signal
-    const QString err = QString::fromUtf8(gate.readAllStandardError());
-    QVERIFY2(err.contains("stopped by signal 15"), qPrintable(err));
-    QVERIFY2(!QFile::exists(out + "/new/round-001.sqlite"), "a record started after the stop");
+    if (killed) {
+        gate.kill(); // SIGKILL
+        QVERIFY2(gate.waitForFinished(30'000), "the gate did not end");
+        // The records outlive it: they stop and save on their own.
+        const char* saved_sql = "SELECT count(*) FROM KVSCOPE_META WHERE key = 'complete'";
+        const auto saved = [&] {
+            return std::all_of(recordings.begin(), recordings.end(),
+                               [&](const QString& r) { return count(r, saved_sql) > 0; });
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(saved(), 30'000);
+    } else {
+        gate.terminate(); // SIGTERM
+        QVERIFY2(gate.waitForFinished(30'000), "the gate did not stop");
+        QCOMPARE(gate.exitStatus(), QProcess::CrashExit); // ended by the signal
+        const QString err = QString::fromUtf8(gate.readAllStandardError());
+        QVERIFY2(err.contains("stopped by signal 15"), qPrintable(err));
+    }
+    if (interleave == "runs") {
+        QVERIFY2(!QFile::exists(out + "/new/round-001.sqlite"), "a record started after the stop");
+    }
+    QVERIFY2(!QFile::exists(out + "/base/round-002.sqlite"), "a round started after the stop");
 
-    // The interrupted record saved its run and said so.
-    const auto stats = run_process(KVSCOPE_CLI_PATH, {"stats", recording, "--json"}, tiny);
-    QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
-    const QJsonObject s = QJsonDocument::fromJson(stats.out.toUtf8()).object();
-    QVERIFY(s.value("steps").toInteger() > 0);
-    QVERIFY2(s.value("steps").toInteger() < 150, "the record ran on after the gate stopped");
-    sqlite3* db = nullptr;
-    QCOMPARE(sqlite3_open_v2(recording.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr),
-             SQLITE_OK);
-    sqlite3_stmt* query = nullptr;
-    QCOMPARE(sqlite3_prepare_v2(db, "SELECT value FROM KVSCOPE_META WHERE key = 'complete'", -1,
-                                &query, nullptr),
-             SQLITE_OK);
-    QCOMPARE(sqlite3_step(query), SQLITE_ROW);
-    const QString complete =
-        QString::fromUtf8(reinterpret_cast<const char*>(sqlite3_column_text(query, 0)));
-    sqlite3_finalize(query);
-    sqlite3_close(db);
-    QCOMPARE(complete, QStringLiteral("interrupted"));
+    // The interrupted records saved their runs and said so.
+    for (const QString& file : recordings) {
+        QTRY_VERIFY_WITH_TIMEOUT(!meta_value(file, "complete").isEmpty(), 30'000);
+        const auto stats = run_process(KVSCOPE_CLI_PATH, {"stats", file, "--json"}, tiny);
+        QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+        const QJsonObject s = QJsonDocument::fromJson(stats.out.toUtf8()).object();
+        QVERIFY(s.value("steps").toInteger() > 0);
+        QVERIFY2(s.value("steps").toInteger() < 150, "the record ran on after the gate stopped");
+        QCOMPARE(meta_value(file, "complete"), QStringLiteral("interrupted"));
+    }
 }
 
 void TestCli::export_writes_a_chrome_trace() {

@@ -4,6 +4,7 @@
 #include "profiler/compare.h"
 
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <tuple>
 
@@ -112,6 +113,7 @@ private slots:
     void work_figures_are_compared_exactly();
     void costs_not_recorded_say_so();
     void rounds_whose_steps_differ_use_run_totals();
+    void rounds_in_step_use_step_ratios();
 };
 
 void TestCompare::mann_whitney_matches_scipy_data() {
@@ -334,6 +336,93 @@ void TestCompare::rounds_whose_steps_differ_use_run_totals() {
     QCOMPARE(cpu->basis, profiler::Basis::rounds);
     QCOMPARE(cpu->verdict, profiler::Verdict::regressed);
     QVERIFY(row_named(rows, "engine CPU time, run totals") == nullptr);
+}
+
+void TestCompare::rounds_in_step_use_step_ratios() {
+    // Seven rounds kvscope gate recorded in step, worked by hand: every
+    // round's steps cost 10, 10, 10, 10 ms on the base and 11, 11, 11, 30 on
+    // the new build, so each round's median step ratio is 1.1; seven rounds
+    // all slower give the signed-rank test's least p, 2^-7.
+    std::vector<profiler::RecordingStats> base;
+    std::vector<profiler::RecordingStats> now;
+    for (int round = 1; round <= 7; ++round) {
+        const auto run = [&](const std::string& side, std::vector<double> steps) {
+            profiler::RecordingStats s;
+            s.path = side + "/round-" + std::to_string(1000 + round).substr(1) + ".sqlite";
+            s.steps_in_turns = true;
+            s.costs.steps = static_cast<std::int64_t>(steps.size());
+            s.costs.cpu_ms = std::accumulate(steps.begin(), steps.end(), 0.0);
+            s.step_cpu_ms_samples = std::move(steps);
+            return s;
+        };
+        base.push_back(run("base", {10, 10, 10, 10}));
+        now.push_back(run("new", {11, 11, 11, 30}));
+    }
+    auto rows = profiler::compare_runs(base, now, {});
+    const profiler::MetricComparison* cpu = row_named(rows, "engine CPU time");
+    QCOMPARE(cpu->basis, profiler::Basis::step_ratios);
+    QCOMPARE(profiler::basis_name(cpu->basis), std::string_view("steps in step"));
+    QCOMPARE(profiler::format_metric(*cpu).samples, std::string("7 rounds"));
+    QVERIFY(std::abs(cpu->change - 0.1) < 1e-12);
+    QVERIFY(std::abs(cpu->low - 1.1) < 1e-12 && std::abs(cpu->high - 1.1) < 1e-12);
+    QCOMPARE(cpu->p_value, std::ldexp(1.0, -7));
+    QCOMPARE(cpu->verdict, profiler::Verdict::regressed);
+    QCOMPARE(cpu->base, 40.0); // the sides' median run totals
+    QCOMPARE(cpu->now, 63.0);
+    // Run totals beside it: 63 / 40 every round.
+    const profiler::MetricComparison* totals = row_named(rows, "engine CPU time, run totals");
+    QCOMPARE(totals->basis, profiler::Basis::rounds);
+    QVERIFY(std::abs(totals->change - (63.0 / 40 - 1)) < 1e-12);
+
+    // Request spans hold the other build's steps: not compared.
+    QCOMPARE(row_named(rows, "time to first token")->verdict, profiler::Verdict::not_compared);
+    QCOMPARE(profiler::format_metric(*row_named(rows, "time per output token")).verdict,
+             std::string("not compared"));
+    QCOMPARE(profiler::format_metric(*row_named(rows, "time per output token")).change,
+             std::string("-"));
+
+    // A round whose runs took different steps: no step ratios, and no floors
+    // (they need steps that line up) but run totals over rounds.
+    auto longer = now;
+    longer[3].step_cpu_ms_samples.push_back(11);
+    rows = profiler::compare_runs(base, longer, {});
+    QCOMPARE(row_named(rows, "engine CPU time")->basis, profiler::Basis::rounds);
+    QVERIFY(row_named(rows, "engine CPU time, run totals") == nullptr);
+
+    // Recorded one after the other (no turns): per-step floors instead, and
+    // request spans compared.
+    for (auto& s : now) {
+        s.steps_in_turns = false;
+    }
+    rows = profiler::compare_runs(base, now, {});
+    QCOMPARE(row_named(rows, "engine CPU time")->basis, profiler::Basis::floors);
+    QVERIFY(row_named(rows, "time to first token")->verdict != profiler::Verdict::not_compared);
+
+    // On the drifting machine of rounds_see_through_drift, in step: a 5%
+    // slowdown caught every time, and the same build never flagged, although
+    // in each round one base step took ten times as long (an interrupt).
+    int caught = 0;
+    int false_alarms = 0;
+    for (std::uint32_t seed = 1; seed <= 40; ++seed) {
+        for (const double slowdown : {0.05, 0.0}) {
+            auto [b, n] = gate_rounds(10, slowdown, 0.25, slowdown > 0 ? seed : 100 + seed);
+            for (std::size_t r = 0; r < b.size(); ++r) {
+                b[r].steps_in_turns = n[r].steps_in_turns = true;
+                b[r].step_cpu_ms_samples[r] *= 10;
+            }
+            rows = profiler::compare_runs(b, n, {});
+            const profiler::MetricComparison* m = row_named(rows, "engine CPU time");
+            QCOMPARE(m->basis, profiler::Basis::step_ratios);
+            if (slowdown > 0) {
+                QVERIFY2(std::abs(m->change - 0.05) < 0.01, qPrintable(QString::number(m->change)));
+                caught += m->verdict == profiler::Verdict::regressed;
+            } else {
+                false_alarms += m->verdict == profiler::Verdict::regressed;
+            }
+        }
+    }
+    QCOMPARE(caught, 40);
+    QCOMPARE(false_alarms, 0);
 }
 
 #include "tst_compare.moc"
