@@ -88,6 +88,7 @@ std::vector<pid_t> start_busy(int count) {
 
 struct MetricTally {
     int flagged = 0;
+    int not_compared = 0; // request spans of builds in step
     std::vector<double> changes;
     std::vector<double> widths; // interval high - low
 };
@@ -133,7 +134,8 @@ void judge(const nlohmann::json& report, int status, Tally& tally) {
         }
         MetricTally& t = tally.metrics[name];
         t.flagged += m["verdict"] == "REGRESSED";
-        if (m["verdict"] != "not measured") {
+        t.not_compared += m["verdict"] == "not compared";
+        if (m["verdict"] != "not measured" && m["verdict"] != "not compared") {
             t.changes.push_back(m["change"].get<double>());
         }
         if (m.contains("interval") && m["interval"]["high"].is_number()) {
@@ -244,7 +246,8 @@ int main(int argc, char** argv) {
         const MetricTally& a = same.metrics[name];
         const MetricTally& b = slowed.metrics[name];
         if (a.changes.empty() && b.changes.empty()) {
-            std::printf("| %s | not measured | not measured | | |\n", name.c_str());
+            const char* why = a.not_compared + b.not_compared > 0 ? "not compared" : "not measured";
+            std::printf("| %s | %s | %s | | |\n", name.c_str(), why, why);
             continue;
         }
         std::printf("| %s | %d / %d | %d / %d | %+.1f%% | %.3f |\n", name.c_str(), a.flagged,

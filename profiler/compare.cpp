@@ -311,8 +311,8 @@ std::vector<MetricComparison> compare_runs(const std::vector<RecordingStats>& ba
     const auto turns = [](const RecordingStats& s) {
         return s.steps_in_turns;
     };
-    const bool in_step = paired && std::all_of(base.begin(), base.end(), turns) &&
-                         std::all_of(now.begin(), now.end(), turns);
+    const bool in_step =
+        std::all_of(base.begin(), base.end(), turns) && std::all_of(now.begin(), now.end(), turns);
     std::vector<MetricComparison> out;
 
     // A timing or cost: run-level values, or the pooled samples behind them.
@@ -376,7 +376,7 @@ std::vector<MetricComparison> compare_runs(const std::vector<RecordingStats>& ba
     const bool costs = all(base, has_costs) && all(now, has_costs);
     std::optional<std::vector<double>> step_ratios;
     std::optional<FloorComparison> floors;
-    if (costs && paired && in_step) {
+    if (costs && paired && in_step) { // pairs of rounds, each pair in step
         step_ratios = round_step_ratios(step_costs(base), step_costs(now));
     }
     if (costs && paired && !step_ratios) {

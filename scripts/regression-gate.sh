@@ -8,7 +8,8 @@
 #   scripts/regression-gate.sh [BASE_REV]     (default origin/main)
 #
 # Environment: KVSCOPE_GATE_OUT (build/gate), KVSCOPE_GATE_ROUNDS (the
-# gate's default, 10), KVSCOPE_GATE_RECORD (the record options),
+# gate's default: 10 in step, 25 by runs), KVSCOPE_GATE_RECORD (the record
+# options),
 # KVSCOPE_GATE_OPTIONS (options gate and compare share: --threshold,
 # --robust-threshold, --alpha), KVSCOPE_GATE_INTERLEAVE (steps, or runs for a
 # base build from before steps in turns), and

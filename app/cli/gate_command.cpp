@@ -186,13 +186,19 @@ double record_in_step(const std::vector<std::string>& args, const RecordJob& fir
         // next step (it was asked to by signal too) and saves.
         first_turns.release();
         second_turns.release();
+        // The first record's end, left unreaped (so its pid cannot be reused)
+        // until stops go only to the second.
+        siginfo_t ended{};
+        while (waitid(P_PID, static_cast<id_t>(first_pid), &ended, WEXITED | WNOWAIT) < 0 &&
+               errno == EINTR) {
+        }
+        StopRequest::forward_to(second_pid);
         std::exception_ptr failure;
         try {
             finish_record(first_pid, first.program, first.log);
         } catch (...) {
             failure = std::current_exception();
         }
-        StopRequest::forward_to(second_pid); // the first is gone: its pid may be reused
         try {
             finish_record(second_pid, second.program, second.log);
         } catch (...) {

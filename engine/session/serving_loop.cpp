@@ -75,6 +75,9 @@ std::vector<std::int64_t> drive(sched::LlmEngine& engine,
         }
         if (options.before_step) {
             options.before_step();
+            if (options.stop_requested && options.stop_requested()) {
+                continue; // asked while waiting: the loop's top stops the run
+            }
         }
         const sched::StepStats stats = engine.step();
         if (options.on_step) {
