@@ -343,7 +343,7 @@ std::vector<MetricComparison> compare_runs(const std::vector<RecordingStats>& ba
           std::pair{"time per output token", &RecordingStats::tpot_ms_samples}}) {
         MetricComparison m = metric(name, "ms", false);
         if (in_step) { // spans that hold the other build's steps: not this build's
-            m.basis = Basis::rounds;
+            m.basis = paired ? Basis::rounds : by_runs ? Basis::runs : Basis::requests;
             m.verdict = Verdict::not_compared;
             out.push_back(std::move(m));
             continue;
@@ -609,7 +609,8 @@ std::string compare_criteria(const CompareOptions& options, std::size_t runs_a_s
             "fools: record repetitions, or use kvscope gate, for a verdict that holds on a shared "
             "machine); the prefix hit rate when it drops by more than %.0f points. Work figures "
             "must be equal ('differs' fails nothing but means the runs did not do the same "
-            "work).",
+            "work). Runs kvscope gate recorded in step have their request spans left out: they "
+            "hold the other build's steps too.",
             100 * options.threshold, 100 * options.robust_threshold, options.alpha,
             100 * options.hit_rate_drop);
     }
