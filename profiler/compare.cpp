@@ -338,9 +338,10 @@ std::vector<MetricComparison> compare_runs(const std::vector<RecordingStats>& ba
         metric("step time", "ms", false), options.threshold, Basis::steps,
         [](const RecordingStats& s) -> const std::vector<double>& { return s.step_ms_samples; },
         [](const RecordingStats& s) { return median_of(s.step_ms_samples); }));
-    for (const auto& [name, samples] :
+    for (const auto& [name, member] :
          {std::pair{"time to first token", &RecordingStats::ttft_ms_samples},
           std::pair{"time per output token", &RecordingStats::tpot_ms_samples}}) {
+        const auto samples = member; // clang 14 cannot capture a structured binding
         MetricComparison m = metric(name, "ms", false);
         if (in_step) { // spans that hold the other build's steps: not this build's
             m.basis = paired ? Basis::rounds : by_runs ? Basis::runs : Basis::requests;
