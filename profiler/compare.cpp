@@ -375,12 +375,22 @@ std::vector<MetricComparison> compare_runs(const std::vector<RecordingStats>& ba
         return costs;
     };
     const bool costs = all(base, has_costs) && all(now, has_costs);
+    // Steps line up when every run computed the same tokens step by step (the
+    // same schedule): only then is one run's step i the other's step i. Two
+    // schedules with the same totals but work moved between steps do not.
+    const bool steps_line_up = costs && !base.empty() && [&] {
+        const std::vector<std::int64_t>& work = base.front().step_tokens;
+        const auto same_work = [&](const RecordingStats& s) {
+            return s.step_tokens == work;
+        };
+        return all(base, same_work) && all(now, same_work);
+    }();
     std::optional<std::vector<double>> step_ratios;
     std::optional<FloorComparison> floors;
-    if (costs && paired && in_step) { // pairs of rounds, each pair in step
+    if (paired && steps_line_up && in_step) { // pairs of rounds, each pair in step
         step_ratios = round_step_ratios(step_costs(base), step_costs(now));
     }
-    if (costs && paired && !step_ratios) {
+    if (paired && steps_line_up && !step_ratios) {
         floors = compare_step_floors(step_costs(base), step_costs(now), 1 - 2 * options.alpha);
     }
     if (step_ratios) {

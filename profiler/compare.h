@@ -84,8 +84,10 @@ double mann_whitney_greater(const std::vector<double>& better, const std::vector
 // paired when both sides have the same count and the same file names in
 // order (what `kvscope gate` writes: round-001.sqlite, ...): a pair ran side
 // by side, so the machine's drift cancels in its ratio. Over paired rounds
-// whose steps line up, the engine CPU time is judged on per-step floors,
-// which the machine's slow spells leave alone.
+// whose steps line up (every run computed the same tokens step by step), the
+// engine CPU time is judged step by step: on each round's median step ratio
+// when the rounds were recorded in step, else on per-step floors, which the
+// machine's slow spells leave alone.
 bool runs_are_paired(const std::vector<RecordingStats>& base,
                      const std::vector<RecordingStats>& now);
 std::vector<MetricComparison> compare_runs(const std::vector<RecordingStats>& base,

@@ -135,6 +135,7 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
                 }
             }
             ++s.steps;
+            s.step_tokens.push_back(end.prefill_tokens + end.decode_tokens);
             s.prefill_tokens += end.prefill_tokens;
             s.decode_tokens += end.decode_tokens;
             break;

@@ -128,6 +128,9 @@ struct RecordingStats {
 
     // Per-step and per-request samples, for compare's statistical tests.
     std::vector<double> step_cpu_ms_samples;
+    // Tokens each step computed (prefill and decode), in step order: two runs
+    // whose steps did the same work step by step can be compared step by step.
+    std::vector<std::int64_t> step_tokens;
     std::vector<double> step_ms_samples;
     std::vector<double> ttft_ms_samples;
     std::vector<double> tpot_ms_samples;

@@ -19,7 +19,9 @@ std::optional<std::vector<double>> round_step_ratios(const std::vector<std::vect
             return std::nullopt;
         }
         // Log ratios: a step twice as slow and one twice as fast are as far
-        // from no change, and the median of logs is the log of the median.
+        // from no change. With an odd count the median of the logs is the
+        // log of the median ratio; with an even one the mean of the middle
+        // two logs, so the geometric mean of the middle two ratios.
         std::vector<double> logs;
         logs.reserve(base[r].size());
         for (std::size_t i = 0; i < base[r].size(); ++i) {

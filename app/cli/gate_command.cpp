@@ -134,6 +134,23 @@ public:
     ForwardStops& operator=(const ForwardStops&) = delete;
 };
 
+// Waits until a record has ended, leaving it unreaped: until it is reaped its
+// pid cannot be another process's, so a stop forwarded meanwhile is safe.
+void wait_until_ended(pid_t child) {
+    siginfo_t ended{};
+    while (waitid(P_PID, static_cast<id_t>(child), &ended, WEXITED | WNOWAIT) < 0 &&
+           errno == EINTR) {
+    }
+}
+
+// Waits for a record the gate forwards stops to, then reaps it (throwing as
+// finish_record does).
+void finish_forwarded(pid_t child, const std::string& program, const fs::path& log) {
+    wait_until_ended(child);
+    StopRequest::forget(child);
+    finish_record(child, program, log);
+}
+
 double seconds_since(std::int64_t start_ns) {
     return static_cast<double>(host_now_ns() - start_ns) * 1e-9;
 }
@@ -144,7 +161,7 @@ double record_alone(const std::string& program, const std::vector<std::string>& 
     const std::int64_t start = host_now_ns();
     const pid_t child = start_record(program, args, recording, log, nullptr);
     const ForwardStops forward(child);
-    finish_record(child, program, log);
+    finish_forwarded(child, program, log);
     return seconds_since(start);
 }
 
@@ -177,35 +194,47 @@ double record_in_step(const std::vector<std::string>& args, const RecordJob& fir
     second_turns.close_child_end();
     {
         const ForwardStops forward(first_pid, second_pid);
-        // A record that failed or ended takes no more turns; the other goes on.
+        // A record that ended takes no more turns; the other goes on. One
+        // that went away without ending its run failed: the round stops
+        // there rather than run the other build on unpaired.
+        bool first_gone = false;
+        bool second_gone = false;
         while (!StopRequest::requested() && (first_turns.stepping() || second_turns.stepping())) {
-            first_turns.step();
-            second_turns.step();
+            first_gone = first_turns.step() == Turn::gone;
+            if (first_gone || StopRequest::requested()) {
+                break;
+            }
+            second_gone = second_turns.step() == Turn::gone;
+            if (second_gone) {
+                break;
+            }
         }
-        // Both done, or stopping: let go; a record still running stops at its
-        // next step (it was asked to by signal too) and saves.
+        // Both done, stopping or one failed: let go; a record still running
+        // stops at its next step (when stopping, it was asked to by signal
+        // too) and saves.
         first_turns.release();
         second_turns.release();
-        // The first record's end, left unreaped (so its pid cannot be reused)
-        // until stops go only to the second.
-        siginfo_t ended{};
-        while (waitid(P_PID, static_cast<id_t>(first_pid), &ended, WEXITED | WNOWAIT) < 0 &&
-               errno == EINTR) {
-        }
-        StopRequest::forward_to(second_pid);
-        std::exception_ptr failure;
+        std::exception_ptr first_failure;
+        std::exception_ptr second_failure;
         try {
-            finish_record(first_pid, first.program, first.log);
+            finish_forwarded(first_pid, first.program, first.log);
         } catch (...) {
-            failure = std::current_exception();
+            first_failure = std::current_exception();
         }
         try {
-            finish_record(second_pid, second.program, second.log);
+            finish_forwarded(second_pid, second.program, second.log);
         } catch (...) {
-            failure = failure ? failure : std::current_exception();
+            second_failure = std::current_exception();
         }
-        if (failure) {
-            std::rethrow_exception(failure);
+        // The one that went away is the cause; the other only stopped with it.
+        if (second_gone && second_failure) {
+            std::rethrow_exception(second_failure);
+        }
+        if (first_failure) {
+            std::rethrow_exception(first_failure);
+        }
+        if (second_failure) {
+            std::rethrow_exception(second_failure);
         }
     }
     return seconds_since(start);

@@ -184,6 +184,10 @@ int serve_workload(ServeWorkloadOptions& options) {
         }
     };
     const std::vector<std::int64_t> ids = run.serve(serve);
+    if (turns) { // the gate hands the other build its turns while this one saves
+        turns->finish(!StopRequest::requested() && !(stop_on_write_error && write_failed) &&
+                      !turns->let_go());
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (run.engine().steps() > 0) {

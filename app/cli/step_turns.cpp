@@ -11,10 +11,12 @@
 namespace kvscope::cli {
 namespace {
 
-// One byte each way. MSG_NOSIGNAL: a peer that is gone is an error to read,
-// not a SIGPIPE that ends the process.
-bool send_byte(int socket) {
-    const char byte = 't';
+// One byte each way: a turn, or the end of the run. MSG_NOSIGNAL: a peer
+// that is gone is an error to read, not a SIGPIPE that ends the process.
+constexpr char kTurn = 't';
+constexpr char kEnd = 'e';
+
+bool send_byte(int socket, char byte = kTurn) {
     for (;;) {
         const ssize_t n = send(socket, &byte, 1, MSG_NOSIGNAL);
         if (n == 1) {
@@ -27,17 +29,18 @@ bool send_byte(int socket) {
     }
 }
 
-bool receive_byte(int socket) {
+// The byte received; 0 when the peer closed its end or the socket failed.
+char receive_byte(int socket) {
     char byte = 0;
     for (;;) {
         const ssize_t n = recv(socket, &byte, 1, 0);
         if (n == 1) {
-            return true;
+            return byte;
         }
         if (n < 0 && errno == EINTR) {
             continue;
         }
-        return false; // 0: the peer closed its end
+        return 0;
     }
 }
 
@@ -59,19 +62,32 @@ StepTurns::StepTurns(const std::string& descriptor) {
 }
 
 StepTurns::~StepTurns() {
-    close(socket_);
+    if (socket_ >= 0) {
+        close(socket_);
+    }
 }
 
 void StepTurns::wait() {
-    if (!let_go_ && !receive_byte(socket_)) {
+    if (!let_go_ && socket_ >= 0 && receive_byte(socket_) != kTurn) {
         let_go_ = true;
     }
 }
 
 void StepTurns::done() {
-    if (!let_go_ && !send_byte(socket_)) {
+    if (!let_go_ && socket_ >= 0 && !send_byte(socket_)) {
         let_go_ = true;
     }
+}
+
+void StepTurns::finish(bool completed) {
+    if (socket_ < 0) {
+        return;
+    }
+    if (completed && !let_go_) {
+        send_byte(socket_, kEnd); // a gate already gone cannot hear it: nothing to do
+    }
+    close(socket_);
+    socket_ = -1;
 }
 
 TurnTaker::TurnTaker() {
@@ -104,15 +120,20 @@ void TurnTaker::close_child_end() {
     }
 }
 
-bool TurnTaker::step() {
+Turn TurnTaker::step() {
     if (gate_ < 0) {
-        return false;
+        return Turn::ended;
     }
-    if (send_byte(gate_) && receive_byte(gate_)) {
-        return true;
+    // A record whose run is over may have said so and closed its end before
+    // this turn was offered: the send then fails, but what it said is still
+    // there to read.
+    send_byte(gate_);
+    const char answer = receive_byte(gate_);
+    if (answer == kTurn) {
+        return Turn::taken;
     }
     release();
-    return false;
+    return answer == kEnd ? Turn::ended : Turn::gone;
 }
 
 void TurnTaker::release() {

@@ -4,7 +4,9 @@
 // neighbour, a host that changes pace) then slows both alike, and the ratio
 // of their CPU times keeps what the builds differ by. The gate and each record
 // share a socket: the gate sends a byte to hand the record a step, the record
-// sends one back when the step is over.
+// sends one back when the step is over, and another when its run is over. A
+// record whose socket closes without that last word failed or was killed, and
+// the gate stops the round rather than let the other build run on unpaired.
 #pragma once
 
 #include <string>
@@ -27,6 +29,10 @@ public:
     void wait();
     // The step is over: the turn goes back to the gate.
     void done();
+    // The run is over: says so when it served every step (`completed`; a
+    // gate sees a record that ends without saying as failed) and lets go of
+    // the socket, so the gate need not wait for the recording to be saved.
+    void finish(bool completed);
     // The gate let go while the run had steps to take: it is stopping, or
     // it is gone. Either way the run stops (the gate can no longer pair it).
     bool let_go() const { return let_go_; }
@@ -34,6 +40,13 @@ public:
 private:
     int socket_ = -1;
     bool let_go_ = false;
+};
+
+// What became of a step the gate handed over.
+enum class Turn {
+    taken, // the record took the step and handed the turn back
+    ended, // the record had no step left: its run is over (or was let go)
+    gone,  // the record went away without saying its run was over: it failed
 };
 
 // The gate's side of one record started with turns.
@@ -50,9 +63,9 @@ public:
     int child_end() const { return child_; }
     // Once the record has been started: the gate needs its end no more.
     void close_child_end();
-    // One step: hands the record its turn and waits until it is over. False
-    // when the record takes no more turns (it ended, or is ending).
-    bool step();
+    // One step: hands the record its turn and waits until it is over. Once a
+    // record has ended or gone it takes no more turns (ended).
+    Turn step();
     bool stepping() const { return gate_ >= 0; }
     // Lets go of the record, which stops at its next step (and would run no
     // further in step anyway).

@@ -59,4 +59,13 @@ void StopRequest::forward_to(pid_t child, pid_t other_child) {
     }
 }
 
+void StopRequest::forget(pid_t child) {
+    if (g_child == child) {
+        g_child = 0;
+    }
+    if (g_other_child == child) {
+        g_other_child = 0;
+    }
+}
+
 } // namespace kvscope::cli

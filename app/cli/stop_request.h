@@ -23,6 +23,9 @@ public:
     // Children doing the work (kvscope gate's records) are asked too: they
     // get SIGINT, their own request to stop and save. 0: no child.
     static void forward_to(pid_t child, pid_t other_child = 0);
+    // Stops forwarding to `child` without a signal, once it has ended and
+    // before it is reaped (a reaped pid may soon be another process's).
+    static void forget(pid_t child);
 
 private:
     struct sigaction old_int_ {};

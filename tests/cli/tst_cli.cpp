@@ -67,6 +67,7 @@ private slots:
     void gate_runs_two_builds_in_step();
     void gate_stops_its_record_when_stopped_data();
     void gate_stops_its_record_when_stopped();
+    void gate_stops_the_round_when_a_record_fails();
     void export_writes_a_chrome_trace();
 
 private:
@@ -1016,6 +1017,47 @@ void TestCli::gate_stops_its_record_when_stopped() {
         QVERIFY2(s.value("steps").toInteger() < 150, "the record ran on after the gate stopped");
         QCOMPARE(meta_value(file, "complete"), QStringLiteral("interrupted"));
     }
+}
+
+void TestCli::gate_stops_the_round_when_a_record_fails() {
+    // A record that dies mid-round ends without saying its run is over: the
+    // gate stops the other build's record too (rather than let it run on
+    // unpaired) and names the one that failed, not the one it stopped.
+    // Throttled steps make a whole run last over 20 seconds.
+    QProcessEnvironment tiny = QProcessEnvironment::systemEnvironment();
+    tiny.insert("KVSCOPE_MODEL", tiny_model_path());
+    QTemporaryDir dir;
+    const QString out = dir.filePath("gate");
+    const QString dying = dir.filePath("dying-kvscope");
+    QVERIFY(write_file(dying, "#!/bin/sh\n"
+                              "'" +
+                                  QByteArray(KVSCOPE_CLI_PATH) +
+                                  "' \"$@\" &\n"
+                                  "exec 3<&- # only the record holds the gate's socket\n"
+                                  "sleep 2\n"
+                                  "kill -9 $!\n"
+                                  "wait $!\n"
+                                  "exit 1\n"));
+    QVERIFY(QFile::setPermissions(dying, QFile::ReadOwner | QFile::ExeOwner));
+    const auto gate = run_process(KVSCOPE_CLI_PATH,
+                                  {"gate", KVSCOPE_CLI_PATH, dying, "--rounds", "7", "--out", out,
+                                   "--", "--requests", "1", "--max-tokens", "200", "--throttle-ms",
+                                   "50", "--threads", "1", "--all-at-once"},
+                                  tiny);
+    QCOMPARE(gate.exit_code, 1);
+    // Base steps first in round 1; the failure named is the new build's.
+    QVERIFY2(gate.err.contains("dying-kvscope record failed with status 1"), qPrintable(gate.err));
+    QVERIFY2(!QFile::exists(out + "/base/round-002.sqlite"), "a round started after the failure");
+    const QString survivor = out + "/base/round-001.sqlite";
+    QCOMPARE(meta_value(survivor, "complete"), QStringLiteral("interrupted"));
+    const auto stats = run_process(KVSCOPE_CLI_PATH, {"stats", survivor, "--json"}, tiny);
+    QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+    const qint64 steps =
+        QJsonDocument::fromJson(stats.out.toUtf8()).object().value("steps").toInteger();
+    QVERIFY2(steps < 150, qPrintable(QString("the base build ran on alone: %1 steps").arg(steps)));
+    QFile log(out + "/base/round-001.log");
+    QVERIFY(log.open(QIODevice::ReadOnly));
+    QVERIFY(log.readAll().contains("kvscope gate stopped handing over steps"));
 }
 
 void TestCli::export_writes_a_chrome_trace() {

@@ -389,6 +389,27 @@ void TestCompare::rounds_in_step_use_step_ratios() {
     QCOMPARE(row_named(rows, "engine CPU time")->basis, profiler::Basis::rounds);
     QVERIFY(row_named(rows, "engine CPU time, run totals") == nullptr);
 
+    // As many steps, but work moved between them (a schedule that changed:
+    // 8 + 8 prompt tokens where the base computed 12 + 4): the new build's
+    // step i is not the base's step i, so neither step ratios nor floors, but
+    // run totals over rounds.
+    auto base_work = base;
+    auto moved = now;
+    for (auto& s : base_work) {
+        s.step_tokens = {12, 4, 1, 1};
+    }
+    for (auto& s : moved) {
+        s.step_tokens = {8, 8, 1, 1};
+    }
+    rows = profiler::compare_runs(base_work, moved, {});
+    QCOMPARE(row_named(rows, "engine CPU time")->basis, profiler::Basis::rounds);
+    QVERIFY(row_named(rows, "engine CPU time, run totals") == nullptr);
+    for (auto& s : moved) {
+        s.step_tokens = {12, 4, 1, 1};
+    }
+    rows = profiler::compare_runs(base_work, moved, {});
+    QCOMPARE(row_named(rows, "engine CPU time")->basis, profiler::Basis::step_ratios);
+
     // Recorded one after the other (no turns): per-step floors instead, and
     // request spans compared.
     for (auto& s : now) {

@@ -31,6 +31,12 @@ void TestStepRatios::medians_by_hand() {
     QCOMPARE(ratios->size(), std::size_t{2});
     QVERIFY(std::abs((*ratios)[0] - 1.1) < 1e-12);
     QVERIFY(std::abs((*ratios)[1] - std::sqrt(1.25)) < 1e-12);
+    // Step i of one build is paired with step i of the other, not with the
+    // step of the same rank: ratios 0.2, 2, 2 -> 2 (sorted pairs would give
+    // 1, 2, 0.4 -> 1).
+    const auto by_step = round_step_ratios(Runs{{5, 1, 1}}, Runs{{1, 2, 2}});
+    QVERIFY(by_step.has_value());
+    QVERIFY(std::abs(by_step->front() - 2) < 1e-12);
     // The same runs on both sides: every ratio exactly 1.
     const auto same = round_step_ratios(base, base);
     QVERIFY(same.has_value());
