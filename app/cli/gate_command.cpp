@@ -136,11 +136,20 @@ public:
 
 // Waits until a record has ended, leaving it unreaped: until it is reaped its
 // pid cannot be another process's, so a stop forwarded meanwhile is safe.
-void wait_until_ended(pid_t child) {
+// How it ended.
+siginfo_t wait_until_ended(pid_t child) {
     siginfo_t ended{};
     while (waitid(P_PID, static_cast<id_t>(child), &ended, WEXITED | WNOWAIT) < 0 &&
            errno == EINTR) {
     }
+    return ended;
+}
+
+// A record whose turns ended without its saying the run was over: failed,
+// unless it exited with status 0 (a build from before records said so).
+bool went_away_failing(pid_t child) {
+    const siginfo_t ended = wait_until_ended(child);
+    return !(ended.si_code == CLD_EXITED && ended.si_status == 0);
 }
 
 // Waits for a record the gate forwards stops to, then reaps it (throwing as
@@ -200,11 +209,13 @@ double record_in_step(const std::vector<std::string>& args, const RecordJob& fir
         bool first_gone = false;
         bool second_gone = false;
         while (!StopRequest::requested() && (first_turns.stepping() || second_turns.stepping())) {
-            first_gone = first_turns.step() == Turn::gone;
+            // The other record waits for its turn meanwhile: nothing runs
+            // unpaired while the gate looks at how one went away.
+            first_gone = first_turns.step() == Turn::gone && went_away_failing(first_pid);
             if (first_gone || StopRequest::requested()) {
                 break;
             }
-            second_gone = second_turns.step() == Turn::gone;
+            second_gone = second_turns.step() == Turn::gone && went_away_failing(second_pid);
             if (second_gone) {
                 break;
             }
