@@ -79,6 +79,44 @@ def transformers_decode_ms(torch, model, batch, context, steps, compiled):
         return best
 
 
+def reference_attention_ms(torch, batch, context, dtype):
+    """torch's scaled_dot_product_attention (its flash backend where it takes
+    the call) over the same K/V bytes kvscope's decode attention reads: SmolLM2's
+    3 KV heads of 64, contiguous, each KV head's 3 query heads asked as 3 query
+    rows (a decode needs no causal mask, so this is grouped-query attention
+    without copying K/V per query head). Median of 50 CUDA-event timings."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+
+    kv_heads, group, head_dim = 3, 3, 64
+    q = torch.randn(batch, kv_heads, group, head_dim, device="cuda", dtype=dtype)
+    k = torch.randn(batch, kv_heads, context, head_dim, device="cuda", dtype=dtype)
+    v = torch.randn(batch, kv_heads, context, head_dim, device="cuda", dtype=dtype)
+    backend = "flash"
+    try:
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            F.scaled_dot_product_attention(q, k, v)
+        chosen = [SDPBackend.FLASH_ATTENTION]
+    except RuntimeError:
+        backend = "default"
+        chosen = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    times = []
+    with sdpa_kernel(chosen):
+        for i in range(60):
+            begin = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            begin.record()
+            F.scaled_dot_product_attention(q, k, v)
+            end.record()
+            end.synchronize()
+            if i >= 10:
+                times.append(begin.elapsed_time(end))
+    times.sort()
+    bytes_read = 2 * k.numel() * k.element_size()
+    ms = times[len(times) // 2]
+    return ms, bytes_read / (ms * 1e-3), backend
+
+
 def kvscope_rows(binary, batches, contexts, steps, model):
     command = [binary, "--batches", ",".join(map(str, batches)),
                "--contexts", ",".join(map(str, contexts)), "--steps", str(steps)]
@@ -94,6 +132,9 @@ def kvscope_rows(binary, batches, contexts, steps, model):
         match = re.match(r"\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*([\d.]+)\s*\|", line)
         if match:
             rows[(int(match[1]), int(match[2]))] = float(match[3])
+        match = re.match(r"decode attention, batch 32 x 4096, one layer: ([\d.]+) ms", line)
+        if match:
+            rows["attention"] = float(match[1])
     return rows
 
 
@@ -104,6 +145,8 @@ def main():
     parser.add_argument("--batches", type=parse_list, default=[1, 32, 128])
     parser.add_argument("--contexts", type=parse_list, default=[1024, 4096])
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--reference-only", action="store_true",
+                        help="kvscope's rows and the reference attention, no transformers models")
     args = parser.parse_args()
 
     import torch
@@ -114,6 +157,14 @@ def main():
 
     ours = kvscope_rows(args.kvscope_bench, args.batches, args.contexts, args.steps, args.model)
     torch.manual_seed(0)
+    ref_ms, ref_bandwidth, ref_backend = reference_attention_ms(torch, 32, 4096, torch.float16)
+    mine = ours.get("attention", float("nan"))
+    print(f"\nreference decode attention (torch scaled_dot_product_attention, {ref_backend} "
+          f"backend, f16, contiguous K/V), batch 32 x 4096, one layer: {ref_ms:.3f} ms, "
+          f"{ref_bandwidth / 1e9:.0f} GB/s; kvscope's paged attention on the same shape: "
+          f"{mine:.3f} ms ({mine / ref_ms:.2f}x the reference's time)", flush=True)
+    if args.reference_only:
+        return 0
     model = LlamaForCausalLM(LlamaConfig(**SMOLLM2_135M)).to("cuda", torch.bfloat16).eval()
     print(f"\ndevice: {torch.cuda.get_device_name()}; torch {torch.__version__}")
     print("| batch | context | kvscope ms | transformers eager ms | transformers static+compile ms |"

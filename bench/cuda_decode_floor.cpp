@@ -7,9 +7,16 @@
 //
 // Decode steps run over caches whose contents are never prefilled (the pool
 // is zeroed): the bytes read, and so the time, do not depend on the values.
+// A step at context C attends over exactly C cache entries (C - 1 cached and
+// its own), and goes through forward_sampled with greedy rows: the token ids
+// come back, the logits stay on the device, as in a serving engine (and as
+// transformers' side of bench/compare_transformers.py keeps them). Step times
+// are the median of the timed steps, host clock around the whole call (the
+// call ends synchronised), so they include the host's share of a step.
 //
 //   kvscope-bench-cuda [--model FILE] [--batches 1,32,128] [--contexts 1024,4096]
 //                      [--format f16] [--steps 20]
+#include "engine/cuda/decode_padding.h"
 #include "engine/gpu_devices.h"
 #include "engine/kv/block_allocator.h"
 #include "engine/kv/kv_format.h"
@@ -146,13 +153,21 @@ AttentionFigure attention_bandwidth(const model::LlamaConfig& c, kv::KvFormat fo
     cache.block_size = block_size;
     cache.num_blocks = num_blocks;
 
-    const int splits = (context + kernels::kAttentionSplit - 1) / kernels::kAttentionSplit;
+    // Splits as the backend plans them for this step.
+    int multiprocessors = 1;
+    KVSCOPE_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, 0));
+    const bool vector = kernels::attention_takes_vector_path(cache, c.heads);
+    const int split = cuda::attention_split_length(
+        batch, c.kv_heads, context, multiprocessors,
+        vector ? kernels::kLongestVectorSplit : kernels::kAttentionSplit,
+        kernels::kShortestAttentionSplit, vector ? 4 : 2);
+    const int splits = (context + split - 1) / split;
     DeviceBytes q(static_cast<std::size_t>(batch) * c.heads * c.head_dim * sizeof(float));
     DeviceBytes out(static_cast<std::size_t>(batch) * c.heads * c.head_dim * sizeof(float));
     DeviceBytes scratch(kernels::AttentionWorkspace::floats(batch, c.heads, splits, c.head_dim) *
                         sizeof(float));
     const kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
-        static_cast<float*>(scratch.data), batch, c.heads, splits, c.head_dim);
+        static_cast<float*>(scratch.data), batch, c.heads, splits, c.head_dim, split);
     AttentionFigure figure;
     figure.ms = best_ms(20, [&] {
         kernels::launch_paged_attention(cache, view, static_cast<const float*>(q.data), c.heads,
@@ -165,12 +180,12 @@ AttentionFigure attention_bandwidth(const model::LlamaConfig& c, kv::KvFormat fo
     return figure;
 }
 
-// Milliseconds per decode step of the CUDA backend: `batch` sequences of
-// `context` cached entries, one new token each, best of `steps`.
+// Milliseconds per decode step of the CUDA backend: `batch` sequences whose
+// new token attends over `context` entries, median of `steps`.
 double decode_step_ms(std::shared_ptr<const model::LlamaModel> model, kv::KvFormat format,
                       int batch, int context, int steps) {
     const int block_size = 16;
-    const int blocks_per_sequence = (context + 1 + block_size - 1) / block_size;
+    const int blocks_per_sequence = (context + block_size - 1) / block_size;
     session::BackendSpec spec;
     spec.kind = session::BackendKind::cuda;
     session::KvCacheSpec cache;
@@ -181,10 +196,10 @@ double decode_step_ms(std::shared_ptr<const model::LlamaModel> model, kv::KvForm
     kv::BlockAllocator allocator(backend->num_blocks());
     std::vector<kv::SequenceBlocks> sequences(static_cast<std::size_t>(batch));
     for (kv::SequenceBlocks& s : sequences) {
-        if (!kv::reserve(s, context + 1, block_size, allocator)) {
+        if (!kv::reserve(s, context, block_size, allocator)) {
             throw std::runtime_error("KV pool too small for the benchmark");
         }
-        s.length = context; // never prefilled: the bytes read are the same
+        s.length = context - 1; // never prefilled: the bytes read are the same
     }
     const std::vector<std::int32_t> token(1, 100);
     std::vector<runner::SequenceStep> work;
@@ -192,17 +207,22 @@ double decode_step_ms(std::shared_ptr<const model::LlamaModel> model, kv::KvForm
         work.push_back({&s, token, false});
     }
     const runner::ForwardBatch fb = runner::build_forward_batch(work, block_size);
-    std::vector<float> logits(static_cast<std::size_t>(batch) * backend->vocab_size());
-    backend->forward(fb, logits.data()); // warm-up (allocations, cuBLAS heuristics)
-    double best = 1e30;
+    const std::vector<runner::RowSampling> greedy(static_cast<std::size_t>(batch));
+    std::vector<std::int32_t> tokens(static_cast<std::size_t>(batch));
+    for (int warm = 0; warm < 3; ++warm) { // allocations, cuBLAS heuristics, graph capture
+        backend->forward_sampled(fb, greedy, tokens.data());
+    }
+    std::vector<double> times;
     for (int s = 0; s < steps; ++s) {
         const auto start = std::chrono::steady_clock::now();
-        backend->forward(fb, logits.data()); // synchronises: logits are on the host after
-        best = std::min(best, std::chrono::duration<double, std::milli>(
-                                  std::chrono::steady_clock::now() - start)
-                                  .count());
+        backend->forward_sampled(fb, greedy, tokens.data()); // returns synchronised
+        times.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count());
     }
-    return best;
+    std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2),
+                     times.end());
+    return times[times.size() / 2];
 }
 
 } // namespace
@@ -219,7 +239,7 @@ int main(int argc, char** argv) {
     app.add_option("--batches", batches, "batch sizes")->delimiter(',');
     app.add_option("--contexts", contexts, "cached entries per sequence")->delimiter(',');
     app.add_option("--format", format_name, "KV format of the pool");
-    app.add_option("--steps", steps, "decode steps timed per case (best is kept)");
+    app.add_option("--steps", steps, "decode steps timed per case (the median is kept)");
     CLI11_PARSE(app, argc, argv);
 
     const GpuInventory gpus = query_gpu_devices();

@@ -2,8 +2,10 @@
 #include "kernels/cuda_check.cuh"
 #include "kernels/nvtx_range.cuh"
 #include "kernels/paged_attention.cuh"
+#include "kernels/vector_attention.cuh"
 
 #include <cfloat>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -16,11 +18,12 @@ std::size_t AttentionWorkspace::floats(int tokens, int heads, int max_splits, in
 
 AttentionWorkspace AttentionWorkspace::carve(float* base, int tokens, int heads, int max_splits,
                                              int head_dim, int split) {
-    if (split < kShortestAttentionSplit || split > kAttentionSplit || (split & (split - 1)) != 0) {
+    if (split < kShortestAttentionSplit || split > kLongestVectorSplit ||
+        (split & (split - 1)) != 0) {
         throw std::invalid_argument("attention split of " + std::to_string(split) +
                                     " entries: a power of two from " +
                                     std::to_string(kShortestAttentionSplit) + " to " +
-                                    std::to_string(kAttentionSplit) + " is needed");
+                                    std::to_string(kLongestVectorSplit) + " is needed");
     }
     const std::size_t rows = static_cast<std::size_t>(tokens) * heads;
     AttentionWorkspace w;
@@ -186,6 +189,10 @@ __global__ void attention_merge_kernel(DeviceBatchView batch, int heads, int hea
 
 // ---- Launcher -----------------------------------------------------------------
 
+bool attention_takes_vector_path(const PagedKvView& cache, int heads) {
+    return vector_attention_fits(cache, heads);
+}
+
 void launch_paged_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
                             int heads, float scale, int max_context,
                             const AttentionWorkspace& workspace, float* out, cudaStream_t stream) {
@@ -198,19 +205,31 @@ void launch_paged_attention(const PagedKvView& cache, const DeviceBatchView& bat
     }
     const int group = heads / cache.kv_heads;
     const int max_splits = (max_context + workspace.split - 1) / workspace.split;
-    const std::size_t shared_bytes =
-        split_shared_floats(group, cache.head_dim, workspace.split, /*value_sums=*/true) *
-        sizeof(float);
-    if (shared_bytes > 48 * 1024) { // above the default: opt in (large groups, MQA)
-        KVSCOPE_CUDA_CHECK(cudaFuncSetAttribute(attention_split_kernel,
-                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                static_cast<int>(shared_bytes)));
+    if (attention_takes_vector_path(cache, heads) &&
+        reinterpret_cast<std::uintptr_t>(q) % 16 == 0) {
+        launch_vector_attention_splits(cache, batch, q, heads, scale, max_splits, workspace,
+                                       stream);
+    } else {
+        if (workspace.split > kAttentionSplit) {
+            throw std::invalid_argument(
+                "paged attention: splits of " + std::to_string(workspace.split) +
+                " entries need the vector path (f16 or bf16 K and V); at most " +
+                std::to_string(kAttentionSplit) + " otherwise");
+        }
+        const std::size_t shared_bytes =
+            split_shared_floats(group, cache.head_dim, workspace.split, /*value_sums=*/true) *
+            sizeof(float);
+        if (shared_bytes > 48 * 1024) { // above the default: opt in (large groups, MQA)
+            KVSCOPE_CUDA_CHECK(cudaFuncSetAttribute(attention_split_kernel,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    static_cast<int>(shared_bytes)));
+        }
+        const dim3 grid(static_cast<unsigned>(batch.tokens), static_cast<unsigned>(cache.kv_heads),
+                        static_cast<unsigned>(max_splits));
+        attention_split_kernel<<<grid, kThreads, shared_bytes, stream>>>(
+            cache, batch, q, heads, scale, max_splits, workspace);
+        KVSCOPE_CHECK_LAUNCH("attention_split_kernel");
     }
-    const dim3 grid(static_cast<unsigned>(batch.tokens), static_cast<unsigned>(cache.kv_heads),
-                    static_cast<unsigned>(max_splits));
-    attention_split_kernel<<<grid, kThreads, shared_bytes, stream>>>(cache, batch, q, heads, scale,
-                                                                     max_splits, workspace);
-    KVSCOPE_CHECK_LAUNCH("attention_split_kernel");
     const dim3 merge_grid(static_cast<unsigned>(batch.tokens), static_cast<unsigned>(heads));
     const int merge_threads = cache.head_dim < 128 ? cache.head_dim : 128;
     attention_merge_kernel<<<merge_grid, merge_threads, 0, stream>>>(batch, heads, cache.head_dim,

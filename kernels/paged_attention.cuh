@@ -6,7 +6,9 @@
 // (flash-decoding): contexts longer than a split are cut into splits attended
 // in parallel and merged. Splits are kAttentionSplit entries long unless the
 // caller asks for shorter ones (AttentionWorkspace::split), as it does when a
-// step has too few tokens to fill the GPU otherwise.
+// step has too few tokens to fill the GPU otherwise. Caches of 16-bit K and V
+// take the vector path (vector_attention.cuh), which reads each row once with
+// 16-byte loads and also runs longer splits, up to kLongestVectorSplit.
 #pragma once
 
 #include "kernels/paged_kv_view.cuh"
@@ -18,11 +20,15 @@ namespace kvscope::kernels {
 
 inline constexpr int kAttentionSplit = 256; // cache entries per split (as the CPU's segments)
 inline constexpr int kShortestAttentionSplit = 32; // the shortest split a caller may ask for
+// The longest split of the vector path (the general path keeps a split's
+// scores in shared memory, so it takes at most kAttentionSplit).
+inline constexpr int kLongestVectorSplit = 2048;
 
 // Scratch the launcher needs, sized by the caller once per shape bucket.
 struct AttentionWorkspace {
     // Cache entries per split: a power of two from kShortestAttentionSplit to
-    // kAttentionSplit. max_splits below counts splits of this length.
+    // kAttentionSplit, or to kLongestVectorSplit where the vector path runs.
+    // max_splits below counts splits of this length.
     int split = kAttentionSplit;
     float* partial_out = nullptr; // (tokens, heads, max_splits, head_dim)
     float* partial_max = nullptr; // (tokens, heads, max_splits)
@@ -33,14 +39,20 @@ struct AttentionWorkspace {
     static std::size_t floats(int tokens, int heads, int max_splits, int head_dim);
     // Points the five arrays into `base` (floats(...) floats), for splits of
     // `split` entries. Throws std::invalid_argument for a split length other
-    // than a power of two from kShortestAttentionSplit to kAttentionSplit.
+    // than a power of two from kShortestAttentionSplit to kLongestVectorSplit.
     static AttentionWorkspace carve(float* base, int tokens, int heads, int max_splits,
                                     int head_dim, int split = kAttentionSplit);
 };
 
-// q, out: (tokens, heads, head_dim). max_context: the longest cache_positions
-// + 1 of the batch (with workspace.split, sets the number of splits; the
-// workspace holds at least that many). scale: 1 / sqrt(head_dim).
+// Whether this layer's cache takes the vector path for `heads` query heads
+// (then any split length up to kLongestVectorSplit runs).
+bool attention_takes_vector_path(const PagedKvView& cache, int heads);
+
+// q, out: (tokens, heads, head_dim), 16-byte aligned for the vector path.
+// max_context: the longest cache_positions + 1 of the batch (with
+// workspace.split, sets the number of splits; the workspace holds at least
+// that many). scale: 1 / sqrt(head_dim). Throws std::invalid_argument for a
+// split longer than kAttentionSplit off the vector path.
 void launch_paged_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
                             int heads, float scale, int max_context,
                             const AttentionWorkspace& workspace, float* out, cudaStream_t stream);

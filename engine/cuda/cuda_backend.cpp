@@ -13,6 +13,7 @@
 #include "kernels/residual_add.cuh"
 #include "kernels/rms_norm.cuh"
 #include "kernels/rope.cuh"
+#include "kernels/rope_kv_write.cuh"
 #include "kernels/sampling.cuh"
 #include "kernels/swiglu.cuh"
 #include "kernels/to_half.cuh"
@@ -138,6 +139,15 @@ CudaBackend::CudaBackend(std::shared_ptr<const model::LlamaModel> model,
     if (kv::quantises_whole_blocks(format.key) || kv::quantises_whole_blocks(format.value)) {
         open_blocks_.emplace(options_.num_blocks);
     }
+    // Positions past the table (a context beyond the trained one) get their
+    // angles computed in the kernel.
+    rope_positions_ = std::clamp(c.context_length, 1, 65536);
+    const std::vector<math::RopeCosSin> angles =
+        kernels::rope_table(rope_positions_, c.head_dim, c.rope_theta);
+    rope_angles_ = DeviceBuffer<math::RopeCosSin>(angles.size());
+    KVSCOPE_CUDA_CHECK(cudaMemcpy(rope_angles_.data(), angles.data(),
+                                  angles.size() * sizeof(math::RopeCosSin),
+                                  cudaMemcpyHostToDevice));
     stream_.synchronize();
 }
 
@@ -474,9 +484,14 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
                                    ? split_bucket(max_context, kernels::kShortestAttentionSplit) *
                                          kernels::kShortestAttentionSplit
                                    : max_context;
-    const int split =
-        attention_split_length(tokens, c.kv_heads, launch_context, multiprocessors_,
-                               kernels::kAttentionSplit, kernels::kShortestAttentionSplit);
+    // The capture rescores a split in shared memory, so it keeps the general
+    // path's split lengths.
+    const bool vector_splits =
+        !capture && kernels::attention_takes_vector_path(layer_view(0, nullptr, nullptr), c.heads);
+    const int split = attention_split_length(
+        tokens, c.kv_heads, launch_context, multiprocessors_,
+        vector_splits ? kernels::kLongestVectorSplit : kernels::kAttentionSplit,
+        kernels::kShortestAttentionSplit, vector_splits ? 4 : 2);
     const int max_splits = (launch_context + split - 1) / split;
 
     // Each sequence's captured entries start at its offset (as on the CPU).
@@ -650,6 +665,14 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
             cudaMemsetAsync(sums, 0, size_of(capture_total) * sizeof(float), stream));
     }
 
+    const bool fused_rope_write =
+        !has_kivi_plane() && kernels::rope_kv_write_fits(layer_view(0, nullptr, nullptr));
+    kernels::RopeTableView rope_angles;
+    rope_angles.angles = rope_angles_.data();
+    rope_angles.positions = rope_positions_;
+    rope_angles.head_dim = c.head_dim;
+    rope_angles.theta_base = c.rope_theta;
+
     // Only the rows whose logits are wanted go through the (large) output head.
     const auto enqueue_model = [&] {
         op("embedding", -1, [&] {
@@ -672,16 +695,25 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
                 linear(cublas_, x_half, tokens, layer.wk, k);
                 linear(cublas_, x_half, tokens, layer.wv, v);
             });
-            op("rope", l, [&] {
-                kernels::launch_rope(q, k, device_batch.positions, tokens, c.heads, c.kv_heads,
-                                     c.head_dim, c.rope_theta, stream);
-            });
-            op("kv_write", l, [&] {
-                kernels::launch_kv_append(cache, k, v, device_batch.slot_mapping, tokens, stream);
-                if (filled_count > 0) {
-                    kernels::launch_kivi_finalize(cache, filled_blocks, filled_count, stream);
-                }
-            });
+            if (fused_rope_write) { // 16-bit caches: one kernel, no KIVI finalisation
+                op("rope_kv_write", l, [&] {
+                    kernels::launch_rope_kv_write(cache, q, k, v, device_batch.positions,
+                                                  device_batch.slot_mapping, rope_angles, tokens,
+                                                  c.heads, stream);
+                });
+            } else {
+                op("rope", l, [&] {
+                    kernels::launch_rope(q, k, device_batch.positions, tokens, c.heads, c.kv_heads,
+                                         c.head_dim, c.rope_theta, stream);
+                });
+                op("kv_write", l, [&] {
+                    kernels::launch_kv_append(cache, k, v, device_batch.slot_mapping, tokens,
+                                              stream);
+                    if (filled_count > 0) {
+                        kernels::launch_kivi_finalize(cache, filled_blocks, filled_count, stream);
+                    }
+                });
+            }
             op("attention", l, [&] {
                 kernels::launch_paged_attention(cache, device_batch, q, c.heads, scale,
                                                 launch_context, workspace, attn, stream);

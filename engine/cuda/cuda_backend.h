@@ -11,6 +11,7 @@
 #include "engine/cuda/decode_graphs.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/kivi_open_blocks.h"
+#include "engine/math/rope_math.h"
 #include "engine/model/llama_model.h"
 #include "engine/runner/backend.h"
 #include "engine/runner/captured_attention.h"
@@ -153,6 +154,10 @@ private:
     std::int64_t value_plane_bytes_ = 0; // one layer's V plane
     std::int64_t max_copy_pitch_ = 0;    // the largest pitch cudaMemcpy2D takes here
     int multiprocessors_ = 1;            // the device's, for the attention's split length
+    // cos and sin of RoPE per (position, pair) below the trained context, the
+    // CPU's angles computed once (kernels/rope_kv_write.cuh).
+    DeviceBuffer<math::RopeCosSin> rope_angles_;
+    int rope_positions_ = 0;
     DecodeGraphs graphs_;
     std::string failure_;              // why a step failed on the device; empty while all is well
     bool device_work_started_ = false; // this step or copy has changed device or bookkeeping

@@ -26,8 +26,9 @@ int split_bucket(int max_context, int split_entries) {
 }
 
 int attention_split_length(int tokens, int kv_heads, int context, int multiprocessors, int longest,
-                           int shortest) {
-    const std::int64_t wanted = 2 * static_cast<std::int64_t>(std::max(multiprocessors, 1));
+                           int shortest, int blocks_per_multiprocessor) {
+    const std::int64_t wanted = static_cast<std::int64_t>(std::max(blocks_per_multiprocessor, 1)) *
+                                std::max(multiprocessors, 1);
     int length = longest;
     while (length > shortest) {
         const std::int64_t splits = (std::max(context, 1) + length - 1) / length;

@@ -26,11 +26,13 @@ int split_bucket(int max_context, int split_entries);
 // attention runs a thread block per token, KV head and split, so a decode of
 // one sequence has only kv_heads blocks per split (3 for SmolLM2): with
 // `longest` splits, 3 of an H100's 132 multiprocessors worked while the rest
-// idled (2026-11-24). So: `longest` while the grid has two blocks per
-// multiprocessor, else halved down to `shortest` until it has. Powers of two
-// in, a power of two out.
+// idled (2026-11-24). So: `longest` while the grid has `blocks_per_multiprocessor`
+// blocks per multiprocessor, else halved down to `shortest` until it has.
+// Powers of two in, a power of two out. The vector path (16-bit caches) reads
+// in long splits and wants more blocks in flight (4 a multiprocessor) to keep
+// enough loads outstanding; the general path keeps its 256 and 2.
 int attention_split_length(int tokens, int kv_heads, int context, int multiprocessors, int longest,
-                           int shortest);
+                           int shortest, int blocks_per_multiprocessor = 2);
 
 // Whether `batch` is a pure decode step a graph can run: one token per
 // sequence, each wanting its logits, in order, and no attention capture.

@@ -81,8 +81,10 @@ void TestCudaRecord::recording_holds_the_gpu_activity() {
     // Our kernels, by name (StringIds holds the names CUPTI reported).
     QVERIFY(count("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL AS k JOIN StringIds AS s "
                   "ON s.id = k.shortName WHERE s.value LIKE '%attention_split_kernel%'") > 0);
+    // The KV write: its own kernel, or fused with RoPE for 16-bit caches.
     QVERIFY(count("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL AS k JOIN StringIds AS s "
-                  "ON s.id = k.shortName WHERE s.value LIKE '%kv_append_kernel%'") > 0);
+                  "ON s.id = k.shortName WHERE s.value LIKE '%kv_append_kernel%' "
+                  "OR s.value LIKE '%rope_kv_write_kernel%'") > 0);
     QVERIFY(count("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY") > 0);
     QVERIFY(count("SELECT count(*) FROM CUDA_GPU_MEMORY_USAGE_EVENTS") > 0);
     QVERIFY(count("SELECT count(*) FROM NVTX_EVENTS") > 0);

@@ -20,12 +20,14 @@
 #include "kernels/paged_attention.cuh"
 #include "kernels/residual_add.cuh"
 #include "kernels/rope.cuh"
+#include "kernels/rope_kv_write.cuh"
 #include "kernels/sampling.cuh"
 #include "kernels/swiglu.cuh"
 #include "kernels/to_half.cuh"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <cuda_runtime_api.h>
 #include <map>
@@ -315,6 +317,8 @@ private slots:
     void initTestCase();
     void elementwise_ops_match_the_cpu();
     void rope_matches_the_cpu();
+    void rope_kv_write_matches_the_cpu_data();
+    void rope_kv_write_matches_the_cpu();
     void embedding_gather_matches_the_table();
     void kv_append_writes_the_cpu_codec_bytes_data();
     void kv_append_writes_the_cpu_codec_bytes();
@@ -396,6 +400,82 @@ void TestCudaKernels::rope_matches_the_cpu() {
         QVERIFY(relative_error(d_q.download(q.size()), cpu_q) < 1e-6);
         QVERIFY(relative_error(d_k.download(k.size()), cpu_k) < 1e-6);
     }
+}
+
+void TestCudaKernels::rope_kv_write_matches_the_cpu_data() {
+    QTest::addColumn<KvFormat>("format");
+    QTest::addColumn<int>("head_dim");
+    QTest::addColumn<int>("table_positions");
+    QTest::newRow("f16, d64") << KvFormat::f16 << 64 << 8192;
+    QTest::newRow("bf16, d128") << KvFormat::bf16 << 128 << 8192;
+    // Positions past the table: the kernel computes their angles itself.
+    QTest::newRow("f16, d64, short table") << KvFormat::f16 << 64 << 1000;
+}
+
+void TestCudaKernels::rope_kv_write_matches_the_cpu() {
+    QFETCH(KvFormat, format);
+    QFETCH(int, head_dim);
+    QFETCH(int, table_positions);
+    const int heads = 9;
+    const TestGeometry g{heads, 3, head_dim, 16, 64};
+    const TestBatches batches = make_batches({{0, 37}, {0, 16}, {0, 5}, {0, 70}}, g, 21);
+    runner::ForwardBatch batch = batches.step;
+    const auto tokens = static_cast<int>(batch.token_count());
+    for (int t = 0; t < tokens; ++t) { // positions up to ~8k, a few past the short table
+        batch.positions[static_cast<std::size_t>(t)] = t * 61;
+    }
+    const std::size_t kv_values = static_cast<std::size_t>(tokens) * g.kv_heads * head_dim;
+    const std::vector<float> q =
+        random_floats(static_cast<std::size_t>(tokens) * heads * head_dim, 22, 2.0f);
+    const std::vector<float> k = random_floats(kv_values, 23, 2.0f);
+    const std::vector<float> v = random_floats(kv_values, 24);
+
+    // The CPU: RoPE on Q and K, then the store's write.
+    std::vector<float> cos(static_cast<std::size_t>(tokens) * head_dim / 2), sin(cos.size());
+    cpu::rope_tables(batch.positions.data(), tokens, head_dim, 100000.0f, cos.data(), sin.data());
+    std::vector<float> cpu_q = q, cpu_k = k;
+    cpu::rope_adjacent_pairs(cpu_q.data(), cos.data(), sin.data(), tokens, heads, head_dim);
+    cpu::rope_adjacent_pairs(cpu_k.data(), cos.data(), sin.data(), tokens, g.kv_heads, head_dim);
+    cpu::KvStore store({1, g.kv_heads, head_dim, g.block_size, g.num_blocks}, {format, format});
+    store.write(0, batch, cpu_k.data(), v.data());
+
+    DevicePool pool(store, g);
+    pool.keys.zero();
+    pool.values.zero();
+    QVERIFY(kernels::rope_kv_write_fits(pool.view));
+    DeviceBatch d_batch(batch);
+    DeviceArray<float> d_q(q), d_k(k), d_v(v);
+    const std::vector<math::RopeCosSin> angles =
+        kernels::rope_table(table_positions, head_dim, 100000.0f);
+    DeviceArray<math::RopeCosSin> d_angles(angles);
+    kernels::RopeTableView table{d_angles.get(), table_positions, head_dim, 100000.0f};
+    kernels::launch_rope_kv_write(pool.view, d_q.get(), d_k.get(), d_v.get(),
+                                  d_batch.view.positions, d_batch.view.slot_mapping, table, tokens,
+                                  heads, nullptr);
+    QVERIFY(relative_error(d_q.download(q.size()), cpu_q) < 1e-6);
+    // V is stored as it came: the CPU's bytes exactly. K went through the
+    // rotation (products rounded alike, but the CPU compiler may contract):
+    // equal bytes, or a last-place difference of the 16-bit value.
+    const cpu::LayerKvView layer = store.layer(0);
+    const std::int64_t key_bytes = DevicePool::plane_bytes(store, true);
+    const std::int64_t value_bytes = DevicePool::plane_bytes(store, false);
+    QVERIFY(pool.values.download(static_cast<std::size_t>(value_bytes)) ==
+            plane_bytes_of(layer.values, value_bytes));
+    const std::vector<std::uint8_t> got = pool.keys.download(static_cast<std::size_t>(key_bytes));
+    const std::vector<std::uint8_t> want = plane_bytes_of(layer.keys, key_bytes);
+    int different = 0;
+    for (std::size_t i = 0; i + 1 < got.size(); i += 2) {
+        const int a = got[i] | (got[i + 1] << 8);
+        const int b = want[i] | (want[i + 1] << 8);
+        QVERIFY2(
+            std::abs(a - b) <= 1,
+            qPrintable(QString("key half %1: %2 against the CPU's %3").arg(i / 2).arg(a).arg(b)));
+        different += a != b ? 1 : 0;
+    }
+    QVERIFY2(different * 1000 <= static_cast<int>(got.size() / 2),
+             qPrintable(QString("%1 key values differ in the last place").arg(different)));
+    // The Q layout and the angles checked: an unrotated K would differ widely.
+    QVERIFY(relative_error(d_k.download(k.size()), k) == 0.0); // K itself is left alone
 }
 
 void TestCudaKernels::embedding_gather_matches_the_table() {
@@ -521,6 +601,14 @@ void TestCudaKernels::paged_attention_matches_the_cpu_data() {
     QTest::newRow("f16, d96, group 3") << KvFormat::f16 << 6 << 2 << 96;
     QTest::newRow("bf16, d256, group 2") << KvFormat::bf16 << 4 << 2 << 256;
     QTest::newRow("q4_0, group 8") << KvFormat::q4_0 << 16 << 2 << 64;
+    // The vector path's kernels (f16 and bf16, head_dim 64/128/256, groups
+    // rounded up to 1, 2, 4, 8): Gemma 3's MQA of 256, Llama's group 4 of 128,
+    // multi-head, and groups that leave heads of a bucket unused (3, 5, 7).
+    QTest::newRow("f16, d256, MQA group 4") << KvFormat::f16 << 4 << 1 << 256;
+    QTest::newRow("bf16, d128, group 4") << KvFormat::bf16 << 16 << 4 << 128;
+    QTest::newRow("f16, d64, group 1") << KvFormat::f16 << 4 << 4 << 64;
+    QTest::newRow("bf16, d64, group 5") << KvFormat::bf16 << 10 << 2 << 64;
+    QTest::newRow("f16, d128, group 7") << KvFormat::f16 << 7 << 1 << 128;
 }
 
 void TestCudaKernels::paged_attention_matches_the_cpu() {
@@ -550,8 +638,27 @@ void TestCudaKernels::paged_attention_matches_the_cpu() {
     DeviceArray<float> d_q(q), out(q.size());
     const int context = max_context(batch);
     // The longest splits (the CPU's segments) and the shortest, which a step
-    // of few tokens asks for (cuda::attention_split_length).
-    for (const int split : {kernels::kAttentionSplit, kernels::kShortestAttentionSplit}) {
+    // of few tokens asks for (cuda::attention_split_length); on the vector
+    // path also the longer splits it plans (at 2048 one split covers the
+    // longest context, 701 entries), and the general path must refuse those.
+    const bool vector = kernels::attention_takes_vector_path(pool.view, heads);
+    QCOMPARE(vector, (format == KvFormat::f16 || format == KvFormat::bf16) &&
+                         (head_dim == 64 || head_dim == 128 || head_dim == 256));
+    std::vector<int> splits_tried{kernels::kAttentionSplit, kernels::kShortestAttentionSplit};
+    if (vector) {
+        splits_tried.push_back(512);
+        splits_tried.push_back(kernels::kLongestVectorSplit);
+    } else {
+        DeviceArray<float> scratch(
+            kernels::AttentionWorkspace::floats(static_cast<int>(tokens), heads, 1, head_dim));
+        const kernels::AttentionWorkspace too_long = kernels::AttentionWorkspace::carve(
+            scratch.get(), static_cast<int>(tokens), heads, 1, head_dim, 1024);
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                                 kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(),
+                                                                 heads, 0.125f, context, too_long,
+                                                                 out.get(), nullptr));
+    }
+    for (const int split : splits_tried) {
         const int splits = (context + split - 1) / split;
         out.zero(); // nothing left from the other split length
         DeviceArray<float> scratch(

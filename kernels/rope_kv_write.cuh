@@ -1,0 +1,39 @@
+// RoPE and the KV write in one pass for 16-bit caches (f16 or bf16 K and V):
+// Q rotated in place, K rotated and stored with V straight into their slots of
+// the paged pool, a thread per value pair with 4-byte stores. The angles come
+// from a table of the CPU's (math::rope_cos_sin) computed once on the host, so
+// the rotation and the stored bytes are the CPU backend's exactly. Other
+// formats take launch_rope, then launch_kv_append.
+#pragma once
+
+#include "engine/math/rope_math.h"
+#include "kernels/paged_kv_view.cuh"
+
+#include <cstdint>
+#include <cuda_runtime_api.h>
+#include <vector>
+
+namespace kvscope::kernels {
+
+// cos and sin of every (position, pair) below `positions`; past it the
+// kernel computes the angle itself.
+struct RopeTableView {
+    const math::RopeCosSin* angles = nullptr; // (positions, head_dim / 2)
+    int positions = 0;
+    int head_dim = 0;
+    float theta_base = 10000.0f;
+};
+
+// The table's contents, built on the host: `positions` rows of head_dim / 2.
+std::vector<math::RopeCosSin> rope_table(int positions, int head_dim, float theta_base);
+
+// Whether launch_rope_kv_write can write this cache (both planes 16-bit).
+bool rope_kv_write_fits(const PagedKvView& cache);
+
+// q: (tokens, heads, head_dim), rotated in place; k, v: (tokens, kv_heads,
+// head_dim), read only; positions, slot_mapping: (tokens).
+void launch_rope_kv_write(const PagedKvView& cache, float* q, const float* k, const float* v,
+                          const std::int32_t* positions, const std::int32_t* slot_mapping,
+                          const RopeTableView& table, int tokens, int heads, cudaStream_t stream);
+
+} // namespace kvscope::kernels

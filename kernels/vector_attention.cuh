@@ -1,0 +1,26 @@
+// The fast path of the paged attention's split pass for 16-bit caches (f16 or
+// bf16 K and V): each lane loads 16 bytes (8 values) of a cache row at a time,
+// a warp covers several rows per load, and every lane keeps its rows' softmax
+// state online (running maximum, sum and weighted values), so K and V are read
+// once, in one pass, with no scores in shared memory. One kernel per (element
+// type, head_dim, group bucket), chosen at run time in one place
+// (vector_attention.cu). It writes the same partial results as the general
+// split kernel (paged_attention.cu), so the same merge follows it.
+#pragma once
+
+#include "kernels/paged_attention.cuh"
+
+namespace kvscope::kernels {
+
+// Whether the vector path can run this layer's cache for `heads` query heads:
+// K and V both f16 or both bf16, head_dim 64, 128 or 256, at most 8 query
+// heads per KV head, and every row 16-byte aligned.
+bool vector_attention_fits(const PagedKvView& cache, int heads);
+
+// The split pass over grid (tokens, kv_heads, max_splits), any split length
+// (workspace.split). Call only where vector_attention_fits.
+void launch_vector_attention_splits(const PagedKvView& cache, const DeviceBatchView& batch,
+                                    const float* q, int heads, float scale, int max_splits,
+                                    const AttentionWorkspace& workspace, cudaStream_t stream);
+
+} // namespace kvscope::kernels
