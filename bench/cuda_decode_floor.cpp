@@ -156,11 +156,11 @@ AttentionFigure attention_bandwidth(const model::LlamaConfig& c, kv::KvFormat fo
     // Splits as the backend plans them for this step.
     int multiprocessors = 1;
     KVSCOPE_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, 0));
-    const bool vector = kernels::attention_takes_vector_path(cache, c.heads);
-    const int split = cuda::attention_split_length(
-        batch, c.kv_heads, context, multiprocessors,
-        vector ? kernels::kLongestVectorSplit : kernels::kAttentionSplit,
-        kernels::kShortestAttentionSplit, vector ? 4 : 2);
+    const kernels::AttentionSplitLimits limits =
+        kernels::attention_split_limits(cache, c.heads, /*capture=*/false);
+    const int split =
+        cuda::attention_split_length(batch, c.kv_heads, context, multiprocessors, limits.longest,
+                                     limits.shortest, limits.blocks_per_multiprocessor);
     const int splits = (context + split - 1) / split;
     DeviceBytes q(static_cast<std::size_t>(batch) * c.heads * c.head_dim * sizeof(float));
     DeviceBytes out(static_cast<std::size_t>(batch) * c.heads * c.head_dim * sizeof(float));

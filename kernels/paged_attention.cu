@@ -1,5 +1,6 @@
 #include "kernels/attention_scores.cuh"
 #include "kernels/cuda_check.cuh"
+#include "kernels/half_store.cuh"
 #include "kernels/nvtx_range.cuh"
 #include "kernels/paged_attention.cuh"
 #include "kernels/vector_attention.cuh"
@@ -151,35 +152,100 @@ __global__ void attention_split_kernel(PagedKvView cache, DeviceBatchView batch,
     }
 }
 
-// Grid (tokens, heads): merges a token's splits for one query head, rescaling
-// each to the common maximum (as the CPU merges its segments).
-__global__ void attention_merge_kernel(DeviceBatchView batch, int heads, int head_dim,
-                                       int max_splits, AttentionWorkspace workspace,
-                                       float* __restrict__ out) {
-    const int token = blockIdx.x;
-    const int head = blockIdx.y;
+constexpr int kMergeThreads = 128;
+
+// One block per (token, query head) row: merges the token's splits, rescaling
+// each to the common maximum (as the CPU merges its segments). The threads
+// find the maximum and the sum over the splits together; then each thread
+// takes W consecutive dimensions of every `groups`-th split, so a block reads
+// several splits' outputs at once (a batch-1 decode has few rows and up to a
+// hundred splits), and the groups' sums meet in shared memory.
+template <int W, typename Out>
+__global__ void __launch_bounds__(kMergeThreads)
+    attention_merge_kernel(DeviceBatchView batch, int heads, int head_dim, int max_splits,
+                           AttentionWorkspace workspace, Out* __restrict__ out) {
+    __shared__ float reduce[kMergeThreads / 32];
+    __shared__ float group_sums[kMergeThreads * W];
+    const std::int64_t row = blockIdx.x;
+    const int token = static_cast<int>(row / heads);
     const int splits = (batch.cache_positions[token] + workspace.split) / workspace.split;
-    const std::size_t row = static_cast<std::size_t>(token) * heads + head;
     const float* maxes = workspace.partial_max + row * max_splits;
     const float* sums = workspace.partial_sum + row * max_splits;
-    float m = maxes[0];
-    for (int s = 1; s < splits; ++s) {
+    const int tid = static_cast<int>(threadIdx.x);
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+
+    float m = -FLT_MAX;
+    for (int s = tid; s < splits; s += kMergeThreads) {
         m = fmaxf(m, maxes[s]);
     }
+    m = warp_max(m);
+    if (lane == 0) {
+        reduce[warp] = m;
+    }
+    __syncthreads();
+    m = reduce[0];
+    for (int w = 1; w < kMergeThreads / 32; ++w) {
+        m = fmaxf(m, reduce[w]);
+    }
+    __syncthreads(); // everyone has read reduce before it is reused
     float total = 0.0f;
-    for (int s = 0; s < splits; ++s) {
+    for (int s = tid; s < splits; s += kMergeThreads) {
         total += sums[s] * expf(maxes[s] - m);
     }
-    const float inverse = 1.0f / total;
-    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
-        float acc = 0.0f;
-        for (int s = 0; s < splits; ++s) {
-            acc +=
-                expf(maxes[s] - m) * workspace.partial_out[(row * max_splits + s) * head_dim + i];
-        }
-        out[row * head_dim + i] = acc * inverse;
+    total = warp_sum(total);
+    if (lane == 0) {
+        reduce[warp] = total;
     }
-    if (threadIdx.x == 0) {
+    __syncthreads();
+    total = 0.0f;
+    for (int w = 0; w < kMergeThreads / 32; ++w) {
+        total += reduce[w];
+    }
+
+    // head_dim <= kMergeThreads * W (the launcher checks), so every chunk
+    // of W dimensions has a thread in group 0.
+    const int chunks = head_dim / W;
+    const int groups = kMergeThreads / chunks;
+    const int group = tid / chunks;
+    const int chunk = tid % chunks;
+    float acc[W] = {};
+    if (group < groups) {
+#pragma unroll 4
+        for (int s = group; s < splits; s += groups) {
+            const float weight = expf(maxes[s] - m);
+            const float* part =
+                workspace.partial_out + (row * max_splits + s) * head_dim + chunk * W;
+            if constexpr (W == 4) {
+                const float4 p = *reinterpret_cast<const float4*>(part);
+                acc[0] += weight * p.x;
+                acc[1] += weight * p.y;
+                acc[2] += weight * p.z;
+                acc[3] += weight * p.w;
+            } else {
+#pragma unroll
+                for (int k = 0; k < W; ++k) {
+                    acc[k] += weight * part[k];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+        group_sums[tid * W + k] = acc[k];
+    }
+    __syncthreads();
+    const float inverse = 1.0f / total;
+    for (int i = tid; i < head_dim; i += kMergeThreads) {
+        const int c = i / W;
+        const int k = i % W;
+        float value = 0.0f;
+        for (int g = 0; g < groups; ++g) {
+            value += group_sums[(g * chunks + c) * W + k];
+        }
+        store_activation(out + row * head_dim + i, value * inverse);
+    }
+    if (tid == 0) {
         workspace.lse_max[row] = m;
         workspace.lse_sum[row] = total;
     }
@@ -193,9 +259,22 @@ bool attention_takes_vector_path(const PagedKvView& cache, int heads) {
     return vector_attention_fits(cache, heads);
 }
 
-void launch_paged_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
-                            int heads, float scale, int max_context,
-                            const AttentionWorkspace& workspace, float* out, cudaStream_t stream) {
+AttentionSplitLimits attention_split_limits(const PagedKvView& cache, int heads, bool capture) {
+    AttentionSplitLimits limits;
+    if (!capture && vector_attention_fits(cache, heads)) {
+        limits.longest = kLongestVectorSplit;
+        limits.shortest = 64;
+        limits.blocks_per_multiprocessor = vector_attention_resident_blocks(cache, heads);
+    }
+    return limits;
+}
+
+namespace {
+
+template <typename Out>
+void launch_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
+                      int heads, float scale, int max_context, const AttentionWorkspace& workspace,
+                      Out* out, cudaStream_t stream) {
     NvtxRange range("paged_attention");
     if (batch.tokens <= 0 || max_context <= 0) {
         return;
@@ -205,8 +284,7 @@ void launch_paged_attention(const PagedKvView& cache, const DeviceBatchView& bat
     }
     const int group = heads / cache.kv_heads;
     const int max_splits = (max_context + workspace.split - 1) / workspace.split;
-    if (attention_takes_vector_path(cache, heads) &&
-        reinterpret_cast<std::uintptr_t>(q) % 16 == 0) {
+    if (attention_takes_vector_path(cache, heads)) { // (q must then be 16-byte aligned)
         launch_vector_attention_splits(cache, batch, q, heads, scale, max_splits, workspace,
                                        stream);
     } else {
@@ -230,11 +308,35 @@ void launch_paged_attention(const PagedKvView& cache, const DeviceBatchView& bat
             cache, batch, q, heads, scale, max_splits, workspace);
         KVSCOPE_CHECK_LAUNCH("attention_split_kernel");
     }
-    const dim3 merge_grid(static_cast<unsigned>(batch.tokens), static_cast<unsigned>(heads));
-    const int merge_threads = cache.head_dim < 128 ? cache.head_dim : 128;
-    attention_merge_kernel<<<merge_grid, merge_threads, 0, stream>>>(batch, heads, cache.head_dim,
-                                                                     max_splits, workspace, out);
+    const std::int64_t rows = static_cast<std::int64_t>(batch.tokens) * heads;
+    if (cache.head_dim % 4 == 0 && cache.head_dim <= 4 * kMergeThreads) {
+        attention_merge_kernel<4><<<static_cast<unsigned>(rows), kMergeThreads, 0, stream>>>(
+            batch, heads, cache.head_dim, max_splits, workspace, out);
+    } else if (cache.head_dim <= kMergeThreads) {
+        attention_merge_kernel<1><<<static_cast<unsigned>(rows), kMergeThreads, 0, stream>>>(
+            batch, heads, cache.head_dim, max_splits, workspace, out);
+    } else {
+        throw std::invalid_argument("paged attention: head_dim " + std::to_string(cache.head_dim) +
+                                    " is past what the merge takes (a multiple of 4 up to " +
+                                    std::to_string(4 * kMergeThreads) + ", or up to " +
+                                    std::to_string(kMergeThreads) + ")");
+    }
     KVSCOPE_CHECK_LAUNCH("attention_merge_kernel");
+}
+
+} // namespace
+
+void launch_paged_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
+                            int heads, float scale, int max_context,
+                            const AttentionWorkspace& workspace, float* out, cudaStream_t stream) {
+    launch_attention(cache, batch, q, heads, scale, max_context, workspace, out, stream);
+}
+
+void launch_paged_attention_half(const PagedKvView& cache, const DeviceBatchView& batch,
+                                 const float* q, int heads, float scale, int max_context,
+                                 const AttentionWorkspace& workspace, __half* out,
+                                 cudaStream_t stream) {
+    launch_attention(cache, batch, q, heads, scale, max_context, workspace, out, stream);
 }
 
 } // namespace kvscope::kernels

@@ -14,6 +14,7 @@
 #include "kernels/paged_kv_view.cuh"
 
 #include <cstddef>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 namespace kvscope::kernels {
@@ -48,6 +49,20 @@ struct AttentionWorkspace {
 // (then any split length up to kLongestVectorSplit runs).
 bool attention_takes_vector_path(const PagedKvView& cache, int heads);
 
+// How a step's splits may be cut for this cache (cuda::attention_split_length
+// picks within them). The vector path: splits of 64 to kLongestVectorSplit
+// entries (a 64-entry split gives each of a block's warps a tile of 16 rows
+// at head_dim 64), as many blocks a multiprocessor as its kernel fits at once
+// (a grid of one full wave keeps the most loads in flight). The general path,
+// and any step whose attention is captured (the capture rescores a split in
+// shared memory): 32 to kAttentionSplit entries, 2 blocks a multiprocessor.
+struct AttentionSplitLimits {
+    int longest = kAttentionSplit;
+    int shortest = kShortestAttentionSplit;
+    int blocks_per_multiprocessor = 2;
+};
+AttentionSplitLimits attention_split_limits(const PagedKvView& cache, int heads, bool capture);
+
 // q, out: (tokens, heads, head_dim), 16-byte aligned for the vector path.
 // max_context: the longest cache_positions + 1 of the batch (with
 // workspace.split, sets the number of splits; the workspace holds at least
@@ -56,5 +71,11 @@ bool attention_takes_vector_path(const PagedKvView& cache, int heads);
 void launch_paged_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
                             int heads, float scale, int max_context,
                             const AttentionWorkspace& workspace, float* out, cudaStream_t stream);
+
+// The same, the output written as fp16 (saturated) for the output projection.
+void launch_paged_attention_half(const PagedKvView& cache, const DeviceBatchView& batch,
+                                 const float* q, int heads, float scale, int max_context,
+                                 const AttentionWorkspace& workspace, __half* out,
+                                 cudaStream_t stream);
 
 } // namespace kvscope::kernels

@@ -1,4 +1,5 @@
 #include "kernels/cuda_check.cuh"
+#include "kernels/half_store.cuh"
 #include "kernels/nvtx_range.cuh"
 #include "kernels/rms_norm.cuh"
 
@@ -14,10 +15,11 @@ constexpr int kBlockThreads = 256;
 // x is not __restrict__: out may alias it (the output head normalises in
 // place), and a restrict-qualified x would let the compiler read it through
 // the non-coherent cache as if nothing wrote it.
-__global__ void rms_norm_kernel(const float* x, const float* __restrict__ weight, float* out,
-                                int dim, float eps) {
+template <typename Out>
+__global__ void rms_norm_kernel(const float* x, const float* __restrict__ weight, Out* out, int dim,
+                                float eps) {
     const float* row_in = x + static_cast<size_t>(blockIdx.x) * dim;
-    float* row_out = out + static_cast<size_t>(blockIdx.x) * dim;
+    Out* row_out = out + static_cast<size_t>(blockIdx.x) * dim;
 
     float sum_sq = 0.0f;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
@@ -43,7 +45,7 @@ __global__ void rms_norm_kernel(const float* x, const float* __restrict__ weight
     }
     __syncthreads();
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-        row_out[i] = row_in[i] * inv_rms * weight[i];
+        store_activation(row_out + i, row_in[i] * inv_rms * weight[i]);
     }
 }
 
@@ -53,6 +55,16 @@ __global__ void rms_norm_kernel(const float* x, const float* __restrict__ weight
 
 void launch_rms_norm(const float* x, const float* weight, float* out, int rows, int dim, float eps,
                      cudaStream_t stream) {
+    NvtxRange range("rms_norm");
+    if (rows <= 0 || dim <= 0) {
+        return;
+    }
+    rms_norm_kernel<<<rows, kBlockThreads, 0, stream>>>(x, weight, out, dim, eps);
+    KVSCOPE_CHECK_LAUNCH("rms_norm_kernel");
+}
+
+void launch_rms_norm_half(const float* x, const float* weight, __half* out, int rows, int dim,
+                          float eps, cudaStream_t stream) {
     NvtxRange range("rms_norm");
     if (rows <= 0 || dim <= 0) {
         return;

@@ -34,8 +34,8 @@ __device__ inline std::uint32_t encode_pair(kv::KvFormat format, float a, float 
 
 // One block per token; a thread per (head, pair) item: Q heads, then K heads,
 // then V heads, consecutive threads on consecutive pairs.
-__global__ void rope_kv_write_kernel(PagedKvView cache, float* __restrict__ q,
-                                     const float* __restrict__ k, const float* __restrict__ v,
+__global__ void rope_kv_write_kernel(PagedKvView cache, const float* __restrict__ qkv,
+                                     float* __restrict__ q,
                                      const std::int32_t* __restrict__ positions,
                                      const std::int32_t* __restrict__ slot_mapping,
                                      RopeTableView table, int heads) {
@@ -45,30 +45,29 @@ __global__ void rope_kv_write_kernel(PagedKvView cache, float* __restrict__ q,
     const int kv_heads = cache.kv_heads;
     const int position = positions[token];
     const math::SlotAddress slot = math::slot_address(slot_mapping[token], cache.block_size);
-    const int items = (heads + 2 * kv_heads) * pairs;
-    for (int item = threadIdx.x; item < items; item += blockDim.x) {
+    const int row_heads = heads + 2 * kv_heads;
+    const float* row = qkv + static_cast<std::int64_t>(token) * row_heads * d;
+    for (int item = threadIdx.x; item < row_heads * pairs; item += blockDim.x) {
         const int head = item / pairs;
         const int pair = item % pairs;
+        float values[2] = {row[head * d + 2 * pair], row[head * d + 2 * pair + 1]};
+        if (head < heads + kv_heads) { // Q and K are rotated, V is not
+            math::rope_rotate_pair(values, rope_angle(table, position, pair));
+        }
         if (head < heads) {
-            math::rope_rotate_pair(q + (static_cast<std::int64_t>(token) * heads + head) * d +
-                                       2 * pair,
-                                   rope_angle(table, position, pair));
+            float* dst = q + (static_cast<std::int64_t>(token) * heads + head) * d + 2 * pair;
+            dst[0] = values[0];
+            dst[1] = values[1];
             continue;
         }
         const bool is_key = head < heads + kv_heads;
         const int kv_head = is_key ? head - heads : head - heads - kv_heads;
-        const float* src =
-            (is_key ? k : v) + (static_cast<std::int64_t>(token) * kv_heads + kv_head) * d;
-        float values[2] = {src[2 * pair], src[2 * pair + 1]};
-        if (is_key) {
-            math::rope_rotate_pair(values, rope_angle(table, position, pair));
-        }
         const KvPlaneView& plane = is_key ? cache.keys : cache.values;
-        std::uint8_t* row =
+        std::uint8_t* cache_row =
             plane.data +
             math::head_block_offset(slot.block, kv_head, kv_heads, plane.head_block_bytes) +
             static_cast<std::int64_t>(slot.offset) * plane.row_bytes;
-        reinterpret_cast<std::uint32_t*>(row)[pair] =
+        reinterpret_cast<std::uint32_t*>(cache_row)[pair] =
             encode_pair(plane.format, values[0], values[1]);
     }
 }
@@ -99,7 +98,7 @@ bool rope_kv_write_fits(const PagedKvView& cache) {
            reinterpret_cast<std::uintptr_t>(cache.values.data) % 4 == 0;
 }
 
-void launch_rope_kv_write(const PagedKvView& cache, float* q, const float* k, const float* v,
+void launch_rope_kv_write(const PagedKvView& cache, const float* qkv, float* q,
                           const std::int32_t* positions, const std::int32_t* slot_mapping,
                           const RopeTableView& table, int tokens, int heads, cudaStream_t stream) {
     NvtxRange range("rope_kv_write");
@@ -110,7 +109,7 @@ void launch_rope_kv_write(const PagedKvView& cache, float* q, const float* k, co
     if (tokens <= 0) {
         return;
     }
-    rope_kv_write_kernel<<<tokens, kThreads, 0, stream>>>(cache, q, k, v, positions, slot_mapping,
+    rope_kv_write_kernel<<<tokens, kThreads, 0, stream>>>(cache, qkv, q, positions, slot_mapping,
                                                           table, heads);
     KVSCOPE_CHECK_LAUNCH("rope_kv_write_kernel");
 }

@@ -1,6 +1,7 @@
-// RoPE and the KV write in one pass for 16-bit caches (f16 or bf16 K and V):
-// Q rotated in place, K rotated and stored with V straight into their slots of
-// the paged pool, a thread per value pair with 4-byte stores. The angles come
+// RoPE and the KV write in one pass for 16-bit caches (f16 or bf16 K and V),
+// reading the fused QKV layer's output: Q rotated into the attention's input,
+// K rotated and stored with V straight into their slots of the paged pool, a
+// thread per value pair with 4-byte stores. The angles come
 // from a table of the CPU's (math::rope_cos_sin) computed once on the host, so
 // the rotation and the stored bytes are the CPU backend's exactly. Other
 // formats take launch_rope, then launch_kv_append.
@@ -30,9 +31,11 @@ std::vector<math::RopeCosSin> rope_table(int positions, int head_dim, float thet
 // Whether launch_rope_kv_write can write this cache (both planes 16-bit).
 bool rope_kv_write_fits(const PagedKvView& cache);
 
-// q: (tokens, heads, head_dim), rotated in place; k, v: (tokens, kv_heads,
-// head_dim), read only; positions, slot_mapping: (tokens).
-void launch_rope_kv_write(const PagedKvView& cache, float* q, const float* k, const float* v,
+// qkv: (tokens, (heads + 2 kv_heads) * head_dim), each token's Q heads, then
+// K heads, then V heads, as the fused QKV linear layer writes them; q:
+// (tokens, heads, head_dim), the rotated Q (the attention's input);
+// positions, slot_mapping: (tokens).
+void launch_rope_kv_write(const PagedKvView& cache, const float* qkv, float* q,
                           const std::int32_t* positions, const std::int32_t* slot_mapping,
                           const RopeTableView& table, int tokens, int heads, cudaStream_t stream);
 

@@ -3,6 +3,7 @@
 #include "kernels/sampling.cuh"
 
 #include <cfloat>
+#include <cstdint>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
@@ -58,22 +59,42 @@ SamplingScratch carve(void* base, int rows, int vocab) {
 }
 
 // Greedy: the largest logit, the lowest id among equals (as the CPU sampler).
-__global__ void argmax_kernel(const float* __restrict__ logits, int vocab,
-                              std::int32_t* __restrict__ tokens) {
+// A block of 1024 threads per row, reading 16 bytes at a time where the row
+// allows: a 49,152-entry row is then 12 loads a thread, not 192 (a 256-thread
+// block of 4-byte loads took 38 us a step on an H100, 2026-11-26).
+constexpr int kArgmaxThreads = 1024;
+
+template <bool Vector>
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmax_kernel(const float* __restrict__ logits, int vocab, std::int32_t* __restrict__ tokens) {
     const float* row = logits + static_cast<std::int64_t>(blockIdx.x) * vocab;
     float best = -FLT_MAX;
     int best_id = vocab;
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-        if (row[i] > best) { // ascending i: the first of equals stays
-            best = row[i];
-            best_id = i;
+    const auto consider = [&](float value, int id) {
+        if (value > best) { // ascending ids within a thread: the first of equals stays
+            best = value;
+            best_id = id;
+        }
+    };
+    if constexpr (Vector) {
+        const float4* quads = reinterpret_cast<const float4*>(row);
+        for (int i = threadIdx.x; i < vocab / 4; i += blockDim.x) {
+            const float4 v = quads[i];
+            consider(v.x, 4 * i);
+            consider(v.y, 4 * i + 1);
+            consider(v.z, 4 * i + 2);
+            consider(v.w, 4 * i + 3);
+        }
+    } else {
+        for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+            consider(row[i], i);
         }
     }
     struct Best {
         float value;
         int id;
     };
-    using Reduce = cub::BlockReduce<Best, kThreads>;
+    using Reduce = cub::BlockReduce<Best, kArgmaxThreads>;
     __shared__ typename Reduce::TempStorage storage;
     const Best winner = Reduce(storage).Reduce(Best{best, best_id}, [](Best a, Best b) {
         return (a.value > b.value || (a.value == b.value && a.id < b.id)) ? a : b;
@@ -241,7 +262,11 @@ void launch_sample(const float* logits, int rows, int vocab, const DeviceSamplin
         return;
     }
     if (all_greedy) {
-        argmax_kernel<<<rows, kThreads, 0, stream>>>(logits, vocab, tokens);
+        if (vocab % 4 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0) {
+            argmax_kernel<true><<<rows, kArgmaxThreads, 0, stream>>>(logits, vocab, tokens);
+        } else {
+            argmax_kernel<false><<<rows, kArgmaxThreads, 0, stream>>>(logits, vocab, tokens);
+        }
         KVSCOPE_CHECK_LAUNCH("argmax_kernel");
         return;
     }

@@ -1,5 +1,6 @@
 #include "kernels/cuda_check.cuh"
 #include "kernels/grid_stride.cuh"
+#include "kernels/half_store.cuh"
 #include "kernels/nvtx_range.cuh"
 #include "kernels/swiglu.cuh"
 
@@ -20,6 +21,21 @@ __global__ void silu_mul_kernel(float* __restrict__ gate, const float* __restric
     }
 }
 
+// gate_up rows are (gate (ffn), up (ffn)), one per token, as the fused
+// gate_up linear layer writes them; out (tokens, ffn).
+__global__ void silu_mul_half_kernel(const float* __restrict__ gate_up, std::int64_t tokens,
+                                     int ffn, __half* __restrict__ out) {
+    const std::int64_t count = tokens * ffn;
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+         i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const std::int64_t token = i / ffn;
+        const std::int64_t j = i % ffn;
+        const float g = gate_up[token * 2 * ffn + j];
+        const float u = gate_up[token * 2 * ffn + ffn + j];
+        out[i] = to_half_saturated(g / (1.0f + expf(-g)) * u);
+    }
+}
+
 } // namespace
 
 // ---- Launcher -----------------------------------------------------------------
@@ -31,6 +47,17 @@ void launch_silu_mul(float* gate, const float* up, std::int64_t count, cudaStrea
     }
     silu_mul_kernel<<<grid_stride_blocks(count, kThreads), kThreads, 0, stream>>>(gate, up, count);
     KVSCOPE_CHECK_LAUNCH("silu_mul_kernel");
+}
+
+void launch_silu_mul_half(const float* gate_up, std::int64_t tokens, int ffn, __half* out,
+                          cudaStream_t stream) {
+    NvtxRange range("silu_mul");
+    if (tokens <= 0 || ffn <= 0) {
+        return;
+    }
+    silu_mul_half_kernel<<<grid_stride_blocks(tokens * ffn, kThreads), kThreads, 0, stream>>>(
+        gate_up, tokens, ffn, out);
+    KVSCOPE_CHECK_LAUNCH("silu_mul_half_kernel");
 }
 
 } // namespace kvscope::kernels

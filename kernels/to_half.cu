@@ -1,5 +1,6 @@
 #include "kernels/cuda_check.cuh"
 #include "kernels/grid_stride.cuh"
+#include "kernels/half_store.cuh"
 #include "kernels/nvtx_range.cuh"
 #include "kernels/to_half.cuh"
 
@@ -15,7 +16,7 @@ __global__ void to_half_kernel(const float* __restrict__ in, __half* __restrict_
                                std::int64_t count) {
     for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
          i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-        out[i] = __float2half_rn(in[i]);
+        out[i] = to_half_saturated(in[i]);
     }
 }
 

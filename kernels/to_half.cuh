@@ -1,5 +1,6 @@
 // fp32 activations to fp16, the input type of the cuBLAS linear layers
-// (fp16 inputs, fp32 accumulation and output).
+// (fp16 inputs, fp32 accumulation and output), saturated at +-65504
+// (kernels/half_store.cuh).
 #pragma once
 
 #include <cstdint>

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <stdexcept>
+#include <string>
 
 namespace kvscope::kernels {
 
@@ -266,54 +268,57 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-template <typename Elem, int D, int G>
-void launch_kernel(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
-                   int heads, float scale, int max_splits, const AttentionWorkspace& workspace,
-                   cudaStream_t stream) {
-    const dim3 grid(static_cast<unsigned>(batch.tokens), static_cast<unsigned>(cache.kv_heads),
-                    static_cast<unsigned>(max_splits));
-    vector_attention_split_kernel<Elem, D, G>
-        <<<grid, kThreads, 0, stream>>>(cache, batch, q, heads, scale, max_splits, workspace);
-    KVSCOPE_CHECK_LAUNCH("vector_attention_split_kernel");
-}
-
-// The group rounded up to a compiled bucket: heads past the group compute on
-// zero queries and are never written.
-template <typename Elem, int D>
-void launch_for_head_dim(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
-                         int heads, float scale, int max_splits,
-                         const AttentionWorkspace& workspace, cudaStream_t stream) {
-    const int group = heads / cache.kv_heads;
+// Calls visit(kernel) with the kernel for the cache's element type, head_dim
+// and group bucket: the one place run-time shapes become template arguments.
+//
+// The group is rounded up to a compiled bucket (1, 2, 3, 4, 8): heads past
+// the group compute on zero queries and are never written. Registers grow
+// with the bucket (about 40 a query head), and with them fewer blocks fit a
+// multiprocessor, so common groups get their own (3: SmolLM2's 9 query heads
+// over 3 KV heads).
+template <typename Elem, int D, typename Visit>
+void dispatch_group(int group, Visit&& visit) {
     if (group <= 1) {
-        launch_kernel<Elem, D, 1>(cache, batch, q, heads, scale, max_splits, workspace, stream);
+        visit(vector_attention_split_kernel<Elem, D, 1>);
     } else if (group <= 2) {
-        launch_kernel<Elem, D, 2>(cache, batch, q, heads, scale, max_splits, workspace, stream);
+        visit(vector_attention_split_kernel<Elem, D, 2>);
+    } else if (group <= 3) {
+        visit(vector_attention_split_kernel<Elem, D, 3>);
     } else if (group <= 4) {
-        launch_kernel<Elem, D, 4>(cache, batch, q, heads, scale, max_splits, workspace, stream);
+        visit(vector_attention_split_kernel<Elem, D, 4>);
     } else {
-        launch_kernel<Elem, D, 8>(cache, batch, q, heads, scale, max_splits, workspace, stream);
+        visit(vector_attention_split_kernel<Elem, D, 8>);
     }
 }
 
-template <typename Elem>
-void launch_for_element(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
-                        int heads, float scale, int max_splits, const AttentionWorkspace& workspace,
-                        cudaStream_t stream) {
-    switch (cache.head_dim) {
+template <typename Elem, typename Visit>
+void dispatch_head_dim(int head_dim, int group, Visit&& visit) {
+    switch (head_dim) {
+    case 32:
+        dispatch_group<Elem, 32>(group, visit);
+        return;
     case 64:
-        launch_for_head_dim<Elem, 64>(cache, batch, q, heads, scale, max_splits, workspace, stream);
+        dispatch_group<Elem, 64>(group, visit);
         return;
     case 128:
-        launch_for_head_dim<Elem, 128>(cache, batch, q, heads, scale, max_splits, workspace,
-                                       stream);
+        dispatch_group<Elem, 128>(group, visit);
         return;
     case 256:
-        launch_for_head_dim<Elem, 256>(cache, batch, q, heads, scale, max_splits, workspace,
-                                       stream);
+        dispatch_group<Elem, 256>(group, visit);
         return;
     default:
         throw std::invalid_argument("vector attention: no kernel for head_dim " +
-                                    std::to_string(cache.head_dim));
+                                    std::to_string(head_dim));
+    }
+}
+
+template <typename Visit>
+void dispatch(const PagedKvView& cache, int heads, Visit&& visit) {
+    const int group = heads / cache.kv_heads;
+    if (cache.keys.format == kv::KvFormat::f16) {
+        dispatch_head_dim<__half>(cache.head_dim, group, visit);
+    } else {
+        dispatch_head_dim<__nv_bfloat16>(cache.head_dim, group, visit);
     }
 }
 
@@ -331,7 +336,8 @@ bool vector_attention_fits(const PagedKvView& cache, int heads) {
         cache.values.format != format) {
         return false;
     }
-    if (cache.head_dim != 64 && cache.head_dim != 128 && cache.head_dim != 256) {
+    if (cache.head_dim != 32 && cache.head_dim != 64 && cache.head_dim != 128 &&
+        cache.head_dim != 256) {
         return false;
     }
     if (cache.kv_heads <= 0 || heads % cache.kv_heads != 0 || heads / cache.kv_heads > 8) {
@@ -342,18 +348,36 @@ bool vector_attention_fits(const PagedKvView& cache, int heads) {
            cache.keys.head_block_bytes % 16 == 0 && cache.values.head_block_bytes % 16 == 0;
 }
 
+int vector_attention_resident_blocks(const PagedKvView& cache, int heads) {
+    if (!vector_attention_fits(cache, heads)) {
+        return 0;
+    }
+    // The kernel launch_vector_attention_splits would run: found through the
+    // same dispatch, asked instead of launched.
+    int blocks = 0;
+    const auto ask = [&blocks](auto kernel) {
+        KVSCOPE_CUDA_CHECK(
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, 0));
+    };
+    dispatch(cache, heads, ask);
+    return blocks;
+}
+
 void launch_vector_attention_splits(const PagedKvView& cache, const DeviceBatchView& batch,
                                     const float* q, int heads, float scale, int max_splits,
                                     const AttentionWorkspace& workspace, cudaStream_t stream) {
-    if (!vector_attention_fits(cache, heads) || !aligned16(q)) {
-        throw std::invalid_argument("vector attention: this cache or query layout does not fit");
+    if (!vector_attention_fits(cache, heads)) {
+        throw std::invalid_argument("vector attention: this cache does not fit the vector path");
     }
-    if (cache.keys.format == kv::KvFormat::f16) {
-        launch_for_element<__half>(cache, batch, q, heads, scale, max_splits, workspace, stream);
-    } else {
-        launch_for_element<__nv_bfloat16>(cache, batch, q, heads, scale, max_splits, workspace,
-                                          stream);
+    if (!aligned16(q)) {
+        throw std::invalid_argument("vector attention: the queries must be 16-byte aligned");
     }
+    const dim3 grid(static_cast<unsigned>(batch.tokens), static_cast<unsigned>(cache.kv_heads),
+                    static_cast<unsigned>(max_splits));
+    dispatch(cache, heads, [&](auto kernel) {
+        kernel<<<grid, kThreads, 0, stream>>>(cache, batch, q, heads, scale, max_splits, workspace);
+        KVSCOPE_CHECK_LAUNCH("vector_attention_split_kernel");
+    });
 }
 
 } // namespace kvscope::kernels

@@ -13,12 +13,18 @@
 namespace kvscope::kernels {
 
 // Whether the vector path can run this layer's cache for `heads` query heads:
-// K and V both f16 or both bf16, head_dim 64, 128 or 256, at most 8 query
+// K and V both f16 or both bf16, head_dim 32, 64, 128 or 256, at most 8 query
 // heads per KV head, and every row 16-byte aligned.
 bool vector_attention_fits(const PagedKvView& cache, int heads);
 
+// Blocks of the kernel this cache and group take that fit one multiprocessor
+// at once (registers bound it: 2 to 8), for planning splits; 0 where the
+// vector path does not fit.
+int vector_attention_resident_blocks(const PagedKvView& cache, int heads);
+
 // The split pass over grid (tokens, kv_heads, max_splits), any split length
-// (workspace.split). Call only where vector_attention_fits.
+// (workspace.split). Throws std::invalid_argument where vector_attention_fits
+// does not hold or q is not 16-byte aligned.
 void launch_vector_attention_splits(const PagedKvView& cache, const DeviceBatchView& batch,
                                     const float* q, int heads, float scale, int max_splits,
                                     const AttentionWorkspace& workspace, cudaStream_t stream);

@@ -1,5 +1,7 @@
 #include "engine/cuda/cublas_linear.h"
 
+#include "kernels/gemv.cuh"
+
 namespace kvscope::cuda {
 
 void check_cublas(cublasStatus_t status, const std::string& what) {
@@ -10,7 +12,8 @@ void check_cublas(cublasStatus_t status, const std::string& what) {
                                   cublasGetStatusString(status) + ")");
 }
 
-CublasHandle::CublasHandle(cudaStream_t stream) {
+CublasHandle::CublasHandle(cudaStream_t stream)
+    : stream_(stream) {
     check_cublas(cublasCreate(&handle_), "cublasCreate");
     try {
         check_cublas(cublasSetStream(handle_, stream), "cublasSetStream");
@@ -42,9 +45,22 @@ CublasHandle::~CublasHandle() {
     }
 }
 
-void linear(const CublasHandle& cublas, const __half* x, int tokens, const HalfMatrix& w,
-            float* y) {
+HalfMatrix matrix_rows(const HalfMatrix& w, int first, int count) {
+    if (first < 0 || count < 0 || first + count > w.rows) {
+        throw std::invalid_argument("matrix_rows: rows [" + std::to_string(first) + ", " +
+                                    std::to_string(first + count) + ") of a matrix of " +
+                                    std::to_string(w.rows));
+    }
+    return {w.data + static_cast<std::ptrdiff_t>(first) * w.cols, count, w.cols};
+}
+
+void linear(const CublasHandle& cublas, const __half* x, int tokens, const HalfMatrix& w, float* y,
+            bool accumulate) {
     if (tokens <= 0) {
+        return;
+    }
+    if (kernels::gemv_fits(w.data, x, tokens, w.cols)) {
+        kernels::launch_gemv(w.data, w.rows, w.cols, x, tokens, y, accumulate, cublas.stream());
         return;
     }
     // cuBLAS is column-major. Row-major y (tokens, out) is column-major
@@ -52,7 +68,7 @@ void linear(const CublasHandle& cublas, const __half* x, int tokens, const HalfM
     // reads as column-major (in, out), hence OP_T on it, and row-major x
     // (tokens, in) reads as column-major (in, tokens), OP_N.
     const float alpha = 1.0f;
-    const float beta = 0.0f;
+    const float beta = accumulate ? 1.0f : 0.0f;
     const cublasStatus_t status = cublasGemmEx(
         cublas.get(), CUBLAS_OP_T, CUBLAS_OP_N, /*m=*/w.rows, /*n=*/tokens, /*k=*/w.cols, &alpha,
         w.data, CUDA_R_16F, /*lda=*/w.cols, x, CUDA_R_16F, /*ldb=*/w.cols, &beta, y, CUDA_R_32F,

@@ -43,16 +43,25 @@ public:
     CublasHandle& operator=(const CublasHandle&) = delete;
 
     cublasHandle_t get() const { return handle_; }
+    cudaStream_t stream() const { return stream_; }
 
 private:
     // cuBLAS's recommendation for Hopper (32 MiB); enough for earlier GPUs.
     static constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
     cublasHandle_t handle_ = nullptr;
+    cudaStream_t stream_ = nullptr;
     void* workspace_ = nullptr;
 };
 
 // y = x · w^T: x (tokens, w.cols) fp16, y (tokens, w.rows) fp32, row-major,
-// accumulated in fp32. Runs on the handle's stream; tokens == 0 does nothing.
-void linear(const CublasHandle& cublas, const __half* x, int tokens, const HalfMatrix& w, float* y);
+// accumulated in fp32. With `accumulate`, y += x · w^T instead (the residual
+// add done by the matrix product's epilogue). Up to 8 tokens run as a GEMV
+// of our own (kernels/gemv.cuh) where the shape fits, more through cuBLAS.
+// Runs on the handle's stream; tokens == 0 does nothing.
+void linear(const CublasHandle& cublas, const __half* x, int tokens, const HalfMatrix& w, float* y,
+            bool accumulate = false);
+
+// Rows [first, first + count) of w: one layer of a stacked matrix.
+HalfMatrix matrix_rows(const HalfMatrix& w, int first, int count);
 
 } // namespace kvscope::cuda

@@ -10,7 +10,6 @@
 #include "kernels/embedding.cuh"
 #include "kernels/kv_append.cuh"
 #include "kernels/paged_attention.cuh"
-#include "kernels/residual_add.cuh"
 #include "kernels/rms_norm.cuh"
 #include "kernels/rope.cuh"
 #include "kernels/rope_kv_write.cuh"
@@ -139,15 +138,20 @@ CudaBackend::CudaBackend(std::shared_ptr<const model::LlamaModel> model,
     if (kv::quantises_whole_blocks(format.key) || kv::quantises_whole_blocks(format.value)) {
         open_blocks_.emplace(options_.num_blocks);
     }
-    // Positions past the table (a context beyond the trained one) get their
-    // angles computed in the kernel.
-    rope_positions_ = std::clamp(c.context_length, 1, 65536);
-    const std::vector<math::RopeCosSin> angles =
-        kernels::rope_table(rope_positions_, c.head_dim, c.rope_theta);
-    rope_angles_ = DeviceBuffer<math::RopeCosSin>(angles.size());
-    KVSCOPE_CUDA_CHECK(cudaMemcpy(rope_angles_.data(), angles.data(),
-                                  angles.size() * sizeof(math::RopeCosSin),
-                                  cudaMemcpyHostToDevice));
+    const kernels::PagedKvView first_layer = layer_view(0, nullptr, nullptr);
+    if (!has_kivi_plane() && kernels::rope_kv_write_fits(first_layer)) {
+        // Positions past the table (a context beyond the trained one, or
+        // past 32k) get their angles computed in the kernel.
+        rope_positions_ = std::clamp(c.context_length, 1, 32768);
+        const std::vector<math::RopeCosSin> angles =
+            kernels::rope_table(rope_positions_, c.head_dim, c.rope_theta);
+        rope_angles_ = DeviceBuffer<math::RopeCosSin>(angles.size());
+        KVSCOPE_CUDA_CHECK(cudaMemcpy(rope_angles_.data(), angles.data(),
+                                      angles.size() * sizeof(math::RopeCosSin),
+                                      cudaMemcpyHostToDevice));
+    }
+    step_splits_ = kernels::attention_split_limits(first_layer, c.heads, /*capture=*/false);
+    capture_splits_ = kernels::attention_split_limits(first_layer, c.heads, /*capture=*/true);
     stream_.synchronize();
 }
 
@@ -233,21 +237,21 @@ void CudaBackend::upload_staging(std::size_t bytes) {
 }
 
 std::int64_t CudaBackend::activation_bytes() const {
-    const std::size_t bytes = act_.x.bytes() + act_.h.bytes() + act_.q.bytes() + act_.k.bytes() +
-                              act_.v.bytes() + act_.attn.bytes() + act_.gate.bytes() +
-                              act_.up.bytes() + act_.x_half.bytes() + act_.workspace.bytes() +
-                              act_.selected.bytes() + act_.logits.bytes() + act_.capture.bytes() +
-                              act_.copy_rows.bytes() + act_.copy_keys.bytes() +
-                              act_.copy_values.bytes() + act_.sample_scratch.bytes() +
-                              act_.tokens.bytes() + batch_arrays_.bytes();
+    const std::size_t bytes = act_.x.bytes() + act_.qkv.bytes() + act_.q.bytes() + act_.k.bytes() +
+                              act_.v.bytes() + act_.gate_up.bytes() + act_.x_half.bytes() +
+                              act_.workspace.bytes() + act_.selected.bytes() + act_.logits.bytes() +
+                              act_.capture.bytes() + act_.copy_rows.bytes() +
+                              act_.copy_keys.bytes() + act_.copy_values.bytes() +
+                              act_.sample_scratch.bytes() + act_.tokens.bytes() +
+                              batch_arrays_.bytes() + rope_angles_.bytes();
     return static_cast<std::int64_t>(bytes);
 }
 
 std::vector<const void*> CudaBackend::graph_addresses() const {
-    return {act_.x.data(),        act_.h.data(),         act_.q.data(),        act_.k.data(),
-            act_.v.data(),        act_.attn.data(),      act_.gate.data(),     act_.up.data(),
-            act_.x_half.data(),   act_.workspace.data(), act_.selected.data(), act_.logits.data(),
-            batch_arrays_.data(), pool_.data(),          open_pool_.data()};
+    return {act_.x.data(),        act_.qkv.data(),     act_.q.data(),        act_.k.data(),
+            act_.v.data(),        act_.gate_up.data(), act_.x_half.data(),   act_.workspace.data(),
+            act_.selected.data(), act_.logits.data(),  batch_arrays_.data(), pool_.data(),
+            open_pool_.data()};
 }
 
 std::optional<runner::DeviceMemory> CudaBackend::device_memory() const {
@@ -486,12 +490,10 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
                                    : max_context;
     // The capture rescores a split in shared memory, so it keeps the general
     // path's split lengths.
-    const bool vector_splits =
-        !capture && kernels::attention_takes_vector_path(layer_view(0, nullptr, nullptr), c.heads);
-    const int split = attention_split_length(
-        tokens, c.kv_heads, launch_context, multiprocessors_,
-        vector_splits ? kernels::kLongestVectorSplit : kernels::kAttentionSplit,
-        kernels::kShortestAttentionSplit, vector_splits ? 4 : 2);
+    const kernels::AttentionSplitLimits& limits = capture ? capture_splits_ : step_splits_;
+    const int split =
+        attention_split_length(tokens, c.kv_heads, launch_context, multiprocessors_, limits.longest,
+                               limits.shortest, limits.blocks_per_multiprocessor);
     const int max_splits = (launch_context + split - 1) / split;
 
     // Each sequence's captured entries start at its offset (as on the CPU).
@@ -531,13 +533,11 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     // bookkeeping and the previous buffers as they were.
     const std::size_t n = size_of(tokens);
     act_.x.reserve_discard(n * size_of(hidden));
-    act_.h.reserve_discard(n * size_of(hidden));
+    act_.qkv.reserve_discard(n * size_of(q_width + 2 * kv_width));
     act_.q.reserve_discard(n * size_of(q_width));
     act_.k.reserve_discard(n * size_of(kv_width));
     act_.v.reserve_discard(n * size_of(kv_width));
-    act_.attn.reserve_discard(n * size_of(q_width));
-    act_.gate.reserve_discard(n * size_of(ffn));
-    act_.up.reserve_discard(n * size_of(ffn));
+    act_.gate_up.reserve_discard(n * size_of(2 * ffn));
     act_.x_half.reserve_discard(n * size_of(std::max({hidden, q_width, ffn})));
     act_.workspace.reserve_discard(
         kernels::AttentionWorkspace::floats(tokens, c.heads, std::max(max_splits, 1), c.head_dim));
@@ -648,13 +648,11 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     }
 
     float* x = act_.x.data();
-    float* h = act_.h.data();
+    float* qkv = act_.qkv.data();
     float* q = act_.q.data();
     float* k = act_.k.data();
     float* v = act_.v.data();
-    float* attn = act_.attn.data();
-    float* gate = act_.gate.data();
-    float* up = act_.up.data();
+    float* gate_up = act_.gate_up.data();
     __half* x_half = act_.x_half.data();
     float* sums = act_.capture.data();
     const kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
@@ -665,8 +663,7 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
             cudaMemsetAsync(sums, 0, size_of(capture_total) * sizeof(float), stream));
     }
 
-    const bool fused_rope_write =
-        !has_kivi_plane() && kernels::rope_kv_write_fits(layer_view(0, nullptr, nullptr));
+    const bool fused_rope_write = !rope_angles_.empty();
     kernels::RopeTableView rope_angles;
     rope_angles.angles = rope_angles_.data();
     rope_angles.positions = rope_positions_;
@@ -685,23 +682,26 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
             const kernels::PagedKvView cache = layer_view(l, write_slot, read_slot);
             const nvtx::Range layer_range(nvtx::layer_name(l));
 
+            // Ten kernels a layer on 16-bit caches: each linear layer's input
+            // is written as fp16 by the kernel before it, and the output
+            // projections add into the residual stream themselves.
             op("attn_norm", l, [&] {
-                kernels::launch_rms_norm(x, layer.attn_norm, h, tokens, c.hidden, c.rms_eps,
-                                         stream);
+                kernels::launch_rms_norm_half(x, layer.attn_norm, x_half, tokens, c.hidden,
+                                              c.rms_eps, stream);
             });
-            op("qkv", l, [&] {
-                kernels::launch_to_half(h, x_half, tokens * hidden, stream);
-                linear(cublas_, x_half, tokens, layer.wq, q);
-                linear(cublas_, x_half, tokens, layer.wk, k);
-                linear(cublas_, x_half, tokens, layer.wv, v);
-            });
-            if (fused_rope_write) { // 16-bit caches: one kernel, no KIVI finalisation
+            if (fused_rope_write) { // 16-bit caches: no KIVI finalisation either
+                op("qkv", l, [&] { linear(cublas_, x_half, tokens, layer.wqkv, qkv); });
                 op("rope_kv_write", l, [&] {
-                    kernels::launch_rope_kv_write(cache, q, k, v, device_batch.positions,
+                    kernels::launch_rope_kv_write(cache, qkv, q, device_batch.positions,
                                                   device_batch.slot_mapping, rope_angles, tokens,
                                                   c.heads, stream);
                 });
             } else {
+                op("qkv", l, [&] {
+                    linear(cublas_, x_half, tokens, layer.wq, q);
+                    linear(cublas_, x_half, tokens, layer.wk, k);
+                    linear(cublas_, x_half, tokens, layer.wv, v);
+                });
                 op("rope", l, [&] {
                     kernels::launch_rope(q, k, device_batch.positions, tokens, c.heads, c.kv_heads,
                                          c.head_dim, c.rope_theta, stream);
@@ -715,40 +715,33 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
                 });
             }
             op("attention", l, [&] {
-                kernels::launch_paged_attention(cache, device_batch, q, c.heads, scale,
-                                                launch_context, workspace, attn, stream);
+                kernels::launch_paged_attention_half(cache, device_batch, q, c.heads, scale,
+                                                     launch_context, workspace, x_half, stream);
                 if (capture) {
                     kernels::launch_attention_capture(cache, device_batch, q, c.heads, scale,
                                                       launch_context, workspace, sums, stream);
                 }
             });
-            op("attn_out", l, [&] {
-                kernels::launch_to_half(attn, x_half, tokens * q_width, stream);
-                linear(cublas_, x_half, tokens, layer.wo, h);
-                kernels::launch_residual_add(x, h, tokens * hidden, stream);
-            });
+            op("attn_out", l,
+               [&] { linear(cublas_, x_half, tokens, layer.wo, x, /*accumulate=*/true); });
             op("ffn_norm", l, [&] {
-                kernels::launch_rms_norm(x, layer.ffn_norm, h, tokens, c.hidden, c.rms_eps, stream);
+                kernels::launch_rms_norm_half(x, layer.ffn_norm, x_half, tokens, c.hidden,
+                                              c.rms_eps, stream);
             });
             op("gate_up", l, [&] {
-                kernels::launch_to_half(h, x_half, tokens * hidden, stream);
-                linear(cublas_, x_half, tokens, layer.w_gate, gate);
-                linear(cublas_, x_half, tokens, layer.w_up, up);
-                kernels::launch_silu_mul(gate, up, tokens * ffn, stream);
+                linear(cublas_, x_half, tokens, layer.w_gate_up, gate_up);
+                kernels::launch_silu_mul_half(gate_up, tokens, static_cast<int>(ffn), x_half,
+                                              stream);
             });
-            op("down", l, [&] {
-                kernels::launch_to_half(gate, x_half, tokens * ffn, stream);
-                linear(cublas_, x_half, tokens, layer.w_down, h);
-                kernels::launch_residual_add(x, h, tokens * hidden, stream);
-            });
+            op("down", l,
+               [&] { linear(cublas_, x_half, tokens, layer.w_down, x, /*accumulate=*/true); });
         }
         if (rows > 0) { // a step of prefill chunks only wants no logits at all
             float* selected = act_.selected.data();
             op("lm_head", -1, [&] {
                 kernels::launch_gather_rows(x, logit_tokens, rows, c.hidden, selected, stream);
-                kernels::launch_rms_norm(selected, w.output_norm, selected, rows, c.hidden,
-                                         c.rms_eps, stream);
-                kernels::launch_to_half(selected, x_half, rows * hidden, stream);
+                kernels::launch_rms_norm_half(selected, w.output_norm, x_half, rows, c.hidden,
+                                              c.rms_eps, stream);
                 linear(cublas_, x_half, rows, w.output, act_.logits.data());
             });
         }

@@ -15,6 +15,7 @@
 #include "engine/model/llama_model.h"
 #include "engine/runner/backend.h"
 #include "engine/runner/captured_attention.h"
+#include "kernels/paged_attention.cuh"
 #include "kernels/paged_kv_view.cuh"
 
 #include <cstddef>
@@ -155,9 +156,14 @@ private:
     std::int64_t max_copy_pitch_ = 0;    // the largest pitch cudaMemcpy2D takes here
     int multiprocessors_ = 1;            // the device's, for the attention's split length
     // cos and sin of RoPE per (position, pair) below the trained context, the
-    // CPU's angles computed once (kernels/rope_kv_write.cuh).
+    // CPU's angles computed once (kernels/rope_kv_write.cuh); only for 16-bit
+    // caches, whose RoPE and KV write are one kernel (empty otherwise).
     DeviceBuffer<math::RopeCosSin> rope_angles_;
     int rope_positions_ = 0;
+    // How attention splits may be cut, for steps without and with attention
+    // capture (kernels/paged_attention.cuh).
+    kernels::AttentionSplitLimits step_splits_;
+    kernels::AttentionSplitLimits capture_splits_;
     DecodeGraphs graphs_;
     std::string failure_;              // why a step failed on the device; empty while all is well
     bool device_work_started_ = false; // this step or copy has changed device or bookkeeping
@@ -175,14 +181,14 @@ private:
     // Per-step activations, grown to the largest batch so far and kept.
     struct Activations {
         DeviceBuffer<float> x;       // (tokens, hidden): the residual stream
-        DeviceBuffer<float> h;       // (tokens, hidden): norm and projection outputs
-        DeviceBuffer<float> q;       // (tokens, heads, head_dim)
-        DeviceBuffer<float> k;       // (tokens, kv_heads, head_dim)
-        DeviceBuffer<float> v;       // (tokens, kv_heads, head_dim)
-        DeviceBuffer<float> attn;    // (tokens, heads, head_dim)
-        DeviceBuffer<float> gate;    // (tokens, ffn_hidden)
-        DeviceBuffer<float> up;      // (tokens, ffn_hidden)
-        DeviceBuffer<__half> x_half; // (tokens, max(hidden, heads * head_dim, ffn_hidden))
+        DeviceBuffer<float> qkv;     // (tokens, (heads + 2 kv_heads) * head_dim): fused QKV
+        DeviceBuffer<float> q;       // (tokens, heads, head_dim): the attention's queries
+        DeviceBuffer<float> k;       // (tokens, kv_heads, head_dim): unfused path only
+        DeviceBuffer<float> v;       // (tokens, kv_heads, head_dim): unfused path only
+        DeviceBuffer<float> gate_up; // (tokens, 2 ffn_hidden): gate, then up, per token
+        // (tokens, max(hidden, heads * head_dim, ffn_hidden)): every linear
+        // layer's input, written by the kernel before it (norm, attention, SwiGLU)
+        DeviceBuffer<__half> x_half;
         DeviceBuffer<float>
             workspace;                // AttentionWorkspace::floats(tokens, heads, splits, head_dim)
         DeviceBuffer<float> selected; // (logit rows, hidden)

@@ -30,13 +30,18 @@ CudaWeights::CudaWeights(const model::LlamaModel& model, int device)
         const std::string blk = "blk." + std::to_string(i) + ".";
         CudaLayerWeights layer;
         layer.attn_norm = upload_norm(l.attn_norm);
-        layer.wq = upload_matrix(l.wq, blk + "attn_q");
-        layer.wk = upload_matrix(l.wk, blk + "attn_k");
-        layer.wv = upload_matrix(l.wv, blk + "attn_v");
+        layer.wqkv = upload_stacked({&l.wq, &l.wk, &l.wv}, blk + "attn_q/k/v");
+        const int q_rows = static_cast<int>(l.wq.rows);
+        const int kv_rows = static_cast<int>(l.wk.rows);
+        layer.wq = matrix_rows(layer.wqkv, 0, q_rows);
+        layer.wk = matrix_rows(layer.wqkv, q_rows, kv_rows);
+        layer.wv = matrix_rows(layer.wqkv, q_rows + kv_rows, static_cast<int>(l.wv.rows));
         layer.wo = upload_matrix(l.wo, blk + "attn_output");
         layer.ffn_norm = upload_norm(l.ffn_norm);
-        layer.w_gate = upload_matrix(l.w_gate, blk + "ffn_gate");
-        layer.w_up = upload_matrix(l.w_up, blk + "ffn_up");
+        layer.w_gate_up = upload_stacked({&l.w_gate, &l.w_up}, blk + "ffn_gate/up");
+        const int ffn_rows = static_cast<int>(l.w_gate.rows);
+        layer.w_gate = matrix_rows(layer.w_gate_up, 0, ffn_rows);
+        layer.w_up = matrix_rows(layer.w_gate_up, ffn_rows, static_cast<int>(l.w_up.rows));
         layer.w_down = upload_matrix(l.w_down, blk + "ffn_down");
         layers.push_back(layer);
     }
@@ -51,40 +56,58 @@ CudaWeights::CudaWeights(const model::LlamaModel& model, int device)
 }
 
 HalfMatrix CudaWeights::upload_matrix(const model::TensorView& tensor, const std::string& name) {
-    if (tensor.rows <= 0 || tensor.cols <= 0 || tensor.data == nullptr) {
-        throw std::runtime_error("weight " + name + " is empty");
+    return upload_stacked({&tensor}, name);
+}
+
+HalfMatrix CudaWeights::upload_stacked(const std::vector<const model::TensorView*>& tensors,
+                                       const std::string& name) {
+    std::int64_t rows = 0;
+    const std::int64_t cols = tensors.front()->cols;
+    for (const model::TensorView* tensor : tensors) {
+        if (tensor->rows <= 0 || tensor->cols <= 0 || tensor->data == nullptr) {
+            throw std::runtime_error("weight " + name + " is empty");
+        }
+        if (tensor->cols != cols) {
+            throw std::runtime_error("weights " + name +
+                                     " differ in width: " + std::to_string(tensor->cols) +
+                                     " against " + std::to_string(cols));
+        }
+        rows += tensor->rows;
     }
-    DeviceBuffer<__half> device(static_cast<std::size_t>(tensor.rows * tensor.cols));
-    const std::int64_t chunk_rows = std::max<std::int64_t>(1, kChunkValues / tensor.cols);
-    std::vector<float> row(static_cast<std::size_t>(tensor.cols));
-    std::vector<std::uint16_t> halves(
-        static_cast<std::size_t>(std::min(chunk_rows, tensor.rows) * tensor.cols));
-    for (std::int64_t first = 0; first < tensor.rows; first += chunk_rows) {
-        const std::int64_t count = std::min(chunk_rows, tensor.rows - first);
-        for (std::int64_t r = 0; r < count; ++r) {
-            gguf::dequantize_values(tensor.type, tensor.data + (first + r) * tensor.row_bytes,
-                                    row.data(), tensor.cols);
-            std::uint16_t* out = halves.data() + r * tensor.cols;
-            for (std::int64_t c = 0; c < tensor.cols; ++c) {
-                const float value = row[static_cast<std::size_t>(c)];
-                out[c] = fp32_to_fp16(value);
-                // 0x7c00 with the sign masked off: a finite weight that fp16
-                // turned into infinity would poison every logit downstream.
-                if ((out[c] & 0x7fffu) == 0x7c00u && std::isfinite(value)) {
-                    throw std::runtime_error(
-                        "weight " + name + " holds " + std::to_string(value) + " at (" +
-                        std::to_string(first + r) + ", " + std::to_string(c) +
-                        "), beyond fp16's range: the CUDA backend computes in fp16");
+    DeviceBuffer<__half> device(static_cast<std::size_t>(rows * cols));
+    const std::int64_t chunk_rows = std::max<std::int64_t>(1, kChunkValues / cols);
+    std::vector<float> row(static_cast<std::size_t>(cols));
+    std::vector<std::uint16_t> halves(static_cast<std::size_t>(std::min(chunk_rows, rows) * cols));
+    std::int64_t device_row = 0; // where the tensor's rows go in the stacked matrix
+    for (const model::TensorView* tensor_pointer : tensors) {
+        const model::TensorView& tensor = *tensor_pointer;
+        for (std::int64_t first = 0; first < tensor.rows; first += chunk_rows) {
+            const std::int64_t count = std::min(chunk_rows, tensor.rows - first);
+            for (std::int64_t r = 0; r < count; ++r) {
+                gguf::dequantize_values(tensor.type, tensor.data + (first + r) * tensor.row_bytes,
+                                        row.data(), tensor.cols);
+                std::uint16_t* out = halves.data() + r * tensor.cols;
+                for (std::int64_t c = 0; c < tensor.cols; ++c) {
+                    const float value = row[static_cast<std::size_t>(c)];
+                    out[c] = fp32_to_fp16(value);
+                    // 0x7c00 with the sign masked off: a finite weight that fp16
+                    // turned into infinity would poison every logit downstream.
+                    if ((out[c] & 0x7fffu) == 0x7c00u && std::isfinite(value)) {
+                        throw std::runtime_error(
+                            "weight " + name + " holds " + std::to_string(value) + " at (" +
+                            std::to_string(first + r) + ", " + std::to_string(c) +
+                            "), beyond fp16's range: the CUDA backend computes in fp16");
+                    }
                 }
             }
+            KVSCOPE_CUDA_CHECK(
+                cudaMemcpy(device.data() + (device_row + first) * cols, halves.data(),
+                           static_cast<std::size_t>(count * cols) * sizeof(std::uint16_t),
+                           cudaMemcpyHostToDevice));
         }
-        KVSCOPE_CUDA_CHECK(
-            cudaMemcpy(device.data() + first * tensor.cols, halves.data(),
-                       static_cast<std::size_t>(count * tensor.cols) * sizeof(std::uint16_t),
-                       cudaMemcpyHostToDevice));
+        device_row += tensor.rows;
     }
-    const HalfMatrix matrix{device.data(), static_cast<int>(tensor.rows),
-                            static_cast<int>(tensor.cols)};
+    const HalfMatrix matrix{device.data(), static_cast<int>(rows), static_cast<int>(cols)};
     bytes_ += static_cast<std::int64_t>(device.bytes());
     matrices_.push_back(std::move(device));
     return matrix;

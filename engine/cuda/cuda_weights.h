@@ -15,13 +15,18 @@
 
 namespace kvscope::cuda {
 
+// The projections that read the same input are stacked into one matrix, so
+// one matrix product computes them (wqkv, w_gate_up); the single ones are
+// views of its rows.
 struct CudaLayerWeights {
     const float* attn_norm = nullptr; // (hidden)
+    HalfMatrix wqkv;                  // ((heads + 2 kv_heads) * head_dim, hidden): wq, wk, wv
     HalfMatrix wq;                    // (heads * head_dim, hidden)
     HalfMatrix wk;                    // (kv_heads * head_dim, hidden)
     HalfMatrix wv;                    // (kv_heads * head_dim, hidden)
     HalfMatrix wo;                    // (hidden, heads * head_dim)
     const float* ffn_norm = nullptr;  // (hidden)
+    HalfMatrix w_gate_up;             // (2 ffn_hidden, hidden): w_gate, w_up
     HalfMatrix w_gate;                // (ffn_hidden, hidden)
     HalfMatrix w_up;                  // (ffn_hidden, hidden)
     HalfMatrix w_down;                // (hidden, ffn_hidden)
@@ -52,6 +57,9 @@ public:
 
 private:
     HalfMatrix upload_matrix(const model::TensorView& tensor, const std::string& name);
+    // The tensors' rows one after another in one matrix (equal widths).
+    HalfMatrix upload_stacked(const std::vector<const model::TensorView*>& tensors,
+                              const std::string& name);
     const float* upload_norm(const std::vector<float>& norm);
 
     int device_ = 0;

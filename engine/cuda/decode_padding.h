@@ -28,9 +28,9 @@ int split_bucket(int max_context, int split_entries);
 // `longest` splits, 3 of an H100's 132 multiprocessors worked while the rest
 // idled (2026-11-24). So: `longest` while the grid has `blocks_per_multiprocessor`
 // blocks per multiprocessor, else halved down to `shortest` until it has.
-// Powers of two in, a power of two out. The vector path (16-bit caches) reads
-// in long splits and wants more blocks in flight (4 a multiprocessor) to keep
-// enough loads outstanding; the general path keeps its 256 and 2.
+// Powers of two in, a power of two out. The limits for a cache come from
+// kernels::attention_split_limits (the vector path: 64 to 2048 entries, as
+// many blocks as fit the GPU at once; the general path: 32 to 256, 2).
 int attention_split_length(int tokens, int kv_heads, int context, int multiprocessors, int longest,
                            int shortest, int blocks_per_multiprocessor = 2);
 

@@ -16,6 +16,7 @@
 #include "kernels/attention_capture.cuh"
 #include "kernels/copy_slots.cuh"
 #include "kernels/embedding.cuh"
+#include "kernels/gemv.cuh"
 #include "kernels/kv_append.cuh"
 #include "kernels/paged_attention.cuh"
 #include "kernels/residual_add.cuh"
@@ -319,11 +320,13 @@ private slots:
     void rope_matches_the_cpu();
     void rope_kv_write_matches_the_cpu_data();
     void rope_kv_write_matches_the_cpu();
+    void gemv_matches_a_double_reference();
     void embedding_gather_matches_the_table();
     void kv_append_writes_the_cpu_codec_bytes_data();
     void kv_append_writes_the_cpu_codec_bytes();
     void paged_attention_matches_the_cpu_data();
     void paged_attention_matches_the_cpu();
+    void attention_capture_matches_the_cpu_data();
     void attention_capture_matches_the_cpu();
     void copy_slot_rows_match_the_cpu_store();
     void sampling_matches_the_cpu_sampler();
@@ -361,6 +364,44 @@ void TestCudaKernels::elementwise_ops_match_the_cpu() {
     for (std::size_t i = 0; i < a.size(); ++i) {
         const __half_raw raw = got[i];
         QCOMPARE(raw.x, fp32_to_fp16(a[i])); // both round to nearest even
+    }
+
+    // Past fp16's range: the largest finite value, not infinity; NaN stays.
+    const std::vector<float> extremes = {1e6f, -1e6f, 65504.0f, 65520.0f, NAN};
+    DeviceArray<float> d_extremes(extremes);
+    DeviceArray<__half> extreme_halves(extremes.size());
+    kernels::launch_to_half(d_extremes.get(), extreme_halves.get(),
+                            static_cast<std::int64_t>(extremes.size()), nullptr);
+    const std::vector<__half> saturated = extreme_halves.download(extremes.size());
+    const std::vector<std::uint16_t> expected_bits = {0x7bff, 0xfbff, 0x7bff, 0x7bff};
+    for (std::size_t i = 0; i < expected_bits.size(); ++i) {
+        QCOMPARE(static_cast<__half_raw>(saturated[i]).x, expected_bits[i]);
+    }
+    QVERIFY(std::isnan(fp16_to_fp32(static_cast<__half_raw>(saturated[4]).x)));
+
+    // SwiGLU of the fused gate_up rows into fp16: the CPU's silu_mul, rounded.
+    const int gate_tokens = 7, ffn = 1531; // odd widths: rows do not line up with blocks
+    std::vector<float> gate_up(static_cast<std::size_t>(gate_tokens) * 2 * ffn);
+    std::vector<float> cpu_swiglu;
+    for (int t = 0; t < gate_tokens; ++t) {
+        for (int j = 0; j < ffn; ++j) {
+            const std::size_t at = static_cast<std::size_t>(t) * ffn + j;
+            gate_up[static_cast<std::size_t>(t) * 2 * ffn + j] = a[at];
+            gate_up[static_cast<std::size_t>(t) * 2 * ffn + ffn + j] = b[at];
+            cpu_swiglu.push_back(a[at]);
+        }
+    }
+    cpu::silu_mul(cpu_swiglu.data(), b.data(), static_cast<std::int64_t>(cpu_swiglu.size()));
+    DeviceArray<float> d_gate_up(gate_up);
+    DeviceArray<__half> swiglu(cpu_swiglu.size());
+    kernels::launch_silu_mul_half(d_gate_up.get(), gate_tokens, ffn, swiglu.get(), nullptr);
+    const std::vector<__half> swiglu_got = swiglu.download(cpu_swiglu.size());
+    for (std::size_t i = 0; i < cpu_swiglu.size(); ++i) {
+        const float got_value = fp16_to_fp32(static_cast<__half_raw>(swiglu_got[i]).x);
+        const float want = fp16_to_fp32(fp32_to_fp16(cpu_swiglu[i]));
+        // expf may differ in the last place: at most one fp16 step apart.
+        QVERIFY2(std::fabs(got_value - want) <= std::fabs(want) * 1e-3f + 1e-6f,
+                 qPrintable(QString("value %1: %2 against %3").arg(i).arg(got_value).arg(want)));
     }
 
     const std::vector<std::int32_t> rows = {5, 0, 99, 5};
@@ -444,14 +485,26 @@ void TestCudaKernels::rope_kv_write_matches_the_cpu() {
     pool.values.zero();
     QVERIFY(kernels::rope_kv_write_fits(pool.view));
     DeviceBatch d_batch(batch);
-    DeviceArray<float> d_q(q), d_k(k), d_v(v);
+    // The fused QKV layer's rows: each token's Q heads, then K, then V.
+    const std::size_t q_row = static_cast<std::size_t>(heads) * head_dim;
+    const std::size_t kv_row = static_cast<std::size_t>(g.kv_heads) * head_dim;
+    std::vector<float> qkv;
+    for (int t = 0; t < tokens; ++t) {
+        const auto at = static_cast<std::ptrdiff_t>(t);
+        qkv.insert(qkv.end(), q.begin() + at * static_cast<std::ptrdiff_t>(q_row),
+                   q.begin() + (at + 1) * static_cast<std::ptrdiff_t>(q_row));
+        qkv.insert(qkv.end(), k.begin() + at * static_cast<std::ptrdiff_t>(kv_row),
+                   k.begin() + (at + 1) * static_cast<std::ptrdiff_t>(kv_row));
+        qkv.insert(qkv.end(), v.begin() + at * static_cast<std::ptrdiff_t>(kv_row),
+                   v.begin() + (at + 1) * static_cast<std::ptrdiff_t>(kv_row));
+    }
+    DeviceArray<float> d_qkv(qkv), d_q(q.size());
     const std::vector<math::RopeCosSin> angles =
         kernels::rope_table(table_positions, head_dim, 100000.0f);
     DeviceArray<math::RopeCosSin> d_angles(angles);
     kernels::RopeTableView table{d_angles.get(), table_positions, head_dim, 100000.0f};
-    kernels::launch_rope_kv_write(pool.view, d_q.get(), d_k.get(), d_v.get(),
-                                  d_batch.view.positions, d_batch.view.slot_mapping, table, tokens,
-                                  heads, nullptr);
+    kernels::launch_rope_kv_write(pool.view, d_qkv.get(), d_q.get(), d_batch.view.positions,
+                                  d_batch.view.slot_mapping, table, tokens, heads, nullptr);
     QVERIFY(relative_error(d_q.download(q.size()), cpu_q) < 1e-6);
     // V is stored as it came: the CPU's bytes exactly. K went through the
     // rotation (products rounded alike, but the CPU compiler may contract):
@@ -474,8 +527,63 @@ void TestCudaKernels::rope_kv_write_matches_the_cpu() {
     }
     QVERIFY2(different * 1000 <= static_cast<int>(got.size() / 2),
              qPrintable(QString("%1 key values differ in the last place").arg(different)));
-    // The Q layout and the angles checked: an unrotated K would differ widely.
-    QVERIFY(relative_error(d_k.download(k.size()), k) == 0.0); // K itself is left alone
+    QVERIFY(d_qkv.download(qkv.size()) == qkv); // the layer's output is left as it was
+}
+
+void TestCudaKernels::gemv_matches_a_double_reference() {
+    const int rows = 963, cols = 576; // rows not a multiple of a block's four
+    std::vector<__half> w(static_cast<std::size_t>(rows) * cols);
+    std::vector<double> w_values(w.size());
+    const std::vector<float> w_floats = random_floats(w.size(), 31);
+    for (std::size_t i = 0; i < w.size(); ++i) {
+        __half_raw raw;
+        raw.x = fp32_to_fp16(w_floats[i]);
+        w[i] = __half(raw);
+        w_values[i] = fp16_to_fp32(raw.x);
+    }
+    DeviceArray<__half> d_w(w);
+    QVERIFY(!kernels::gemv_fits(d_w.get(), d_w.get(), 9, cols)); // too many tokens
+    QVERIFY(!kernels::gemv_fits(d_w.get(), d_w.get(), 1, 100));  // width not a multiple of 8
+    for (int tokens = 1; tokens <= kernels::kGemvMaxTokens; ++tokens) {
+        std::vector<__half> x(static_cast<std::size_t>(tokens) * cols);
+        std::vector<double> x_values(x.size());
+        const std::vector<float> x_floats = random_floats(x.size(), 40 + tokens);
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            __half_raw raw;
+            raw.x = fp32_to_fp16(x_floats[i]);
+            x[i] = __half(raw);
+            x_values[i] = fp16_to_fp32(raw.x);
+        }
+        const std::vector<float> start = random_floats(static_cast<std::size_t>(tokens) * rows, 50);
+        std::vector<float> product(start.size()), sum(start.size());
+        for (int t = 0; t < tokens; ++t) {
+            for (int r = 0; r < rows; ++r) {
+                double dot = 0.0;
+                for (int c = 0; c < cols; ++c) {
+                    dot += w_values[static_cast<std::size_t>(r) * cols + c] *
+                           x_values[static_cast<std::size_t>(t) * cols + c];
+                }
+                const std::size_t at = static_cast<std::size_t>(t) * rows + r;
+                product[at] = static_cast<float>(dot);
+                sum[at] = static_cast<float>(start[at] + dot);
+            }
+        }
+        DeviceArray<__half> d_x(x);
+        QVERIFY(kernels::gemv_fits(d_w.get(), d_x.get(), tokens, cols));
+        DeviceArray<float> y(start.size()); // poisoned: every output must be written
+        kernels::launch_gemv(d_w.get(), rows, cols, d_x.get(), tokens, y.get(), false, nullptr);
+        const double set_error = relative_error(y.download(start.size()), product);
+        DeviceArray<float> accumulated(start);
+        kernels::launch_gemv(d_w.get(), rows, cols, d_x.get(), tokens, accumulated.get(), true,
+                             nullptr);
+        const double add_error = relative_error(accumulated.download(start.size()), sum);
+        // fp32 sums of 576 products: a few units in the last place.
+        QVERIFY2(set_error < 1e-5 && add_error < 1e-5,
+                 qPrintable(QString("%1 tokens: relative error %2, accumulating %3")
+                                .arg(tokens)
+                                .arg(set_error)
+                                .arg(add_error)));
+    }
 }
 
 void TestCudaKernels::embedding_gather_matches_the_table() {
@@ -609,6 +717,8 @@ void TestCudaKernels::paged_attention_matches_the_cpu_data() {
     QTest::newRow("f16, d64, group 1") << KvFormat::f16 << 4 << 4 << 64;
     QTest::newRow("bf16, d64, group 5") << KvFormat::bf16 << 10 << 2 << 64;
     QTest::newRow("f16, d128, group 7") << KvFormat::f16 << 7 << 1 << 128;
+    QTest::newRow("f16, d32, group 2") << KvFormat::f16 << 4 << 2 << 32;
+    QTest::newRow("bf16, d256, group 8") << KvFormat::bf16 << 8 << 1 << 256;
 }
 
 void TestCudaKernels::paged_attention_matches_the_cpu() {
@@ -643,7 +753,7 @@ void TestCudaKernels::paged_attention_matches_the_cpu() {
     // longest context, 701 entries), and the general path must refuse those.
     const bool vector = kernels::attention_takes_vector_path(pool.view, heads);
     QCOMPARE(vector, (format == KvFormat::f16 || format == KvFormat::bf16) &&
-                         (head_dim == 64 || head_dim == 128 || head_dim == 256));
+                         (head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256));
     std::vector<int> splits_tried{kernels::kAttentionSplit, kernels::kShortestAttentionSplit};
     if (vector) {
         splits_tried.push_back(512);
@@ -672,13 +782,33 @@ void TestCudaKernels::paged_attention_matches_the_cpu() {
         qDebug("splits of %d: relative error %.3g", split, error);
         QVERIFY2(error < 1e-4,
                  qPrintable(QString("splits of %1: relative error %2").arg(split).arg(error)));
+        // The fp16 output the backend feeds the output projection: the same
+        // merge, rounded (every element written: the buffer starts poisoned).
+        DeviceArray<__half> halves(q.size());
+        kernels::launch_paged_attention_half(pool.view, d_batch.view, d_q.get(), heads,
+                                             1.0f / std::sqrt(static_cast<float>(head_dim)),
+                                             context, workspace, halves.get(), nullptr);
+        const std::vector<float> floats = out.download(q.size());
+        const std::vector<__half> got = halves.download(q.size());
+        for (std::size_t i = 0; i < q.size(); ++i) {
+            QCOMPARE(static_cast<__half_raw>(got[i]).x, fp32_to_fp16(floats[i]));
+        }
     }
 }
 
+void TestCudaKernels::attention_capture_matches_the_cpu_data() {
+    QTest::addColumn<KvFormat>("format");
+    QTest::newRow("q8_0 (general path)") << KvFormat::q8_0;
+    // The capture reads the merged maximum and sum the vector path's splits
+    // leave (log2 units inside the kernel, natural ones out).
+    QTest::newRow("f16 (vector path)") << KvFormat::f16;
+}
+
 void TestCudaKernels::attention_capture_matches_the_cpu() {
+    QFETCH(KvFormat, format);
     const TestGeometry g{9, 3, 64, 16, 128};
     const TestBatches batches = make_batches(kMixedBatch, g, 13, /*capture_from=*/10);
-    cpu::KvStore store({1, 3, 64, 16, 128}, {KvFormat::q8_0, KvFormat::q8_0});
+    cpu::KvStore store({1, 3, 64, 16, 128}, {format, format});
     for (const runner::ForwardBatch* b : {&batches.history, &batches.step}) {
         const auto n = static_cast<std::size_t>(b->token_count()) * 3 * 64;
         const std::vector<float> k = random_floats(n, 14 + static_cast<unsigned>(n), 2.0f);

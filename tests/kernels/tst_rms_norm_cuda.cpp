@@ -1,9 +1,12 @@
 // The CUDA RMSNorm against a CPU reference in double precision, on random rows
 // of several shapes. Skips where no GPU is present.
 #include "engine/gpu_devices.h"
+#include "engine/util/half.h"
 #include "kernels/rms_norm.cuh"
 
 #include <cmath>
+#include <cstdint>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <random>
 #include <vector>
@@ -65,6 +68,18 @@ void TestRmsNormCuda::matches_cpu_reference() {
     std::vector<float> out(x.size());
     QCOMPARE(cudaMemcpy(out.data(), d_out, out.size() * sizeof(float), cudaMemcpyDeviceToHost),
              cudaSuccess);
+    // The fp16 form the CUDA backend feeds its linear layers: the same norm,
+    // rounded to fp16 (the output poisoned first, as above).
+    QCOMPARE(cudaMemset(d_out, 0xff, x.size() * sizeof(float)), cudaSuccess);
+    kvscope::kernels::launch_rms_norm_half(d_x, d_w, reinterpret_cast<__half*>(d_out), rows, dim,
+                                           eps, nullptr);
+    std::vector<std::uint16_t> halves(x.size());
+    QCOMPARE(cudaMemcpy(halves.data(), d_out, halves.size() * sizeof(std::uint16_t),
+                        cudaMemcpyDeviceToHost),
+             cudaSuccess);
+    for (std::size_t i = 0; i < halves.size(); ++i) {
+        QCOMPARE(halves[i], kvscope::fp32_to_fp16(out[i])); // the float result, rounded once
+    }
     cudaFree(d_x);
     cudaFree(d_w);
     cudaFree(d_out);

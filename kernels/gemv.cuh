@@ -1,0 +1,27 @@
+// The linear layers of a step with few tokens (a decode of a small batch):
+// y (tokens, rows) = x (tokens, cols) · w^T, fp16 weights and inputs, fp32
+// sums and output, a warp per output row reading its weights once in 16-byte
+// loads. cuBLAS's matrix-product kernels take 3 to 4 us for SmolLM2's layers
+// at batch 1 whatever the size (H100, 2026-11-26); this reads the same bytes
+// in about half that. The CUDA backend's linear() picks it where it fits.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+namespace kvscope::kernels {
+
+// The most tokens the kernel takes in one pass.
+inline constexpr int kGemvMaxTokens = 8;
+
+// Whether launch_gemv takes this shape: 1 to kGemvMaxTokens tokens, cols a
+// multiple of 8, and w and x 16-byte aligned.
+bool gemv_fits(const __half* w, const __half* x, int tokens, int cols);
+
+// w: (rows, cols) row-major; x: (tokens, cols); y: (tokens, rows), set, or
+// added to where `accumulate`. Throws std::invalid_argument where gemv_fits
+// does not hold.
+void launch_gemv(const __half* w, int rows, int cols, const __half* x, int tokens, float* y,
+                 bool accumulate, cudaStream_t stream);
+
+} // namespace kvscope::kernels

@@ -1,0 +1,27 @@
+// fp32 activations to fp16, the input type of the cuBLAS linear layers:
+// saturated at fp16's largest finite value, so an activation past its range
+// stays a large number instead of becoming an infinity that poisons every
+// later layer; NaN stays NaN. Device-only, shared by the kernels that write
+// the linear layers' inputs (to_half, rms_norm, silu_mul, the attention merge).
+#pragma once
+
+#include <cuda_fp16.h>
+
+namespace kvscope::kernels {
+
+inline constexpr float kHalfMax = 65504.0f;
+
+__device__ inline __half to_half_saturated(float x) {
+    const float clamped = fminf(fmaxf(x, -kHalfMax), kHalfMax);
+    return __float2half_rn(isnan(x) ? x : clamped);
+}
+
+// Stores `value` as the output type: as it is into fp32, saturated into fp16.
+__device__ inline void store_activation(float* out, float value) {
+    *out = value;
+}
+__device__ inline void store_activation(__half* out, float value) {
+    *out = to_half_saturated(value);
+}
+
+} // namespace kvscope::kernels
