@@ -1,3 +1,4 @@
+#include "engine/math/kv_codec_math.h"
 #include "engine/math/paged_slots.h"
 #include "kernels/attention_scores.cuh"
 #include "kernels/cuda_check.cuh"
@@ -46,6 +47,124 @@ __device__ inline void widen8(const uint4& raw, float (&out)[8]) {
     }
 }
 
+// Where a lane's rows of a tile come from. A lane reads 8 values (chunk) of
+// kRowLoads rows of K and of V per tile; a policy fetches the tile's rows,
+// every load issued before any is used, then hands out each row's 8 values
+// as floats. Rows past the split must come out as zeros (never NaN), since
+// they are weighed by 0.
+//
+// 16-bit rows: one 16-byte load per row and lane, straight into registers.
+template <typename Elem, int D>
+struct DirectRows {
+    static constexpr int kSharedWords = 1; // per warp: none needed
+    uint4 k_raw[kRowLoads];
+    uint4 v_raw[kRowLoads];
+
+    __device__ void fetch(const PagedKvView& cache, const SplitBlock& b, int tile, int load_row,
+                          int chunk, int load_rows, int lane, std::uint32_t* /*stage*/,
+                          bool (&valid)[kRowLoads]) {
+        (void)lane;
+#pragma unroll
+        for (int r = 0; r < kRowLoads; ++r) {
+            const int j = tile + r * load_rows + load_row;
+            valid[r] = j < b.n;
+            k_raw[r] = make_uint4(0, 0, 0, 0);
+            v_raw[r] = make_uint4(0, 0, 0, 0);
+            if (valid[r]) {
+                const int entry = b.begin + j;
+                const std::int32_t block = math::block_of_entry(b.table, entry, cache.block_size);
+                const std::int64_t offset = entry % cache.block_size;
+                const std::int64_t k_at = math::head_block_offset(block, b.kv_head, cache.kv_heads,
+                                                                  cache.keys.head_block_bytes) +
+                                          offset * cache.keys.row_bytes + chunk * 16;
+                const std::int64_t v_at = math::head_block_offset(block, b.kv_head, cache.kv_heads,
+                                                                  cache.values.head_block_bytes) +
+                                          offset * cache.values.row_bytes + chunk * 16;
+                k_raw[r] = __ldg(reinterpret_cast<const uint4*>(cache.keys.data + k_at));
+                v_raw[r] = __ldg(reinterpret_cast<const uint4*>(cache.values.data + v_at));
+            }
+        }
+    }
+    __device__ void key(int r, float (&out)[8]) const {
+        widen8<Elem>(k_raw[r], out);
+    }
+    __device__ void value(int r, float (&out)[8]) const {
+        widen8<Elem>(v_raw[r], out);
+    }
+};
+
+// Rows of a quantised per-token format (q8_0, q4_0, fp8 e4m3: K and V alike),
+// whose rows are not 16-byte aligned (a q8_0 row of 64 is 68 bytes): the warp
+// copies its tile's K and V rows into shared memory in 4-byte words, every
+// lane on consecutive words (coalesced), then each lane decodes its values
+// with the CPU's decoder (math::decode_row_element, the format a template
+// argument, so no run-time switch is left).
+template <kv::KvFormat Format, int D>
+struct StagedRows {
+    static constexpr int kRowBytes = static_cast<int>(math::row_bytes(Format, D, false));
+    static constexpr int kRowWords = kRowBytes / 4;
+    static constexpr int kTileRows = (32 / (D / 8)) * kRowLoads;
+    static constexpr int kSharedWords = 2 * kTileRows * kRowWords; // K rows, then V rows
+    static_assert(kRowBytes % 4 == 0, "rows must be whole 4-byte words");
+    const std::uint32_t* stage = nullptr;
+    int load_row = 0;
+    int chunk = 0;
+    int load_rows = 0;
+
+    __device__ void fetch(const PagedKvView& cache, const SplitBlock& b, int tile, int load_row_,
+                          int chunk_, int load_rows_, int lane, std::uint32_t* warp_stage,
+                          bool (&valid)[kRowLoads]) {
+        load_row = load_row_;
+        chunk = chunk_;
+        load_rows = load_rows_;
+        __syncwarp(); // the last tile's rows are read by every lane before they are replaced
+        for (int w = lane; w < kTileRows * kRowWords; w += 32) {
+            const int row = w / kRowWords;
+            const int word = w % kRowWords;
+            const int j = tile + row;
+            std::uint32_t k_word = 0;
+            std::uint32_t v_word = 0;
+            if (j < b.n) {
+                const int entry = b.begin + j;
+                const std::int32_t block = math::block_of_entry(b.table, entry, cache.block_size);
+                const std::int64_t offset = entry % cache.block_size;
+                const std::int64_t k_at = math::head_block_offset(block, b.kv_head, cache.kv_heads,
+                                                                  cache.keys.head_block_bytes) +
+                                          offset * kRowBytes + word * 4;
+                const std::int64_t v_at = math::head_block_offset(block, b.kv_head, cache.kv_heads,
+                                                                  cache.values.head_block_bytes) +
+                                          offset * kRowBytes + word * 4;
+                k_word = __ldg(reinterpret_cast<const std::uint32_t*>(cache.keys.data + k_at));
+                v_word = __ldg(reinterpret_cast<const std::uint32_t*>(cache.values.data + v_at));
+            }
+            warp_stage[w] = k_word;
+            warp_stage[kTileRows * kRowWords + w] = v_word;
+        }
+        __syncwarp();
+        stage = warp_stage;
+#pragma unroll
+        for (int r = 0; r < kRowLoads; ++r) {
+            valid[r] = tile + r * load_rows + load_row < b.n;
+        }
+    }
+    __device__ void decode(int plane, int r, float (&out)[8]) const {
+        // A row past the split was staged as zeros, which every one of these
+        // formats decodes to 0.
+        const auto* row = reinterpret_cast<const std::uint8_t*>(
+            stage + (plane * kTileRows + r * load_rows + load_row) * kRowWords);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            out[i] = math::decode_row_element(Format, row, D, chunk * 8 + i);
+        }
+    }
+    __device__ void key(int r, float (&out)[8]) const {
+        decode(0, r, out);
+    }
+    __device__ void value(int r, float (&out)[8]) const {
+        decode(1, r, out);
+    }
+};
+
 // Grid (tokens, kv_heads, splits), as the general split kernel's; writes the
 // same partial output, maximum and sum per query head of the group.
 //
@@ -55,7 +174,7 @@ __device__ inline void widen8(const uint4& raw, float (&out)[8]) {
 // (all lanes of a row hold the same scores after the row's reduction), so no
 // exchange happens inside the loop; the states of a warp's row positions, then
 // of the block's warps, are merged once at the end.
-template <typename Elem, int D, int G>
+template <typename Rows, int D, int G>
 __global__ void __launch_bounds__(kThreads)
     vector_attention_split_kernel(PagedKvView cache, DeviceBatchView batch,
                                   const float* __restrict__ q, int heads, float scale,
@@ -67,6 +186,7 @@ __global__ void __launch_bounds__(kThreads)
     __shared__ float warp_out[kBlockWarps][G][D];
     __shared__ float warp_max[kBlockWarps][G];
     __shared__ float warp_sum[kBlockWarps][G];
+    __shared__ std::uint32_t stage[kBlockWarps][Rows::kSharedWords];
 
     const SplitBlock b = split_block(cache, batch, heads, workspace.split);
     if (b.n == 0) {
@@ -118,39 +238,17 @@ __global__ void __launch_bounds__(kThreads)
         }
     }
 
-    const std::uint8_t* __restrict__ keys = cache.keys.data;
-    const std::uint8_t* __restrict__ values = cache.values.data;
+    Rows rows;
     for (int tile = warp * kTileRows; tile < b.n; tile += kBlockWarps * kTileRows) {
         // Every load of the tile first, then the arithmetic.
-        uint4 k_raw[kRowLoads];
-        uint4 v_raw[kRowLoads];
         bool valid[kRowLoads];
-#pragma unroll
-        for (int r = 0; r < kRowLoads; ++r) {
-            const int j = tile + r * kLoadRows + load_row;
-            valid[r] = j < b.n;
-            k_raw[r] = make_uint4(0, 0, 0, 0);
-            v_raw[r] = make_uint4(0, 0, 0, 0);
-            if (valid[r]) {
-                const int entry = b.begin + j;
-                const std::int32_t block = math::block_of_entry(b.table, entry, cache.block_size);
-                const std::int64_t offset = entry % cache.block_size;
-                const std::int64_t k_at = math::head_block_offset(block, b.kv_head, cache.kv_heads,
-                                                                  cache.keys.head_block_bytes) +
-                                          offset * cache.keys.row_bytes + chunk * 16;
-                const std::int64_t v_at = math::head_block_offset(block, b.kv_head, cache.kv_heads,
-                                                                  cache.values.head_block_bytes) +
-                                          offset * cache.values.row_bytes + chunk * 16;
-                k_raw[r] = __ldg(reinterpret_cast<const uint4*>(keys + k_at));
-                v_raw[r] = __ldg(reinterpret_cast<const uint4*>(values + v_at));
-            }
-        }
+        rows.fetch(cache, b, tile, load_row, chunk, kLoadRows, lane, stage[warp], valid);
         // Scores of the tile's rows, summed over each row's lanes.
         float p[kRowLoads][G];
 #pragma unroll
         for (int r = 0; r < kRowLoads; ++r) {
             float k_values[8];
-            widen8<Elem>(k_raw[r], k_values);
+            rows.key(r, k_values);
 #pragma unroll
             for (int g = 0; g < G; ++g) {
                 float dot = 0.0f;
@@ -192,7 +290,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int r = 0; r < kRowLoads; ++r) {
             float v_values[8];
-            widen8<Elem>(v_raw[r], v_values);
+            rows.value(r, v_values);
 #pragma unroll
             for (int g = 0; g < G; ++g) {
 #pragma unroll
@@ -268,43 +366,36 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-// Calls visit(kernel) with the kernel for the cache's element type, head_dim
-// and group bucket: the one place run-time shapes become template arguments.
-//
-// The group is rounded up to a compiled bucket (1, 2, 3, 4, 8): heads past
-// the group compute on zero queries and are never written. Registers grow
-// with the bucket (about 40 a query head), and with them fewer blocks fit a
-// multiprocessor, so common groups get their own (3: SmolLM2's 9 query heads
-// over 3 KV heads).
-template <typename Elem, int D, typename Visit>
+template <typename Rows, int D, typename Visit>
 void dispatch_group(int group, Visit&& visit) {
     if (group <= 1) {
-        visit(vector_attention_split_kernel<Elem, D, 1>);
+        visit(vector_attention_split_kernel<Rows, D, 1>);
     } else if (group <= 2) {
-        visit(vector_attention_split_kernel<Elem, D, 2>);
+        visit(vector_attention_split_kernel<Rows, D, 2>);
     } else if (group <= 3) {
-        visit(vector_attention_split_kernel<Elem, D, 3>);
+        visit(vector_attention_split_kernel<Rows, D, 3>);
     } else if (group <= 4) {
-        visit(vector_attention_split_kernel<Elem, D, 4>);
+        visit(vector_attention_split_kernel<Rows, D, 4>);
     } else {
-        visit(vector_attention_split_kernel<Elem, D, 8>);
+        visit(vector_attention_split_kernel<Rows, D, 8>);
     }
 }
 
+// 16-bit caches: head_dim 32, 64, 128 or 256.
 template <typename Elem, typename Visit>
-void dispatch_head_dim(int head_dim, int group, Visit&& visit) {
+void dispatch_direct(int head_dim, int group, Visit&& visit) {
     switch (head_dim) {
     case 32:
-        dispatch_group<Elem, 32>(group, visit);
+        dispatch_group<DirectRows<Elem, 32>, 32>(group, visit);
         return;
     case 64:
-        dispatch_group<Elem, 64>(group, visit);
+        dispatch_group<DirectRows<Elem, 64>, 64>(group, visit);
         return;
     case 128:
-        dispatch_group<Elem, 128>(group, visit);
+        dispatch_group<DirectRows<Elem, 128>, 128>(group, visit);
         return;
     case 256:
-        dispatch_group<Elem, 256>(group, visit);
+        dispatch_group<DirectRows<Elem, 256>, 256>(group, visit);
         return;
     default:
         throw std::invalid_argument("vector attention: no kernel for head_dim " +
@@ -312,13 +403,43 @@ void dispatch_head_dim(int head_dim, int group, Visit&& visit) {
     }
 }
 
+// Quantised per-token caches: head_dim 64 or 128 (the kernels compiled).
+template <kv::KvFormat Format, typename Visit>
+void dispatch_staged(int head_dim, int group, Visit&& visit) {
+    if (head_dim == 64) {
+        dispatch_group<StagedRows<Format, 64>, 64>(group, visit);
+    } else if (head_dim == 128) {
+        dispatch_group<StagedRows<Format, 128>, 128>(group, visit);
+    } else {
+        throw std::invalid_argument("vector attention: no quantised kernel for head_dim " +
+                                    std::to_string(head_dim));
+    }
+}
+
+// Calls visit(kernel) with the kernel for the cache's format, head_dim and
+// group bucket: the one place run-time shapes become template arguments.
+//
+// The group is rounded up to a compiled bucket (1, 2, 3, 4, 8): heads past
+// the group compute on zero queries and are never written. Registers grow
+// with the bucket (about 40 a query head), and with them fewer blocks fit a
+// multiprocessor, so common groups get their own (3: SmolLM2's 9 query heads
+// over 3 KV heads).
 template <typename Visit>
 void dispatch(const PagedKvView& cache, int heads, Visit&& visit) {
     const int group = heads / cache.kv_heads;
-    if (cache.keys.format == kv::KvFormat::f16) {
-        dispatch_head_dim<__half>(cache.head_dim, group, visit);
-    } else {
-        dispatch_head_dim<__nv_bfloat16>(cache.head_dim, group, visit);
+    switch (cache.keys.format) {
+    case kv::KvFormat::f16:
+        return dispatch_direct<__half>(cache.head_dim, group, visit);
+    case kv::KvFormat::bf16:
+        return dispatch_direct<__nv_bfloat16>(cache.head_dim, group, visit);
+    case kv::KvFormat::q8_0:
+        return dispatch_staged<kv::KvFormat::q8_0>(cache.head_dim, group, visit);
+    case kv::KvFormat::q4_0:
+        return dispatch_staged<kv::KvFormat::q4_0>(cache.head_dim, group, visit);
+    case kv::KvFormat::fp8_e4m3:
+        return dispatch_staged<kv::KvFormat::fp8_e4m3>(cache.head_dim, group, visit);
+    default:
+        throw std::invalid_argument("vector attention: no kernel for this KV format");
     }
 }
 
@@ -332,20 +453,28 @@ bool aligned16(const void* pointer) {
 
 bool vector_attention_fits(const PagedKvView& cache, int heads) {
     const kv::KvFormat format = cache.keys.format;
-    if ((format != kv::KvFormat::f16 && format != kv::KvFormat::bf16) ||
-        cache.values.format != format) {
+    if (cache.values.format != format || cache.kv_heads <= 0 || heads % cache.kv_heads != 0 ||
+        heads / cache.kv_heads > 8) {
         return false;
     }
-    if (cache.head_dim != 32 && cache.head_dim != 64 && cache.head_dim != 128 &&
-        cache.head_dim != 256) {
-        return false;
+    const int d = cache.head_dim;
+    if (format == kv::KvFormat::f16 || format == kv::KvFormat::bf16) {
+        return (d == 32 || d == 64 || d == 128 || d == 256) && aligned16(cache.keys.data) &&
+               aligned16(cache.values.data) && cache.keys.row_bytes % 16 == 0 &&
+               cache.values.row_bytes % 16 == 0 && cache.keys.head_block_bytes % 16 == 0 &&
+               cache.values.head_block_bytes % 16 == 0;
     }
-    if (cache.kv_heads <= 0 || heads % cache.kv_heads != 0 || heads / cache.kv_heads > 8) {
-        return false;
+    if (format == kv::KvFormat::q8_0 || format == kv::KvFormat::q4_0 ||
+        format == kv::KvFormat::fp8_e4m3) {
+        const auto aligned4 = [](const void* pointer) {
+            return reinterpret_cast<std::uintptr_t>(pointer) % 4 == 0;
+        };
+        return (d == 64 || d == 128) && aligned4(cache.keys.data) && aligned4(cache.values.data) &&
+               cache.keys.row_bytes == math::row_bytes(format, d, false) &&
+               cache.values.row_bytes == cache.keys.row_bytes && cache.keys.row_bytes % 4 == 0 &&
+               cache.keys.head_block_bytes % 4 == 0 && cache.values.head_block_bytes % 4 == 0;
     }
-    return aligned16(cache.keys.data) && aligned16(cache.values.data) &&
-           cache.keys.row_bytes % 16 == 0 && cache.values.row_bytes % 16 == 0 &&
-           cache.keys.head_block_bytes % 16 == 0 && cache.values.head_block_bytes % 16 == 0;
+    return false;
 }
 
 int vector_attention_resident_blocks(const PagedKvView& cache, int heads) {

@@ -718,6 +718,10 @@ void TestCudaKernels::paged_attention_matches_the_cpu_data() {
     QTest::newRow("bf16, d64, group 5") << KvFormat::bf16 << 10 << 2 << 64;
     QTest::newRow("f16, d128, group 7") << KvFormat::f16 << 7 << 1 << 128;
     QTest::newRow("f16, d32, group 2") << KvFormat::f16 << 4 << 2 << 32;
+    // The quantised formats' staged rows at head_dim 128 (the d64 rows above).
+    QTest::newRow("q8_0, d128, group 4") << KvFormat::q8_0 << 16 << 4 << 128;
+    QTest::newRow("fp8_e4m3, d128, group 8") << KvFormat::fp8_e4m3 << 16 << 2 << 128;
+    QTest::newRow("q4_0, d128, group 1") << KvFormat::q4_0 << 2 << 2 << 128;
     QTest::newRow("bf16, d256, group 8") << KvFormat::bf16 << 8 << 1 << 256;
 }
 
@@ -752,8 +756,12 @@ void TestCudaKernels::paged_attention_matches_the_cpu() {
     // path also the longer splits it plans (at 2048 one split covers the
     // longest context, 701 entries), and the general path must refuse those.
     const bool vector = kernels::attention_takes_vector_path(pool.view, heads);
-    QCOMPARE(vector, (format == KvFormat::f16 || format == KvFormat::bf16) &&
-                         (head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256));
+    const bool sixteen_bit = format == KvFormat::f16 || format == KvFormat::bf16;
+    const bool staged =
+        format == KvFormat::q8_0 || format == KvFormat::q4_0 || format == KvFormat::fp8_e4m3;
+    QCOMPARE(vector, (sixteen_bit &&
+                      (head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256)) ||
+                         (staged && (head_dim == 64 || head_dim == 128)));
     std::vector<int> splits_tried{kernels::kAttentionSplit, kernels::kShortestAttentionSplit};
     if (vector) {
         splits_tried.push_back(512);
@@ -798,10 +806,11 @@ void TestCudaKernels::paged_attention_matches_the_cpu() {
 
 void TestCudaKernels::attention_capture_matches_the_cpu_data() {
     QTest::addColumn<KvFormat>("format");
-    QTest::newRow("q8_0 (general path)") << KvFormat::q8_0;
+    QTest::newRow("q4_1 (general path)") << KvFormat::q4_1;
     // The capture reads the merged maximum and sum the vector path's splits
     // leave (log2 units inside the kernel, natural ones out).
     QTest::newRow("f16 (vector path)") << KvFormat::f16;
+    QTest::newRow("q8_0 (vector path, staged rows)") << KvFormat::q8_0;
 }
 
 void TestCudaKernels::attention_capture_matches_the_cpu() {
