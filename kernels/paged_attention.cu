@@ -291,7 +291,8 @@ void launch_attention(const PagedKvView& cache, const DeviceBatchView& batch, co
         if (workspace.split > kAttentionSplit) {
             throw std::invalid_argument(
                 "paged attention: splits of " + std::to_string(workspace.split) +
-                " entries need the vector path (f16 or bf16 K and V); at most " +
+                " entries need the vector path (K and V both f16, bf16, q8_0, q4_0 or fp8, "
+                "see vector_attention_fits); at most " +
                 std::to_string(kAttentionSplit) + " otherwise");
         }
         const std::size_t shared_bytes =

@@ -63,7 +63,9 @@ struct AttentionSplitLimits {
 };
 AttentionSplitLimits attention_split_limits(const PagedKvView& cache, int heads, bool capture);
 
-// q, out: (tokens, heads, head_dim), 16-byte aligned for the vector path.
+// q, out: (tokens, heads, head_dim); on the vector path q must be 16-byte
+// aligned (std::invalid_argument otherwise). head_dim: a multiple of 4 up to
+// 512, or anything up to 128 (the merge's limits).
 // max_context: the longest cache_positions + 1 of the batch (with
 // workspace.split, sets the number of splits; the workspace holds at least
 // that many). scale: 1 / sqrt(head_dim). Throws std::invalid_argument for a

@@ -71,7 +71,10 @@ __global__ void __launch_bounds__(kArgmaxThreads)
     float best = -FLT_MAX;
     int best_id = vocab;
     const auto consider = [&](float value, int id) {
-        if (value > best) { // ascending ids within a thread: the first of equals stays
+        // Ascending ids within a thread: the first of equals stays. The first
+        // value that is no NaN is taken whatever it is, so a row of -inf picks
+        // its first id, as the CPU sampler does.
+        if (value > best || (best_id == vocab && !isnan(value))) {
             best = value;
             best_id = id;
         }

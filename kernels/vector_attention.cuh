@@ -1,5 +1,6 @@
-// The fast path of the paged attention's split pass for 16-bit caches (f16 or
-// bf16 K and V): each lane loads 16 bytes (8 values) of a cache row at a time,
+// The fast path of the paged attention's split pass (16-bit caches, and q8_0,
+// q4_0 and fp8 ones; see vector_attention_fits): each lane reads 8 values of a
+// cache row at a time (16 bytes of an f16 row),
 // a warp covers several rows per load, and every lane keeps its rows' softmax
 // state online (running maximum, sum and weighted values), so K and V are read
 // once, in one pass, with no scores in shared memory. One kernel per (element
@@ -12,9 +13,11 @@
 
 namespace kvscope::kernels {
 
-// Whether the vector path can run this layer's cache for `heads` query heads:
-// K and V both f16 or both bf16, head_dim 32, 64, 128 or 256, at most 8 query
-// heads per KV head, and every row 16-byte aligned.
+// Whether the vector path can run this layer's cache for `heads` query heads,
+// at most 8 query heads per KV head: K and V both f16 or both bf16, head_dim
+// 32, 64, 128 or 256, rows 16-byte aligned (read straight into registers); or
+// K and V both q8_0, q4_0 or fp8 e4m3, head_dim 64 or 128, rows whole 4-byte
+// words (staged in shared memory, decoded by the CPU's decoder).
 bool vector_attention_fits(const PagedKvView& cache, int heads);
 
 // Blocks of the kernel this cache and group take that fit one multiprocessor

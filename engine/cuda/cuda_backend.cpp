@@ -533,10 +533,13 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     // bookkeeping and the previous buffers as they were.
     const std::size_t n = size_of(tokens);
     act_.x.reserve_discard(n * size_of(hidden));
-    act_.qkv.reserve_discard(n * size_of(q_width + 2 * kv_width));
     act_.q.reserve_discard(n * size_of(q_width));
-    act_.k.reserve_discard(n * size_of(kv_width));
-    act_.v.reserve_discard(n * size_of(kv_width));
+    if (!rope_angles_.empty()) { // the fused QKV rows (16-bit caches)
+        act_.qkv.reserve_discard(n * size_of(q_width + 2 * kv_width));
+    } else { // Q, K and V apart
+        act_.k.reserve_discard(n * size_of(kv_width));
+        act_.v.reserve_discard(n * size_of(kv_width));
+    }
     act_.gate_up.reserve_discard(n * size_of(2 * ffn));
     act_.x_half.reserve_discard(n * size_of(std::max({hidden, q_width, ffn})));
     act_.workspace.reserve_discard(

@@ -80,6 +80,10 @@ HalfMatrix CudaWeights::upload_stacked(const std::vector<const model::TensorView
     std::vector<std::uint16_t> halves(static_cast<std::size_t>(std::min(chunk_rows, rows) * cols));
     std::int64_t device_row = 0; // where the tensor's rows go in the stacked matrix
     for (const model::TensorView* tensor_pointer : tensors) {
+        const std::string part =
+            tensors.size() > 1 ? " (part " + std::to_string(&tensor_pointer - &tensors[0] + 1) +
+                                     " of " + std::to_string(tensors.size()) + ")"
+                               : "";
         const model::TensorView& tensor = *tensor_pointer;
         for (std::int64_t first = 0; first < tensor.rows; first += chunk_rows) {
             const std::int64_t count = std::min(chunk_rows, tensor.rows - first);
@@ -94,7 +98,7 @@ HalfMatrix CudaWeights::upload_stacked(const std::vector<const model::TensorView
                     // turned into infinity would poison every logit downstream.
                     if ((out[c] & 0x7fffu) == 0x7c00u && std::isfinite(value)) {
                         throw std::runtime_error(
-                            "weight " + name + " holds " + std::to_string(value) + " at (" +
+                            "weight " + name + part + " holds " + std::to_string(value) + " at (" +
                             std::to_string(first + r) + ", " + std::to_string(c) +
                             "), beyond fp16's range: the CUDA backend computes in fp16");
                     }

@@ -718,6 +718,8 @@ void TestCudaKernels::paged_attention_matches_the_cpu_data() {
     QTest::newRow("bf16, d64, group 5") << KvFormat::bf16 << 10 << 2 << 64;
     QTest::newRow("f16, d128, group 7") << KvFormat::f16 << 7 << 1 << 128;
     QTest::newRow("f16, d32, group 2") << KvFormat::f16 << 4 << 2 << 32;
+    // A head_dim that is no multiple of 4: the merge's one-value-a-thread form.
+    QTest::newRow("f32, d34, group 3") << KvFormat::f32 << 6 << 2 << 34;
     // The quantised formats' staged rows at head_dim 128 (the d64 rows above).
     QTest::newRow("q8_0, d128, group 4") << KvFormat::q8_0 << 16 << 4 << 128;
     QTest::newRow("fp8_e4m3, d128, group 8") << KvFormat::fp8_e4m3 << 16 << 2 << 128;
