@@ -1,17 +1,19 @@
 // File > Simulate trace…: the dialog replays the head of Mooncake's
 // conversation trace (tests/engine/data) at several capacities and both
-// cache policies on worker threads, its rows equal to replays made here
-// through engine/sim directly; a wrong form says why; Cancel ends the
+// cache policies on worker threads, its rows equal to what kvscope simulate
+// replays from the same form's values; a wrong form says why; Cancel ends the
 // replays early; "Show in views" records a configuration and the main window
 // opens the recording in its views.
 #include "app/ui/main_window.h"
 #include "app/ui/panels/simulate_dialog.h"
 #include "engine/model_path.h"
-#include "engine/sim/hash_id_trace.h"
 #include "profiler/run_store.h"
+#include "tests/support/run_process.h"
 
 #include <QChart>
 #include <QChartView>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -46,14 +48,23 @@ private slots:
         QCOMPARE(dialog.table()->item(3, 0)->text(), QString("LFU"));
         QCOMPARE(dialog.table()->item(3, 1)->text(), QString("2000"));
         QCOMPARE(dialog.chart()->chart()->series().size(), 2);
-        // The last row against a replay made here.
-        sim::HashIdTrace trace(kTrace.toStdString(), sim::kMooncakeFormat);
-        const sim::SimulationResult direct = sim::simulate(trace, dialog.configs()[3]);
-        QCOMPARE(dialog.results()[3].hit_tokens, direct.hit_tokens);
-        QCOMPARE(dialog.results()[3].ttft_s.p99, direct.ttft_s.p99);
-        QCOMPARE(dialog.table()->item(3, 4)->text(),
-                 QString::number(100 * direct.hit_ratio_tokens(), 'f', 2) + " %");
-        QVERIFY(direct.requests == 120 && direct.hit_tokens > 0);
+        // The last row against the same replay asked of kvscope simulate,
+        // whose defaults (the serving limits, the cost model) the dialog's
+        // must equal: the form's inputs alone decide the result.
+        const auto cli =
+            kvscope::test::run_process(QStringLiteral(KVSCOPE_CLI_PATH),
+                                       {"simulate", kTrace, "--capacity", "2000", "--cache-policy",
+                                        "lfu", "--max-requests", "120", "--json"});
+        QVERIFY2(cli.exit_code == 0, qPrintable(cli.err));
+        const QJsonObject direct = QJsonDocument::fromJson(cli.out.toUtf8()).object();
+        QCOMPARE(direct["requests"].toInt(), 120);
+        QVERIFY(direct["hit_tokens"].toDouble() > 0);
+        QCOMPARE(double(dialog.results()[3].hit_tokens), direct["hit_tokens"].toDouble());
+        QCOMPARE(dialog.results()[3].ttft_s.p99, direct["ttft_s"].toObject()["p99"].toDouble());
+        QCOMPARE(
+            dialog.table()->item(3, 4)->text(),
+            QString::number(100 * direct["hit_ratio"].toObject()["tokens"].toDouble(), 'f', 2) +
+                " %");
     }
 
     // A kvscope trace with text prompts: read through the model's tokenizer,

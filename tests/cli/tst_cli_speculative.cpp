@@ -1,13 +1,14 @@
 // Speculative decoding from the command line, on the tiny model (whose
 // random weights repeat themselves, so prompt lookup drafts well): kvscope
 // run reports drafted and kept tokens with rates that follow from them and
-// generates what plain decoding does; a recording of the same run gives the
+// generates what plain decoding does, token for token; a recording of the same run gives the
 // same figures from its draft_verified events (kvscope stats); a model
 // drafting for itself keeps every greedy draft; bad methods, a self-draft
 // deeper than the model, a draft model with another tokenizer and
 // speculation with eviction are refused with a reason.
 #include "engine/model_path.h"
 #include "tests/support/run_process.h"
+#include "tests/support/sqlite_query.h"
 #include "tests/support/tiny_model.h"
 
 #include <QJsonDocument>
@@ -52,6 +53,29 @@ private slots:
         QCOMPARE(sped["acceptance_rate"].toDouble(), accepted / drafted);
         QCOMPARE(sped["tokens_per_verify"].toDouble(), (accepted + verifies) / verifies);
         QCOMPARE(sped["generated_tokens"].toInt(), plain["generated_tokens"].toInt());
+        // The same tokens, request by request: each run's sampled ids from
+        // its recording. Seen failing with a verifier that kept one token
+        // past the first mismatch.
+        QTemporaryDir dir;
+        const auto sampled = [&](const QString& name, const QStringList& options) {
+            const QString file = dir.filePath(name);
+            const auto record =
+                run_process(kCli, QStringList{"record", "--out", file} + workload() + options);
+            if (record.exit_code != 0) {
+                qWarning("%s", qPrintable(record.err));
+            }
+            return kvscope::test::query_text(
+                       file.toStdString(),
+                       "SELECT group_concat(request || ':' || token, ' ') FROM ("
+                       "SELECT e.request AS request, e.a AS token FROM KVSCOPE_EVENTS AS e "
+                       "JOIN ENUM_KVSCOPE_EVENT_KIND AS k ON k.id = e.kind "
+                       "WHERE k.name = 'token_sampled' ORDER BY e.request, e.b)")
+                .value_or("");
+        };
+        const std::string plain_tokens = sampled("plain.sqlite", {});
+        const std::string sped_tokens = sampled("sped.sqlite", {"--speculative", "ngram:4"});
+        QVERIFY(!plain_tokens.empty());
+        QCOMPARE(sped_tokens, plain_tokens);
         // Kept drafts are tokens gained without a step of their own.
         QVERIFY(sped["steps"].toInt() < plain["steps"].toInt());
         const auto text =

@@ -1,7 +1,6 @@
-// KV-cache storage formats: names, exact sizes, the codecs' rounding (the
-// GGUF-compatible ones checked against the independent GGUF dequantiser, the
-// others against their error bounds) and the CPU store, KIVI's open blocks
-// included.
+// KV-cache storage formats: names, exact sizes, the codecs against reference
+// libraries (gguf-py, numpy, ml_dtypes), their rounding against error bounds and the CPU store,
+// KIVI's open blocks included.
 #include "engine/cpu/kv_codec.h"
 #include "engine/cpu/kv_store.h"
 #include "engine/gguf/dequantize.h"
@@ -14,6 +13,10 @@
 #include <cstring>
 #include <random>
 
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QTest>
 
 using namespace kvscope;
@@ -44,6 +47,35 @@ std::vector<float> round_trip(KvFormat format, const std::vector<float>& row) {
     return out;
 }
 
+// tests/engine/data/golden_kv_formats.json (scripts/reference/
+// make_kv_format_golden.py): rows encoded and decoded by gguf-py, numpy and
+// ml_dtypes.
+QJsonObject reference_codecs() {
+    QFile file(QStringLiteral(KVSCOPE_SOURCE_DIR "/tests/engine/data/golden_kv_formats.json"));
+    if (!file.open(QIODevice::ReadOnly)) {
+        return {};
+    }
+    return QJsonDocument::fromJson(file.readAll()).object();
+}
+
+std::vector<float> hex_floats(const QJsonArray& words) {
+    std::vector<float> out;
+    for (const QJsonValue word : words) {
+        const auto bits = static_cast<std::uint32_t>(word.toString().toULong(nullptr, 16));
+        float value = 0.0f;
+        std::memcpy(&value, &bits, sizeof value);
+        out.push_back(value);
+    }
+    return out;
+}
+
+// Scale bytes at the head of each group (q8_0, q4_0: 2; q4_1: 4).
+int group_header_bytes(KvFormat format) {
+    return format == KvFormat::q4_1                               ? 4
+           : format == KvFormat::q8_0 || format == KvFormat::q4_0 ? 2
+                                                                  : 0;
+}
+
 } // namespace
 
 class TestKvFormats : public QObject {
@@ -55,6 +87,8 @@ private slots:
     void head_dim_problems();
     void e4m3_known_values();
     void e4m3_every_code_round_trips();
+    void codecs_match_reference_libraries_data();
+    void codecs_match_reference_libraries();
     void gguf_layouts_match_the_gguf_dequantiser_data();
     void gguf_layouts_match_the_gguf_dequantiser();
     void rounding_within_bounds_data();
@@ -139,6 +173,82 @@ void TestKvFormats::e4m3_every_code_round_trips() {
         }
         const float value = cpu::e4m3_to_fp32(static_cast<std::uint8_t>(code));
         QCOMPARE(int(cpu::fp32_to_e4m3(value)), code);
+    }
+}
+
+// Against codecs nobody here wrote: kvscope's decoder reads the reference's
+// bytes as the reference reads them, bit for bit. f16, bf16 and fp8 encode to
+// the reference's bytes exactly. The GGUF block formats store the same scale
+// (and minimum) bytes as ggml; their codes are rounded against the scale as
+// stored, where ggml rounds against the unrounded one, so a code may differ
+// by one, and then only to a value nearer the input: no value of ours is
+// further from its input than ggml's.
+void TestKvFormats::codecs_match_reference_libraries_data() {
+    QTest::addColumn<KvFormat>("format");
+    for (const KvFormat format : {KvFormat::f16, KvFormat::bf16, KvFormat::fp8_e4m3, KvFormat::q8_0,
+                                  KvFormat::q4_0, KvFormat::q4_1}) {
+        QTest::newRow(kv::kv_format_name(format).data()) << format;
+    }
+}
+
+void TestKvFormats::codecs_match_reference_libraries() {
+    QFETCH(KvFormat, format);
+    const QJsonObject golden = reference_codecs();
+    QVERIFY2(!golden.isEmpty(), "tests/engine/data/golden_kv_formats.json is missing or broken");
+    const int d = golden["head_dim"].toInt();
+    const QJsonObject reference =
+        golden["formats"]
+            .toObject()[QString::fromUtf8(kv::kv_format_name(format).data())]
+            .toObject();
+    const QJsonArray rows = golden["rows"].toArray();
+    QVERIFY(rows.size() >= 10);
+    QCOMPARE(reference["bytes"].toArray().size(), rows.size());
+    const auto row_bytes = static_cast<std::size_t>(kv::kv_row_bytes(format, d, false));
+    const int header = group_header_bytes(format);
+    for (int r = 0; r < rows.size(); ++r) {
+        const std::vector<float> input = hex_floats(rows[r].toArray());
+        const QByteArray theirs =
+            QByteArray::fromHex(reference["bytes"].toArray()[r].toString().toLatin1());
+        const std::vector<float> their_values =
+            hex_floats(reference["decoded"].toArray()[r].toArray());
+        QCOMPARE(static_cast<std::size_t>(theirs.size()), row_bytes);
+        QCOMPARE(input.size(), static_cast<std::size_t>(d));
+
+        // Their bytes through our decoder.
+        std::vector<float> decoded(static_cast<std::size_t>(d));
+        cpu::decode_kv_rows(format, reinterpret_cast<const std::byte*>(theirs.data()), 1, d,
+                            decoded.data());
+        QVERIFY2(std::memcmp(decoded.data(), their_values.data(), decoded.size() * 4) == 0,
+                 qPrintable(QString("row %1: decoding the reference's bytes differs").arg(r)));
+
+        // Our bytes against theirs.
+        std::vector<std::byte> ours(row_bytes);
+        cpu::encode_kv_row(format, input.data(), d, ours.data());
+        if (header == 0) {
+            QVERIFY2(std::memcmp(ours.data(), theirs.data(), row_bytes) == 0,
+                     qPrintable(QString("row %1: other bytes than the reference's").arg(r)));
+            continue;
+        }
+        const int group_bytes = static_cast<int>(row_bytes) / (d / 32);
+        for (int g = 0; g < d / 32; ++g) {
+            QVERIFY2(
+                std::memcmp(ours.data() + g * group_bytes, theirs.data() + g * group_bytes,
+                            static_cast<std::size_t>(header)) == 0,
+                qPrintable(QString("row %1 group %2: another scale than ggml's").arg(r).arg(g)));
+        }
+        std::vector<float> our_values(static_cast<std::size_t>(d));
+        cpu::decode_kv_rows(format, ours.data(), 1, d, our_values.data());
+        for (int i = 0; i < d; ++i) {
+            const float our_error = std::fabs(our_values[i] - input[i]);
+            const float their_error = std::fabs(their_values[i] - input[i]);
+            QVERIFY2(our_error <= their_error,
+                     qPrintable(QString("row %1 value %2 (%3): ours %4, ggml's %5")
+                                    .arg(r)
+                                    .arg(i)
+                                    .arg(double(input[i]))
+                                    .arg(double(our_values[i]))
+                                    .arg(double(their_values[i]))));
+        }
     }
 }
 
@@ -371,7 +481,9 @@ void TestKvFormats::kivi_open_block_is_exact_until_full() {
 // The CUDA kernels decode one value at a time (math::decode_row_element) and
 // encode a row per thread (math::encode_row); the CPU codec decodes whole
 // groups and may use F16C. Both must give the same bytes and the same floats,
-// bit for bit, or the GPU would not run what these tests check.
+// bit for bit, or the GPU would not run what these tests check. (The CPU
+// encodes with math::encode_row too, f16 apart, so the bytes can differ only
+// there; codecs_match_reference_libraries checks the encoders themselves.)
 void TestKvFormats::device_decoders_match_the_cpu_codec_data() {
     QTest::addColumn<KvFormat>("format");
     QTest::addColumn<int>("head_dim");
