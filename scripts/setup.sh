@@ -14,7 +14,7 @@ set -euo pipefail
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 packages=(
-    build-essential cmake ninja-build pkg-config git ccache
+    build-essential cmake ninja-build pkg-config git ccache mold
     clang libclang-rt-14-dev
     qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev
     libxkbcommon-dev libvulkan-dev
