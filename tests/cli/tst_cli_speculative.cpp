@@ -54,8 +54,8 @@ private slots:
         QCOMPARE(sped["tokens_per_verify"].toDouble(), (accepted + verifies) / verifies);
         QCOMPARE(sped["generated_tokens"].toInt(), plain["generated_tokens"].toInt());
         // The same tokens, request by request: each run's sampled ids from
-        // its recording. Seen failing with a verifier that kept one token
-        // past the first mismatch.
+        // its recording. Seen failing with a verifier that emitted the draft's
+        // token at a mismatch (the same counts, other tokens).
         QTemporaryDir dir;
         const auto sampled = [&](const QString& name, const QStringList& options) {
             const QString file = dir.filePath(name);
