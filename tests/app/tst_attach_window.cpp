@@ -141,7 +141,7 @@ private slots:
         settings.metrics_urls = {QString::fromStdString(metrics.url("/metrics"))};
         window.start_attach(settings);
         QVERIFY(window.attacher()->running());
-        QVERIFY(publisher.wait_for_subscriber([] { QCoreApplication::processEvents(); }, 5000ms));
+        QVERIFY(publisher.wait_for_subscriber([] { QCoreApplication::processEvents(); }, 20000ms));
 
         const tokenizer::Tokenizer tokenizer =
             tokenizer::Tokenizer::from_gguf(gguf::GgufFile::open(tiny_model_path()));
@@ -155,7 +155,7 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(window.store() != nullptr &&
                                      window.store()->attached().source(0) != nullptr &&
                                      window.store()->attached().source(0)->blocks.size() == 4,
-                                 5000);
+                                 20000);
         QTest::qWait(150); // a frame
         AttachedBlocksView* view = window.attached_blocks();
         QVERIFY(view->isVisible());
@@ -204,7 +204,7 @@ private slots:
         }
         // The metrics URL was polled into the store (vLLM's page: 25% KV
         // usage, 27,215 GPU blocks).
-        QTRY_VERIFY_WITH_TIMEOUT(!window.store()->attached().source(0)->metrics.empty(), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(!window.store()->attached().source(0)->metrics.empty(), 20000);
         const attach::MetricsSummary polled =
             attach::summarize_metrics(window.store()->attached().source(0)->metrics);
         QCOMPARE(polled.kv_usage, std::optional<double>(0.25));
@@ -213,10 +213,10 @@ private slots:
         const qint64 before_removal = window.store()->end_ns();
         QVERIFY(publisher.publish(1, kv_event_payload({PublishedRemoved{{4}}})));
         QTRY_COMPARE_WITH_TIMEOUT(window.store()->attached().source(0)->blocks.size(),
-                                  std::size_t{3}, 5000);
+                                  std::size_t{3}, 20000);
 
         window.attacher()->stop();
-        QTRY_VERIFY_WITH_TIMEOUT(!window.attacher()->running(), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(!window.attacher()->running(), 20000);
         QTRY_VERIFY(window.statusBar()->currentMessage().contains("recorded to"));
 
         // The recording replays the same blocks, and earlier moments too.
@@ -241,7 +241,7 @@ private slots:
         settings.endpoints = {"tcp://"};
         window.start_attach(settings);
         QTRY_VERIFY_WITH_TIMEOUT(window.findChild<QMessageBox*>("attachFailedMessage") != nullptr,
-                                 5000);
+                                 20000);
         QVERIFY(window.findChild<QMessageBox*>("attachFailedMessage")->text().contains("tcp://"));
         QVERIFY(!window.attacher()->running());
     }

@@ -63,7 +63,7 @@ private slots:
                                                                 recording, "--num-blocks", "100",
                                                                 "--tokenizer", tiny_model_path()});
         QVERIFY(attach.waitForStarted(10'000));
-        QVERIFY2(publisher.wait_for_subscriber({}, 5000ms), "kvscope attach never subscribed");
+        QVERIFY2(publisher.wait_for_subscriber({}, 20000ms), "kvscope attach never subscribed");
         QVERIFY(publisher.publish(
             0, kv_event_payload({PublishedStored{{0xA1, 0xA2}, std::nullopt, tokens, block_size},
                                  PublishedStored{{0xB1}, std::nullopt, {9, 9}, block_size}})));

@@ -6,6 +6,7 @@
 #include "profiler/recorder.h"
 #include "tests/support/sqlite_query.h"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 #include <QTemporaryDir>
 #include <QTest>
@@ -145,10 +147,12 @@ void TestRecorder::survives_sigkill() {
 
 // The loss bound the header promises: the writer commits every
 // kRecorderCommitInterval whatever the queue holds, so events stamped with
-// the host clock survive a kill up to about that long before it. The slack
-// covers a commit under way and a loaded machine (ctest -j2 beside other
-// work); a recorder that committed only when its queue filled, on close, or
-// every couple of seconds fails it.
+// the host clock survive a kill up to about that long before it. Judged on
+// the median of many looks at the file while the child records (how far its
+// newest committed event lags the clock), which a loaded machine's stalls
+// (ctest -j2, a sanitizer) move little; a recorder that committed only when
+// its queue filled, on close, or every couple of seconds lags by seconds.
+// Seen failing with the writer waiting ten intervals between commits.
 void TestRecorder::a_kill_loses_at_most_the_last_commits() {
     QTemporaryDir dir;
     const std::string path = dir.filePath("bound.sqlite").toStdString();
@@ -163,7 +167,16 @@ void TestRecorder::a_kill_loses_at_most_the_last_commits() {
             }
         }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    std::vector<double> lags_ms;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(3000);
+    while (std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(37));
+        const std::int64_t now = host_now_ns();
+        const std::int64_t newest = query_int(path, "SELECT max(t_ns) FROM KVSCOPE_EVENTS");
+        if (newest > 0) { // committed something yet
+            lags_ms.push_back(static_cast<double>(now - newest) / 1e6);
+        }
+    }
     const std::int64_t killed_at = host_now_ns();
     kill(child, SIGKILL);
     int status = 0;
@@ -171,14 +184,18 @@ void TestRecorder::a_kill_loses_at_most_the_last_commits() {
     QVERIFY(WIFSIGNALED(status));
     QCOMPARE(profiler::recording_problem(path), std::string());
     const std::int64_t last = query_int(path, "SELECT max(t_ns) FROM KVSCOPE_EVENTS");
-    const double lost_ms = static_cast<double>(killed_at - last) / 1e6;
+    QVERIFY2(last <= killed_at, "the file holds events stamped after the kill");
+    QVERIFY2(lags_ms.size() >= 20, qPrintable(QString("%1 looks").arg(lags_ms.size())));
+    std::sort(lags_ms.begin(), lags_ms.end());
+    const double median_ms = lags_ms[lags_ms.size() / 2];
     const double interval_ms =
         std::chrono::duration<double, std::milli>(profiler::kRecorderCommitInterval).count();
-    qInfo("the kill lost the last %.0f ms of events (commit interval %.0f ms)", lost_ms,
+    qInfo("committed events lag the clock by %.0f ms (median of %zu looks; worst %.0f ms); the "
+          "kill lost the last %.0f ms (commit interval %.0f ms)",
+          median_ms, lags_ms.size(), lags_ms.back(), static_cast<double>(killed_at - last) / 1e6,
           interval_ms);
-    QVERIFY2(lost_ms >= 0, "the file holds events stamped after the kill");
-    QVERIFY2(lost_ms <= 3 * interval_ms + 700,
-             qPrintable(QString("lost %1 ms of events").arg(lost_ms)));
+    QVERIFY2(median_ms <= 3 * interval_ms,
+             qPrintable(QString("committed events lag by %1 ms").arg(median_ms)));
 }
 
 void TestRecorder::bad_files_are_refused_data() {
