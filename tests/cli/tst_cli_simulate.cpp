@@ -1,15 +1,20 @@
 // `kvscope simulate` from the outside: the head of Mooncake's conversation
 // trace replayed as JSON (the hit ratio three ways, agreeing with each
 // other's definitions), a capacity given in blocks, tokens or bytes meaning
-// the same cache, cache policies compared, a cluster behind a router, and
+// the same cache, cache policies compared, a cluster behind a router, the
+// same decisions as kvscope run on the same requests, and
 // bad input (capacity, trace line, cost model) answered
 // with a reason and a non-zero exit, never a crash.
 #include "engine/model_path.h"
 #include "tests/support/run_process.h"
+#include "tests/support/sqlite_query.h"
 #include "tests/support/tiny_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <random>
+#include <vector>
 
 #include <QFile>
 #include <QJsonArray>
@@ -131,6 +136,97 @@ private slots:
         }
         QCOMPARE(ttft["verdict"].toString(), QString("REGRESSED"));
         QVERIFY2(hits["new"].toDouble() < hits["base"].toDouble(), qPrintable(compared.out));
+    }
+
+    // simulate and run drive the same KV manager and scheduler, so on the
+    // same requests, all arriving at once, at the same capacity and limits,
+    // they must take the same decisions: per request the prefix hits, the
+    // tokens computed and the preemptions, per step the tokens scheduled,
+    // and the same block events. Only time differs (the cost model's against
+    // the CPU's). A request the model ended early (end of text) asks
+    // simulate for exactly the tokens it generated. Seen failing with
+    // simulate's preemption victim forced to the largest request.
+    void agreesWithARunOfTheSameRequests() {
+        const QString trace = dir_.filePath("agree.jsonl");
+        const QString run_file = dir_.filePath("agree-run.sqlite");
+        const QString sim_file = dir_.filePath("agree-sim.sqlite");
+        std::mt19937 random(5);
+        const auto token = [&] {
+            return static_cast<int>(random() % 197) + 3;
+        };
+        std::vector<int> shared(48);
+        std::generate(shared.begin(), shared.end(), token);
+        std::vector<std::vector<int>> prompts;
+        for (int i = 0; i < 12; ++i) {
+            std::vector<int> ids(shared.begin(), shared.begin() + (i % 3 != 0 ? 48 : 20));
+            const int own = 5 + static_cast<int>(random() % 35);
+            for (int t = 0; t < own; ++t) {
+                ids.push_back(token());
+            }
+            prompts.push_back(ids);
+        }
+        const auto write_trace = [&](const std::vector<std::int64_t>& max_tokens) {
+            std::ofstream out(trace.toStdString());
+            for (std::size_t i = 0; i < prompts.size(); ++i) {
+                QJsonArray ids;
+                for (const int id : prompts[i]) {
+                    ids.append(id);
+                }
+                out << QJsonDocument(QJsonObject{{"arrival", 0},
+                                                 {"prompt_ids", ids},
+                                                 {"max_tokens", qint64(max_tokens[i])}})
+                           .toJson(QJsonDocument::Compact)
+                           .toStdString()
+                    << "\n";
+            }
+        };
+        write_trace(std::vector<std::int64_t>(prompts.size(), 24));
+        const QStringList limits = {"--max-num-seqs", "8", "--max-num-batched-tokens", "64"};
+        const auto run =
+            run_process(kCli, QStringList{"record", "--model", tiny_model_path(), "--workload",
+                                          trace, "--all-at-once", "--num-gpu-blocks-override", "24",
+                                          "--out", run_file} +
+                                  limits);
+        QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+        std::vector<std::int64_t> generated;
+        for (std::size_t i = 0; i < prompts.size(); ++i) {
+            const std::string sql =
+                "SELECT generated_tokens FROM KVSCOPE_REQUESTS WHERE request = " +
+                std::to_string(i);
+            generated.push_back(kvscope::test::query_int(run_file.toStdString(), sql.c_str()));
+            QVERIFY(generated.back() > 0);
+        }
+        write_trace(generated);
+        const auto sim =
+            run_process(kCli, QStringList{"simulate", trace, "--model", tiny_model_path(),
+                                          "--capacity", "24", "--record", sim_file} +
+                                  limits);
+        QVERIFY2(sim.exit_code == 0, qPrintable(sim.err));
+
+        const auto rows = [](const QString& file, const char* sql) {
+            return kvscope::test::query_text(file.toStdString(), sql).value_or("(no answer)");
+        };
+        const char* requests =
+            "SELECT group_concat(x, ' ') FROM (SELECT request || ':' || prompt_tokens || ',' || "
+            "cached_tokens || ',' || computed_tokens || ',' || generated_tokens || ',' || "
+            "preemptions || ',' || blocks_hit || ',' || blocks_missed AS x "
+            "FROM KVSCOPE_REQUESTS ORDER BY request)";
+        const char* steps =
+            "SELECT group_concat(x, ' ') FROM (SELECT step || ':' || scheduled_tokens || ',' || "
+            "sequences || ',' || prefill_tokens || ',' || decode_tokens AS x "
+            "FROM KVSCOPE_STEPS ORDER BY step)";
+        const char* blocks =
+            "SELECT group_concat(x, ' ') FROM (SELECT kind || ':' || count(*) AS x "
+            "FROM KVSCOPE_BLOCK_EVENTS GROUP BY kind ORDER BY kind)";
+        QCOMPARE(rows(sim_file, requests), rows(run_file, requests));
+        QCOMPARE(rows(sim_file, steps), rows(run_file, steps));
+        QCOMPARE(rows(sim_file, blocks), rows(run_file, blocks));
+        // The workload reaches both: prefix hits and preemptions.
+        const std::string run_path = run_file.toStdString();
+        QVERIFY(kvscope::test::query_int(run_path,
+                                         "SELECT sum(cached_tokens) FROM KVSCOPE_REQUESTS") > 0);
+        QVERIFY(kvscope::test::query_int(run_path,
+                                         "SELECT sum(preemptions) FROM KVSCOPE_REQUESTS") > 0);
     }
 
     // --sweep: ten capacities halving down from the one given, replayed on
