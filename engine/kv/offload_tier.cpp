@@ -1,5 +1,6 @@
 #include "engine/kv/offload_tier.h"
 
+#include <absl/hash/hash.h>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -84,6 +85,13 @@ void OffloadTier::write_slot(std::int64_t slot, std::span<const std::byte> bytes
     }
 }
 
+// Detects a file changed behind the tier's back, not an attack: a fast
+// hash of the bytes, kept in memory where the file cannot change it.
+std::size_t OffloadTier::checksum(std::span<const std::byte> bytes) {
+    return absl::Hash<std::string_view>{}(
+        std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+}
+
 void OffloadTier::read_slot(std::int64_t slot, std::span<std::byte> bytes) {
     const std::int64_t offset = slot * config_.block_bytes;
     if (fd_ < 0) {
@@ -98,8 +106,10 @@ void OffloadTier::read_slot(std::int64_t slot, std::span<std::byte> bytes) {
             continue;
         }
         if (n <= 0) {
-            throw std::system_error(n < 0 ? errno : EIO, std::generic_category(),
-                                    "cannot read a KV block from " + config_.file.string());
+            throw std::system_error(
+                n < 0 ? errno : EIO, std::generic_category(),
+                "cannot read a KV block from " + config_.file.string() +
+                    (n == 0 ? " (the file is shorter than what was written)" : ""));
         }
         done += static_cast<std::size_t>(n);
     }
@@ -133,7 +143,7 @@ std::optional<BlockHash> OffloadTier::put(BlockHash hash, std::span<const std::b
         throw WriteFailed(e, evicted);
     }
     stats_.write_seconds += seconds_since(start);
-    lru_.push_front({hash, slot});
+    lru_.push_front({hash, slot, fd_ >= 0 ? checksum(bytes) : 0});
     slot_of_[hash] = lru_.begin();
     ++stats_.writes;
     stats_.bytes_written += config_.block_bytes;
@@ -149,8 +159,20 @@ bool OffloadTier::get(BlockHash hash, std::span<std::byte> bytes) {
         throw std::invalid_argument("a loaded block must be the tier's block size");
     }
     const auto start = std::chrono::steady_clock::now();
-    read_slot(it->second->slot, bytes);
+    try {
+        read_slot(it->second->slot, bytes);
+    } catch (const std::system_error&) {
+        stats_.read_seconds += seconds_since(start);
+        erase(hash);
+        throw;
+    }
     stats_.read_seconds += seconds_since(start);
+    if (fd_ >= 0 && checksum(bytes) != it->second->checksum) {
+        erase(hash);
+        throw std::system_error(EIO, std::generic_category(),
+                                "a KV block in " + config_.file.string() +
+                                    " is not what was written there (the file was changed)");
+    }
     touch(hash);
     ++stats_.reads;
     stats_.bytes_read += config_.block_bytes;

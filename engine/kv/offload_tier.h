@@ -18,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -73,7 +74,12 @@ public:
     // tier without `hash`.
     std::optional<BlockHash> put(BlockHash hash, std::span<const std::byte> bytes);
     // Copies the block under `hash` into `bytes` and makes it the most
-    // recently used; false when the tier does not hold it.
+    // recently used; false when the tier does not hold it. A file tier's
+    // block that cannot be read back whole (the file was truncated) or whose
+    // bytes are not those written (the file was changed: each block's
+    // checksum is kept in memory) is dropped from the tier, and
+    // std::system_error names the file and what went wrong: a reader
+    // computes the prefix instead of attending to other bytes.
     bool get(BlockHash hash, std::span<std::byte> bytes);
     void erase(BlockHash hash);
     // Makes `hash`, if held, the most recently used.
@@ -82,10 +88,12 @@ public:
 private:
     void write_slot(std::int64_t slot, std::span<const std::byte> bytes);
     void read_slot(std::int64_t slot, std::span<std::byte> bytes);
+    static std::size_t checksum(std::span<const std::byte> bytes);
 
     struct Entry {
         BlockHash hash;
         std::int64_t slot;
+        std::size_t checksum = 0; // of the bytes written (file tier)
     };
     OffloadTierConfig config_;
     std::list<Entry> lru_; // front: most recently used

@@ -178,6 +178,9 @@ bool LlmEngine::reload(std::int64_t request, kv::BlockId block, kv::BlockHash ha
         }
         backend_.write_block(block, tier_buffer_);
     } catch (const std::exception& e) {
+        if (!tier_->contains(hash)) { // a block it could not read back: dropped
+            dropped_from_tier(hash);
+        }
         warn_tier_once(said_reload_failed_,
                        std::string(e.what()) + "; prefixes it cannot load are computed instead");
         return false;
