@@ -70,8 +70,10 @@ constexpr std::int64_t kTokenTile = 64;
 } // namespace
 
 WeightMatrix prepare_for_matmul(const WeightMatrix& w, std::vector<std::byte>& storage) {
-    if (&kernels() == &detail::scalar_kernels() || packed_quant_bytes(w.type) == 0 ||
-        w.cols % 32 != 0 || w.packed) {
+    const gguf::TensorTypeTraits* traits =
+        gguf::tensor_type_traits(static_cast<std::uint32_t>(w.type));
+    if (&kernels() == &detail::scalar_kernels() || !packed_layout(w.type) || w.packed ||
+        traits == nullptr || w.cols % traits->block_elements != 0) {
         return w;
     }
     return pack_rows(w, storage);

@@ -21,9 +21,9 @@ struct WeightMatrix : model::TensorView {
     bool packed = false; // rows in the fused kernels' layout (packed_rows.h), not GGUF's
 };
 
-// The matrix in the layout this CPU's kernels run fastest: packed rows for
-// Q4_0, Q4_1 and Q8_0 where the fused kernels run (the copy goes to
-// `storage`), else `gguf_layout` itself.
+// The matrix in the layout this CPU's kernels run fastest: packed rows
+// (packed_rows.h: Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0) where the
+// fused kernels run (the copy goes to `storage`), else `gguf_layout` itself.
 WeightMatrix prepare_for_matmul(const WeightMatrix& gguf_layout, std::vector<std::byte>& storage);
 
 // x: (tokens, cols) row-major; y: (tokens, rows) row-major.

@@ -1,15 +1,34 @@
 #include "engine/cpu/packed_rows.h"
 
+#include "engine/gguf/dequantize.h"
+#include "engine/math/kv_codec_math.h"
 #include "engine/util/half.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
 namespace kvscope::cpu {
 
-std::size_t packed_quant_bytes(gguf::TensorType type) {
+std::optional<gguf::TensorType> packed_layout(gguf::TensorType type) {
     switch (type) {
     case gguf::TensorType::Q4_0:
+    case gguf::TensorType::Q4_1:
+    case gguf::TensorType::Q4_K:
+        return gguf::TensorType::Q4_1;
+    case gguf::TensorType::Q8_0:
+    case gguf::TensorType::Q5_0:
+    case gguf::TensorType::Q5_1:
+    case gguf::TensorType::Q5_K:
+    case gguf::TensorType::Q6_K:
+        return gguf::TensorType::Q8_0;
+    default:
+        return std::nullopt;
+    }
+}
+
+std::size_t packed_quant_bytes(gguf::TensorType layout) {
+    switch (layout) {
     case gguf::TensorType::Q4_1:
         return 16;
     case gguf::TensorType::Q8_0:
@@ -19,36 +38,159 @@ std::size_t packed_quant_bytes(gguf::TensorType type) {
     }
 }
 
-WeightMatrix pack_rows(const WeightMatrix& w, std::vector<std::byte>& storage) {
-    const std::size_t quant = packed_quant_bytes(w.type);
-    if (quant == 0 || w.packed || w.cols % 32 != 0) {
-        throw std::invalid_argument("pack_rows: not a GGUF-layout Q4_0, Q4_1 or Q8_0 matrix");
+namespace {
+
+// One 32-value block in the packed form, before it is spread over the row.
+struct PackedBlock {
+    std::uint16_t d = 0;
+    std::uint16_t m = 0;
+    std::uint8_t q[32] = {};
+};
+
+std::uint16_t load_u16(const std::byte* p) {
+    std::uint16_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+const std::uint8_t* as_u8(const std::byte* p) {
+    return reinterpret_cast<const std::uint8_t*>(p);
+}
+
+// Nibble codes c[0..31] as the Q4_1 layout holds them: byte j has value j
+// low and value j + 16 high.
+void put_nibbles(const std::uint8_t* codes, PackedBlock& out) {
+    for (int j = 0; j < 16; ++j) {
+        out.q[j] = static_cast<std::uint8_t>((codes[j] & 0x0f) | (codes[j + 16] << 4));
     }
+}
+
+// Q5_0 and Q5_1: 32 high bits after the header, then 16 bytes of low nibbles
+// (value j low, j + 16 high); code = nibble | high bit << 4.
+void five_bit_codes(const std::byte* qh_bytes, const std::byte* low, int bias, PackedBlock& out) {
+    std::uint32_t qh;
+    std::memcpy(&qh, qh_bytes, sizeof qh);
+    const std::uint8_t* qs = as_u8(low);
+    for (int j = 0; j < 16; ++j) {
+        const int high0 = static_cast<int>((qh >> j) & 1u) << 4;
+        const int high1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
+        out.q[j] =
+            static_cast<std::uint8_t>(static_cast<std::int8_t>(((qs[j] & 0x0f) | high0) - bias));
+        out.q[j + 16] =
+            static_cast<std::uint8_t>(static_cast<std::int8_t>(((qs[j] >> 4) | high1) - bias));
+    }
+}
+
+// The eight 6-bit scales and mins of a Q4_K block (12 packed bytes).
+void k4_scale_min(int j, const std::uint8_t* q, int& scale, int& min) {
+    if (j < 4) {
+        scale = q[j] & 63;
+        min = q[j + 4] & 63;
+    } else {
+        scale = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+// The 32-value blocks of one GGUF block of `type` (32 or 256 values).
+void pack_block(gguf::TensorType type, const std::byte* src, PackedBlock* out) {
+    switch (type) {
+    case gguf::TensorType::Q4_0: {
+        const std::uint16_t d = load_u16(src);
+        out[0].d = d;
+        out[0].m = fp32_to_fp16(-8.0f * fp16_to_fp32(d));
+        std::memcpy(out[0].q, src + 2, 16);
+        return;
+    }
+    case gguf::TensorType::Q4_1:
+        out[0].d = load_u16(src);
+        out[0].m = load_u16(src + 2);
+        std::memcpy(out[0].q, src + 4, 16);
+        return;
+    case gguf::TensorType::Q8_0:
+        out[0].d = load_u16(src);
+        std::memcpy(out[0].q, src + 2, 32);
+        return;
+    case gguf::TensorType::Q5_0:
+        out[0].d = load_u16(src);
+        five_bit_codes(src + 2, src + 6, 16, out[0]);
+        return;
+    case gguf::TensorType::Q5_1:
+        out[0].d = load_u16(src);
+        out[0].m = load_u16(src + 2);
+        five_bit_codes(src + 4, src + 8, 0, out[0]);
+        return;
+    case gguf::TensorType::Q4_K: {
+        // d, dmin, 12 scale bytes, then 128 bytes: each 64 values share 32
+        // bytes, the first 32 values low nibbles, the next 32 high.
+        const float d = fp16_to_fp32(load_u16(src));
+        const float dmin = fp16_to_fp32(load_u16(src + 2));
+        const std::uint8_t* scales = as_u8(src + 4);
+        const std::uint8_t* q = as_u8(src + 16);
+        for (int sub = 0; sub < 8; ++sub) {
+            int scale = 0;
+            int min = 0;
+            k4_scale_min(sub, scales, scale, min);
+            out[sub].d = fp32_to_fp16(d * static_cast<float>(scale));
+            out[sub].m = fp32_to_fp16(-dmin * static_cast<float>(min));
+            const std::uint8_t* bytes = q + (sub / 2) * 32;
+            std::uint8_t codes[32];
+            for (int l = 0; l < 32; ++l) {
+                codes[l] = sub % 2 == 0 ? bytes[l] & 0x0f : bytes[l] >> 4;
+            }
+            put_nibbles(codes, out[sub]);
+        }
+        return;
+    }
+    default: { // Q5_K, Q6_K: dequantised, then encoded as Q8_0 is
+        float values[256];
+        gguf::dequantize_values(type, src, values, 256);
+        for (int sub = 0; sub < 8; ++sub) {
+            std::uint8_t q8_0[34];
+            math::encode_q8_0_group(values + 32 * sub, q8_0);
+            out[sub].d = static_cast<std::uint16_t>(q8_0[0] | (q8_0[1] << 8));
+            std::memcpy(out[sub].q, q8_0 + 2, 32);
+        }
+        return;
+    }
+    }
+}
+
+} // namespace
+
+WeightMatrix pack_rows(const WeightMatrix& w, std::vector<std::byte>& storage) {
+    const std::optional<gguf::TensorType> layout = packed_layout(w.type);
+    const gguf::TensorTypeTraits* traits =
+        gguf::tensor_type_traits(static_cast<std::uint32_t>(w.type));
+    if (!layout || w.packed || traits == nullptr || w.cols % traits->block_elements != 0) {
+        throw std::invalid_argument("pack_rows: not a GGUF-layout matrix of a packed type (Q4_0, "
+                                    "Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0)");
+    }
+    const std::size_t quant = packed_quant_bytes(*layout);
     const std::int64_t blocks = w.cols / 32;
-    const std::size_t row_bytes = packed_row_bytes(w.type, w.cols);
+    const std::int64_t per_source = traits->block_elements / 32;
+    const std::size_t row_bytes = packed_row_bytes(*layout, w.cols);
     storage.assign(row_bytes * static_cast<std::size_t>(w.rows), std::byte{0});
+    std::vector<PackedBlock> unpacked(static_cast<std::size_t>(per_source));
     for (std::int64_t r = 0; r < w.rows; ++r) {
         const std::byte* src = w.data + static_cast<std::size_t>(r) * w.row_bytes;
         std::byte* scales = storage.data() + static_cast<std::size_t>(r) * row_bytes;
         std::byte* offsets = scales + static_cast<std::size_t>(blocks) * 2;
         std::byte* dst = offsets + static_cast<std::size_t>(blocks) * 2;
-        for (std::int64_t b = 0; b < blocks; ++b) {
-            std::uint16_t d, m = 0;
-            std::memcpy(&d, src, 2);
-            std::size_t header = 2;
-            if (w.type == gguf::TensorType::Q4_1) {
-                std::memcpy(&m, src + 2, 2);
-                header = 4;
-            } else if (w.type == gguf::TensorType::Q4_0) {
-                m = fp32_to_fp16(-8.0f * fp16_to_fp32(d));
+        for (std::int64_t b = 0; b < blocks; b += per_source) {
+            std::fill(unpacked.begin(), unpacked.end(), PackedBlock{});
+            pack_block(w.type, src, unpacked.data());
+            src += traits->block_bytes;
+            for (std::int64_t k = 0; k < per_source; ++k) {
+                const PackedBlock& block = unpacked[static_cast<std::size_t>(k)];
+                std::memcpy(scales + 2 * (b + k), &block.d, 2);
+                std::memcpy(offsets + 2 * (b + k), &block.m, 2);
+                std::memcpy(dst + static_cast<std::size_t>(b + k) * quant, block.q, quant);
             }
-            std::memcpy(dst + static_cast<std::size_t>(b) * quant, src + header, quant);
-            std::memcpy(scales + 2 * b, &d, 2);
-            std::memcpy(offsets + 2 * b, &m, 2);
-            src += header + quant;
         }
     }
     WeightMatrix packed = w;
+    packed.type = *layout;
     packed.data = storage.data();
     packed.row_bytes = row_bytes;
     packed.packed = true;

@@ -1,32 +1,48 @@
-// The row layout the fused integer kernels read Q4_0, Q4_1 and Q8_0 weights
-// in. GGUF interleaves each block's fp16 scale with its 16 or 32 bytes of
-// quantised values; here a row holds all its blocks' scales d, then all their
-// offsets m (value = q * d + m), then all their quantised values. Eight blocks'
-// scales convert with one instruction, and a row is read front to back in one
-// stream, which the hardware prefetcher follows (scales at the end of the row
-// cost a cache miss per row). Same size as the GGUF row plus 2 bytes a block
-// for Q4_0 and Q8_0.
+// The row layout the fused integer kernels read quantised weights in. GGUF
+// interleaves each block's scales with its quantised values; here a row holds
+// all its 32-value blocks' scales d, then all their offsets m (value = q * d +
+// m), then all their quantised values: a nibble a value (the Q4_1 layout) or
+// a signed byte a value (the Q8_0 layout). Eight blocks' scales convert with
+// one instruction, and a row is read front to back in one stream, which the
+// hardware prefetcher follows (scales at the end of the row cost a cache miss
+// per row).
+//
+// Many GGUF types map onto the two layouts (packed_layout):
+//   Q4_0, Q4_1          -> nibbles, exactly (Q4_0's offset -8 d is exact in fp16)
+//   Q4_K                -> nibbles; each 32-value sub-block's scale d * sc and
+//                          offset -dmin * m rounded to fp16 (relative 2^-11)
+//   Q8_0, Q5_0, Q5_1    -> bytes, exactly (Q5_0's codes stored as q - 16)
+//   Q5_K, Q6_K          -> bytes, requantised: their sub-blocks' scales do not
+//                          fit one scale per 32 values (Q6_K's are per 16), so
+//                          each block is dequantised and encoded as Q8_0 is
+//                          (within half a step of amax / 127 of the value)
+// A packed matrix's `type` is its layout's (Q4_1 or Q8_0), not the file's.
 #pragma once
 
 #include "engine/cpu/matmul.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace kvscope::cpu {
 
-// Bytes of quantised values per 32-value block in the packed layout: 16 for
-// Q4_0 and Q4_1 (nibbles), 32 for Q8_0; 0 for types that are not packed.
-std::size_t packed_quant_bytes(gguf::TensorType type);
+// The packed layout a GGUF type is read in (Q4_1: nibbles; Q8_0: bytes), or
+// nullopt when the fused kernels do not take it.
+std::optional<gguf::TensorType> packed_layout(gguf::TensorType type);
 
-inline std::size_t packed_row_bytes(gguf::TensorType type, std::int64_t cols) {
-    return static_cast<std::size_t>(cols / 32) * (packed_quant_bytes(type) + 4);
+// Bytes of quantised values per 32-value block of a packed layout: 16 for
+// Q4_1 (nibbles), 32 for Q8_0; 0 for other types.
+std::size_t packed_quant_bytes(gguf::TensorType layout);
+
+inline std::size_t packed_row_bytes(gguf::TensorType layout, std::int64_t cols) {
+    return static_cast<std::size_t>(cols / 32) * (packed_quant_bytes(layout) + 4);
 }
 
-// Repacks a GGUF-layout matrix (Q4_0, Q4_1 or Q8_0) into `storage` and
-// returns the view of it (packed = true). For Q4_0 the offset stored is -8 d,
-// which is exact in fp16; for Q8_0 it is 0.
+// Repacks a GGUF-layout matrix of a type packed_layout() takes (rows a whole
+// number of its blocks) into `storage` and returns the view of it (packed =
+// true, type = the layout). Throws std::invalid_argument for other matrices.
 WeightMatrix pack_rows(const WeightMatrix& gguf_layout, std::vector<std::byte>& storage);
 
 // Row `row` of a packed matrix as fp32 (embedding look-ups; tests).
