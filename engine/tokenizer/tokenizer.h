@@ -1,12 +1,17 @@
-// Byte-level BPE tokenizer built from a GGUF file's tokenizer.ggml.* metadata
-// (GPT-2 family: SmolLM2, StarCoder, Llama 3, ...): vocabulary, merges, token
-// types and the pre-tokenizer the file names.
+// The tokenizer a GGUF file's tokenizer.ggml.* metadata describes: byte-level
+// BPE (model "gpt2": SmolLM2, StarCoder, Llama 3, Qwen; vocabulary, merges,
+// token types and the pre-tokenizer the file names) or SentencePiece (model
+// "llama": Gemma, Llama 2; pieces merged by score, byte fallback, the
+// leading-space rule; sentencepiece.h). Special tokens are cut out of the text
+// first, the same way for both.
 #pragma once
 
 #include "engine/tokenizer/pretokenizer.h"
+#include "engine/tokenizer/sentencepiece.h"
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -37,13 +42,15 @@ public:
     // inconsistent or of a tokenizer model kvscope does not implement.
     static Tokenizer from_gguf(const gguf::GgufFile& file);
 
-    // Token ids for `text`. With `parse_special`, the text of control and
-    // user-defined tokens (e.g. "<|im_start|>") becomes those tokens;
-    // without, it is tokenized as plain text.
+    // Token ids for `text`. The text of user-defined tokens (Gemma's runs of
+    // newlines) always becomes those tokens; with `parse_special`, so does
+    // that of control tokens (e.g. "<|im_start|>"); without, it is tokenized
+    // as plain text.
     std::vector<TokenId> encode(std::string_view text, bool parse_special) const;
 
     // The raw bytes a token stands for (may be part of a UTF-8 character).
-    // Control tokens give their text only when `render_special` is set.
+    // Control and unknown tokens give their text only when `render_special`
+    // is set.
     std::string token_bytes(TokenId id, bool render_special = false) const;
     // All tokens' bytes concatenated (see Utf8StreamDecoder for streaming).
     std::string decode(const std::vector<TokenId>& ids, bool render_special = false) const;
@@ -68,8 +75,11 @@ public:
 private:
     Tokenizer(std::string_view pre_name)
         : pre_(pre_name) {}
+    void read_merges(const gguf::GgufFile& file); // byte-level BPE's
     void encode_piece(std::string_view piece, std::vector<TokenId>& out) const;
-    void encode_plain(std::string_view text, std::vector<TokenId>& out) const;
+    // `after_special`: the text starts the input or follows a special token
+    // (SentencePiece's leading space goes only there).
+    void encode_plain(std::string_view text, bool after_special, std::vector<TokenId>& out) const;
 
     struct Merge {
         std::int32_t rank;
@@ -87,6 +97,8 @@ private:
     std::unordered_map<std::uint64_t, Merge> merges_;
     std::array<TokenId, 256> byte_tokens_{};                // token of each single byte
     std::vector<std::pair<std::string, TokenId>> specials_; // longest text first
+    std::optional<SentencePieceEncoder> sentencepiece_;     // model "llama"
+    bool space_prefix_ = false;                             // SentencePiece's leading space
     TokenId bos_id_ = -1;
     TokenId eos_id_ = -1;
     TokenId unknown_id_ = -1;

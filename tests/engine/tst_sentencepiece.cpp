@@ -1,0 +1,131 @@
+// SentencePiece vocabularies (tokenizer.ggml.model "llama": Gemma, Llama 2)
+// against Google's sentencepiece: a vocabulary it trained, written to GGUF
+// as llama.cpp's converter writes one (tests/engine/data/tiny_spm.gguf), must
+// tokenize every text of the test set (ASCII, Unicode, code, whitespace runs,
+// digits, bytes no piece covers, user-defined pieces) into the ids
+// sentencepiece gives for a model rebuilt from the same GGUF data
+// (golden_tiny_spm.json, from make_tiny_spm_gguf.py), and decode back to
+// the same text. The same test set on Gemma 3's own 262,144-piece
+// vocabulary where that model is in the cache (golden_gemma3_tokenizer.json,
+// from scripts/reference/make_gemma3_tokenizer_golden.py). Seen failing with
+// the merge order reversed (the lowest score first).
+#include "engine/gguf/gguf_file.h"
+#include "engine/model_path.h"
+#include "engine/tokenizer/tokenizer.h"
+
+#include <filesystem>
+
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTest>
+
+using namespace kvscope;
+
+namespace {
+
+const char* data(const char* name) {
+    static std::string path;
+    path = std::string(KVSCOPE_SOURCE_DIR "/tests/engine/data/") + name;
+    return path.c_str();
+}
+
+QJsonObject golden(const char* name) {
+    QFile file(data(name));
+    if (!file.open(QIODevice::ReadOnly)) {
+        return {};
+    }
+    return QJsonDocument::fromJson(file.readAll()).object();
+}
+
+std::vector<tokenizer::TokenId> ids_of(const QJsonValue& golden_case) {
+    std::vector<tokenizer::TokenId> ids;
+    for (const QJsonValue id : golden_case.toObject()["ids"].toArray()) {
+        ids.push_back(id.toInt());
+    }
+    return ids;
+}
+
+std::vector<tokenizer::TokenId> encode(const tokenizer::Tokenizer& tokenizer, const QString& text) {
+    const QByteArray utf8 = text.toUtf8();
+    return tokenizer.encode(std::string_view(utf8.data(), static_cast<std::size_t>(utf8.size())),
+                            false);
+}
+
+QString ids_text(const std::vector<tokenizer::TokenId>& ids) {
+    QStringList parts;
+    for (const tokenizer::TokenId id : ids) {
+        parts << QString::number(id);
+    }
+    return parts.join(' ');
+}
+
+} // namespace
+
+class TestSentencePiece : public QObject {
+    Q_OBJECT
+
+private slots:
+    void matches_sentencepiece_data() {
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<QString>("ids");
+        const QJsonArray cases = golden("golden_tiny_spm.json")["cases"].toArray();
+        QVERIFY2(cases.size() >= 20, "tests/engine/data/golden_tiny_spm.json is missing or broken");
+        for (int i = 0; i < cases.size(); ++i) {
+            QTest::addRow("%d", i)
+                << cases[i].toObject()["text"].toString() << ids_text(ids_of(cases[i]));
+        }
+    }
+
+    void matches_sentencepiece() {
+        QFETCH(QString, text);
+        QFETCH(QString, ids);
+        const auto file = gguf::GgufFile::open(data("tiny_spm.gguf"));
+        const auto tokenizer = tokenizer::Tokenizer::from_gguf(file);
+        const std::vector<tokenizer::TokenId> got = encode(tokenizer, text);
+        QCOMPARE(ids_text(got), ids);
+        // Back to the same bytes: pieces, spaces and fallback bytes alike.
+        QCOMPARE(QByteArray::fromStdString(tokenizer.decode(got)), text.toUtf8());
+    }
+
+    void matches_sentencepiece_on_gemma3() {
+        const QJsonObject reference = golden("golden_gemma3_tokenizer.json");
+        QVERIFY2(reference["cases"].toArray().size() >= 20,
+                 "tests/engine/data/golden_gemma3_tokenizer.json is missing or broken");
+        const std::filesystem::path model = model_cache_dir() / gemma3_model_file_name;
+        if (!std::filesystem::is_regular_file(model)) {
+            QSKIP(qPrintable("Gemma 3's vocabulary needs " +
+                             QString::fromStdString(model.string()) +
+                             " (scripts/setup.sh fetches it)"));
+        }
+        const auto file = gguf::GgufFile::open(model);
+        const auto tokenizer = tokenizer::Tokenizer::from_gguf(file);
+        for (const QJsonValue golden_case : reference["cases"].toArray()) {
+            const QString text = golden_case.toObject()["text"].toString();
+            const std::vector<tokenizer::TokenId> got = encode(tokenizer, text);
+            QVERIFY2(ids_text(got) == ids_text(ids_of(golden_case)),
+                     qPrintable(QString("'%1': %2, sentencepiece %3")
+                                    .arg(text, ids_text(got), ids_text(ids_of(golden_case)))));
+            QCOMPARE(QByteArray::fromStdString(tokenizer.decode(got)), text.toUtf8());
+        }
+    }
+
+    // The special tokens: control ones only when asked to parse them, the
+    // end of a turn ends generation, the unknown piece renders as nothing.
+    void control_pieces_need_parse_special() {
+        const auto file = gguf::GgufFile::open(data("tiny_spm.gguf"));
+        const auto tokenizer = tokenizer::Tokenizer::from_gguf(file);
+        const tokenizer::TokenId bos = tokenizer.find("<bos>");
+        QCOMPARE(bos, tokenizer.bos_id());
+        QCOMPARE(tokenizer.encode("<bos>x", true).front(), bos);
+        QVERIFY(tokenizer.encode("<bos>x", false).front() != bos);
+        QVERIFY(tokenizer.ends_generation(tokenizer.eos_id()));
+        QVERIFY(tokenizer.ends_generation(tokenizer.find("<end_of_turn>")));
+        QCOMPARE(tokenizer.token_bytes(tokenizer.unknown_id()), std::string());
+        QCOMPARE(tokenizer.token_bytes(bos, true), std::string("<bos>"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestSentencePiece)
+#include "tst_sentencepiece.moc"
