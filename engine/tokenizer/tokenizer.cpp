@@ -4,6 +4,7 @@
 #include "engine/tokenizer/byte_level.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace kvscope::tokenizer {
@@ -74,6 +75,13 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& file) {
     tokenizer.bos_id_ = optional_id("tokenizer.ggml.bos_token_id");
     tokenizer.eos_id_ = optional_id("tokenizer.ggml.eos_token_id");
     tokenizer.unknown_id_ = optional_id("tokenizer.ggml.unknown_token_id");
+    if (tokenizer.unknown_id_ < 0) { // the vocabulary's own unknown piece, if it has one
+        const auto unknown =
+            std::find(tokenizer.types_.begin(), tokenizer.types_.end(), TokenType::Unknown);
+        if (unknown != tokenizer.types_.end()) {
+            tokenizer.unknown_id_ = static_cast<TokenId>(unknown - tokenizer.types_.begin());
+        }
+    }
 
     if (model == "llama") {
         const gguf::MetadataArray& scores = file.require_array("tokenizer.ggml.scores");
@@ -84,8 +92,9 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& file) {
         std::vector<float> score_values(vocab);
         for (std::size_t i = 0; i < vocab; ++i) {
             const auto score = scores.items[i].as_float();
-            if (!score) {
-                file.fail("tokenizer.ggml.scores[" + std::to_string(i) + "] is not a number");
+            if (!score || !std::isfinite(*score)) {
+                file.fail("tokenizer.ggml.scores[" + std::to_string(i) +
+                          "] is not a finite number");
             }
             score_values[i] = static_cast<float>(*score);
         }
@@ -109,12 +118,19 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& file) {
         }
     }
     for (std::size_t i = 0; i < vocab; ++i) {
-        if (tokenizer.is_special(static_cast<TokenId>(i)) && !tokenizer.tokens_[i].empty()) {
-            tokenizer.specials_.emplace_back(tokenizer.tokens_[i], static_cast<TokenId>(i));
+        const auto id = static_cast<TokenId>(i);
+        if (tokenizer.is_special(id) && !tokenizer.tokens_[i].empty()) {
+            const auto first = static_cast<unsigned char>(tokenizer.tokens_[i].front());
+            tokenizer.specials_[first].push_back(
+                {tokenizer.tokens_[i], id, tokenizer.token_type(id) == TokenType::UserDefined});
+            tokenizer.any_special_ = true;
         }
     }
-    std::stable_sort(tokenizer.specials_.begin(), tokenizer.specials_.end(),
-                     [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+    for (std::vector<Special>& bucket : tokenizer.specials_) {
+        std::stable_sort(bucket.begin(), bucket.end(), [](const Special& a, const Special& b) {
+            return a.text.size() > b.text.size();
+        });
+    }
     return tokenizer;
 }
 
@@ -168,11 +184,11 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special
     std::size_t plain_from = 0;
     std::size_t i = 0;
     bool after_special = true;
-    while (i < text.size() && !specials_.empty()) {
-        const std::pair<std::string, TokenId>* hit = nullptr;
-        for (const auto& special : specials_) {
-            if ((parse_special || token_type(special.second) == TokenType::UserDefined) &&
-                text.compare(i, special.first.size(), special.first) == 0) {
+    while (i < text.size() && any_special_) {
+        const Special* hit = nullptr;
+        for (const Special& special : specials_[static_cast<unsigned char>(text[i])]) {
+            if ((parse_special || special.always) &&
+                text.compare(i, special.text.size(), special.text) == 0) {
                 hit = &special;
                 break;
             }
@@ -182,9 +198,9 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special
             continue;
         }
         encode_plain(text.substr(plain_from, i - plain_from), after_special, out);
-        out.push_back(hit->second);
+        out.push_back(hit->id);
         after_special = true;
-        i += hit->first.size();
+        i += hit->text.size();
         plain_from = i;
     }
     encode_plain(text.substr(plain_from), after_special, out);

@@ -95,10 +95,18 @@ private:
     std::vector<TokenType> types_;
     std::unordered_map<std::string, TokenId> token_ids_;
     std::unordered_map<std::uint64_t, Merge> merges_;
-    std::array<TokenId, 256> byte_tokens_{};                // token of each single byte
-    std::vector<std::pair<std::string, TokenId>> specials_; // longest text first
-    std::optional<SentencePieceEncoder> sentencepiece_;     // model "llama"
-    bool space_prefix_ = false;                             // SentencePiece's leading space
+    std::array<TokenId, 256> byte_tokens_{}; // token of each single byte
+    // Special tokens by their text's first byte, longest text first (Gemma
+    // has 6,414: a scan of them all at every byte would dominate encoding).
+    struct Special {
+        std::string text;
+        TokenId id;
+        bool always; // user-defined: matched without parse_special
+    };
+    std::array<std::vector<Special>, 256> specials_;
+    bool any_special_ = false;
+    std::optional<SentencePieceEncoder> sentencepiece_; // model "llama"
+    bool space_prefix_ = false;                         // SentencePiece's leading space
     TokenId bos_id_ = -1;
     TokenId eos_id_ = -1;
     TokenId unknown_id_ = -1;

@@ -2,19 +2,22 @@
 // against Google's sentencepiece: a vocabulary it trained, written to GGUF
 // as llama.cpp's converter writes one (tests/engine/data/tiny_spm.gguf), must
 // tokenize every text of the test set (ASCII, Unicode, code, whitespace runs,
-// digits, bytes no piece covers, user-defined pieces) into the ids
+// digits, bytes no piece covers, user-defined pieces; and again with the
+// leading-space rule and unused pieces, tiny_spm_prefix.gguf) into the ids
 // sentencepiece gives for a model rebuilt from the same GGUF data
 // (golden_tiny_spm.json, from make_tiny_spm_gguf.py), and decode back to
 // the same text. The same test set on Gemma 3's own 262,144-piece
 // vocabulary where that model is in the cache (golden_gemma3_tokenizer.json,
 // from scripts/reference/make_gemma3_tokenizer_golden.py). Seen failing with
-// the merge order reversed (the lowest score first).
+// the merge order reversed (the lowest score first), with unused pieces
+// emitted whole and with the leading space never added.
 #include "engine/gguf/gguf_file.h"
 #include "engine/model_path.h"
 #include "engine/tokenizer/tokenizer.h"
 
 #include <filesystem>
 
+#include <QCryptographicHash>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -68,25 +71,38 @@ class TestSentencePiece : public QObject {
 
 private slots:
     void matches_sentencepiece_data() {
+        QTest::addColumn<QString>("vocabulary");
         QTest::addColumn<QString>("text");
         QTest::addColumn<QString>("ids");
-        const QJsonArray cases = golden("golden_tiny_spm.json")["cases"].toArray();
-        QVERIFY2(cases.size() >= 20, "tests/engine/data/golden_tiny_spm.json is missing or broken");
-        for (int i = 0; i < cases.size(); ++i) {
-            QTest::addRow("%d", i)
-                << cases[i].toObject()["text"].toString() << ids_text(ids_of(cases[i]));
+        QTest::addColumn<bool>("space_prefix");
+        for (const char* name : {"tiny_spm", "tiny_spm_prefix"}) {
+            const std::string golden_name = std::string("golden_") + name + ".json";
+            const QJsonObject reference = golden(golden_name.c_str());
+            const QJsonArray cases = reference["cases"].toArray();
+            QVERIFY2(cases.size() >= 20,
+                     qPrintable(QString::fromStdString(golden_name) + " is missing or broken"));
+            for (int i = 0; i < cases.size(); ++i) {
+                QTest::addRow("%s %d", name, i)
+                    << QString(name) << cases[i].toObject()["text"].toString()
+                    << ids_text(ids_of(cases[i])) << reference["add_space_prefix"].toBool();
+            }
         }
     }
 
     void matches_sentencepiece() {
+        QFETCH(QString, vocabulary);
         QFETCH(QString, text);
         QFETCH(QString, ids);
-        const auto file = gguf::GgufFile::open(data("tiny_spm.gguf"));
+        QFETCH(bool, space_prefix);
+        const auto file = gguf::GgufFile::open(data(qPrintable(vocabulary + ".gguf")));
         const auto tokenizer = tokenizer::Tokenizer::from_gguf(file);
         const std::vector<tokenizer::TokenId> got = encode(tokenizer, text);
         QCOMPARE(ids_text(got), ids);
-        // Back to the same bytes: pieces, spaces and fallback bytes alike.
-        QCOMPARE(QByteArray::fromStdString(tokenizer.decode(got)), text.toUtf8());
+        // Back to the same bytes: pieces, spaces and fallback bytes alike
+        // (with the leading-space rule, decoding keeps the space it added).
+        if (!space_prefix) {
+            QCOMPARE(QByteArray::fromStdString(tokenizer.decode(got)), text.toUtf8());
+        }
     }
 
     void matches_sentencepiece_on_gemma3() {
@@ -98,6 +114,14 @@ private slots:
             QSKIP(qPrintable("Gemma 3's vocabulary needs " +
                              QString::fromStdString(model.string()) +
                              " (scripts/setup.sh fetches it)"));
+        }
+        QFile bytes(QString::fromStdString(model.string()));
+        QVERIFY(bytes.open(QIODevice::ReadOnly));
+        QCryptographicHash hash(QCryptographicHash::Sha256);
+        hash.addData(&bytes);
+        if (hash.result().toHex() != reference["model_sha256"].toString().toLatin1()) {
+            QSKIP(qPrintable(QString::fromStdString(model.string()) +
+                             " is not the file the golden ids came from (run scripts/setup.sh)"));
         }
         const auto file = gguf::GgufFile::open(model);
         const auto tokenizer = tokenizer::Tokenizer::from_gguf(file);

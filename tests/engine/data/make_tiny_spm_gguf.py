@@ -2,7 +2,11 @@
 """Writes tiny_spm.gguf and golden_tiny_spm.json: a SentencePiece vocabulary
 small enough to commit, and the ids Google's sentencepiece library gives for a
 test set, the independent reference for kvscope's tokenizer of
-tokenizer.ggml.model "llama" (Gemma, Llama 2, Mistral's older files).
+tokenizer.ggml.model "llama" (Gemma, Llama 2, Mistral's older files). Also
+tiny_spm_prefix.gguf and golden_tiny_spm_prefix.json: the same pieces with
+Llama 2's leading space (add_space_prefix) and every seventh multi-character
+piece marked unused (merges may make it, the encoder splits it back), the
+paths Gemma's vocabulary does not take.
 
 The vocabulary is trained here by sentencepiece itself (BPE, byte fallback,
 no dummy prefix, whitespace kept, as Gemma's is) on the project's evaluation
@@ -86,7 +90,17 @@ def main() -> None:
         else:
             types.append(1)
 
-    writer = GGUFWriter(str(OUT), arch="llama")
+    write(OUT, GOLDEN, pieces, scores, types, add_space_prefix=False)
+    unused = [
+        5 if kind == 1 and len(piece) > 1 and i % 7 == 0 else kind
+        for i, (piece, kind) in enumerate(zip(pieces, types))
+    ]
+    write(HERE / "tiny_spm_prefix.gguf", HERE / "golden_tiny_spm_prefix.json", pieces, scores,
+          unused, add_space_prefix=True)
+
+
+def write(out: Path, golden: Path, pieces, scores, types, add_space_prefix: bool) -> None:
+    writer = GGUFWriter(str(out), arch="llama")
     writer.add_name("tiny SentencePiece vocabulary")
     writer.add_tokenizer_model("llama")
     writer.add_token_list(pieces)
@@ -96,20 +110,21 @@ def main() -> None:
     writer.add_eos_token_id(1)
     writer.add_unk_token_id(3)
     writer.add_pad_token_id(0)
-    writer.add_add_space_prefix(False)
+    writer.add_add_space_prefix(add_space_prefix)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
 
-    reference = processor_from_vocabulary(pieces, scores, types, add_space_prefix=False)
+    reference = processor_from_vocabulary(pieces, scores, types, add_space_prefix)
     cases = [{"text": t, "ids": encode(reference, pieces, types, t)} for t in TEST_TEXTS]
-    GOLDEN.write_text(
+    golden.write_text(
         json.dumps(
             {
                 "source": "tests/engine/data/make_tiny_spm_gguf.py (sentencepiece "
                 + spm.__version__
                 + ")",
+                "add_space_prefix": add_space_prefix,
                 "cases": cases,
             },
             ensure_ascii=False,
@@ -118,7 +133,7 @@ def main() -> None:
         + "\n",
         encoding="utf-8",
     )
-    print(f"wrote {OUT} ({OUT.stat().st_size} bytes) and {GOLDEN} ({len(cases)} cases)")
+    print(f"wrote {out} ({out.stat().st_size} bytes) and {golden} ({len(cases)} cases)")
 
 
 if __name__ == "__main__":
