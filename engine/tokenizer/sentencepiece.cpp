@@ -176,20 +176,20 @@ void SentencePieceEncoder::encode(std::string_view text, bool space_prefix,
         consider(pair.left, left.next);
     }
     for (int i = 0; i >= 0; i = symbols[static_cast<std::size_t>(i)].next) {
-        emit(text_of(symbols[static_cast<std::size_t>(i)]), unused_parts, out);
+        output_symbol(text_of(symbols[static_cast<std::size_t>(i)]), unused_parts, out);
     }
 }
 
-void SentencePieceEncoder::emit(std::string_view symbol, const Parts& unused_parts,
-                                std::vector<TokenId>& out) const {
+void SentencePieceEncoder::output_symbol(std::string_view symbol, const Parts& unused_parts,
+                                         std::vector<TokenId>& out) const {
     const TokenId id = mergeable(symbol);
     if (id >= 0 && types_[static_cast<std::size_t>(id)] != TokenType::Unused) {
         out.push_back(id);
         return;
     }
     if (const auto parts = unused_parts.find(symbol); parts != unused_parts.end()) {
-        emit(parts->second.first, unused_parts, out);
-        emit(parts->second.second, unused_parts, out);
+        output_symbol(parts->second.first, unused_parts, out);
+        output_symbol(parts->second.second, unused_parts, out);
         return;
     }
     // No piece: the character's bytes, or the unknown piece.

@@ -44,7 +44,8 @@ private:
                                      std::equal_to<>>;
 
     TokenId mergeable(std::string_view text) const; // -1 when no merge may make it
-    void emit(std::string_view symbol, const Parts& unused_parts, std::vector<TokenId>& out) const;
+    void output_symbol(std::string_view symbol, const Parts& unused_parts,
+                       std::vector<TokenId>& out) const;
 
     // Normal, user-defined and unused pieces: what merges may make.
     std::unordered_map<std::string, TokenId, TextHash, std::equal_to<>> mergeable_;
