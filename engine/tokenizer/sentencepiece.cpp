@@ -1,6 +1,7 @@
 #include "engine/tokenizer/sentencepiece.h"
 
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/util/hex_digit.h"
 
 #include <queue>
 
@@ -24,19 +25,6 @@ std::size_t utf8_length(unsigned char lead) {
         return 4;
     }
     return 1;
-}
-
-int hex_digit(char c) {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    return -1;
 }
 
 // The byte a "<0xXX>" piece stands for, or -1.

@@ -1,5 +1,6 @@
 #include "profiler/attach/attached_events.h"
 
+#include "engine/util/hex_digit.h"
 #include "engine/util/json_text.h"
 #include "profiler/attach/kv_event_source.h"
 #include "profiler/attach/metrics_poller.h"
@@ -24,19 +25,6 @@ std::int64_t to_us(double seconds) {
         return 0;
     }
     return static_cast<std::int64_t>(std::llround(seconds * 1e6));
-}
-
-int hex_digit(char c) {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
 }
 
 template <class Row>

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 from pathlib import Path
 
 from gguf import GGUFReader
-from spm_reference import TEST_TEXTS, encode, processor_from_vocabulary
+from spm_reference import TEST_TEXTS, encode, processor_from_vocabulary, write_golden
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "tests" / "engine" / "data" / "golden_gemma3_tokenizer.json"
@@ -40,19 +39,14 @@ def main() -> None:
     reference = processor_from_vocabulary(pieces, scores, types, add_space_prefix=bool(prefix))
     digest = hashlib.sha256(args.model.read_bytes()).hexdigest()
     cases = [{"text": t, "ids": encode(reference, pieces, types, t)} for t in TEST_TEXTS]
-    OUT.write_text(
-        json.dumps(
-            {
-                "source": "scripts/reference/make_gemma3_tokenizer_golden.py",
-                "model": args.model.name,
-                "model_sha256": digest,
-                "cases": cases,
-            },
-            ensure_ascii=False,
-            indent=1,
-        )
-        + "\n",
-        encoding="utf-8",
+    write_golden(
+        OUT,
+        {
+            "source": "scripts/reference/make_gemma3_tokenizer_golden.py",
+            "model": args.model.name,
+            "model_sha256": digest,
+        },
+        cases,
     )
     print(f"wrote {OUT} ({len(cases)} cases)")
 

@@ -13,6 +13,9 @@ and scripts/reference/make_gemma3_tokenizer_golden.py.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2 as model_pb2
 
@@ -105,3 +108,11 @@ def encode(
     if plain_from < len(text):
         out += processor.encode(text[plain_from:])
     return out
+
+
+def write_golden(path: Path, header: dict, cases: list[dict]) -> None:
+    """The golden file: `header` keys, then the cases (text and ids)."""
+    path.write_text(
+        json.dumps({**header, "cases": cases}, ensure_ascii=False, indent=1) + "\n",
+        encoding="utf-8",
+    )

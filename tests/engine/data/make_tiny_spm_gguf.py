@@ -24,7 +24,6 @@ Run by hand when it needs to change (not in CI):
 from __future__ import annotations
 
 import io
-import json
 import sys
 from pathlib import Path
 
@@ -32,7 +31,7 @@ import sentencepiece as spm
 from gguf import GGUFWriter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts" / "reference"))
-from spm_reference import TEST_TEXTS, encode, processor_from_vocabulary  # noqa: E402
+from spm_reference import TEST_TEXTS, encode, processor_from_vocabulary, write_golden  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "tiny_spm.gguf"
@@ -118,20 +117,15 @@ def write(out: Path, golden: Path, pieces, scores, types, add_space_prefix: bool
 
     reference = processor_from_vocabulary(pieces, scores, types, add_space_prefix)
     cases = [{"text": t, "ids": encode(reference, pieces, types, t)} for t in TEST_TEXTS]
-    golden.write_text(
-        json.dumps(
-            {
-                "source": "tests/engine/data/make_tiny_spm_gguf.py (sentencepiece "
-                + spm.__version__
-                + ")",
-                "add_space_prefix": add_space_prefix,
-                "cases": cases,
-            },
-            ensure_ascii=False,
-            indent=1,
-        )
-        + "\n",
-        encoding="utf-8",
+    write_golden(
+        golden,
+        {
+            "source": "tests/engine/data/make_tiny_spm_gguf.py (sentencepiece "
+            + spm.__version__
+            + ")",
+            "add_space_prefix": add_space_prefix,
+        },
+        cases,
     )
     print(f"wrote {out} ({out.stat().st_size} bytes) and {golden} ({len(cases)} cases)")
 
