@@ -9,8 +9,8 @@ ZmqEventPublisher with a seeded random workload built from the file's own
 event classes. It writes what a subscriber must end up with as JSON.
 
 Protocol with the test (stdout lines): "ready" once the sockets are bound
-(the test attaches then); the driver waits for the subscriber's handshake,
-publishes, writes the expected JSON and prints "done"; it then waits for
+(the test attaches then); the driver waits until the subscriber's
+subscription has reached the PUB socket, publishes, writes the expected JSON and prints "done"; it then waits for
 stdin to close and shuts the publisher down. Modes:
 
   normal     one run
@@ -36,7 +36,6 @@ from pathlib import Path
 
 import msgspec
 import zmq
-import zmq.utils.monitor
 
 BASE_TS = 1_700_000_000.0
 HASH_MASK = (1 << 64) - 1
@@ -279,6 +278,25 @@ def garbage_messages(topic: bytes, seq_bytes: bytes, payload: bytes) -> list[lis
     ]
 
 
+class XpubContext:
+    """The publisher's zmq context, except that its PUB socket is an XPUB.
+
+    An XPUB sends exactly as a PUB does (same wire protocol, same topic
+    filtering) and also hands each subscription to recv() once it is in
+    force. That is the only way to know the subscriber will get the first
+    message without a timed sleep or a probe message that would move the
+    publisher's sequence numbers."""
+
+    def __init__(self, context):
+        self._context = context
+
+    def socket(self, kind, *args, **kwargs):
+        return self._context.socket(zmq.XPUB if kind == zmq.PUB else kind, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._context, name)
+
+
 def make_publisher(module, engine: str, rank: int, endpoint: str, replay: str, topic: str):
     # The publishers add the rank to the port (one port per data-parallel
     # rank); the test gives the ports it wants, so take the rank back off.
@@ -292,27 +310,32 @@ def make_publisher(module, engine: str, rank: int, endpoint: str, replay: str, t
     kwargs = dict(endpoint=pub, replay_endpoint=base(replay), buffer_steps=1000, topic=topic)
     rank_kwarg = "data_parallel_rank" if engine == "vllm" else "attn_dp_rank"
     kwargs[rank_kwarg] = rank
-    deadline = time.monotonic() + 5
-    while True:
-        try:
-            return module.ZmqEventPublisher(**kwargs)
-        except zmq.ZMQError:
-            # The last run's port is still being released.
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+    # Every publisher takes zmq.Context.instance() in its constructor and
+    # makes its sockets there.
+    instance = zmq.Context.instance
+    zmq.Context.instance = classmethod(lambda cls, *a, **k: XpubContext(instance(*a, **k)))
+    try:
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                return module.ZmqEventPublisher(**kwargs)
+            except zmq.ZMQError:
+                # The last run's port is still being released.
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+    finally:
+        zmq.Context.instance = instance
 
 
-def wait_for_subscriber(monitor) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if monitor.poll(100):
-            event = zmq.utils.monitor.recv_monitor_message(monitor)
-            if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                # The subscription follows the handshake on the wire.
-                time.sleep(0.2)
-                return
-    sys.exit("drive_publisher: no subscriber connected within 10 s")
+def wait_for_subscriber(xpub) -> None:
+    """Returns once a subscription has arrived on the publisher's XPUB. Read
+    here before the first publish, while the publisher's thread does not
+    touch the socket."""
+    if xpub.poll(10_000, zmq.POLLIN):
+        xpub.recv()  # b"\x01" + the topic: in force from here on
+        return
+    sys.exit("drive_publisher: no subscriber subscribed within 10 s")
 
 
 def publish_run(module, publisher, run: Run) -> None:
@@ -370,11 +393,8 @@ def main() -> int:
     for index, run in enumerate(runs):
         publisher = make_publisher(module, args.engine, args.rank, args.endpoint, args.replay,
                                    args.topic)
-        monitor = publisher._pub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
         say("ready")
-        wait_for_subscriber(monitor)
-        publisher._pub.disable_monitor()
-        monitor.close(linger=0)
+        wait_for_subscriber(publisher._pub)
         filtering = FilteringSocket(publisher._pub, drop, garbage_before)
         publisher._pub = filtering
         if args.mode == "die":
