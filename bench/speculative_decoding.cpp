@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
     std::vector<std::vector<std::int32_t>> prompts;
     for (const Task& task : kTasks) {
         prompts.push_back(
-            tok.encode(tokenizer::render_chatml({{"user", task.prompt}}, true), true));
+            tok.encode_sequence(tokenizer::render_chatml({{"user", task.prompt}}, true), true));
     }
     const std::size_t tasks = prompts.size();
     const std::size_t n = configs.size();

@@ -32,7 +32,7 @@ struct EvalOptions {
 nlohmann::json evaluate(const EvalOptions& options, const kv::EvictionConfig& eviction,
                         std::shared_ptr<const model::LlamaModel> model,
                         const workload::EvalText& text) {
-    std::vector<std::int32_t> tokens = model->tokenizer().encode(text.text, false);
+    std::vector<std::int32_t> tokens = model->tokenizer().encode_sequence(text.text, false);
     if (options.max_tokens > 0 && static_cast<int>(tokens.size()) > options.max_tokens) {
         tokens.resize(static_cast<std::size_t>(options.max_tokens));
     }

@@ -49,7 +49,7 @@ int run_generate(GenerateOptions& options) {
     }
     // In chat mode the template's markers are special tokens; a plain prompt
     // is taken literally.
-    const std::vector<std::int32_t> prompt = tok.encode(text, options.chat);
+    const std::vector<std::int32_t> prompt = tok.encode_sequence(text, options.chat);
     if (prompt.empty()) {
         std::cerr << "kvscope generate: the prompt is empty\n";
         return exit_usage;

@@ -6,6 +6,8 @@
 #include "engine/util/host_clock.h"
 #include "engine/util/nvtx_range.h"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace kvscope::cpu {
@@ -51,8 +53,6 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
     std::vector<float>& attn = sized(scratch_.attn, tokens * q_width);
     std::vector<float>& gate = sized(scratch_.gate, tokens * c.ffn_hidden);
     std::vector<float>& up = sized(scratch_.up, tokens * c.ffn_hidden);
-    std::vector<float>& rope_cos = sized(scratch_.rope_cos, tokens * c.head_dim / 2);
-    std::vector<float>& rope_sin = sized(scratch_.rope_sin, tokens * c.head_dim / 2);
 
     for (std::int64_t t = 0; t < tokens; ++t) {
         const std::int32_t id = batch.token_ids[static_cast<std::size_t>(t)];
@@ -62,10 +62,38 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
         }
         dequantize_row(w.token_embedding, id, x.data() + t * hidden);
     }
+    if (c.traits.scaled_embedding) {
+        // As transformers does: the scale rounded to the activations' type.
+        const float scale = std::sqrt(static_cast<float>(hidden));
+        for (float& value : x) {
+            value *= scale;
+        }
+    }
     captured_.reset(batch);
     const AttentionCapture attention_capture{captured_.sums(), captured_.offsets()};
-    rope_tables(batch.positions.data(), tokens, c.head_dim, c.rope_theta, rope_cos.data(),
-                rope_sin.data());
+    // One cos/sin table per RoPE base the layers use (Gemma 3: two), kept
+    // from step to step like the activations.
+    std::vector<RopeTable>& tables = scratch_.rope;
+    std::size_t table_count = 0;
+    const auto rope_table_of = [&](float base) -> RopeTable* {
+        const auto end = tables.begin() + static_cast<std::ptrdiff_t>(table_count);
+        const auto found = std::find_if(tables.begin(), end,
+                                        [&](const RopeTable& table) { return table.base == base; });
+        return found == end ? nullptr : &*found;
+    };
+    for (const model::LayerAttention& la : c.layer_attention) {
+        if (rope_table_of(la.rope_base) == nullptr) {
+            if (table_count == tables.size()) {
+                tables.emplace_back();
+            }
+            RopeTable& table = tables[table_count++];
+            table.base = la.rope_base;
+            table.cos.resize(static_cast<std::size_t>(tokens * c.head_dim / 2));
+            table.sin.resize(table.cos.size());
+            rope_tables(batch.positions.data(), tokens, c.head_dim, la.rope_base, table.cos.data(),
+                        table.sin.data());
+        }
+    }
 
     // Each op in an NVTX range, and timed only when someone listens.
     const auto op = [this](const char* name, int layer, const auto& run) {
@@ -87,38 +115,65 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
         const LayerKvView cache = kv_.layer(l);
         const nvtx::Range layer_range(nvtx::layer_name(l));
 
+        const model::LayerWeights& vectors = *layer.vectors;
+        const model::LayerAttention& scope = c.layer_attention[static_cast<std::size_t>(l)];
+        // The output of a block's attention or FFN goes through its post-norm,
+        // where the architecture has one, then into the residual stream.
+        const auto add_to_residual = [&](const std::vector<float>& post_norm) {
+            if (!post_norm.empty()) {
+                rms_norm(h.data(), post_norm.data(), h.data(), tokens, hidden, c.rms_eps);
+            }
+            add_in_place(x.data(), h.data(), tokens * hidden);
+        };
+
         op("attn_norm", l, [&] {
-            rms_norm(x.data(), layer.attn_norm.data(), h.data(), tokens, hidden, c.rms_eps);
+            rms_norm(x.data(), vectors.attn_norm.data(), h.data(), tokens, hidden, c.rms_eps);
         });
         op("qkv", l, [&] {
             const MatmulOutput qkv[] = {
                 {&layer.wq, q.data()}, {&layer.wk, k.data()}, {&layer.wv, v.data()}};
             matmul_shared_input(qkv, h.data(), tokens, pool_);
+            if (!vectors.q_bias.empty()) {
+                add_bias(q.data(), vectors.q_bias.data(), tokens, q_width);
+                add_bias(k.data(), vectors.k_bias.data(), tokens, kv_width);
+                add_bias(v.data(), vectors.v_bias.data(), tokens, kv_width);
+            }
         });
+        if (!vectors.q_norm.empty()) {
+            op("qk_norm", l, [&] {
+                rms_norm(q.data(), vectors.q_norm.data(), q.data(), tokens * c.heads, c.head_dim,
+                         c.rms_eps);
+                rms_norm(k.data(), vectors.k_norm.data(), k.data(), tokens * c.kv_heads, c.head_dim,
+                         c.rms_eps);
+            });
+        }
         op("rope", l, [&] {
-            rope_adjacent_pairs(q.data(), rope_cos.data(), rope_sin.data(), tokens, c.heads,
-                                c.head_dim);
-            rope_adjacent_pairs(k.data(), rope_cos.data(), rope_sin.data(), tokens, c.kv_heads,
-                                c.head_dim);
+            const RopeTable& table = *rope_table_of(scope.rope_base);
+            rope(q.data(), table.cos.data(), table.sin.data(), tokens, c.heads, c.head_dim,
+                 c.traits.rope);
+            rope(k.data(), table.cos.data(), table.sin.data(), tokens, c.kv_heads, c.head_dim,
+                 c.traits.rope);
         });
         op("kv_write", l, [&] { kv_.write(l, batch, k.data(), v.data()); });
         op("attention", l, [&] {
-            paged_attention(cache, batch, q.data(), c.heads, attn.data(), pool_, attention_capture);
+            paged_attention(cache, batch, q.data(), c.heads, attn.data(), pool_, attention_capture,
+                            {c.attention_scale, scope.window});
         });
         op("attn_out", l, [&] {
             matmul(layer.wo, attn.data(), tokens, h.data(), pool_);
-            add_in_place(x.data(), h.data(), tokens * hidden);
+            add_to_residual(vectors.post_attn_norm);
         });
-        op("ffn_norm", l,
-           [&] { rms_norm(x.data(), layer.ffn_norm.data(), h.data(), tokens, hidden, c.rms_eps); });
+        op("ffn_norm", l, [&] {
+            rms_norm(x.data(), vectors.ffn_norm.data(), h.data(), tokens, hidden, c.rms_eps);
+        });
         op("gate_up", l, [&] {
             const MatmulOutput gate_up[] = {{&layer.w_gate, gate.data()}, {&layer.w_up, up.data()}};
             matmul_shared_input(gate_up, h.data(), tokens, pool_);
-            silu_mul(gate.data(), up.data(), tokens * c.ffn_hidden);
+            gated_activation(gate.data(), up.data(), tokens * c.ffn_hidden, c.traits.activation);
         });
         op("down", l, [&] {
             matmul(layer.w_down, gate.data(), tokens, h.data(), pool_);
-            add_in_place(x.data(), h.data(), tokens * hidden);
+            add_to_residual(vectors.post_ffn_norm);
         });
     }
 

@@ -61,8 +61,13 @@ private:
     KvStore kv_;
     runner::CapturedAttention captured_; // in the last forward()
     // Per-step activations, reused from step to step.
+    struct RopeTable {
+        float base = 0.0f;
+        std::vector<float> cos, sin; // (tokens, head_dim / 2)
+    };
     struct Scratch {
-        std::vector<float> x, h, q, k, v, attn, gate, up, rope_cos, rope_sin, selected;
+        std::vector<float> x, h, q, k, v, attn, gate, up, selected;
+        std::vector<RopeTable> rope;
     } scratch_;
 };
 

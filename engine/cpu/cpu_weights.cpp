@@ -23,9 +23,8 @@ CpuWeights::CpuWeights(const model::LlamaModel& model) {
     token_embedding = prepared(w.token_embedding);
     layers.reserve(w.layers.size());
     for (const model::LayerWeights& l : w.layers) {
-        layers.push_back({l.attn_norm, prepared(l.wq), prepared(l.wk), prepared(l.wv),
-                          prepared(l.wo), l.ffn_norm, prepared(l.w_gate), prepared(l.w_up),
-                          prepared(l.w_down)});
+        layers.push_back({&l, prepared(l.wq), prepared(l.wk), prepared(l.wv), prepared(l.wo),
+                          prepared(l.w_gate), prepared(l.w_up), prepared(l.w_down)});
     }
     output_norm = w.output_norm;
     // Tied embeddings: one matrix, packed once.

@@ -14,15 +14,14 @@
 namespace kvscope::cpu {
 
 struct CpuLayerWeights {
-    std::span<const float> attn_norm; // (hidden)
-    WeightMatrix wq;                  // (heads * head_dim, hidden)
-    WeightMatrix wk;                  // (kv_heads * head_dim, hidden)
-    WeightMatrix wv;                  // (kv_heads * head_dim, hidden)
-    WeightMatrix wo;                  // (hidden, heads * head_dim)
-    std::span<const float> ffn_norm;  // (hidden)
-    WeightMatrix w_gate;              // (ffn_hidden, hidden)
-    WeightMatrix w_up;                // (ffn_hidden, hidden)
-    WeightMatrix w_down;              // (hidden, ffn_hidden)
+    const model::LayerWeights* vectors; // its norms and biases, used as the model holds them
+    WeightMatrix wq;                    // (heads * head_dim, hidden)
+    WeightMatrix wk;                    // (kv_heads * head_dim, hidden)
+    WeightMatrix wv;                    // (kv_heads * head_dim, hidden)
+    WeightMatrix wo;                    // (hidden, heads * head_dim)
+    WeightMatrix w_gate;                // (ffn_hidden, hidden)
+    WeightMatrix w_up;                  // (ffn_hidden, hidden)
+    WeightMatrix w_down;                // (hidden, ffn_hidden)
 };
 
 class CpuWeights {

@@ -1,5 +1,6 @@
 #include "engine/cpu/ops.h"
 
+#include "engine/math/activation_math.h"
 #include "engine/math/rope_math.h"
 
 #include <algorithm>
@@ -37,25 +38,41 @@ void rope_tables(const std::int32_t* positions, std::int64_t tokens, int head_di
     }
 }
 
-void rope_adjacent_pairs(float* x, const float* cos, const float* sin, std::int64_t tokens,
-                         int heads, int head_dim) {
+void rope(float* x, const float* cos, const float* sin, std::int64_t tokens, int heads,
+          int head_dim, model::RopePairing pairing) {
     const int pairs = head_dim / 2;
+    // Pair i is (2i, 2i+1) or (i, i + head_dim/2).
+    const int stride = pairing == model::RopePairing::adjacent ? 2 : 1;
+    const int partner = pairing == model::RopePairing::adjacent ? 1 : pairs;
     for (std::int64_t t = 0; t < tokens; ++t) {
         const float* c = cos + t * pairs;
         const float* s = sin + t * pairs;
         for (int h = 0; h < heads; ++h) {
             float* head = x + (t * heads + h) * head_dim;
             for (int i = 0; i < pairs; ++i) {
-                math::rope_rotate_pair(head + 2 * i, {c[i], s[i]});
+                math::rope_rotate(head[stride * i], head[stride * i + partner], {c[i], s[i]});
             }
         }
     }
 }
 
-void silu_mul(float* gate, const float* up, std::int64_t count) {
+void gated_activation(float* gate, const float* up, std::int64_t count,
+                      model::GateActivation activation) {
+    if (activation == model::GateActivation::gelu_tanh) {
+        for (std::int64_t i = 0; i < count; ++i) {
+            gate[i] = math::gelu_tanh(gate[i]) * up[i];
+        }
+        return;
+    }
     for (std::int64_t i = 0; i < count; ++i) {
         const float g = gate[i];
         gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+}
+
+void add_bias(float* x, const float* bias, std::int64_t tokens, std::int64_t width) {
+    for (std::int64_t t = 0; t < tokens; ++t) {
+        add_in_place(x + t * width, bias, width);
     }
 }
 

@@ -2,6 +2,8 @@
 // the CPU, in fp32. Shapes are given per argument.
 #pragma once
 
+#include "engine/model/architecture.h"
+
 #include <cstdint>
 
 namespace kvscope::cpu {
@@ -15,14 +17,18 @@ void rms_norm(const float* x, const float* weight, float* out, std::int64_t toke
 void rope_tables(const std::int32_t* positions, std::int64_t tokens, int head_dim, float theta_base,
                  float* cos_out, float* sin_out);
 
-// Rotates adjacent pairs (x[2i], x[2i+1]) of every head, the layout
-// llama.cpp's GGUF conversion gives Llama's Q and K.
-// x: (tokens, heads, head_dim), rotated in place; cos, sin: from rope_tables.
-void rope_adjacent_pairs(float* x, const float* cos, const float* sin, std::int64_t tokens,
-                         int heads, int head_dim);
+// Rotates every head's pairs, paired as the architecture pairs them
+// (model::RopePairing). x: (tokens, heads, head_dim), rotated in place;
+// cos, sin: from rope_tables.
+void rope(float* x, const float* cos, const float* sin, std::int64_t tokens, int heads,
+          int head_dim, model::RopePairing pairing);
 
-// gate <- silu(gate) * up, element-wise over `count` values (SwiGLU).
-void silu_mul(float* gate, const float* up, std::int64_t count);
+// gate <- act(gate) * up, element-wise over `count` values (SwiGLU, GeGLU).
+void gated_activation(float* gate, const float* up, std::int64_t count,
+                      model::GateActivation activation);
+
+// x: (tokens, width); each row += bias: (width).
+void add_bias(float* x, const float* bias, std::int64_t tokens, std::int64_t width);
 
 // x += y over `count` values (residual connections).
 void add_in_place(float* x, const float* y, std::int64_t count);

@@ -41,10 +41,11 @@ detail::SegmentKernel segment_kernel(const LayerKvView& cache) {
 } // namespace
 
 void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch, const float* q,
-                     int heads, float* out, ThreadPool& pool, const AttentionCapture& capture) {
+                     int heads, float* out, ThreadPool& pool, const AttentionCapture& capture,
+                     const AttentionScope& scope) {
     const int group = heads / cache.kv_heads;
     const int d = cache.head_dim;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    const float scale = scope.scale > 0.0f ? scope.scale : 1.0f / std::sqrt(static_cast<float>(d));
     const std::int64_t tokens = batch.token_count();
 
     // The work list. Causal prefill gives later tokens longer contexts:
@@ -54,8 +55,9 @@ void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch
     for (std::int64_t rank = 0; rank < tokens; ++rank) {
         const std::int64_t t = rank % 2 == 0 ? rank / 2 : tokens - 1 - rank / 2;
         const std::int32_t context = batch.cache_positions[static_cast<std::size_t>(t)] + 1;
+        const std::int32_t first = scope.window > 0 ? std::max(0, context - scope.window) : 0;
         for (int h = 0; h < cache.kv_heads; ++h) {
-            for (std::int32_t begin = 0; begin < context; begin += kSegmentKeys) {
+            for (std::int32_t begin = first; begin < context; begin += kSegmentKeys) {
                 segments.push_back({t, h, begin, std::min(context, begin + kSegmentKeys)});
             }
         }

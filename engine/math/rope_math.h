@@ -24,20 +24,25 @@ KVSCOPE_HD inline RopeCosSin rope_cos_sin(int position, int pair, int head_dim, 
     return {static_cast<float>(cos(angle)), static_cast<float>(sin(angle))};
 }
 
-// Rotates the adjacent pair (x[2i], x[2i+1]) of a head, the layout llama.cpp's
-// GGUF conversion gives Llama's Q and K.
-KVSCOPE_HD inline void rope_rotate_pair(float* pair, RopeCosSin angle) {
-    const float a = pair[0];
-    const float b = pair[1];
+// Rotates one pair of a head's dimensions: (x[2i], x[2i+1]) in the layout
+// llama.cpp's GGUF conversion gives Llama's Q and K, (x[i], x[i + d/2]) in
+// Qwen's and Gemma's (model::RopePairing).
+KVSCOPE_HD inline void rope_rotate(float& first, float& second, RopeCosSin angle) {
+    const float a = first;
+    const float b = second;
     // Each product rounded before the sum, as on the host: nvcc would fuse one
     // product into a multiply-add and round differently from the CPU.
 #if defined(__CUDA_ARCH__)
-    pair[0] = __fsub_rn(__fmul_rn(a, angle.cos), __fmul_rn(b, angle.sin));
-    pair[1] = __fadd_rn(__fmul_rn(a, angle.sin), __fmul_rn(b, angle.cos));
+    first = __fsub_rn(__fmul_rn(a, angle.cos), __fmul_rn(b, angle.sin));
+    second = __fadd_rn(__fmul_rn(a, angle.sin), __fmul_rn(b, angle.cos));
 #else
-    pair[0] = a * angle.cos - b * angle.sin;
-    pair[1] = a * angle.sin + b * angle.cos;
+    first = a * angle.cos - b * angle.sin;
+    second = a * angle.sin + b * angle.cos;
 #endif
+}
+
+KVSCOPE_HD inline void rope_rotate_pair(float* pair, RopeCosSin angle) {
+    rope_rotate(pair[0], pair[1], angle);
 }
 
 } // namespace kvscope::math

@@ -2,29 +2,19 @@
 
 #include "engine/gguf/gguf_file.h"
 
-#include <array>
-#include <string_view>
+#include <cmath>
 
 namespace kvscope::model {
-namespace {
-
-// Architectures that share Llama's block (RMSNorm, RoPE on adjacent pairs
-// after llama.cpp's conversion, GQA, SwiGLU) and its GGUF tensor names.
-constexpr std::array<std::string_view, 3> kLlamaLike{"llama", "mistral", "granite"};
-
-} // namespace
 
 LlamaConfig LlamaConfig::from_gguf(const gguf::GgufFile& file) {
     LlamaConfig config;
     config.architecture = file.require_string("general.architecture");
-    bool known = false;
-    for (const std::string_view arch : kLlamaLike) {
-        known = known || config.architecture == arch;
+    const Architecture* traits = find_architecture(config.architecture);
+    if (traits == nullptr) {
+        file.fail("architecture '" + config.architecture + "' is not supported (kvscope runs " +
+                  supported_architectures() + ")");
     }
-    if (!known) {
-        file.fail("architecture '" + config.architecture +
-                  "' is not supported (kvscope runs Llama-family models: llama, mistral)");
-    }
+    config.traits = *traits;
     if (const gguf::MetadataValue* name = file.find("general.name"); name && name->as_string()) {
         config.name = *name->as_string();
     }
@@ -53,12 +43,24 @@ LlamaConfig LlamaConfig::from_gguf(const gguf::GgufFile& file) {
         config.rms_eps =
             static_cast<float>(file.require_float(prefix + "attention.layer_norm_rms_epsilon"));
     }
-    if (config.hidden % config.heads != 0 || config.heads % config.kv_heads != 0) {
+    // Qwen3 and Gemma give the head width; Llama's is the width over the heads.
+    if (file.find(prefix + "attention.key_length") != nullptr) {
+        config.head_dim = integer("attention.key_length", 1 << 12);
+        if (file.find(prefix + "attention.value_length") != nullptr &&
+            integer("attention.value_length", 1 << 12) != config.head_dim) {
+            file.fail("keys and values of different widths (attention.key_length " +
+                      std::to_string(config.head_dim) + ", value_length " +
+                      std::to_string(integer("attention.value_length", 1 << 12)) +
+                      ") are not supported");
+        }
+    } else if (config.hidden % config.heads == 0) {
+        config.head_dim = config.hidden / config.heads;
+    }
+    if (config.head_dim == 0 || config.heads % config.kv_heads != 0) {
         file.fail("inconsistent attention shape: " + std::to_string(config.hidden) + " wide, " +
                   std::to_string(config.heads) + " heads, " + std::to_string(config.kv_heads) +
                   " KV heads");
     }
-    config.head_dim = config.hidden / config.heads;
     if (config.head_dim % 2 != 0) {
         file.fail("head dimension " + std::to_string(config.head_dim) +
                   " is odd (RoPE needs pairs)");
@@ -68,6 +70,34 @@ LlamaConfig LlamaConfig::from_gguf(const gguf::GgufFile& file) {
             file.fail("partial rotary embeddings (rope.dimension_count " + rope_dims->describe() +
                       " != head dim " + std::to_string(config.head_dim) + ") are not supported");
         }
+    }
+    for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+        if (file.find(prefix + key) != nullptr) {
+            file.fail("metadata '" + prefix + key + "': logit soft-capping is not supported");
+        }
+    }
+    if (const gguf::MetadataValue* factor = file.find(prefix + "rope.scaling.factor")) {
+        if (file.require_float(prefix + "rope.scaling.factor") != 1.0) {
+            file.fail("metadata '" + prefix + "rope.scaling.factor' = " + factor->describe() +
+                      ": scaled RoPE is not supported");
+        }
+    }
+    // Gemma 3 27B scales by its width over the heads, the others by the head
+    // width (llama.cpp and transformers' query_pre_attn_scalar agree).
+    const bool gemma3_27b = config.architecture == "gemma3" && config.layers == 62;
+    config.attention_scale =
+        1.0f /
+        std::sqrt(static_cast<float>(gemma3_27b ? config.hidden / config.heads : config.head_dim));
+    if (config.traits.global_layer_period > 0 &&
+        file.find(prefix + "attention.sliding_window") != nullptr) {
+        config.sliding_window = integer("attention.sliding_window", 1 << 24);
+    }
+    for (int l = 0; l < config.layers; ++l) {
+        const bool sliding =
+            config.sliding_window > 0 && (l + 1) % config.traits.global_layer_period != 0;
+        config.layer_attention.push_back(
+            sliding ? LayerAttention{config.sliding_window, config.traits.sliding_rope_base}
+                    : LayerAttention{0, config.rope_theta});
     }
     const gguf::TensorInfo& embedding = file.require_tensor("token_embd.weight");
     config.vocab = static_cast<int>(embedding.rows());

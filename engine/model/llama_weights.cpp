@@ -56,11 +56,24 @@ LlamaWeights LlamaWeights::from_gguf(const gguf::GgufFile& file, const LlamaConf
         layer.wq = matrix(file, p + "attn_q.weight", q_width, c.hidden);
         layer.wk = matrix(file, p + "attn_k.weight", kv_width, c.hidden);
         layer.wv = matrix(file, p + "attn_v.weight", kv_width, c.hidden);
+        if (c.traits.qkv_bias) {
+            layer.q_bias = vector(file, p + "attn_q.bias", q_width);
+            layer.k_bias = vector(file, p + "attn_k.bias", kv_width);
+            layer.v_bias = vector(file, p + "attn_v.bias", kv_width);
+        }
+        if (c.traits.qk_norm) {
+            layer.q_norm = vector(file, p + "attn_q_norm.weight", c.head_dim);
+            layer.k_norm = vector(file, p + "attn_k_norm.weight", c.head_dim);
+        }
         layer.wo = matrix(file, p + "attn_output.weight", c.hidden, q_width);
         layer.ffn_norm = vector(file, p + "ffn_norm.weight", c.hidden);
         layer.w_gate = matrix(file, p + "ffn_gate.weight", c.ffn_hidden, c.hidden);
         layer.w_up = matrix(file, p + "ffn_up.weight", c.ffn_hidden, c.hidden);
         layer.w_down = matrix(file, p + "ffn_down.weight", c.hidden, c.ffn_hidden);
+        if (c.traits.post_norms) {
+            layer.post_attn_norm = vector(file, p + "post_attention_norm.weight", c.hidden);
+            layer.post_ffn_norm = vector(file, p + "post_ffw_norm.weight", c.hidden);
+        }
         weights.layers.push_back(std::move(layer));
     }
     weights.output_norm = vector(file, "output_norm.weight", c.hidden);
@@ -74,8 +87,11 @@ std::int64_t LlamaWeights::total_bytes() const {
     for (const LayerWeights& l : layers) {
         bytes += l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes() + l.w_gate.bytes() +
                  l.w_up.bytes() + l.w_down.bytes();
-        bytes +=
-            static_cast<std::int64_t>((l.attn_norm.size() + l.ffn_norm.size()) * sizeof(float));
+        for (const std::vector<float>* v :
+             {&l.attn_norm, &l.q_bias, &l.k_bias, &l.v_bias, &l.q_norm, &l.k_norm,
+              &l.post_attn_norm, &l.ffn_norm, &l.post_ffn_norm}) {
+            bytes += static_cast<std::int64_t>(v->size() * sizeof(float));
+        }
     }
     return bytes;
 }

@@ -15,16 +15,25 @@ class GgufFile;
 
 namespace kvscope::model {
 
+// The optional vectors are empty where the architecture has no such step
+// (architecture.h says which it has).
 struct LayerWeights {
-    std::vector<float> attn_norm; // (hidden)
-    TensorView wq;                // (heads * head_dim, hidden)
-    TensorView wk;                // (kv_heads * head_dim, hidden)
-    TensorView wv;                // (kv_heads * head_dim, hidden)
-    TensorView wo;                // (hidden, heads * head_dim)
-    std::vector<float> ffn_norm;  // (hidden)
-    TensorView w_gate;            // (ffn_hidden, hidden)
-    TensorView w_up;              // (ffn_hidden, hidden)
-    TensorView w_down;            // (hidden, ffn_hidden)
+    std::vector<float> attn_norm;      // (hidden)
+    TensorView wq;                     // (heads * head_dim, hidden)
+    TensorView wk;                     // (kv_heads * head_dim, hidden)
+    TensorView wv;                     // (kv_heads * head_dim, hidden)
+    std::vector<float> q_bias;         // (heads * head_dim), optional
+    std::vector<float> k_bias;         // (kv_heads * head_dim), optional
+    std::vector<float> v_bias;         // (kv_heads * head_dim), optional
+    std::vector<float> q_norm;         // (head_dim), optional: RMSNorm of each query head
+    std::vector<float> k_norm;         // (head_dim), optional: RMSNorm of each key head
+    TensorView wo;                     // (hidden, heads * head_dim)
+    std::vector<float> post_attn_norm; // (hidden), optional: of the attention output
+    std::vector<float> ffn_norm;       // (hidden)
+    TensorView w_gate;                 // (ffn_hidden, hidden)
+    TensorView w_up;                   // (ffn_hidden, hidden)
+    TensorView w_down;                 // (hidden, ffn_hidden)
+    std::vector<float> post_ffn_norm;  // (hidden), optional: of the FFN output
 };
 
 struct LlamaWeights {

@@ -38,9 +38,9 @@ to_request_specs(const std::vector<workload::WorkloadRequest>& requests,
                 messages.push_back({k % 2 == 0 ? "user" : "assistant", r.history[k]});
             }
             messages.push_back({"user", r.text});
-            spec.prompt = tokenizer.encode(tokenizer::render_chatml(messages, true), true);
+            spec.prompt = tokenizer.encode_sequence(tokenizer::render_chatml(messages, true), true);
         } else {
-            spec.prompt = tokenizer.encode(r.text, false);
+            spec.prompt = tokenizer.encode_sequence(r.text, false);
         }
         specs.push_back(std::move(spec));
     }

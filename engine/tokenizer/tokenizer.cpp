@@ -73,6 +73,13 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& file) {
         return static_cast<TokenId>(*id);
     };
     tokenizer.bos_id_ = optional_id("tokenizer.ggml.bos_token_id");
+    if (const gguf::MetadataValue* add_bos = file.find("tokenizer.ggml.add_bos_token")) {
+        const auto flag = add_bos->as_bool();
+        if (!flag) {
+            file.fail("tokenizer.ggml.add_bos_token is not a boolean");
+        }
+        tokenizer.add_bos_explicit_ = *flag;
+    }
     tokenizer.eos_id_ = optional_id("tokenizer.ggml.eos_token_id");
     tokenizer.unknown_id_ = optional_id("tokenizer.ggml.unknown_token_id");
     if (tokenizer.unknown_id_ < 0) { // the vocabulary's own unknown piece, if it has one
@@ -110,6 +117,7 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& file) {
             tokenizer.space_prefix_ = *flag;
         }
     } else {
+        tokenizer.add_bos_ = false; // llama.cpp's default for BPE files that do not say
         tokenizer.read_merges(file);
         for (int b = 0; b < 256; ++b) {
             std::string symbol;
@@ -174,6 +182,16 @@ bool Tokenizer::ends_generation(TokenId id) const {
 TokenId Tokenizer::find(std::string_view text) const {
     const auto it = token_ids_.find(std::string(text));
     return it == token_ids_.end() ? -1 : it->second;
+}
+
+std::vector<TokenId> Tokenizer::encode_sequence(std::string_view text, bool parse_special) const {
+    std::vector<TokenId> ids;
+    if (adds_bos()) {
+        ids.push_back(bos_id_);
+    }
+    const std::vector<TokenId> rest = encode(text, parse_special);
+    ids.insert(ids.end(), rest.begin(), rest.end());
+    return ids;
 }
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special) const {

@@ -47,6 +47,13 @@ public:
     // that of control tokens (e.g. "<|im_start|>"); without, it is tokenized
     // as plain text.
     std::vector<TokenId> encode(std::string_view text, bool parse_special) const;
+    // Token ids for a text the model reads from the start of a sequence (a
+    // prompt, an evaluation text): encode() after the beginning-of-sequence
+    // token where the model wants one (adds_bos()).
+    std::vector<TokenId> encode_sequence(std::string_view text, bool parse_special) const;
+    // tokenizer.ggml.add_bos_token, or llama.cpp's default when the file does
+    // not say (SentencePiece yes, BPE no); never without a BOS token.
+    bool adds_bos() const { return bos_id_ >= 0 && add_bos_explicit_.value_or(add_bos_); }
 
     // The raw bytes a token stands for (may be part of a UTF-8 character).
     // Control and unknown tokens give their text only when `render_special`
@@ -108,6 +115,8 @@ private:
     std::optional<SentencePieceEncoder> sentencepiece_; // model "llama"
     bool space_prefix_ = false;                         // SentencePiece's leading space
     TokenId bos_id_ = -1;
+    bool add_bos_ = true;                  // the tokenizer model's default
+    std::optional<bool> add_bos_explicit_; // what the file says
     TokenId eos_id_ = -1;
     TokenId unknown_id_ = -1;
 };

@@ -346,7 +346,7 @@ void TestCudaKernels::elementwise_ops_match_the_cpu() {
     const std::vector<float> b = random_floats(static_cast<std::size_t>(n), 2);
 
     std::vector<float> cpu_gate = a;
-    cpu::silu_mul(cpu_gate.data(), b.data(), n);
+    cpu::gated_activation(cpu_gate.data(), b.data(), n, model::GateActivation::silu);
     DeviceArray<float> gate(a), up(b);
     kernels::launch_silu_mul(gate.get(), up.get(), n, nullptr);
     QVERIFY(relative_error(gate.download(a.size()), cpu_gate) < 1e-6);
@@ -391,7 +391,8 @@ void TestCudaKernels::elementwise_ops_match_the_cpu() {
             cpu_swiglu.push_back(a[at]);
         }
     }
-    cpu::silu_mul(cpu_swiglu.data(), b.data(), static_cast<std::int64_t>(cpu_swiglu.size()));
+    cpu::gated_activation(cpu_swiglu.data(), b.data(), static_cast<std::int64_t>(cpu_swiglu.size()),
+                          model::GateActivation::silu);
     DeviceArray<float> d_gate_up(gate_up);
     DeviceArray<__half> swiglu(cpu_swiglu.size());
     kernels::launch_silu_mul_half(d_gate_up.get(), gate_tokens, ffn, swiglu.get(), nullptr);
@@ -431,8 +432,10 @@ void TestCudaKernels::rope_matches_the_cpu() {
         std::vector<float> cos(std::size_t{tokens} * head_dim / 2), sin(cos.size());
         cpu::rope_tables(positions.data(), tokens, head_dim, 100000.0f, cos.data(), sin.data());
         std::vector<float> cpu_q = q, cpu_k = k;
-        cpu::rope_adjacent_pairs(cpu_q.data(), cos.data(), sin.data(), tokens, heads, head_dim);
-        cpu::rope_adjacent_pairs(cpu_k.data(), cos.data(), sin.data(), tokens, kv_heads, head_dim);
+        cpu::rope(cpu_q.data(), cos.data(), sin.data(), tokens, heads, head_dim,
+                  model::RopePairing::adjacent);
+        cpu::rope(cpu_k.data(), cos.data(), sin.data(), tokens, kv_heads, head_dim,
+                  model::RopePairing::adjacent);
         DeviceArray<float> d_q(q), d_k(k);
         DeviceArray<std::int32_t> d_positions(positions);
         kernels::launch_rope(d_q.get(), d_k.get(), d_positions.get(), tokens, heads, kv_heads,
@@ -475,8 +478,10 @@ void TestCudaKernels::rope_kv_write_matches_the_cpu() {
     std::vector<float> cos(static_cast<std::size_t>(tokens) * head_dim / 2), sin(cos.size());
     cpu::rope_tables(batch.positions.data(), tokens, head_dim, 100000.0f, cos.data(), sin.data());
     std::vector<float> cpu_q = q, cpu_k = k;
-    cpu::rope_adjacent_pairs(cpu_q.data(), cos.data(), sin.data(), tokens, heads, head_dim);
-    cpu::rope_adjacent_pairs(cpu_k.data(), cos.data(), sin.data(), tokens, g.kv_heads, head_dim);
+    cpu::rope(cpu_q.data(), cos.data(), sin.data(), tokens, heads, head_dim,
+              model::RopePairing::adjacent);
+    cpu::rope(cpu_k.data(), cos.data(), sin.data(), tokens, g.kv_heads, head_dim,
+              model::RopePairing::adjacent);
     cpu::KvStore store({1, g.kv_heads, head_dim, g.block_size, g.num_blocks}, {format, format});
     store.write(0, batch, cpu_k.data(), v.data());
 

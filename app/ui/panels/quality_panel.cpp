@@ -116,7 +116,7 @@ void QualityPanel::measure(const RunSettings& settings) {
                 throw std::runtime_error("this build has no evaluation texts");
             }
             const workload::EvalText& eval = workload::eval_texts().front();
-            std::vector<std::int32_t> tokens = model->tokenizer().encode(eval.text, false);
+            std::vector<std::int32_t> tokens = model->tokenizer().encode_sequence(eval.text, false);
             tokens.resize(std::min<std::size_t>(tokens.size(), kTokens));
             quality::QualityOptions options;
             options.format = settings.cache_format;

@@ -1,0 +1,167 @@
+// Each architecture kvscope runs (llama, qwen2, qwen3, gemma3) against
+// transformers in fp32 on a tiny random-weight GGUF of it
+// (tests/engine/data/make_tiny_llama_gguf.py, golden logits from
+// scripts/reference/make_tiny_arch_golden.py): every position's logits, in
+// one pass and token by token (which takes the decode path, and for Gemma 3
+// slides the window of 8 over 32 tokens). Also what the loader makes of the
+// files: head width, windows and RoPE bases per layer, and the message for an
+// architecture it does not run.
+#include "engine/cpu/cpu_backend.h"
+#include "engine/gguf/gguf_file.h"
+#include "engine/model/llama_model.h"
+#include "tests/support/chunked_logits.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace kvscope;
+
+namespace {
+
+QString data_path(const QString& name) {
+    return QStringLiteral(KVSCOPE_SOURCE_DIR "/tests/engine/data/") + name;
+}
+
+QJsonObject golden_of(const QString& file) {
+    QFile golden(data_path("golden_tiny_archs.json"));
+    if (!golden.open(QIODevice::ReadOnly)) {
+        return {};
+    }
+    for (const QJsonValue& model : QJsonDocument::fromJson(golden.readAll())["models"].toArray()) {
+        if (model["model_file"].toString() == file) {
+            return model.toObject();
+        }
+    }
+    return {};
+}
+
+constexpr kv::KvCacheFormat kF32Cache{kv::KvFormat::f32, kv::KvFormat::f32};
+
+} // namespace
+
+class TestArchitectures : public QObject {
+    Q_OBJECT
+
+private slots:
+    void logits_match_transformers_data();
+    void logits_match_transformers();
+    void the_loader_reads_each_architectures_shape();
+    void an_unknown_architecture_names_the_supported_ones();
+};
+
+void TestArchitectures::logits_match_transformers_data() {
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<QList<int>>("chunks");
+    for (const char* file :
+         {"tiny_llama.gguf", "tiny_qwen2.gguf", "tiny_qwen3.gguf", "tiny_gemma3.gguf"}) {
+        QTest::addRow("%s one pass", file) << QString(file) << QList<int>{32};
+        QTest::addRow("%s token by token", file) << QString(file) << QList<int>{1};
+        QTest::addRow("%s chunks of 5", file) << QString(file) << QList<int>{5};
+    }
+}
+
+void TestArchitectures::logits_match_transformers() {
+    QFETCH(QString, file);
+    QFETCH(QList<int>, chunks);
+    const QJsonObject golden = golden_of(file);
+    QVERIFY2(!golden.isEmpty(), qPrintable("no golden logits for " + file));
+    const auto model = model::LlamaModel::load(data_path(file).toStdString());
+    std::vector<std::int32_t> ids;
+    for (const QJsonValue& id : golden["ids"].toArray()) {
+        ids.push_back(id.toInt());
+    }
+    // Block size 4: the window of 8 spans blocks, and so do sequences.
+    cpu::CpuBackend backend(model, {16, 4, 1, kF32Cache});
+    const std::vector<float> ours =
+        test::logits_in_chunks(backend, ids, std::vector<int>(chunks.begin(), chunks.end()));
+    const QJsonArray rows = golden["logits"].toArray();
+    QCOMPARE(static_cast<std::size_t>(rows.size()), ids.size());
+    const int vocab = backend.vocab_size();
+    double worst = 0;
+    int worst_position = 0;
+    for (qsizetype p = 0; p < rows.size(); ++p) {
+        const QJsonArray row = rows[p].toArray();
+        QCOMPARE(row.size(), vocab);
+        for (int v = 0; v < vocab; ++v) {
+            const double gap =
+                std::abs(ours[static_cast<std::size_t>(p * vocab + v)] - row[v].toDouble());
+            if (gap > worst) {
+                worst = gap;
+                worst_position = static_cast<int>(p);
+            }
+        }
+    }
+    qInfo("%s: max |logit - transformers| %.2e (position %d)", qPrintable(file), worst,
+          worst_position);
+    // Both dequantise the same q8_0 weights exactly and compute in fp32; the
+    // golden file rounds to 1e-4. A wrong step (a missing norm, the other
+    // RoPE pairing, an unmasked window) moves logits by tenths or more.
+    QVERIFY2(
+        worst < 2e-3,
+        qPrintable(QString("logits differ by %1 at position %2").arg(worst).arg(worst_position)));
+}
+
+void TestArchitectures::the_loader_reads_each_architectures_shape() {
+    const auto gemma = model::LlamaModel::load(data_path("tiny_gemma3.gguf").toStdString());
+    const model::LlamaConfig& g = gemma->config();
+    QCOMPARE(g.architecture, std::string("gemma3"));
+    QCOMPARE(g.head_dim, 32);
+    QCOMPARE(g.sliding_window, 8);
+    QVERIFY(g.hybrid());
+    QCOMPARE(static_cast<int>(g.layer_attention.size()), 6);
+    for (int l = 0; l < 6; ++l) {
+        const model::LayerAttention& la = g.layer_attention[static_cast<std::size_t>(l)];
+        // Every sixth layer is global, with the file's RoPE base.
+        QCOMPARE(la.window, l == 5 ? 0 : 8);
+        QCOMPARE(la.rope_base, l == 5 ? 1e6f : 1e4f);
+    }
+    QVERIFY(!gemma->weights().layers[0].post_ffn_norm.empty());
+
+    const auto qwen3 = model::LlamaModel::load(data_path("tiny_qwen3.gguf").toStdString());
+    QCOMPARE(qwen3->config().head_dim, 128); // attention.key_length, not 64 / 2
+    QVERIFY(!qwen3->config().hybrid());
+    QVERIFY(qwen3->weights().layers[1].q_bias.empty());
+    QCOMPARE(qwen3->weights().layers[1].q_norm.size(), std::size_t{128});
+
+    const auto qwen2 = model::LlamaModel::load(data_path("tiny_qwen2.gguf").toStdString());
+    QCOMPARE(qwen2->weights().layers[0].k_bias.size(), std::size_t{32});
+    QCOMPARE(qwen2->config().traits.rope, model::RopePairing::halves);
+}
+
+void TestArchitectures::an_unknown_architecture_names_the_supported_ones() {
+    // The tiny Llama with its architecture renamed (same length, so every
+    // offset in the file stays valid).
+    QFile source(data_path("tiny_llama.gguf"));
+    QVERIFY(source.open(QIODevice::ReadOnly));
+    QByteArray bytes = source.readAll();
+    const QByteArray from = QByteArray("llama", 5);
+    const qsizetype at = bytes.indexOf(QByteArray("general.architecture"));
+    QVERIFY(at >= 0);
+    const qsizetype value = bytes.indexOf(from, at + 20);
+    QVERIFY(value > at);
+    bytes.replace(value, from.size(), QByteArray("bloom"));
+    QTemporaryDir dir;
+    const QString path = dir.filePath("bloom.gguf");
+    QFile out(path);
+    QVERIFY(out.open(QIODevice::WriteOnly));
+    out.write(bytes);
+    out.close();
+    try {
+        model::LlamaModel::load(path.toStdString());
+        QFAIL("a bloom file loaded");
+    } catch (const gguf::GgufError& error) {
+        const QString message = error.what();
+        QVERIFY2(message.contains("'bloom' is not supported"), qPrintable(message));
+        QVERIFY2(message.contains("llama, mistral, qwen2, qwen3, gemma3"), qPrintable(message));
+    }
+}
+
+QTEST_GUILESS_MAIN(TestArchitectures)
+#include "tst_architectures.moc"
