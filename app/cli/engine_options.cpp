@@ -87,7 +87,7 @@ std::unique_ptr<runner::Backend>
 EngineOptions::make_backend(std::shared_ptr<const model::LlamaModel> model,
                             std::int64_t default_tokens, bool announce) const {
     const session::ResolvedBackend resolved =
-        session::resolve_backend_kind_with_reason(config.backend.kind);
+        session::resolve_backend_kind_with_reason(config.backend.kind, &model->config());
     session::KvCacheSpec cache;
     cache.block_size = config.block_size;
     cache.format = config.cache_format;

@@ -1,7 +1,5 @@
 #include "engine/cpu/packed_rows.h"
 
-#include "engine/gguf/dequantize.h"
-#include "engine/math/kv_codec_math.h"
 #include "engine/util/half.h"
 
 #include <algorithm>
@@ -19,8 +17,6 @@ std::optional<gguf::TensorType> packed_layout(gguf::TensorType type) {
     case gguf::TensorType::Q8_0:
     case gguf::TensorType::Q5_0:
     case gguf::TensorType::Q5_1:
-    case gguf::TensorType::Q5_K:
-    case gguf::TensorType::Q6_K:
         return gguf::TensorType::Q8_0;
     default:
         return std::nullopt;
@@ -142,17 +138,8 @@ void pack_block(gguf::TensorType type, const std::byte* src, PackedBlock* out) {
         }
         return;
     }
-    default: { // Q5_K, Q6_K: dequantised, then encoded as Q8_0 is
-        float values[256];
-        gguf::dequantize_values(type, src, values, 256);
-        for (int sub = 0; sub < 8; ++sub) {
-            std::uint8_t q8_0[34];
-            math::encode_q8_0_group(values + 32 * sub, q8_0);
-            out[sub].d = static_cast<std::uint16_t>(q8_0[0] | (q8_0[1] << 8));
-            std::memcpy(out[sub].q, q8_0 + 2, 32);
-        }
-        return;
-    }
+    default: // packed_layout() takes no other type
+        throw std::logic_error("pack_block: no packed form for this type");
     }
 }
 
@@ -164,7 +151,7 @@ WeightMatrix pack_rows(const WeightMatrix& w, std::vector<std::byte>& storage) {
         gguf::tensor_type_traits(static_cast<std::uint32_t>(w.type));
     if (!layout || w.packed || traits == nullptr || w.cols % traits->block_elements != 0) {
         throw std::invalid_argument("pack_rows: not a GGUF-layout matrix of a packed type (Q4_0, "
-                                    "Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0)");
+                                    "Q4_1, Q4_K, Q5_0, Q5_1, Q8_0)");
     }
     const std::size_t quant = packed_quant_bytes(*layout);
     const std::int64_t blocks = w.cols / 32;

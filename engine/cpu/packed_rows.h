@@ -12,10 +12,11 @@
 //   Q4_K                -> nibbles; each 32-value sub-block's scale d * sc and
 //                          offset -dmin * m rounded to fp16 (relative 2^-11)
 //   Q8_0, Q5_0, Q5_1    -> bytes, exactly (Q5_0's codes stored as q - 16)
-//   Q5_K, Q6_K          -> bytes, requantised: their sub-blocks' scales do not
-//                          fit one scale per 32 values (Q6_K's are per 16), so
-//                          each block is dequantised and encoded as Q8_0 is
-//                          (within half a step of amax / 127 of the value)
+// Q5_K and Q6_K stay in the file's layout and are expanded to fp32 a row at a
+// time (exact, slower): their sub-block scales do not fit one fp16 scale per
+// 32 values (Q6_K's are per 16), and requantising them as Q8_0 moved Gemma 3
+// 270M's next-token distributions 30 times further from transformers' (KL
+// 7.6e-5 against 2.3e-6, top-1 agreement 98.7% against 100%).
 // A packed matrix's `type` is its layout's (Q4_1 or Q8_0), not the file's.
 #pragma once
 

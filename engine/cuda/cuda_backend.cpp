@@ -42,6 +42,9 @@ std::size_t size_of(std::int64_t count) {
 // Checks what the device cannot (before any allocation on it), selects the
 // device and returns its name.
 std::string prepare_device(const model::LlamaConfig& c, const CudaBackendOptions& options) {
+    if (!model::runs_on_cuda(c.traits)) {
+        throw std::invalid_argument(model::cuda_architecture_problem(c.traits));
+    }
     if (options.block_size <= 0 || options.num_blocks <= 0) {
         throw std::invalid_argument("KV cache needs a positive block size and block count");
     }

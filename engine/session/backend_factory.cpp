@@ -67,7 +67,8 @@ std::string cuda_unavailable_reason() {
 #endif
 }
 
-ResolvedBackend resolve_backend_kind_with_reason(BackendKind kind) {
+ResolvedBackend resolve_backend_kind_with_reason(BackendKind kind,
+                                                 const model::LlamaConfig* model) {
     switch (kind) {
     case BackendKind::cpu:
         return {BackendKind::cpu, {}};
@@ -78,11 +79,19 @@ ResolvedBackend resolve_backend_kind_with_reason(BackendKind kind) {
             throw std::runtime_error("the CUDA backend cannot run: " + reason +
                                      "; use --backend cpu or auto");
         }
+        if (model != nullptr && !model::runs_on_cuda(model->traits)) {
+            throw std::runtime_error(model::cuda_architecture_problem(model->traits) +
+                                     "; use --backend cpu or auto");
+        }
         return {BackendKind::cuda, {}};
     case BackendKind::automatic:
         if (const std::string reason = cuda_unavailable_reason(); !reason.empty()) {
             return {BackendKind::cpu, "backend auto: running on the CPU, the CUDA backend " +
                                           std::string("cannot run here (") + reason + ")"};
+        }
+        if (model != nullptr && !model::runs_on_cuda(model->traits)) {
+            return {BackendKind::cpu, "backend auto: running on the CPU (" +
+                                          model::cuda_architecture_problem(model->traits) + ")"};
         }
         return {BackendKind::cuda, {}};
     }
@@ -111,7 +120,7 @@ std::unique_ptr<runner::Backend> make_backend(const BackendSpec& spec,
                                               std::shared_ptr<const model::LlamaModel> model,
                                               const KvCacheSpec& cache) {
     std::unique_ptr<runner::Backend> backend;
-    switch (resolve_backend_kind(spec.kind)) {
+    switch (resolve_backend_kind_with_reason(spec.kind, &model->config()).kind) {
     case BackendKind::cuda: {
 #if KVSCOPE_HAVE_CUDA
         cuda::CudaBackendOptions options;

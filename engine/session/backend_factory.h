@@ -52,8 +52,11 @@ struct ResolvedBackend {
     std::string fallback_note;
 };
 
-// resolve_backend_kind() with the reason `auto` fell back to the CPU.
-ResolvedBackend resolve_backend_kind_with_reason(BackendKind kind);
+// resolve_backend_kind() with the reason `auto` fell back to the CPU. Given
+// the model, also whether the CUDA backend runs its architecture: `auto`
+// falls back to the CPU for one it does not (saying so), `cuda` throws.
+ResolvedBackend resolve_backend_kind_with_reason(BackendKind kind,
+                                                 const model::LlamaConfig* model = nullptr);
 
 // Why the CUDA backend cannot run here (not compiled in, no driver, no
 // device); empty when it can.

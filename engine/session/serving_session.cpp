@@ -18,14 +18,16 @@ ServingSession::ServingSession(const RunConfig& config, events::EventSink* sink,
     if (const std::string problem = config_.problem(); !problem.empty()) {
         throw std::runtime_error(problem);
     }
-    const ResolvedBackend resolved = resolve_backend_kind_with_reason(config_.backend.kind);
-    backend_note_ = resolved.fallback_note;
+    resolve_backend_kind_with_reason(config_.backend.kind); // throws before a long load
     if (model) {
         model_ = std::move(model);
     } else {
         model_path_ = run_model_file(config_);
         model_ = load_model(model_path_);
     }
+    const ResolvedBackend resolved =
+        resolve_backend_kind_with_reason(config_.backend.kind, &model_->config());
+    backend_note_ = resolved.fallback_note;
     const model::LlamaConfig& shape = model_->config();
     const int max_model_len =
         config_.max_model_len > 0 ? config_.max_model_len : shape.context_length;

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Golden data for kvscope's engine tests, from references nobody on the
 project wrote: llama.cpp (llama-cpp-python) and Hugging Face transformers, both
-loading the same SmolLM2-135M-Instruct Q4_1 GGUF that kvscope runs.
+loading the same GGUF that kvscope runs: SmolLM2-135M-Instruct Q4_1
+(--profile smollm2) or Gemma 3 270M Q4_K_M (--profile gemma3).
 
-Writes tests/engine/data/golden_smollm2.json:
+Writes tests/engine/data/golden_smollm2.json (golden_gemma3.json):
   tokenizer   token ids for a test set (ASCII, Unicode, code, whitespace runs,
               digits, special tokens), from llama.cpp's tokenizer, which knows
               the file's "smollm" pre-tokenizer; transformers' ids are checked
@@ -14,10 +15,15 @@ Writes tests/engine/data/golden_smollm2.json:
   greedy      64 greedy tokens for a few chat prompts, from transformers fp32
               (llama.cpp's continuation is stored beside it for comparison)
 
+Gemma 3 270M is a base model: its greedy prompts are plain text, its texts
+start with BOS as the file asks, its teacher text runs past 512 tokens (the
+sliding window of five layers in six), and its tokenizer has a golden file of
+its own (make_gemma3_tokenizer_golden.py).
+
 Run once by hand (not in CI; needs network for pip):
     python3 -m venv /tmp/ref
     /tmp/ref/bin/pip install torch transformers accelerate gguf llama-cpp-python
-    /tmp/ref/bin/python scripts/reference/make_golden.py [--model PATH]
+    /tmp/ref/bin/python scripts/reference/make_golden.py [--profile gemma3] [--model PATH]
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
-OUT = REPO / "tests" / "engine" / "data" / "golden_smollm2.json"
+DATA = REPO / "tests" / "engine" / "data"
 TOP_K = 20
 GREEDY_TOKENS = 64
 
@@ -87,6 +93,31 @@ TEACHER_TEXT = (
     "requests, on the same machine, one after the other, and reports how much they vary."
 )
 
+# More of the same, so that Gemma's teacher text passes its 512-token window.
+TEACHER_TEXT_MORE = (
+    "\n\nSome models make the cache smaller by design. Grouped-query attention lets several "
+    "query heads share one key head and one value head, which divides the cache by the size "
+    "of the group. Multi-query attention takes this to its end with a single key and value "
+    "head for all queries. Other models let most layers look only at a window of recent "
+    "tokens, a few hundred wide, and keep the whole history only in every sixth layer or "
+    "so; the blocks that fall out of a window can be freed while the request still runs, "
+    "so a long conversation costs far less memory than it would in a model that keeps "
+    "everything everywhere.\n\n"
+    "Each of these choices changes what a profiler should show. A sliding window means "
+    "that the number of live blocks per layer stops growing once the window is full, while "
+    "the global layers keep growing; a chart of occupancy that lumps all layers together "
+    "hides this. Prefix caching also changes meaning: a shared prefix helps a windowed "
+    "layer only if the blocks at the end of the prefix are still held, since those are "
+    "the ones the next token will read. A good tool separates the groups, counts hits per "
+    "group, and lets the reader see at a glance which part of the memory is growing and "
+    "which has reached its limit.\n\n"
+    "None of this matters without honest numbers. Before trusting a new cache layout, run "
+    "the same text through the old and the new one, compare the probabilities the model "
+    "assigns to each next token, and look at the worst positions as well as the average. "
+    "Small differences in rounding are expected; a systematic shift, or a sudden jump once "
+    "the text grows past a window, points to a real mistake in the implementation."
+)
+
 # Prompts whose answers run past 64 tokens, so the whole greedy window is the
 # model's answer rather than what it babbles after its end-of-turn token.
 CHAT_PROMPTS = [
@@ -94,6 +125,22 @@ CHAT_PROMPTS = [
     "Explain how a hash table works.",
     "Write a short story about a robot who learns to paint.",
 ]
+
+
+# Gemma 3 270M is a base model: plain text to continue, not chat turns.
+BASE_PROMPTS = [
+    "The key-value cache of a transformer",
+    "def fibonacci(n):\n",
+    "Once upon a time, in a small village by the sea,",
+]
+
+PROFILES = {
+    "smollm2": {"model": "SmolLM2-135M-Instruct.Q4_1.gguf", "out": "golden_smollm2.json",
+                "chat": True, "tokenizer": True, "teacher": TEACHER_TEXT, "min_teacher": 256},
+    "gemma3": {"model": "gemma-3-270m-q4_k_m.gguf", "out": "golden_gemma3.json",
+               "chat": False, "tokenizer": False, "teacher": TEACHER_TEXT + TEACHER_TEXT_MORE,
+               "min_teacher": 600},
+}
 
 
 def sha256(path: Path) -> str:
@@ -105,12 +152,16 @@ def sha256(path: Path) -> str:
 
 
 def main() -> None:
-    default_model = Path(os.environ.get("KVSCOPE_MODEL") or Path.home() / ".cache" / "kvscope" /
-                         "models" / "SmolLM2-135M-Instruct.Q4_1.gguf")
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", type=Path, default=default_model)
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="smollm2")
+    parser.add_argument("--model", type=Path, help="default: the cached file of the profile")
     args = parser.parse_args()
-    model_path: Path = args.model
+    profile = PROFILES[args.profile]
+    cache = Path.home() / ".cache" / "kvscope" / "models"
+    model_path: Path = args.model or (Path(os.environ["KVSCOPE_MODEL"])
+                                      if args.profile == "smollm2" and "KVSCOPE_MODEL" in os.environ
+                                      else cache / profile["model"])
+    out = DATA / profile["out"]
 
     import llama_cpp
     from llama_cpp import Llama
@@ -118,13 +169,14 @@ def main() -> None:
     import transformers
 
     llm = Llama(str(model_path), verbose=False, logits_all=True, n_ctx=2048, n_threads=2)
+    # eager: the plain softmax(QK^T)V, sliding-window mask included.
     hf_tok = AutoTokenizer.from_pretrained(model_path.parent, gguf_file=model_path.name)
     hf = AutoModelForCausalLM.from_pretrained(model_path.parent, gguf_file=model_path.name,
-                                              dtype=torch.float32)
+                                              dtype=torch.float32, attn_implementation="eager")
     hf.eval()
 
     tokenizer = []
-    for text in TOKENIZER_CASES:
+    for text in TOKENIZER_CASES if profile["tokenizer"] else []:
         ids = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
         plain = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
         hf_ids = hf_tok.encode(text, add_special_tokens=False)
@@ -137,14 +189,17 @@ def main() -> None:
         if hf_ids != ids:
             print(f"note: transformers differs on {text!r}: {hf_ids} vs llama.cpp {ids}")
 
-    teacher_ids = llm.tokenize(TEACHER_TEXT.encode("utf-8"), add_bos=False, special=False)
-    assert len(teacher_ids) >= 256, len(teacher_ids)
+    # add_bos: BOS where the file asks for it (Gemma), as kvscope's
+    # encode_sequence does; SmolLM2's file does not.
+    teacher_text = profile["teacher"]
+    teacher_ids = llm.tokenize(teacher_text.encode("utf-8"), add_bos=True, special=False)
+    assert len(teacher_ids) >= profile["min_teacher"], len(teacher_ids)
     with torch.no_grad():
         logits = hf(torch.tensor([teacher_ids])).logits[0].float()
     lse = torch.logsumexp(logits, dim=-1)
     top = torch.topk(logits, TOP_K, dim=-1)
     teacher = {
-        "text": TEACHER_TEXT,
+        "text": teacher_text,
         "ids": teacher_ids,
         "top_k": TOP_K,
         "positions": [
@@ -156,11 +211,15 @@ def main() -> None:
     }
 
     greedy = []
-    for prompt in CHAT_PROMPTS:
-        # The chat template stored in the GGUF, rendered by transformers (Jinja).
-        prompt_text = hf_tok.apply_chat_template([{"role": "user", "content": prompt}],
-                                                 add_generation_prompt=True, tokenize=False)
-        prompt_ids = llm.tokenize(prompt_text.encode("utf-8"), add_bos=False, special=True)
+    for prompt in CHAT_PROMPTS if profile["chat"] else BASE_PROMPTS:
+        if profile["chat"]:
+            # The chat template stored in the GGUF, rendered by transformers (Jinja).
+            prompt_text = hf_tok.apply_chat_template([{"role": "user", "content": prompt}],
+                                                     add_generation_prompt=True, tokenize=False)
+        else:
+            prompt_text = prompt
+        prompt_ids = llm.tokenize(prompt_text.encode("utf-8"), add_bos=not profile["chat"],
+                                  special=True)
         # Greedy by full forward passes, one token at a time. transformers'
         # generate() takes its cached path, whose different rounding flips
         # near-ties within a few dozen tokens; the uncached argmax chain is
@@ -205,8 +264,8 @@ def main() -> None:
         "teacher_forced": teacher,
         "greedy": greedy,
     }
-    OUT.write_text(json.dumps(golden, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {OUT} ({OUT.stat().st_size} bytes)")
+    out.write_text(json.dumps(golden, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {out} ({out.stat().st_size} bytes)")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #include "engine/runner/forward_batch.h"
 #include "tests/support/chunked_logits.h"
 #include "tests/support/golden.h"
+#include "tests/support/reference_agreement.h"
 #include "tests/support/sanitized_build.h"
 
 #include <algorithm>
@@ -37,53 +38,8 @@ using kvscope::test::logits_in_chunks;
 // The golden comparisons run on an f32 cache, as the fp32 reference does.
 constexpr kv::KvCacheFormat kF32Cache{kv::KvFormat::f32, kv::KvFormat::f32};
 
-struct Agreement {
-    double kl_mean = 0;
-    double kl_max = 0;
-    double top1 = 0;
-};
-
-// KL(reference || ours) per position from the reference's top-20 logits and
-// log-sum-exp: the top-20 probabilities exactly, the rest of the vocabulary as
-// one bucket. Merging outcomes can only lower KL, so this is a lower bound;
-// with >95% of the mass in the top 20 here it is a tight one.
-Agreement compare_with_reference(const std::vector<float>& logits, int vocab,
-                                 const QJsonArray& positions) {
-    Agreement a;
-    int agree = 0;
-    for (qsizetype p = 0; p < positions.size(); ++p) {
-        const QJsonObject ref = positions[p].toObject();
-        const float* ours = logits.data() + p * vocab;
-        const float max_logit = *std::max_element(ours, ours + vocab);
-        double sum = 0;
-        for (int i = 0; i < vocab; ++i) {
-            sum += std::exp(double(ours[i]) - max_logit);
-        }
-        const double our_lse = max_logit + std::log(sum);
-        const std::int32_t our_top =
-            static_cast<std::int32_t>(std::max_element(ours, ours + vocab) - ours);
-        const QJsonArray ids = ref.value("top_ids").toArray();
-        const QJsonArray ref_logits = ref.value("top_logits").toArray();
-        const double ref_lse = ref.value("logsumexp").toDouble();
-        agree += our_top == ids[0].toInt() ? 1 : 0;
-        double kl = 0, p_rest = 1, q_rest = 1;
-        for (qsizetype i = 0; i < ids.size(); ++i) {
-            const double p_i = std::exp(ref_logits[i].toDouble() - ref_lse);
-            const double q_i = std::exp(double(ours[ids[i].toInt()]) - our_lse);
-            kl += p_i * std::log(p_i / q_i);
-            p_rest -= p_i;
-            q_rest -= q_i;
-        }
-        if (p_rest > 1e-9 && q_rest > 1e-9) {
-            kl += p_rest * std::log(p_rest / q_rest);
-        }
-        a.kl_mean += kl;
-        a.kl_max = std::max(a.kl_max, kl);
-    }
-    a.kl_mean /= static_cast<double>(positions.size());
-    a.top1 = double(agree) / static_cast<double>(positions.size());
-    return a;
-}
+using test::Agreement;
+using test::compare_with_reference;
 
 // Chunking and batching change which kernel (one, four or eight tokens at a
 // time) computes a row, and so the order of fp32 additions; thirty layers
@@ -151,29 +107,13 @@ void TestCpuForward::teacher_forced_matches_transformers_fp32() {
 
 void TestCpuForward::greedy_matches_transformers_fp32() {
     cpu::CpuBackend backend(model_, {64, 16, 0, kF32Cache});
-    const int vocab = backend.vocab_size();
     for (const QJsonValue& entry : golden_.value("greedy").toArray()) {
         const QJsonObject c = entry.toObject();
         const std::vector<std::int32_t> prompt = to_ids(c.value("prompt_ids"));
         const std::vector<std::int32_t> expected = to_ids(c.value("tokens"));
-        kv::BlockAllocator allocator(backend.num_blocks());
-        kv::SequenceBlocks sequence;
-        std::vector<std::int32_t> pending = prompt;
-        std::vector<std::int32_t> generated;
-        std::vector<float> logits(static_cast<std::size_t>(vocab));
-        while (generated.size() < expected.size()) {
-            QVERIFY(kv::reserve(sequence,
-                                sequence.length + static_cast<std::int32_t>(pending.size()),
-                                backend.block_size(), allocator));
-            const runner::SequenceStep step{&sequence, pending, false};
-            backend.forward(runner::build_forward_batch(std::span(&step, 1), backend.block_size()),
-                            logits.data());
-            sequence.length += static_cast<std::int32_t>(pending.size());
-            const auto next = static_cast<std::int32_t>(
-                std::max_element(logits.begin(), logits.end()) - logits.begin());
-            generated.push_back(next);
-            pending = {next};
-        }
+        const std::vector<std::int32_t> generated =
+            test::greedy_continuation(backend, prompt, expected.size());
+        QCOMPARE(generated.size(), expected.size());
         std::size_t same = 0;
         while (same < expected.size() && generated[same] == expected[same]) {
             ++same;

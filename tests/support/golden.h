@@ -16,18 +16,18 @@
 
 namespace kvscope::test {
 
-inline QJsonObject load_golden() {
-    QFile file(KVSCOPE_SOURCE_DIR "/tests/engine/data/golden_smollm2.json");
+// golden_smollm2.json (the default model's) or golden_gemma3.json.
+inline QJsonObject load_golden(const char* name = "golden_smollm2.json") {
+    QFile file(QStringLiteral(KVSCOPE_SOURCE_DIR "/tests/engine/data/") + name);
     if (!file.open(QIODevice::ReadOnly)) {
         return {};
     }
     return QJsonDocument::fromJson(file.readAll()).object();
 }
 
-// Empty when the model the engine would load is the one the golden data was
-// made with; otherwise why the golden comparison cannot run.
-inline QString golden_model_problem(const QJsonObject& golden) {
-    const ModelPath model = resolve_model_path();
+// Empty when `model` is the file the golden data was made with; otherwise why
+// the golden comparison cannot run.
+inline QString golden_model_problem(const QJsonObject& golden, const ModelPath& model) {
     if (const std::string problem = model_path_problem(model); !problem.empty()) {
         return QString::fromStdString(problem);
     }
@@ -44,8 +44,19 @@ inline QString golden_model_problem(const QJsonObject& golden) {
     return {};
 }
 
+// The same for the model the engine would load (KVSCOPE_MODEL or SmolLM2).
+inline QString golden_model_problem(const QJsonObject& golden) {
+    return golden_model_problem(golden, resolve_model_path());
+}
+
 inline std::string golden_model_path() {
     return resolve_model_path().path.string();
+}
+
+// Gemma 3 270M where scripts/setup.sh caches it (KVSCOPE_MODEL names the
+// default model only).
+inline ModelPath gemma3_model_path() {
+    return {model_cache_dir() / gemma3_model_file_name, false};
 }
 
 // A top-1 margin (the logit gap between the reference's two best tokens)
