@@ -1,11 +1,32 @@
 #include "engine/model_path.h"
 
+#include <algorithm>
+#include <array>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <system_error>
 
 namespace kvscope {
 namespace {
+
+struct NamedModel {
+    std::string_view name;  // shown in help texts
+    std::string_view alias; // also taken
+    const char* file;
+};
+
+constexpr std::array<NamedModel, 2> kNamedModels{{
+    {"smollm2", "SmolLM2-135M-Instruct", default_model_file_name},
+    {"gemma-3-270m", "gemma3", gemma3_model_file_name},
+}};
+
+bool same_ignoring_case(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) ==
+                      std::tolower(static_cast<unsigned char>(y));
+           });
+}
 
 std::filesystem::path env_path(const char* name) {
     const char* value = std::getenv(name);
@@ -25,6 +46,23 @@ std::filesystem::path model_cache_dir() {
         base = home.empty() ? std::filesystem::path(".cache") : home / ".cache";
     }
     return base / "kvscope" / "models";
+}
+
+std::optional<std::filesystem::path> named_model_path(std::string_view name) {
+    for (const NamedModel& model : kNamedModels) {
+        if (same_ignoring_case(name, model.name) || same_ignoring_case(name, model.alias)) {
+            return model_cache_dir() / model.file;
+        }
+    }
+    return std::nullopt;
+}
+
+std::string model_names() {
+    std::string names;
+    for (const NamedModel& model : kNamedModels) {
+        names += (names.empty() ? "" : ", ") + std::string(model.name);
+    }
+    return names;
 }
 
 ModelPath resolve_model_path() {

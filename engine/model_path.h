@@ -3,7 +3,9 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace kvscope {
 
@@ -15,6 +17,13 @@ inline constexpr const char* gemma3_model_file_name = "gemma-3-270m-q4_k_m.gguf"
 
 // $XDG_CACHE_HOME/kvscope/models, falling back to ~/.cache/kvscope/models.
 std::filesystem::path model_cache_dir();
+
+// The cached file of a model setup.sh fetches, by a name --model takes
+// instead of a path: "smollm2" (or "SmolLM2-135M-Instruct"), "gemma-3-270m"
+// (or "gemma3"), in any case. nullopt for any other text.
+std::optional<std::filesystem::path> named_model_path(std::string_view name);
+// "smollm2, gemma-3-270m": for help texts and messages.
+std::string model_names();
 
 struct ModelPath {
     std::filesystem::path path;

@@ -1,5 +1,6 @@
 #include "app/cli/engine_options.h"
 
+#include "app/cli/model_option.h"
 #include "engine/session/backend_factory.h"
 #include "engine/session/cache_size.h"
 #include "engine/session/model_loading.h"
@@ -10,8 +11,9 @@ namespace kvscope::cli {
 
 void EngineOptions::add_to(CLI::App& app) {
     app.add_option("-m,--model", config.model_path,
-                   "GGUF model file (default: $KVSCOPE_MODEL, else the model setup.sh fetched)")
-        ->check(CLI::ExistingFile);
+                   "GGUF model file, or a model setup.sh fetched by name (" + model_names() +
+                       "; default: $KVSCOPE_MODEL, else smollm2)")
+        ->check(model_file_or_name());
     app.add_option("--backend", backend,
                    "Where the model runs: auto (the GPU when this build can use one, else the "
                    "CPU), cpu or cuda")

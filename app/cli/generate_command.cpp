@@ -39,6 +39,11 @@ int run_generate(GenerateOptions& options) {
     const auto model = options.engine.load_model();
     const tokenizer::Tokenizer& tok = model->tokenizer();
     std::string text = options.prompt;
+    if (options.chat && !tokenizer::speaks_chatml(tok)) {
+        std::cerr << "--chat renders ChatML, and this model's vocabulary has no <|im_start|> "
+                     "token (its chat template differs); give the prompt as plain text\n";
+        return exit_usage;
+    }
     if (options.chat) {
         std::vector<tokenizer::ChatMessage> messages;
         if (!options.system.empty()) {

@@ -5,6 +5,7 @@
 // and preemptions. What a deployment with this much KV memory and this block size would see,
 // without a GPU.
 #include "app/cli/command.h"
+#include "app/cli/model_option.h"
 #include "app/cli/serving_options.h"
 #include "app/cli/svg_to_png.h"
 #include "app/cli/sweep_plot.h"
@@ -199,8 +200,8 @@ ChosenCost choose_cost_model(const SimulateOptions& o) {
         const auto model = session::load_model(session::model_file(o.model_path));
         const sim::CalibrationPlan plan;
         constexpr int kBlock = 16;
-        const session::ResolvedBackend resolved =
-            session::resolve_backend_kind_with_reason(*session::parse_backend_kind(o.backend));
+        const session::ResolvedBackend resolved = session::resolve_backend_kind_with_reason(
+            *session::parse_backend_kind(o.backend), &model->config());
         if (!resolved.fallback_note.empty() && !o.json) {
             std::fprintf(stderr, "%s\n", resolved.fallback_note.c_str());
         }
@@ -541,9 +542,9 @@ Command add_simulate_command(CLI::App& app) {
         ->capture_default_str();
     sub->add_option("--model", options->model_path,
                     "A GGUF model: its tokenizer reads a kvscope trace's text prompts, and "
-                    "--calibrate times it (default: $KVSCOPE_MODEL, or the model setup.sh "
-                    "fetched)")
-        ->check(CLI::ExistingFile);
+                    "--calibrate times it: a file or a name (" +
+                        model_names() + "; default: $KVSCOPE_MODEL, or smollm2)")
+        ->check(model_file_or_name());
     sub->add_option("--block-size", options->block_size, "Tokens per KV block")
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();

@@ -2,6 +2,7 @@
 // metadata or a well-known model's configuration, beside the same model as
 // MHA, GQA, MQA and MLA (engine/kv/kv_sizing.h).
 #include "app/cli/command.h"
+#include "app/cli/model_option.h"
 #include "engine/kv/kv_sizing.h"
 #include "engine/session/model_loading.h"
 
@@ -68,7 +69,7 @@ int run_size(const SizeOptions& o) {
     if (o.json) {
         nlohmann::json rows = nlohmann::json::array();
         for (const kv::VariantSize& v : variants) {
-            const kv::SizingAnswer a = kv::answer(v.bytes_per_token, question);
+            const kv::SizingAnswer a = kv::answer(v.shape, format, question);
             rows.push_back({{"attention", v.label},
                             {"own", v.own},
                             {"kv_heads", v.shape.mla_latent > 0 ? 0 : v.shape.kv_heads},
@@ -78,9 +79,11 @@ int run_size(const SizeOptions& o) {
                             {"tokens_fit", a.tokens_fit},
                             {"requests_fit", a.requests_fit}});
         }
-        const kv::SizingAnswer own = kv::answer(kv::bytes_per_token(shape, format), question);
+        const kv::SizingAnswer own = kv::answer(shape, format, question);
         std::cout << nlohmann::json{{"model", shape.name},
                                     {"layers", shape.layers},
+                                    {"sliding_layers", shape.hybrid() ? shape.sliding_layers : 0},
+                                    {"sliding_window", shape.hybrid() ? shape.sliding_window : 0},
                                     {"heads", shape.heads},
                                     {"kv_heads", shape.kv_heads},
                                     {"cache_type_k", kv::kv_format_name(format.key)},
@@ -96,12 +99,17 @@ int run_size(const SizeOptions& o) {
                   << "\n";
         return exit_ok;
     }
-    std::printf("%s: %d layers, %d query heads, %d KV heads%s; K %s, V %s\n", shape.name.c_str(),
-                shape.layers, shape.heads, shape.kv_heads,
+    const std::string windows = shape.hybrid()
+                                    ? " (" + std::to_string(shape.sliding_layers) +
+                                          " over a sliding window of " +
+                                          std::to_string(shape.sliding_window) + " tokens)"
+                                    : "";
+    std::printf("%s: %d layers%s, %d query heads, %d KV heads%s; K %s, V %s\n", shape.name.c_str(),
+                shape.layers, windows.c_str(), shape.heads, shape.kv_heads,
                 shape.mla_latent > 0 ? " (MLA: one latent a token and layer)" : "",
                 std::string(kv::kv_format_name(format.key)).c_str(),
                 std::string(kv::kv_format_name(format.value)).c_str());
-    const kv::SizingAnswer own = kv::answer(kv::bytes_per_token(shape, format), question);
+    const kv::SizingAnswer own = kv::answer(shape, format, question);
     if (question.memory_bytes > 0) {
         std::printf("Memory: %s x %.2f - %s of weights = %s for the cache%s\n",
                     kv::size_text(question.memory_bytes).c_str(), o.utilization,
@@ -117,7 +125,7 @@ int run_size(const SizeOptions& o) {
     }
     std::printf("\n");
     for (const kv::VariantSize& v : variants) {
-        const kv::SizingAnswer a = kv::answer(v.bytes_per_token, question);
+        const kv::SizingAnswer a = kv::answer(v.shape, format, question);
         std::printf("%-42s %12s %14s %14s", (v.label + (v.own ? " *" : "")).c_str(),
                     kv::size_text(v.bytes_per_token).c_str(),
                     kv::size_text(a.per_request_bytes).c_str(),
@@ -138,12 +146,14 @@ Command add_size_command(CLI::App& app) {
     CLI::App* sub = app.add_subcommand(
         "size", "What the KV cache weighs per token, request and batch, and how much fits in a "
                 "device's memory; the same model as MHA, GQA, MQA and MLA side by side");
-    CLI::Option* model = sub->add_option(
-        "--model", options->model_path,
-        "A GGUF model, sized from its metadata (default: $KVSCOPE_MODEL, or the model setup.sh "
-        "fetched)");
+    CLI::Option* model =
+        sub->add_option("--model", options->model_path,
+                        "A GGUF model, sized from its metadata: a file or a name (" +
+                            model_names() + "; default: $KVSCOPE_MODEL, or smollm2)")
+            ->check(model_file_or_name());
     sub->add_option("--preset", options->preset,
                     "A built-in model instead: Llama-3-8B, Llama-3-70B, Mistral-7B, Qwen2.5-7B, "
+                    "Gemma-3-27B, "
                     "DeepSeek-V3 (--list shows their shapes)")
         ->excludes(model);
     sub->add_flag("--list", options->list, "List the built-in models");

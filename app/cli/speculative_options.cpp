@@ -1,5 +1,7 @@
 #include "app/cli/speculative_options.h"
 
+#include "app/cli/model_option.h"
+
 namespace kvscope::cli {
 
 void SpeculativeOptions::add_to(CLI::App& app) {
@@ -16,7 +18,7 @@ void SpeculativeOptions::add_to(CLI::App& app) {
     app.add_option("--draft-model", draft_model,
                    "A smaller GGUF model with the target's tokenizer that drafts (its own KV pool, "
                    "the target's blocks); alone it means --speculative draft:4")
-        ->check(CLI::ExistingFile);
+        ->check(model_file_or_name());
 }
 
 std::string SpeculativeOptions::resolve() {

@@ -77,9 +77,14 @@ std::optional<EvictionKind> parse_eviction_kind(std::string_view name) {
     return std::nullopt;
 }
 
-std::string EvictionConfig::problem(int block_size) const {
+std::string EvictionConfig::problem(int block_size, int sliding_window) const {
     if (kind == EvictionKind::none) {
         return {};
+    }
+    if (sliding_window > 0) {
+        return std::string("--eviction ") + std::string(eviction_kind_name(kind)) +
+               " is not available for models with sliding-window layers (this one slides over " +
+               std::to_string(sliding_window) + " tokens) yet";
     }
     if (budget <= 0) {
         return std::string("--eviction ") + std::string(eviction_kind_name(kind)) +

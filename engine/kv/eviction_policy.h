@@ -35,8 +35,11 @@ struct EvictionConfig {
     bool needs_attention() const {
         return kind == EvictionKind::h2o || kind == EvictionKind::snapkv;
     }
-    // Why this configuration cannot work; empty when it can.
-    std::string problem(int block_size) const;
+    // Why this configuration cannot work; empty when it can. `sliding_window`:
+    // the model's (0: none), which eviction cannot combine with yet: a
+    // window counts positions, and evicting leaves entries whose positions
+    // are no longer their indices.
+    std::string problem(int block_size, int sliding_window = 0) const;
     std::string describe() const;
 };
 

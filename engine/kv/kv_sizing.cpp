@@ -35,6 +35,8 @@ const std::vector<ModelShape>& known_model_shapes() {
         {"Llama-3-70B", 80, 64, 8, 128, 128, 0, 70.6e9 * 2},
         {"Mistral-7B", 32, 32, 8, 128, 128, 0, 7.24e9 * 2},
         {"Qwen2.5-7B", 28, 28, 4, 128, 128, 0, 7.62e9 * 2},
+        // sliding_window 1024 on five layers in six (52 of 62).
+        {"Gemma-3-27B", 62, 32, 16, 128, 128, 0, 27.4e9 * 2, 52, 1024},
         {"DeepSeek-V3", 61, 128, 128, 192, 128, 512 + 64, 671e9},
     };
     return shapes;
@@ -56,6 +58,17 @@ double bytes_per_token(const ModelShape& shape, const KvCacheFormat& format) {
     return static_cast<double>(shape.layers) * shape.kv_heads *
            (row_bytes(format.key, shape.key_dim, true) +
             row_bytes(format.value, shape.value_dim, false));
+}
+
+double request_bytes(const ModelShape& shape, const KvCacheFormat& format, std::int64_t context) {
+    const double per_layer = bytes_per_token(shape, format) / shape.layers;
+    const auto tokens = static_cast<double>(context);
+    if (!shape.hybrid()) {
+        return per_layer * shape.layers * tokens;
+    }
+    const double sliding_tokens =
+        std::min(tokens, static_cast<double>(shape.sliding_window + kBlockTokens));
+    return per_layer * (shape.global_layers() * tokens + shape.sliding_layers * sliding_tokens);
 }
 
 std::vector<VariantSize> attention_variants(const ModelShape& shape, const KvCacheFormat& format) {
@@ -87,6 +100,12 @@ std::vector<VariantSize> attention_variants(const ModelShape& shape, const KvCac
         "MLA (latent " + std::to_string(mla.mla_latent) +
             (own_latent ? ")" : ", DeepSeek's proportions)"),
         mla, own_latent);
+    if (shape.hybrid()) {
+        ModelShape global = shape;
+        global.sliding_layers = 0;
+        global.sliding_window = 0;
+        add(AttentionVariant::global, "the same, every layer global", global, false);
+    }
     return out;
 }
 
@@ -116,6 +135,18 @@ SizingAnswer answer(double bytes_per_token, const SizingQuestion& q) {
         }
     }
     return a;
+}
+
+SizingAnswer answer(const ModelShape& shape, const KvCacheFormat& format,
+                    const SizingQuestion& question) {
+    if (question.context_tokens <= 0) {
+        return answer(bytes_per_token(shape, format), question);
+    }
+    // The average a token of such a request costs; the per-request and
+    // per-batch sizes come out exact.
+    return answer(request_bytes(shape, format, question.context_tokens) /
+                      static_cast<double>(question.context_tokens),
+                  question);
 }
 
 } // namespace kvscope::kv

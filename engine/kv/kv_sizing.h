@@ -9,6 +9,10 @@
 // Per token, for per-head attention: layers x KV heads x (K row + V row)
 // bytes, the rows in the chosen formats (kv_format.h, with their scales);
 // for MLA: layers x (latent + decoupled RoPE key) values in the K format.
+// A hybrid model (Gemma 3: five layers in six over a sliding window) keeps
+// a request's whole context only in its global layers; a sliding layer
+// holds the window and the block it starts in, as vLLM's hybrid manager,
+// which frees blocks that left the window, keeps it.
 #pragma once
 
 #include "engine/kv/kv_format.h"
@@ -31,14 +35,21 @@ struct ModelShape {
     // decoupled RoPE key, 512 + 64 in DeepSeek-V2/V3); 0: per-head K/V.
     int mla_latent = 0;
     double weight_bytes = 0; // at the precision the model is usually served in
+    int sliding_layers = 0;  // of `layers`, those over a sliding window
+    int sliding_window = 0;  // tokens; 0: none
+
+    bool hybrid() const { return sliding_layers > 0 && sliding_window > 0; }
+    int global_layers() const { return layers - (hybrid() ? sliding_layers : 0); }
 };
 
-// Llama-3-8B, Llama-3-70B, Mistral-7B, Qwen2.5-7B, DeepSeek-V3 (their
-// published configurations; weights at bf16, DeepSeek-V3's at fp8).
+// Llama-3-8B, Llama-3-70B, Mistral-7B, Qwen2.5-7B, Gemma-3-27B, DeepSeek-V3
+// (their published configurations; weights at bf16, DeepSeek-V3's at fp8).
 const std::vector<ModelShape>& known_model_shapes();
 std::optional<ModelShape> find_model_shape(std::string_view name); // any case
 
-enum class AttentionVariant { mha, gqa, mqa, mla };
+// `global`: the model's own attention with every layer global (a hybrid
+// model without its windows: what the windows save).
+enum class AttentionVariant { mha, gqa, mqa, mla, global };
 
 struct VariantSize {
     AttentionVariant variant = AttentionVariant::mha;
@@ -48,11 +59,17 @@ struct VariantSize {
     bool own = false; // the model's own attention
 };
 
-// Bytes a token's K/V take in the cache, over all layers.
+// Bytes a token's K/V take in the cache, over all layers (a hybrid model's
+// token while it is in every window).
 double bytes_per_token(const ModelShape& shape, const KvCacheFormat& format);
 
+// Bytes one request of `context` tokens holds: bytes_per_token x context,
+// but a hybrid model's sliding layers hold at most window + one block.
+double request_bytes(const ModelShape& shape, const KvCacheFormat& format, std::int64_t context);
+
 // The model as MHA, its own GQA (when it groups heads), MQA and MLA (its own
-// latent, else DeepSeek's proportions: 4 x key_dim + key_dim / 2).
+// latent, else DeepSeek's proportions: 4 x key_dim + key_dim / 2), each with
+// the model's windows; a hybrid model also without them (`global`).
 std::vector<VariantSize> attention_variants(const ModelShape& shape, const KvCacheFormat& format);
 
 struct SizingQuestion {
@@ -72,6 +89,10 @@ struct SizingAnswer {
 };
 
 SizingAnswer answer(double bytes_per_token, const SizingQuestion& question);
+// The same for `shape`'s requests of question.context_tokens, windows and
+// all: tokens_fit counts the tokens of the requests that fit.
+SizingAnswer answer(const ModelShape& shape, const KvCacheFormat& format,
+                    const SizingQuestion& question);
 
 // "320.00 KiB", "2.50 GiB", "-4.60 GiB": sizes as kvscope size and the app
 // print them (two decimals: a cache's size compared across variants).

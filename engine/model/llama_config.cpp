@@ -55,6 +55,11 @@ LlamaConfig LlamaConfig::from_gguf(const gguf::GgufFile& file) {
         }
     } else if (config.hidden % config.heads == 0) {
         config.head_dim = config.hidden / config.heads;
+        if (file.find(prefix + "attention.value_length") != nullptr &&
+            integer("attention.value_length", 1 << 12) != config.head_dim) {
+            file.fail("attention.value_length differs from the head width " +
+                      std::to_string(config.head_dim) + ": not supported");
+        }
     }
     if (config.head_dim == 0 || config.heads % config.kv_heads != 0) {
         file.fail("inconsistent attention shape: " + std::to_string(config.hidden) + " wide, " +
@@ -76,10 +81,14 @@ LlamaConfig LlamaConfig::from_gguf(const gguf::GgufFile& file) {
             file.fail("metadata '" + prefix + key + "': logit soft-capping is not supported");
         }
     }
+    // Gemma 3 4B and larger scale their global layers' positions by 1/8.
+    // A factor of 0 or 1 means none, as llama.cpp reads it.
     if (const gguf::MetadataValue* factor = file.find(prefix + "rope.scaling.factor")) {
-        if (file.require_float(prefix + "rope.scaling.factor") != 1.0) {
+        const double value = file.require_float(prefix + "rope.scaling.factor");
+        if (value != 0.0 && value != 1.0) {
             file.fail("metadata '" + prefix + "rope.scaling.factor' = " + factor->describe() +
-                      ": scaled RoPE is not supported");
+                      ": scaled RoPE (Gemma 3 4B and larger, long-context Llama and Qwen "
+                      "files) is not supported yet");
         }
     }
     // Gemma 3 27B scales by its width over the heads, the others by the head

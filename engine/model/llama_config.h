@@ -42,7 +42,8 @@ struct LlamaConfig {
     float rms_eps = 1e-5f;
     bool tied_embeddings = false; // output head shares token_embd
 
-    // Whether some layers slide: the KV cache then has two kinds of layers.
+    // Whether some layers attend over a sliding window. (The KV cache still
+    // keeps every layer's whole context.)
     bool hybrid() const { return sliding_window > 0; }
 
     // Throws gguf::GgufError naming the file and key when metadata is missing

@@ -90,7 +90,9 @@ QualityResult measure_kv_quality(std::shared_ptr<const model::LlamaModel> model,
         throw std::runtime_error("quality needs a text of at least two tokens");
     }
     const kv::EvictionConfig& eviction = options.eviction;
-    if (const std::string problem = eviction.problem(options.block_size); !problem.empty()) {
+    if (const std::string problem =
+            eviction.problem(options.block_size, model->config().sliding_window);
+        !problem.empty()) {
         throw std::runtime_error(problem);
     }
     const auto total = static_cast<std::int32_t>(tokens.size());

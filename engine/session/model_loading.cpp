@@ -12,7 +12,10 @@ namespace kvscope::session {
 std::filesystem::path model_file(const std::string& option) {
     ModelPath path = resolve_model_path();
     if (!option.empty()) {
-        path = {option, false};
+        // A file of that name in the working directory wins over the name.
+        const std::optional<std::filesystem::path> named =
+            std::filesystem::exists(option) ? std::nullopt : named_model_path(option);
+        path = {named.value_or(std::filesystem::path(option)), false};
     }
     if (const std::string problem = model_path_problem(path); !problem.empty()) {
         throw std::runtime_error(problem);
@@ -73,6 +76,10 @@ kv::ModelShape model_shape(const std::filesystem::path& file) {
     shape.key_dim = c.head_dim;
     shape.value_dim = c.head_dim;
     shape.weight_bytes = static_cast<double>(gguf.file_size());
+    for (const model::LayerAttention& layer : c.layer_attention) {
+        shape.sliding_layers += layer.window > 0 ? 1 : 0;
+    }
+    shape.sliding_window = c.sliding_window;
     return shape;
 }
 

@@ -38,7 +38,9 @@ to_request_specs(const std::vector<workload::WorkloadRequest>& requests,
                 messages.push_back({k % 2 == 0 ? "user" : "assistant", r.history[k]});
             }
             messages.push_back({"user", r.text});
-            spec.prompt = tokenizer.encode_sequence(tokenizer::render_chatml(messages, true), true);
+            spec.prompt =
+                tokenizer.encode_sequence(tokenizer::render_conversation(tokenizer, messages),
+                                          tokenizer::speaks_chatml(tokenizer));
         } else {
             spec.prompt = tokenizer.encode_sequence(r.text, false);
         }

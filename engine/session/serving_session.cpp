@@ -25,6 +25,11 @@ ServingSession::ServingSession(const RunConfig& config, events::EventSink* sink,
         model_path_ = run_model_file(config_);
         model_ = load_model(model_path_);
     }
+    if (const std::string problem =
+            config_.eviction.problem(config_.block_size, model_->config().sliding_window);
+        !problem.empty()) {
+        throw std::runtime_error(problem);
+    }
     const ResolvedBackend resolved =
         resolve_backend_kind_with_reason(config_.backend.kind, &model_->config());
     backend_note_ = resolved.fallback_note;
@@ -61,7 +66,7 @@ ServingSession::ServingSession(const RunConfig& config, events::EventSink* sink,
         if (config_.draft_model_path.empty()) {
             throw std::runtime_error("draft:K with a draft model needs --draft-model FILE.gguf");
         }
-        draft_model_ = load_model(config_.draft_model_path);
+        draft_model_ = load_model(model_file(config_.draft_model_path));
         if (const std::string problem = draft_model_mismatch(*model_, *draft_model_);
             !problem.empty()) {
             throw std::runtime_error(problem);

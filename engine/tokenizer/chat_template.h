@@ -8,6 +8,8 @@
 
 namespace kvscope::tokenizer {
 
+class Tokenizer;
+
 struct ChatMessage {
     std::string role; // "system", "user" or "assistant"
     std::string content;
@@ -21,5 +23,15 @@ inline constexpr const char* smollm2_default_system_prompt =
 // "<|im_start|>assistant\n" when `add_generation_prompt` is set.
 std::string render_chatml(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                           const std::string& default_system_prompt = smollm2_default_system_prompt);
+
+// Whether the vocabulary has ChatML's markers as tokens (SmolLM2, Qwen: yes;
+// Gemma, Llama 3: no, their templates differ).
+bool speaks_chatml(const Tokenizer& tokenizer);
+
+// A conversation for `tokenizer`: ChatML where it speaks it, else the
+// messages' contents one after another, a blank line apart (a base model's
+// plain text; no template kvscope does not know is guessed at).
+std::string render_conversation(const Tokenizer& tokenizer,
+                                const std::vector<ChatMessage>& messages);
 
 } // namespace kvscope::tokenizer

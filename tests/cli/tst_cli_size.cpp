@@ -53,7 +53,7 @@ private slots:
         QCOMPARE(text.exit_code, 0);
         QVERIFY2(text.out.contains("MLA (latent 576) *"), qPrintable(text.out));
         const auto list = run_process(kCli, {"size", "--list"});
-        QCOMPARE(list.out.count('\n'), 5);
+        QCOMPARE(list.out.count('\n'), 6);
     }
 
     void sizesAGgufFromItsMetadata() {
@@ -63,6 +63,22 @@ private slots:
             r["variants"].toArray()[r["kv_heads"].toInt() == r["heads"].toInt() ? 0 : 1].toObject();
         QVERIFY(own["own"].toBool());
         QCOMPARE(own["bytes_per_request"].toDouble(), 100 * own["bytes_per_token"].toDouble());
+
+        // A hybrid model: the tiny Gemma 3's five sliding layers of six keep
+        // its window of 8 and a block (24 tokens), the global one all 100.
+        const QJsonObject gemma =
+            size_json({"--model", KVSCOPE_SOURCE_DIR "/tests/engine/data/tiny_gemma3.gguf",
+                       "--context", "100"});
+        QCOMPARE(gemma["sliding_layers"].toInt(), 5);
+        QCOMPARE(gemma["sliding_window"].toInt(), 8);
+        const QJsonArray rows = gemma["variants"].toArray();
+        const QJsonObject gqa = rows[1].toObject();
+        QVERIFY(gqa["own"].toBool());
+        const double per_layer = gqa["bytes_per_token"].toDouble() / 6;
+        QCOMPARE(gqa["bytes_per_request"].toDouble(), per_layer * (100 + 5 * 24));
+        const QJsonObject global = rows.last().toObject();
+        QCOMPARE(global["attention"].toString(), QString("the same, every layer global"));
+        QCOMPARE(global["bytes_per_request"].toDouble(), per_layer * 6 * 100);
     }
 
     void badInputSaysWhy() {

@@ -8,7 +8,9 @@
 // architecture it does not run.
 #include "engine/cpu/cpu_backend.h"
 #include "engine/gguf/gguf_file.h"
+#include "engine/kv/eviction_policy.h"
 #include "engine/model/llama_model.h"
+#include "engine/tokenizer/chat_template.h"
 #include "tests/support/chunked_logits.h"
 
 #include <algorithm>
@@ -54,6 +56,10 @@ private slots:
     void logits_match_transformers();
     void the_loader_reads_each_architectures_shape();
     void an_unknown_architecture_names_the_supported_ones();
+    void the_cuda_backend_refuses_what_it_does_not_run();
+    void eviction_refuses_sliding_windows();
+    void prompts_start_with_bos_where_the_file_asks();
+    void conversations_without_chatml_are_plain_text();
 };
 
 void TestArchitectures::logits_match_transformers_data() {
@@ -161,6 +167,56 @@ void TestArchitectures::an_unknown_architecture_names_the_supported_ones() {
         QVERIFY2(message.contains("'bloom' is not supported"), qPrintable(message));
         QVERIFY2(message.contains("llama, mistral, qwen2, qwen3, gemma3"), qPrintable(message));
     }
+}
+
+void TestArchitectures::the_cuda_backend_refuses_what_it_does_not_run() {
+    // Its forward pass is Llama's: anything else must be refused, never run
+    // as Llama (backend_factory falls back to the CPU for --backend auto).
+    QVERIFY(model::runs_on_cuda(*model::find_architecture("llama")));
+    QVERIFY(model::runs_on_cuda(*model::find_architecture("mistral")));
+    for (const char* name : {"qwen2", "qwen3", "gemma3"}) {
+        const model::Architecture& arch = *model::find_architecture(name);
+        QVERIFY2(!model::runs_on_cuda(arch), name);
+        const QString message = QString::fromStdString(model::cuda_architecture_problem(arch));
+        QVERIFY2(message.contains(name) && message.contains("llama, mistral"), qPrintable(message));
+    }
+}
+
+void TestArchitectures::eviction_refuses_sliding_windows() {
+    kv::EvictionConfig h2o;
+    h2o.kind = kv::EvictionKind::h2o;
+    h2o.budget = 64;
+    QVERIFY(h2o.problem(16).empty());
+    const QString problem = QString::fromStdString(h2o.problem(16, 512));
+    QVERIFY2(problem.contains("sliding-window") && problem.contains("512"), qPrintable(problem));
+    QVERIFY(kv::EvictionConfig{}.problem(16, 512).empty()); // no eviction: nothing to refuse
+}
+
+void TestArchitectures::prompts_start_with_bos_where_the_file_asks() {
+    // Byte-level BPE without add_bos_token: none (llama.cpp's default).
+    const auto bpe = model::LlamaModel::load(data_path("tiny_llama.gguf").toStdString());
+    QVERIFY(!bpe->tokenizer().adds_bos());
+    QCOMPARE(bpe->tokenizer().encode_sequence("the", false), bpe->tokenizer().encode("the", false));
+    // SentencePiece without add_bos_token: BOS first (llama.cpp's default).
+    const auto spm = gguf::GgufFile::open(data_path("tiny_spm.gguf").toStdString());
+    const tokenizer::Tokenizer sp = tokenizer::Tokenizer::from_gguf(spm);
+    QVERIFY(sp.adds_bos());
+    const std::vector<std::int32_t> ids = sp.encode_sequence("hello", false);
+    QCOMPARE(ids.front(), sp.bos_id());
+    QCOMPARE(std::vector<std::int32_t>(ids.begin() + 1, ids.end()), sp.encode("hello", false));
+}
+
+void TestArchitectures::conversations_without_chatml_are_plain_text() {
+    const auto chatml = model::LlamaModel::load(data_path("tiny_llama.gguf").toStdString());
+    const std::vector<tokenizer::ChatMessage> turns{
+        {"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}};
+    QVERIFY(tokenizer::speaks_chatml(chatml->tokenizer()));
+    QCOMPARE(tokenizer::render_conversation(chatml->tokenizer(), turns),
+             tokenizer::render_chatml(turns, true));
+    const auto spm = gguf::GgufFile::open(data_path("tiny_spm.gguf").toStdString());
+    const tokenizer::Tokenizer sp = tokenizer::Tokenizer::from_gguf(spm);
+    QVERIFY(!tokenizer::speaks_chatml(sp));
+    QCOMPARE(tokenizer::render_conversation(sp, turns), std::string("Hi\n\nHello\n\nBye"));
 }
 
 QTEST_GUILESS_MAIN(TestArchitectures)

@@ -4,6 +4,8 @@
 // formats with their scales; what fits in a device's memory.
 #include "engine/kv/kv_sizing.h"
 
+#include <cmath>
+
 #include <QTest>
 
 using namespace kvscope::kv;
@@ -70,6 +72,7 @@ private slots:
         QCOMPARE(bytes_per_token(shape, mixed), 28.0 * 4 * (128 * 2 + 4 * 18));
     }
 
+    void hybridModelsKeepOnlyTheWindowInSlidingLayers();
     void whatFitsInMemory() {
         const SizingAnswer a = answer(131072.0, {.context_tokens = 8192,
                                                  .batch = 1,
@@ -89,6 +92,41 @@ private slots:
         QVERIFY(!find_model_shape("gpt-5"));
     }
 };
+
+// Gemma 3 27B at 128k: 10 global layers keep the whole context, 52 sliding
+// ones the window of 1,024 and the block it starts in (16 tokens), each
+// layer 16 KV heads x (128 + 128) bf16 values a token.
+void TestKvSizing::hybridModelsKeepOnlyTheWindowInSlidingLayers() {
+    const ModelShape shape = *find_model_shape("gemma-3-27b");
+    QVERIFY(shape.hybrid());
+    QCOMPARE(shape.global_layers(), 10);
+    const double per_layer = 16.0 * 256 * 2;
+    QCOMPARE(bytes_per_token(shape, kBf16), 62 * per_layer);
+    const std::int64_t context = 131072;
+    QCOMPARE(request_bytes(shape, kBf16, context), per_layer * (10.0 * context + 52.0 * 1040));
+    // Short requests fit the window: every layer keeps every token.
+    QCOMPARE(request_bytes(shape, kBf16, 800), 62 * per_layer * 800);
+    const SizingAnswer a =
+        answer(shape, kBf16, {.context_tokens = context, .batch = 2, .memory_bytes = 0});
+    QCOMPARE(a.per_request_bytes, request_bytes(shape, kBf16, context));
+    QCOMPARE(a.per_batch_bytes, 2 * a.per_request_bytes);
+    // The table: the model's own GQA with its windows, and without them.
+    const std::vector<VariantSize> v = attention_variants(shape, kBf16);
+    QCOMPARE(v.back().variant, AttentionVariant::global);
+    QVERIFY(!v.back().shape.hybrid());
+    const double global_only =
+        answer(v.back().shape, kBf16, {.context_tokens = context}).per_request_bytes;
+    QCOMPARE(global_only, 62 * per_layer * context); // 62 GiB against 10.4
+    QVERIFY(a.per_request_bytes < 0.17 * global_only);
+    // What fits: requests of 128k in 80 GiB x 0.9 less the bf16 weights.
+    const SizingAnswer fit = answer(shape, kBf16,
+                                    {.context_tokens = context,
+                                     .batch = 1,
+                                     .memory_bytes = 80.0 * (1 << 30),
+                                     .utilization = 0.9,
+                                     .weight_bytes = shape.weight_bytes});
+    QCOMPARE(fit.requests_fit, std::floor(fit.cache_budget_bytes / a.per_request_bytes));
+}
 
 QTEST_GUILESS_MAIN(TestKvSizing)
 #include "tst_kv_sizing.moc"

@@ -19,6 +19,7 @@ private slots:
     void problem_for_missing_file_says_how_to_fetch();
     void problem_for_missing_override_names_the_variable();
     void problem_for_directory();
+    void models_by_name();
     void no_problem_for_readable_file();
 
 private:
@@ -104,6 +105,19 @@ void TestModelPath::no_problem_for_readable_file() {
     qputenv("KVSCOPE_MODEL", path.toUtf8());
     QCOMPARE(QString::fromStdString(kvscope::model_path_problem(kvscope::resolve_model_path())),
              QString());
+}
+
+void TestModelPath::models_by_name() {
+    qputenv("XDG_CACHE_HOME", "/tmp/xdg");
+    const std::filesystem::path cache = "/tmp/xdg/kvscope/models";
+    QCOMPARE(*kvscope::named_model_path("gemma-3-270m"), cache / kvscope::gemma3_model_file_name);
+    QCOMPARE(*kvscope::named_model_path("Gemma3"), cache / kvscope::gemma3_model_file_name);
+    QCOMPARE(*kvscope::named_model_path("smollm2"), cache / kvscope::default_model_file_name);
+    QCOMPARE(*kvscope::named_model_path("SmolLM2-135M-Instruct"),
+             cache / kvscope::default_model_file_name);
+    QVERIFY(!kvscope::named_model_path("llama-3"));
+    QVERIFY(!kvscope::named_model_path("models/gemma.gguf"));
+    QCOMPARE(kvscope::model_names(), std::string("smollm2, gemma-3-270m"));
 }
 
 QTEST_GUILESS_MAIN(TestModelPath)

@@ -2,6 +2,7 @@
 
 #include "app/ui/panels/quality_panel.h"
 #include "app/ui/run/teaching_presets.h"
+#include "engine/model_path.h"
 #include "engine/session/backend_factory.h"
 #include "engine/workload/workload.h"
 
@@ -9,6 +10,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QCompleter>
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
@@ -122,7 +124,11 @@ QWidget* RunPanel::build_engine_group() {
     auto* model_row = new QHBoxLayout;
     model_ = new QLineEdit;
     model_->setObjectName("modelPath");
-    model_->setPlaceholderText(tr("default: $KVSCOPE_MODEL or SmolLM2-135M"));
+    // A file, or a model setup.sh fetched by name (offered as one types).
+    const QString names = QString::fromStdString(model_names());
+    model_->setPlaceholderText(
+        tr("a GGUF file or %1 (default: $KVSCOPE_MODEL or smollm2)").arg(names));
+    model_->setCompleter(new QCompleter(names.split(", "), model_));
     auto* browse = new QPushButton(tr("…"));
     browse->setToolTip(tr("Choose a GGUF model file"));
     connect(browse, &QPushButton::clicked, this, &RunPanel::browse_model);

@@ -148,13 +148,18 @@ void SizingDialog::recompute() {
     question.memory_bytes = memory_->value() * 1024.0 * 1024 * 1024;
     question.utilization = utilization_->value();
     question.weight_bytes = shape.weight_bytes;
-    const kv::SizingAnswer own = kv::answer(kv::bytes_per_token(shape, format), question);
+    const kv::SizingAnswer own = kv::answer(shape, format, question);
     QString text = tr("%1: %2 layers, %3 query heads, %4 KV heads; weights %5.")
                        .arg(QString::fromStdString(shape.name))
                        .arg(shape.layers)
                        .arg(shape.heads)
                        .arg(shape.kv_heads)
                        .arg(bytes_text(shape.weight_bytes));
+    if (shape.hybrid()) {
+        text += tr(" %1 of its layers attend over a sliding window of %2 tokens.")
+                    .arg(shape.sliding_layers)
+                    .arg(shape.sliding_window);
+    }
     if (question.memory_bytes > 0) {
         text += own.cache_budget_bytes > 0
                     ? tr(" The cache gets %1.").arg(bytes_text(own.cache_budget_bytes))
@@ -165,7 +170,7 @@ void SizingDialog::recompute() {
     table_->setRowCount(static_cast<int>(variants.size()));
     for (std::size_t i = 0; i < variants.size(); ++i) {
         const kv::VariantSize& v = variants[i];
-        const kv::SizingAnswer a = kv::answer(v.bytes_per_token, question);
+        const kv::SizingAnswer a = kv::answer(v.shape, format, question);
         const QStringList cells{
             QString::fromStdString(v.label),
             bytes_text(v.bytes_per_token),
