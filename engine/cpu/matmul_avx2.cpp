@@ -336,6 +336,82 @@ void fused_row_8(const PackedRow& row, std::int64_t blocks, const QuantizedActiv
     _mm256_storeu_ps(out, _mm256_add_ps(acc, offset));
 }
 
+// The split layout (packed_rows.h: Q5_K, Q6_K): two fp32 scales a block,
+// one for values 0-15 and one for 16-31. block_products' lanes 0-3 hold the
+// products of values 0-15 and lanes 4-7 those of 16-31 (each lane four
+// adjacent values, see widen), so a block's lanes are scaled as they are,
+// by a vector of the two scales four times each, and no lane mixes groups.
+struct SplitRow {
+    const std::byte* scales;  // (blocks, 2) fp32
+    const std::byte* offsets; // (blocks) fp32
+    const std::byte* quants;  // (blocks, 32) int8
+
+    SplitRow(const WeightMatrix& w, std::int64_t row) {
+        const std::int64_t blocks = w.cols / 32;
+        scales = w.data + static_cast<std::size_t>(row) * w.row_bytes;
+        offsets = scales + static_cast<std::size_t>(blocks) * 8;
+        quants = offsets + static_cast<std::size_t>(blocks) * 4;
+    }
+    __m256 scale_lanes(std::int64_t b) const {
+        float pair[2];
+        std::memcpy(pair, scales + 8 * b, sizeof pair);
+        return _mm256_set_m128(_mm_set1_ps(pair[1]), _mm_set1_ps(pair[0]));
+    }
+    float offset(std::int64_t b) const {
+        float value;
+        std::memcpy(&value, offsets + 4 * b, sizeof value);
+        return value;
+    }
+};
+
+// Tokens first_token .. first_token + N - 1 of a split row.
+template <int N>
+void split_row_n(const SplitRow& row, std::int64_t blocks, const QuantizedActivations& x,
+                 std::int64_t first_token, float* out) {
+    __m256 acc[N];
+    float offset[N];
+    for (int k = 0; k < N; ++k) {
+        acc[k] = _mm256_setzero_ps();
+        offset[k] = 0.0f;
+    }
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        __m256i even, odd;
+        Bytes::widen(row.quants + static_cast<std::size_t>(b) * Bytes::bytes, even, odd);
+        const __m256 scales = row.scale_lanes(b);
+        const float m = row.offset(b);
+        for (int k = 0; k < N; ++k) {
+            const std::int64_t at = (first_token + k) * blocks + b;
+            const __m256i products = block_products<Bytes>(even, odd, x.values + at * 32);
+            acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(products),
+                                     _mm256_mul_ps(scales, _mm256_set1_ps(x.scales[at])), acc[k]);
+            offset[k] += m * x.block_sums[at];
+        }
+    }
+    for (int k = 0; k < N; ++k) {
+        out[k] = horizontal_sum(acc[k]) + offset[k];
+    }
+}
+
+void split_tokens(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& x,
+                  std::int64_t first_token, int n, float* out) {
+    const SplitRow split(w, row);
+    const std::int64_t blocks = w.cols / 32;
+    switch (n) {
+    case 4:
+        split_row_n<4>(split, blocks, x, first_token, out);
+        return;
+    case 3:
+        split_row_n<3>(split, blocks, x, first_token, out);
+        return;
+    case 2:
+        split_row_n<2>(split, blocks, x, first_token, out);
+        return;
+    default:
+        split_row_n<1>(split, blocks, x, first_token, out);
+        return;
+    }
+}
+
 // x (tokens, cols) -> int16 per 32-value block with one scale each, plus the
 // exact fp32 block sums for the offset term.
 void avx2_quantize_activations(const float* x, std::int64_t tokens, std::int64_t cols,
@@ -377,7 +453,7 @@ void avx2_quantize_activations(const float* x, std::int64_t tokens, std::int64_t
 bool avx2_has_fused(const WeightMatrix& w) {
     return w.packed && w.cols / 32 <= kMaxBlocksPerRow &&
            (w.type == gguf::TensorType::Q4_0 || w.type == gguf::TensorType::Q4_1 ||
-            w.type == gguf::TensorType::Q8_0);
+            w.type == gguf::TensorType::Q8_0 || w.type == gguf::TensorType::Q8_K);
 }
 
 template <typename Quant>
@@ -403,7 +479,9 @@ void fused_tokens(const WeightMatrix& w, std::int64_t row, const QuantizedActiva
 
 void avx2_fused_row_tokens(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& x,
                            std::int64_t first_token, int n, float* out) {
-    if (w.type == gguf::TensorType::Q8_0) {
+    if (w.type == gguf::TensorType::Q8_K) {
+        split_tokens(w, row, x, first_token, n, out);
+    } else if (w.type == gguf::TensorType::Q8_0) {
         fused_tokens<Bytes>(w, row, x, first_token, n, out);
     } else {
         fused_tokens<Nibbles>(w, row, x, first_token, n, out);
@@ -421,7 +499,12 @@ void rows_1(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
 
 void avx2_fused_rows_1(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
                        const QuantizedActivations& x, std::int64_t token, float* y) {
-    if (w.type == gguf::TensorType::Q8_0) {
+    if (w.type == gguf::TensorType::Q8_K) {
+        const std::int64_t blocks = w.cols / 32;
+        for (std::int64_t r = row_begin; r < row_end; ++r) {
+            split_row_n<1>(SplitRow(w, r), blocks, x, token, y + r);
+        }
+    } else if (w.type == gguf::TensorType::Q8_0) {
         rows_1<Bytes>(w, row_begin, row_end, x, token, y);
     } else {
         rows_1<Nibbles>(w, row_begin, row_end, x, token, y);
@@ -432,7 +515,10 @@ void avx2_fused_row_8_tokens(const WeightMatrix& w, std::int64_t row, const Quan
                              std::int64_t first_token, const float* group_scales,
                              const float* group_sums, float* out) {
     const std::int64_t blocks = w.cols / 32;
-    if (w.type == gguf::TensorType::Q8_0) {
+    if (w.type == gguf::TensorType::Q8_K) { // as two groups of four
+        split_tokens(w, row, x, first_token, 4, out);
+        split_tokens(w, row, x, first_token + 4, 4, out + 4);
+    } else if (w.type == gguf::TensorType::Q8_0) {
         fused_row_8<Bytes>(PackedRow(w, row), blocks, x, first_token, group_scales, group_sums,
                            out);
     } else {

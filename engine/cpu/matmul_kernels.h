@@ -39,7 +39,8 @@ struct MatmulKernels {
     // hoisted out of the loop (rows are short, 18 blocks for SmolLM2).
     void (*fused_rows_1)(const WeightMatrix& w, std::int64_t row_begin, std::int64_t row_end,
                          const QuantizedActivations& x, std::int64_t token, float* y);
-    // Whether the fused kernels take `w` (packed rows of Q4_0, Q4_1, Q8_0).
+    // Whether the fused kernels take `w` (packed rows of the Q4_1, Q8_0 and
+    // split layouts).
     bool (*has_fused)(const WeightMatrix& w);
 };
 

@@ -18,6 +18,9 @@ std::optional<gguf::TensorType> packed_layout(gguf::TensorType type) {
     case gguf::TensorType::Q5_0:
     case gguf::TensorType::Q5_1:
         return gguf::TensorType::Q8_0;
+    case gguf::TensorType::Q5_K:
+    case gguf::TensorType::Q6_K:
+        return gguf::TensorType::Q8_K;
     default:
         return std::nullopt;
     }
@@ -28,6 +31,7 @@ std::size_t packed_quant_bytes(gguf::TensorType layout) {
     case gguf::TensorType::Q4_1:
         return 16;
     case gguf::TensorType::Q8_0:
+    case gguf::TensorType::Q8_K:
         return 32;
     default:
         return 0;
@@ -143,6 +147,97 @@ void pack_block(gguf::TensorType type, const std::byte* src, PackedBlock* out) {
     }
 }
 
+// One 32-value block of the split layout.
+struct SplitBlock {
+    float scale[2] = {}; // values 0-15, 16-31
+    float offset = 0.0f;
+    std::int8_t q[32] = {};
+};
+
+// A Q5_K or Q6_K block (256 values) as eight split blocks, each value
+// scale * q + offset computing exactly what ggml's dequantisation does.
+void split_block(gguf::TensorType type, const std::byte* src, SplitBlock* out) {
+    if (type == gguf::TensorType::Q6_K) {
+        // 128 bytes of low nibbles, 64 of high bit pairs, 16 int8 scales (one
+        // per 16 values), then d. Each half of 128 values: value l + 32 k of
+        // it takes nibble k / 2 of ql[l + 32 (k % 2)] and bits 2k of qh[l].
+        const std::uint8_t* ql = as_u8(src);
+        const std::uint8_t* qh = as_u8(src + 128);
+        const auto* sc = reinterpret_cast<const std::int8_t*>(src + 192);
+        const float d = fp16_to_fp32(load_u16(src + 208));
+        for (int half = 0; half < 2; ++half) {
+            for (int l = 0; l < 32; ++l) {
+                const int codes[4] = {
+                    (ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4),
+                    (ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4),
+                    (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4),
+                    (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4),
+                };
+                for (int k = 0; k < 4; ++k) {
+                    const int value = half * 128 + 32 * k + l; // in the 256
+                    out[value / 32].q[value % 32] = static_cast<std::int8_t>(codes[k] - 32);
+                }
+            }
+            ql += 64;
+            qh += 32;
+        }
+        for (int group = 0; group < 16; ++group) {
+            out[group / 2].scale[group % 2] = d * static_cast<float>(sc[group]);
+        }
+        return;
+    }
+    // Q5_K: d, dmin, 12 scale bytes, 32 bytes of high bits, 128 of nibbles;
+    // each 64 values share 32 nibble bytes (low nibbles first) and take high
+    // bits 2j and 2j + 1 of qh.
+    const float d = fp16_to_fp32(load_u16(src));
+    const float dmin = fp16_to_fp32(load_u16(src + 2));
+    const std::uint8_t* scales = as_u8(src + 4);
+    const std::uint8_t* qh = as_u8(src + 16);
+    const std::uint8_t* ql = as_u8(src + 48);
+    for (int sub = 0; sub < 8; ++sub) {
+        int scale = 0;
+        int min = 0;
+        k4_scale_min(sub, scales, scale, min);
+        out[sub].scale[0] = out[sub].scale[1] = d * static_cast<float>(scale);
+        out[sub].offset = -(dmin * static_cast<float>(min));
+        const std::uint8_t* bytes = ql + (sub / 2) * 32;
+        for (int l = 0; l < 32; ++l) {
+            const int low = sub % 2 == 0 ? bytes[l] & 0x0f : bytes[l] >> 4;
+            const int high = (qh[l] >> sub) & 1;
+            out[sub].q[l] = static_cast<std::int8_t>(low | (high << 4));
+        }
+    }
+}
+
+WeightMatrix pack_split_rows(const WeightMatrix& w, std::vector<std::byte>& storage) {
+    const std::int64_t blocks = w.cols / 32;
+    const std::size_t row_bytes = packed_row_bytes(gguf::TensorType::Q8_K, w.cols);
+    storage.assign(row_bytes * static_cast<std::size_t>(w.rows), std::byte{0});
+    SplitBlock unpacked[8];
+    for (std::int64_t r = 0; r < w.rows; ++r) {
+        const std::byte* src = w.data + static_cast<std::size_t>(r) * w.row_bytes;
+        std::byte* scales = storage.data() + static_cast<std::size_t>(r) * row_bytes;
+        std::byte* offsets = scales + static_cast<std::size_t>(blocks) * 8;
+        std::byte* dst = offsets + static_cast<std::size_t>(blocks) * 4;
+        for (std::int64_t b = 0; b < blocks; b += 8) {
+            split_block(w.type, src, unpacked);
+            src += w.type == gguf::TensorType::Q6_K ? 210 : 176;
+            for (std::int64_t k = 0; k < 8; ++k) {
+                const SplitBlock& block = unpacked[k];
+                std::memcpy(scales + 8 * (b + k), block.scale, 8);
+                std::memcpy(offsets + 4 * (b + k), &block.offset, 4);
+                std::memcpy(dst + 32 * static_cast<std::size_t>(b + k), block.q, 32);
+            }
+        }
+    }
+    WeightMatrix packed = w;
+    packed.type = gguf::TensorType::Q8_K;
+    packed.data = storage.data();
+    packed.row_bytes = row_bytes;
+    packed.packed = true;
+    return packed;
+}
+
 } // namespace
 
 WeightMatrix pack_rows(const WeightMatrix& w, std::vector<std::byte>& storage) {
@@ -151,7 +246,10 @@ WeightMatrix pack_rows(const WeightMatrix& w, std::vector<std::byte>& storage) {
         gguf::tensor_type_traits(static_cast<std::uint32_t>(w.type));
     if (!layout || w.packed || traits == nullptr || w.cols % traits->block_elements != 0) {
         throw std::invalid_argument("pack_rows: not a GGUF-layout matrix of a packed type (Q4_0, "
-                                    "Q4_1, Q4_K, Q5_0, Q5_1, Q8_0)");
+                                    "Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0)");
+    }
+    if (*layout == gguf::TensorType::Q8_K) {
+        return pack_split_rows(w, storage);
     }
     const std::size_t quant = packed_quant_bytes(*layout);
     const std::int64_t blocks = w.cols / 32;
@@ -187,6 +285,22 @@ WeightMatrix pack_rows(const WeightMatrix& w, std::vector<std::byte>& storage) {
 void unpack_row(const WeightMatrix& w, std::int64_t row, float* out) {
     const std::size_t quant = packed_quant_bytes(w.type);
     const std::int64_t blocks = w.cols / 32;
+    if (w.type == gguf::TensorType::Q8_K) {
+        const std::byte* scales = w.data + static_cast<std::size_t>(row) * w.row_bytes;
+        const std::byte* offsets = scales + static_cast<std::size_t>(blocks) * 8;
+        const std::byte* base = offsets + static_cast<std::size_t>(blocks) * 4;
+        for (std::int64_t b = 0; b < blocks; ++b) {
+            float scale[2];
+            float offset;
+            std::memcpy(scale, scales + 8 * b, 8);
+            std::memcpy(&offset, offsets + 4 * b, 4);
+            const auto* q = reinterpret_cast<const std::int8_t*>(base + 32 * b);
+            for (int j = 0; j < 32; ++j) {
+                out[b * 32 + j] = static_cast<float>(q[j]) * scale[j / 16] + offset;
+            }
+        }
+        return;
+    }
     const std::byte* scales = w.data + static_cast<std::size_t>(row) * w.row_bytes;
     const std::byte* offsets = scales + static_cast<std::size_t>(blocks) * 2;
     const std::byte* base = offsets + static_cast<std::size_t>(blocks) * 2;

@@ -46,15 +46,15 @@ private slots:
 
 void TestMatmul::packed_rows_round_trip_data() {
     QTest::addColumn<QString>("type");
-    for (const char* type : {"Q4_0", "Q4_1", "Q8_0", "Q5_0", "Q5_1", "Q4_K"}) {
+    for (const char* type : {"Q4_0", "Q4_1", "Q8_0", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"}) {
         QTest::newRow(type) << QString(type);
     }
 }
 
 // Packed rows against gguf-py's values for the same bytes: the types whose
 // blocks map onto the packed layouts keep every value (up to the order of
-// (q - 8) * d); Q4_K's sub-block scales and offsets are rounded to fp16.
-// (Q5_K and Q6_K are not packed: matches_double_reference covers them.)
+// (q - 8) * d), Q5_K and Q6_K in the split layout with fp32 scales included;
+// Q4_K's sub-block scales and offsets are rounded to fp16.
 void TestMatmul::packed_rows_round_trip() {
     QFETCH(QString, type);
     const gguf::GgufFile file = gguf::GgufFile::open(reference_path());
