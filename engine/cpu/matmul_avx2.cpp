@@ -451,9 +451,12 @@ void avx2_quantize_activations(const float* x, std::int64_t tokens, std::int64_t
 }
 
 bool avx2_has_fused(const WeightMatrix& w) {
-    return w.packed && w.cols / 32 <= kMaxBlocksPerRow &&
-           (w.type == gguf::TensorType::Q4_0 || w.type == gguf::TensorType::Q4_1 ||
-            w.type == gguf::TensorType::Q8_0 || w.type == gguf::TensorType::Q8_K);
+    // PackedRow converts a row's scales into a table on the stack; SplitRow
+    // reads them in place, so split rows of any width take the kernels.
+    return w.packed && (w.type == gguf::TensorType::Q8_K ||
+                        (w.cols / 32 <= kMaxBlocksPerRow &&
+                         (w.type == gguf::TensorType::Q4_0 || w.type == gguf::TensorType::Q4_1 ||
+                          w.type == gguf::TensorType::Q8_0)));
 }
 
 template <typename Quant>

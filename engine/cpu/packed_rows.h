@@ -21,7 +21,8 @@
 // of exactness: requantising Q6_K as Q8_0 moved Gemma 3 270M's next-token
 // distributions 30 times further from transformers' (KL 7.6e-5 against
 // 2.3e-6, top-1 agreement 98.7% against 100%).
-// A packed matrix's `type` is its layout's (Q4_1 or Q8_0), not the file's.
+// A packed matrix's `type` is its layout's (Q4_1, Q8_0, or Q8_K for the split
+// layout: only a tag, its GGUF block size means nothing here), not the file's.
 #pragma once
 
 #include "engine/cpu/matmul.h"
