@@ -50,7 +50,7 @@ int run_generate(GenerateOptions& options) {
             messages.push_back({"system", options.system});
         }
         messages.push_back({"user", options.prompt});
-        text = tokenizer::render_chatml(messages, true);
+        text = tokenizer::render_conversation(tok, messages);
     }
     // In chat mode the template's markers are special tokens; a plain prompt
     // is taken literally.

@@ -80,6 +80,10 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& file) {
         }
         tokenizer.add_bos_explicit_ = *flag;
     }
+    if (const gguf::MetadataValue* chat = file.find("tokenizer.chat_template");
+        chat != nullptr && chat->as_string()) {
+        tokenizer.chat_template_ = *chat->as_string();
+    }
     tokenizer.eos_id_ = optional_id("tokenizer.ggml.eos_token_id");
     tokenizer.unknown_id_ = optional_id("tokenizer.ggml.unknown_token_id");
     if (tokenizer.unknown_id_ < 0) { // the vocabulary's own unknown piece, if it has one

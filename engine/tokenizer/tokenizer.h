@@ -78,6 +78,8 @@ public:
     bool ends_generation(TokenId id) const;
     // Looks a token up by its exact text; -1 when absent.
     TokenId find(std::string_view text) const;
+    // tokenizer.chat_template (Jinja), empty when the file has none.
+    const std::string& chat_template() const { return chat_template_; }
 
 private:
     Tokenizer(std::string_view pre_name)
@@ -119,6 +121,7 @@ private:
     std::optional<bool> add_bos_explicit_; // what the file says
     TokenId eos_id_ = -1;
     TokenId unknown_id_ = -1;
+    std::string chat_template_;
 };
 
 } // namespace kvscope::tokenizer

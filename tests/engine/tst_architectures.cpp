@@ -211,8 +211,10 @@ void TestArchitectures::conversations_without_chatml_are_plain_text() {
     const std::vector<tokenizer::ChatMessage> turns{
         {"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}};
     QVERIFY(tokenizer::speaks_chatml(chatml->tokenizer()));
+    // No chat template in the file: no default system prompt either.
+    QCOMPARE(tokenizer::default_system_prompt(chatml->tokenizer()), std::string());
     QCOMPARE(tokenizer::render_conversation(chatml->tokenizer(), turns),
-             tokenizer::render_chatml(turns, true));
+             tokenizer::render_chatml(turns, true, ""));
     const auto spm = gguf::GgufFile::open(data_path("tiny_spm.gguf").toStdString());
     const tokenizer::Tokenizer sp = tokenizer::Tokenizer::from_gguf(spm);
     QVERIFY(!tokenizer::speaks_chatml(sp));

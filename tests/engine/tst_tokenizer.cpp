@@ -129,7 +129,13 @@ void TestTokenizer::chat_template_matches_the_models() {
             tokenizer::render_chatml({{"user", c.value("prompt").toString().toStdString()}}, true);
         QCOMPARE(QString::fromStdString(rendered), c.value("prompt_text").toString());
         QVERIFY(tokenizer_->encode(rendered, true) == to_ids(c.value("prompt_ids")));
+        // The same from the file's own template, default system prompt and all.
+        QCOMPARE(tokenizer::render_conversation(
+                     *tokenizer_, {{"user", c.value("prompt").toString().toStdString()}}),
+                 rendered);
     }
+    QCOMPARE(tokenizer::default_system_prompt(*tokenizer_),
+             std::string(tokenizer::smollm2_default_system_prompt));
     // A conversation that brings its own system prompt gets no default one.
     const std::string own =
         tokenizer::render_chatml({{"system", "Be brief."}, {"user", "Hi"}}, false);
