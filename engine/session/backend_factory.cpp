@@ -120,7 +120,8 @@ std::unique_ptr<runner::Backend> make_backend(const BackendSpec& spec,
                                               std::shared_ptr<const model::LlamaModel> model,
                                               const KvCacheSpec& cache) {
     std::unique_ptr<runner::Backend> backend;
-    switch (resolve_backend_kind_with_reason(spec.kind, &model->config()).kind) {
+    // A caller asking only whether the kind can run here passes no model.
+    switch (resolve_backend_kind_with_reason(spec.kind, model ? &model->config() : nullptr).kind) {
     case BackendKind::cuda: {
 #if KVSCOPE_HAVE_CUDA
         cuda::CudaBackendOptions options;
