@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <immintrin.h>
+#include <type_traits>
 
 namespace kvscope::cpu::detail {
 namespace {
@@ -142,22 +143,31 @@ void dot_n(const float* row, const float* x, std::int64_t stride, std::int64_t c
     }
 }
 
-void avx2_dot_tokens(const float* row, const float* x, std::int64_t stride, std::int64_t cols,
-                     int n, float* out) {
+// Calls run(std::integral_constant<int, N>{}) with N = n for n of 2 to 4,
+// else N = 1: the kernels take the token count as a template argument, so
+// their per-token loops unroll.
+template <class Run>
+void with_token_count(int n, const Run& run) {
     switch (n) {
     case 4:
-        dot_n<4>(row, x, stride, cols, out);
+        run(std::integral_constant<int, 4>{});
         return;
     case 3:
-        dot_n<3>(row, x, stride, cols, out);
+        run(std::integral_constant<int, 3>{});
         return;
     case 2:
-        dot_n<2>(row, x, stride, cols, out);
+        run(std::integral_constant<int, 2>{});
         return;
     default:
-        dot_n<1>(row, x, stride, cols, out);
+        run(std::integral_constant<int, 1>{});
         return;
     }
+}
+
+void avx2_dot_tokens(const float* row, const float* x, std::int64_t stride, std::int64_t cols,
+                     int n, float* out) {
+    with_token_count(n,
+                     [&](auto count) { dot_n<decltype(count)::value>(row, x, stride, cols, out); });
 }
 
 // ---- Fused quantized-row kernels ----------------------------------------------
@@ -396,20 +406,9 @@ void split_tokens(const WeightMatrix& w, std::int64_t row, const QuantizedActiva
                   std::int64_t first_token, int n, float* out) {
     const SplitRow split(w, row);
     const std::int64_t blocks = w.cols / 32;
-    switch (n) {
-    case 4:
-        split_row_n<4>(split, blocks, x, first_token, out);
-        return;
-    case 3:
-        split_row_n<3>(split, blocks, x, first_token, out);
-        return;
-    case 2:
-        split_row_n<2>(split, blocks, x, first_token, out);
-        return;
-    default:
-        split_row_n<1>(split, blocks, x, first_token, out);
-        return;
-    }
+    with_token_count(n, [&](auto count) {
+        split_row_n<decltype(count)::value>(split, blocks, x, first_token, out);
+    });
 }
 
 // x (tokens, cols) -> int16 per 32-value block with one scale each, plus the
@@ -464,20 +463,13 @@ void fused_tokens(const WeightMatrix& w, std::int64_t row, const QuantizedActiva
                   std::int64_t first_token, int n, float* out) {
     const PackedRow packed(w, row);
     const std::int64_t blocks = w.cols / 32;
-    switch (n) {
-    case 4:
-        fused_row_n<Quant, 4>(packed, blocks, x, first_token, out);
-        return;
-    case 3:
-        fused_row_n<Quant, 3>(packed, blocks, x, first_token, out);
-        return;
-    case 2:
-        fused_row_n<Quant, 2>(packed, blocks, x, first_token, out);
-        return;
-    default:
-        out[0] = fused_row_1<Quant>(packed, blocks, x, first_token);
-        return;
-    }
+    with_token_count(n, [&](auto count) {
+        if constexpr (decltype(count)::value == 1) {
+            out[0] = fused_row_1<Quant>(packed, blocks, x, first_token);
+        } else {
+            fused_row_n<Quant, decltype(count)::value>(packed, blocks, x, first_token, out);
+        }
+    });
 }
 
 void avx2_fused_row_tokens(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& x,

@@ -25,13 +25,7 @@ Q_DECLARE_METATYPE(kvscope::kv::KvFormat)
 
 namespace {
 
-std::vector<std::int32_t> to_ids(const QJsonValue& value) {
-    std::vector<std::int32_t> ids;
-    for (const QJsonValue& id : value.toArray()) {
-        ids.push_back(id.toInt());
-    }
-    return ids;
-}
+using test::to_ids;
 
 using kvscope::test::logits_in_chunks;
 
@@ -114,15 +108,9 @@ void TestCpuForward::greedy_matches_transformers_fp32() {
         const std::vector<std::int32_t> generated =
             test::greedy_continuation(backend, prompt, expected.size());
         QCOMPARE(generated.size(), expected.size());
-        std::size_t same = 0;
-        while (same < expected.size() && generated[same] == expected[same]) {
-            ++same;
-        }
+        const std::size_t same = test::identical_prefix(generated, expected);
         const std::vector<std::int32_t> llama = to_ids(c.value("llama_cpp_tokens"));
-        std::size_t same_llama = 0;
-        while (same_llama < llama.size() && generated[same_llama] == llama[same_llama]) {
-            ++same_llama;
-        }
+        const std::size_t same_llama = test::identical_prefix(generated, llama);
         qInfo("'%s': %zu of %zu greedy tokens identical to transformers (llama.cpp: %zu); "
               "%zu before the first near-tie must be",
               qPrintable(c.value("prompt").toString()), same, expected.size(), same_llama,

@@ -17,13 +17,7 @@ using namespace kvscope;
 
 namespace {
 
-std::vector<std::int32_t> to_ids(const QJsonValue& value) {
-    std::vector<std::int32_t> ids;
-    for (const QJsonValue& id : value.toArray()) {
-        ids.push_back(id.toInt());
-    }
-    return ids;
-}
+using test::to_ids;
 
 constexpr kv::KvCacheFormat kF32Cache{kv::KvFormat::f32, kv::KvFormat::f32};
 
@@ -117,10 +111,7 @@ void TestGemma3Forward::greedy_matches_transformers_fp32() {
         const std::vector<std::int32_t> generated =
             test::greedy_continuation(backend, prompt, expected.size());
         QCOMPARE(generated.size(), expected.size());
-        std::size_t same = 0;
-        while (same < expected.size() && generated[same] == expected[same]) {
-            ++same;
-        }
+        const std::size_t same = test::identical_prefix(generated, expected);
         qInfo("'%s': %zu of %zu greedy tokens identical to transformers; %zu before the first "
               "near-tie must be",
               qPrintable(c.value("prompt").toString()), same, expected.size(),

@@ -82,6 +82,25 @@ inline Agreement compare_with_reference(const std::vector<float>& logits, int vo
     return agreement.result();
 }
 
+// Token ids of a golden file's JSON array.
+inline std::vector<std::int32_t> to_ids(const QJsonValue& value) {
+    std::vector<std::int32_t> ids;
+    for (const QJsonValue& id : value.toArray()) {
+        ids.push_back(id.toInt());
+    }
+    return ids;
+}
+
+// How many tokens two sequences share from their start.
+inline std::size_t identical_prefix(const std::vector<std::int32_t>& a,
+                                    const std::vector<std::int32_t>& b) {
+    std::size_t same = 0;
+    while (same < a.size() && same < b.size() && a[same] == b[same]) {
+        ++same;
+    }
+    return same;
+}
+
 // `count` tokens of greedy decoding after `prompt` (one prefill, then one
 // token a step), on a backend whose cache has room for them all.
 inline std::vector<std::int32_t> greedy_continuation(runner::Backend& backend,
