@@ -53,6 +53,7 @@ BenchRow run_case(const EngineOptions& engine, std::shared_ptr<const model::Llam
     const int vocab = backend->vocab_size();
     kv::BlockAllocator allocator(backend->num_blocks());
     std::vector<kv::SequenceBlocks> sequences(static_cast<std::size_t>(batch));
+    const int groups = backend->kv_groups().group_count();
     std::mt19937_64 rng(options.seed);
     // Ordinary tokens only (SmolLM2 keeps its specials below 17).
     std::uniform_int_distribution<std::int32_t> token(100, vocab - 1);
@@ -64,6 +65,7 @@ BenchRow run_case(const EngineOptions& engine, std::shared_ptr<const model::Llam
         std::vector<runner::SequenceStep> steps;
         for (std::size_t i = 0; i < which.size(); ++i) {
             kv::SequenceBlocks& blocks = sequences[which[i]];
+            blocks.set_groups(groups);
             if (!kv::reserve(blocks, blocks.length + static_cast<std::int32_t>(tokens[i].size()),
                              block_size, allocator)) {
                 throw std::runtime_error("KV cache too small for the benchmark");

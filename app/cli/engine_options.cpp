@@ -42,6 +42,10 @@ void EngineOptions::add_to(CLI::App& app) {
     };
     format_option("--cache-type-k", config.cache_format.key, "K");
     format_option("--cache-type-v", config.cache_format.value, "V");
+    app.add_flag("!--disable-hybrid-kv-cache-manager", config.hybrid_kv,
+                 "Keep every layer's whole context in one block table, as a plain paged cache "
+                 "does, instead of letting sliding-window layers (Gemma 3) free what their "
+                 "window left");
     // The cache's size, one way at a time (session::CacheSize), vLLM's names.
     session::CacheSize& size = config.cache;
     app.add_option("--num-gpu-blocks-override", size.num_blocks,
@@ -93,9 +97,10 @@ EngineOptions::make_backend(std::shared_ptr<const model::LlamaModel> model,
     session::KvCacheSpec cache;
     cache.block_size = config.block_size;
     cache.format = config.cache_format;
-    cache.num_blocks =
-        session::resolve_num_blocks(config.cache, model->config(), cache.format, cache.block_size,
-                                    default_tokens, session::backend_memory_bytes(resolved.kind));
+    cache.hybrid = config.hybrid_kv;
+    cache.num_blocks = session::resolve_num_blocks(
+        config.cache, model->config(), cache.format, cache.block_size, default_tokens,
+        session::backend_memory_bytes(resolved.kind), cache.hybrid);
     auto made = session::make_backend(config.backend, std::move(model), cache);
     if (announce) {
         if (!resolved.fallback_note.empty()) {

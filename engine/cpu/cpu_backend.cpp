@@ -17,8 +17,9 @@ CpuBackend::CpuBackend(std::shared_ptr<const model::LlamaModel> model,
     : model_(std::move(model))
     , weights_(CpuWeights::of(*model_))
     , options_(options)
+    , groups_(model::kv_group_layout(model_->config(), options.hybrid_kv))
     , pool_(options.threads)
-    , kv_(KvGeometry{model_->config().layers, model_->config().kv_heads, model_->config().head_dim,
+    , kv_(KvGeometry{groups_.layers_per_block, model_->config().kv_heads, model_->config().head_dim,
                      options.block_size, options.num_blocks},
           options.cache_format) {}
 
@@ -28,6 +29,11 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
     const std::int64_t tokens = batch.token_count();
     if (tokens == 0) {
         return;
+    }
+    if (batch.kv_groups != groups_.group_count()) {
+        throw std::invalid_argument("the batch has block tables for " +
+                                    std::to_string(batch.kv_groups) + " KV groups, the cache " +
+                                    std::to_string(groups_.group_count()));
     }
     for (const std::int32_t slot : batch.slot_mapping) {
         if (slot < 0 || slot >= options_.num_blocks * options_.block_size) {
@@ -112,7 +118,8 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
     const int run_layers = batch.layers > 0 ? std::min(batch.layers, c.layers) : c.layers;
     for (int l = 0; l < run_layers; ++l) {
         const CpuLayerWeights& layer = w.layers[static_cast<std::size_t>(l)];
-        const LayerKvView cache = kv_.layer(l);
+        const int group = groups_.group_of[static_cast<std::size_t>(l)];
+        const LayerKvView cache = kv_.layer(groups_.slot_of[static_cast<std::size_t>(l)], group);
         const nvtx::Range layer_range(nvtx::layer_name(l));
 
         const model::LayerWeights& vectors = *layer.vectors;
@@ -154,7 +161,7 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
             rope(k.data(), table.cos.data(), table.sin.data(), tokens, c.kv_heads, c.head_dim,
                  c.traits.rope);
         });
-        op("kv_write", l, [&] { kv_.write(l, batch, k.data(), v.data()); });
+        op("kv_write", l, [&] { kv_.write(cache.layer, batch, k.data(), v.data(), group); });
         op("attention", l, [&] {
             paged_attention(cache, batch, q.data(), c.heads, attn.data(), pool_, attention_capture,
                             {c.attention_scale, scope.window});

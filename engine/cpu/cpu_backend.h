@@ -20,6 +20,10 @@ struct CpuBackendOptions {
     int block_size = 16;
     int threads = 0; // 0: all hardware threads
     kv::KvCacheFormat cache_format;
+    // Give sliding-window layers their own block tables, which let go of
+    // what the window left (kv_groups.h); off: every layer keeps the whole
+    // context, as a plain paged cache does.
+    bool hybrid_kv = true;
 };
 
 class CpuBackend final : public runner::Backend {
@@ -36,6 +40,7 @@ public:
     std::int64_t kv_cache_bytes() const override { return kv_.bytes(); }
     kv::KvCacheFormat cache_format() const override { return kv_.format(); }
     const KvStore& kv_store() const { return kv_; }
+    kv::KvGroupLayout kv_groups() const override { return groups_; }
 
     void forward(const runner::ForwardBatch& batch, float* logits) override;
     void release_blocks(std::span<const kv::BlockId> blocks) override { kv_.release(blocks); }
@@ -57,6 +62,7 @@ private:
     std::shared_ptr<const model::LlamaModel> model_;
     std::shared_ptr<const CpuWeights> weights_; // shared with the model's other CPU backends
     CpuBackendOptions options_;
+    kv::KvGroupLayout groups_;
     ThreadPool pool_;
     KvStore kv_;
     runner::CapturedAttention captured_; // in the last forward()

@@ -60,10 +60,11 @@ double KvStore::bytes_per_token() const {
                                   geometry_.block_size);
 }
 
-LayerKvView KvStore::layer(int layer) {
+LayerKvView KvStore::layer(int layer, int group) {
     LayerKvView view;
     view.store = this;
     view.layer = layer;
+    view.group = group;
     view.kv_heads = geometry_.kv_heads;
     view.head_dim = geometry_.head_dim;
     view.block_size = geometry_.block_size;
@@ -128,11 +129,13 @@ void KvStore::write_plane(const KvPlane& plane, int layer, std::int32_t slot, co
     open_.erase(open_key(block, layer, plane.is_key));
 }
 
-void KvStore::write(int layer, const runner::ForwardBatch& batch, const float* k, const float* v) {
+void KvStore::write(int layer, const runner::ForwardBatch& batch, const float* k, const float* v,
+                    int group) {
     const LayerKvView view = this->layer(layer);
     const std::int64_t width = static_cast<std::int64_t>(geometry_.kv_heads) * geometry_.head_dim;
+    const std::span<const std::int32_t> slots = batch.group_slots(group);
     for (std::int64_t t = 0; t < batch.token_count(); ++t) {
-        const std::int32_t slot = batch.slot_mapping[static_cast<std::size_t>(t)];
+        const std::int32_t slot = slots[static_cast<std::size_t>(t)];
         write_plane(view.keys, layer, slot, k + t * width);
         write_plane(view.values, layer, slot, v + t * width);
     }

@@ -16,7 +16,7 @@
 namespace kvscope::cpu {
 
 struct KvGeometry {
-    int layers = 0;
+    int layers = 0; // layers per block: all of them, or a hybrid cache's group size (kv_groups.h)
     int kv_heads = 0;
     int head_dim = 0;
     int block_size = 16;
@@ -42,7 +42,8 @@ class KvStore;
 // What attention needs of one layer's cache.
 struct LayerKvView {
     const KvStore* store = nullptr;
-    int layer = 0;
+    int layer = 0; // its place in the blocks (KvGeometry::layers)
+    int group = 0; // whose block tables and slots it reads (ForwardBatch)
     KvPlane keys;
     KvPlane values;
     int kv_heads = 0;
@@ -67,12 +68,14 @@ public:
     double bytes_per_token() const;
     std::size_t open_block_count() const { return open_.size(); }
 
-    LayerKvView layer(int layer);
+    // Layer slot `layer` of the blocks, read through KV group `group`'s tables.
+    LayerKvView layer(int layer, int group = 0);
 
-    // Stores k, v: (tokens, kv_heads, head_dim) of `layer` into the slots
-    // batch.slot_mapping names. KIVI blocks are quantised when their last slot
+    // Stores k, v: (tokens, kv_heads, head_dim) of layer slot `layer` into
+    // the slots the batch names for `group`. KIVI blocks are quantised when their last slot
     // is written, which the causal order makes the last of their tokens.
-    void write(int layer, const runner::ForwardBatch& batch, const float* k, const float* v);
+    void write(int layer, const runner::ForwardBatch& batch, const float* k, const float* v,
+               int group = 0);
 
     // Copies the entries in slots `from` to slots `to` in every layer, K and
     // V, reading all sources first. Per-token formats move their bytes

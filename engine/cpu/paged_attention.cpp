@@ -99,8 +99,7 @@ void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch
             for (std::int64_t i = begin; i < end; ++i) {
                 const Segment& seg = segments[static_cast<std::size_t>(i)];
                 const std::int32_t seq = batch.sequence_of[static_cast<std::size_t>(seg.token)];
-                const kv::BlockId* table = batch.block_tables.data() +
-                                           batch.block_table_offsets[static_cast<std::size_t>(seq)];
+                const kv::BlockId* table = batch.group_table(cache.group, seq);
                 scores.resize(static_cast<std::size_t>(group) * (seg.end - seg.begin));
                 const bool keep =
                     !kept_offsets.empty() && kept_offsets[static_cast<std::size_t>(i) + 1] >

@@ -337,6 +337,10 @@ void CudaBackend::validate(const runner::ForwardBatch& batch) const {
         fail("the batch's block size " + std::to_string(batch.block_size) + " is not the cache's " +
              std::to_string(options_.block_size));
     }
+    if (batch.kv_groups != 1) {
+        // Sliding-window architectures are refused before (runs_on_cuda).
+        fail("the CUDA backend keeps one block table per sequence, not a hybrid cache's groups");
+    }
     if (batch.positions.size() != tokens || batch.cache_positions.size() != tokens ||
         batch.slot_mapping.size() != tokens || batch.sequence_of.size() != tokens) {
         fail("the batch's per-token arrays differ in length");

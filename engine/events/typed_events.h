@@ -178,9 +178,11 @@ struct BlockAllocated {
     static constexpr EventKind kind = EventKind::block_allocated;
     std::int32_t block = -1;
     std::int64_t request = -1;
+    std::int32_t group = 0; // its KV group (kv_groups.h) until it is freed
     static constexpr auto fields() {
         return std::tuple{field("block", &BlockAllocated::block, Column::block),
-                          field("request", &BlockAllocated::request, Column::request)};
+                          field("request", &BlockAllocated::request, Column::request),
+                          field("kv_group", &BlockAllocated::group, Column::a)};
     }
     bool operator==(const BlockAllocated&) const = default;
 };
@@ -190,10 +192,16 @@ struct BlockFreed {
     std::int32_t block = -1;
     std::int64_t request = -1;
     bool stays_cached = false; // hashed: kept for reuse until evicted
+    std::int32_t group = 0;
+    // A sliding-window group let it go: the window moved past it (its
+    // request goes on).
+    bool left_window = false;
     static constexpr auto fields() {
         return std::tuple{field("block", &BlockFreed::block, Column::block),
                           field("request", &BlockFreed::request, Column::request),
-                          field("stays_cached", &BlockFreed::stays_cached, Column::a)};
+                          field("stays_cached", &BlockFreed::stays_cached, Column::a),
+                          field("kv_group", &BlockFreed::group, Column::b),
+                          field("left_window", &BlockFreed::left_window, Column::c)};
     }
     bool operator==(const BlockFreed&) const = default;
 };
@@ -203,9 +211,11 @@ struct BlockShared {
     static constexpr EventKind kind = EventKind::block_shared;
     std::int32_t block = -1;
     std::int64_t request = -1;
+    std::int32_t group = 0;
     static constexpr auto fields() {
         return std::tuple{field("block", &BlockShared::block, Column::block),
-                          field("request", &BlockShared::request, Column::request)};
+                          field("request", &BlockShared::request, Column::request),
+                          field("kv_group", &BlockShared::group, Column::a)};
     }
     bool operator==(const BlockShared&) const = default;
 };
@@ -217,11 +227,13 @@ struct BlockCached {
     std::int64_t request = -1;
     std::uint64_t hash = 0;       // travels as the int64 of the same bits
     std::int64_t first_token = 0; // the block's first token in the request
+    std::int32_t group = 0;
     static constexpr auto fields() {
         return std::tuple{field("block", &BlockCached::block, Column::block),
                           field("request", &BlockCached::request, Column::request),
                           field("hash", &BlockCached::hash, Column::a),
-                          field("first_token", &BlockCached::first_token, Column::b)};
+                          field("first_token", &BlockCached::first_token, Column::b),
+                          field("kv_group", &BlockCached::group, Column::c)};
     }
     bool operator==(const BlockCached&) const = default;
 };
@@ -232,9 +244,11 @@ struct BlockEvicted {
     static constexpr EventKind kind = EventKind::block_evicted;
     std::int32_t block = -1;
     std::int64_t request = -1;
+    std::int32_t group = 0;
     static constexpr auto fields() {
         return std::tuple{field("block", &BlockEvicted::block, Column::block),
-                          field("request", &BlockEvicted::request, Column::request)};
+                          field("request", &BlockEvicted::request, Column::request),
+                          field("kv_group", &BlockEvicted::group, Column::a)};
     }
     bool operator==(const BlockEvicted&) const = default;
 };
@@ -355,10 +369,12 @@ struct BlockUnshared {
     std::int32_t block = -1;
     std::int64_t request = -1;
     std::int64_t references_left = 0;
+    std::int32_t group = 0;
     static constexpr auto fields() {
         return std::tuple{field("block", &BlockUnshared::block, Column::block),
                           field("request", &BlockUnshared::request, Column::request),
-                          field("references_left", &BlockUnshared::references_left, Column::a)};
+                          field("references_left", &BlockUnshared::references_left, Column::a),
+                          field("kv_group", &BlockUnshared::group, Column::b)};
     }
     bool operator==(const BlockUnshared&) const = default;
 };

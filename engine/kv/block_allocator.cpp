@@ -41,25 +41,27 @@ bool reserve(SequenceBlocks& sequence, std::int32_t new_length, int block_size,
              BlockAllocator& allocator) {
     const std::size_t had = sequence.block_table.size();
     const auto needed = static_cast<std::size_t>((new_length + block_size - 1) / block_size);
-    while (sequence.block_table.size() < needed) {
-        const std::optional<BlockId> block = allocator.allocate();
-        if (!block) {
-            while (sequence.block_table.size() > had) {
-                allocator.free(sequence.block_table.back());
-                sequence.block_table.pop_back();
-            }
-            return false;
+    const auto grown = needed > had ? needed - had : 0;
+    if (static_cast<std::int64_t>(grown) * sequence.groups() > allocator.free_count()) {
+        return false;
+    }
+    for (int g = 0; g < sequence.groups(); ++g) {
+        for (std::size_t i = 0; i < grown; ++i) {
+            sequence.table(g).push_back(*allocator.allocate());
         }
-        sequence.block_table.push_back(*block);
     }
     return true;
 }
 
 void release(SequenceBlocks& sequence, BlockAllocator& allocator) {
-    for (const BlockId block : sequence.block_table) {
-        allocator.free(block);
+    for (int g = 0; g < sequence.groups(); ++g) {
+        for (const BlockId block : sequence.table(g)) {
+            if (block != kNoBlock) {
+                allocator.free(block);
+            }
+        }
+        sequence.table(g).clear();
     }
-    sequence.block_table.clear();
     sequence.length = 0;
 }
 

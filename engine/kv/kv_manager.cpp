@@ -7,14 +7,22 @@
 
 namespace kvscope::kv {
 
-KvManager::KvManager(int num_blocks, int block_size, bool prefix_caching, CachePolicy policy)
+KvManager::KvManager(int num_blocks, int block_size, bool prefix_caching, CachePolicy policy,
+                     std::vector<std::int32_t> group_windows)
     : block_size_(block_size)
     , prefix_caching_(prefix_caching)
+    , windows_(std::move(group_windows))
+    , used_by_group_(windows_.size(), 0)
+    , cached_by_group_(windows_.size(), 0)
     , blocks_(static_cast<std::size_t>(std::max(0, num_blocks)))
     , free_(std::max(0, num_blocks))
     , cached_(policy, std::max(0, num_blocks)) {
     if (num_blocks <= 0 || block_size <= 0) {
         throw std::invalid_argument("the KV cache needs a positive block count and block size");
+    }
+    if (windows_.empty() || std::any_of(windows_.begin(), windows_.end(),
+                                        [](std::int32_t window) { return window < 0; })) {
+        throw std::invalid_argument("the KV cache needs at least one group, with windows >= 0");
     }
     block_tokens_.resize(static_cast<std::size_t>(num_blocks) *
                          static_cast<std::size_t>(block_size));
@@ -29,13 +37,21 @@ KvManagerStats KvManager::stats() const {
     s.free = static_cast<int>(free_.size());
     s.cached = static_cast<int>(cached_.size());
     s.used = s.total - s.free - s.cached;
+    s.used_by_group = used_by_group_;
+    s.cached_by_group = cached_by_group_;
     return s;
 }
 
-std::optional<BlockId> KvManager::find_cached(BlockHash hash,
-                                              std::span<const std::int32_t> tokens) const {
-    const auto it = by_hash_.find(hash);
-    if (it == by_hash_.end()) {
+void KvManager::count_block(BlockId block, int used, int cached) {
+    const auto group = static_cast<std::size_t>(blocks_[static_cast<std::size_t>(block)].group);
+    used_by_group_[group] += used;
+    cached_by_group_[group] += cached;
+}
+
+std::optional<BlockId> KvManager::find_cached(BlockHash hash, std::span<const std::int32_t> tokens,
+                                              int group) const {
+    const auto it = by_hash_.find(group_hash(hash, group));
+    if (it == by_hash_.end() || blocks_[static_cast<std::size_t>(it->second)].group != group) {
         return std::nullopt;
     }
     const auto cached = tokens_of(it->second);
@@ -63,7 +79,88 @@ bool KvManager::in_tier(BlockHash hash, std::span<const std::int32_t> tokens) co
 PrefixMatch KvManager::match_prefix(std::span<const std::int32_t> tokens,
                                     std::uint64_t extra_key) const {
     std::vector<BlockHash> hashes;
+    if (hybrid()) {
+        return find_group_prefix(tokens, extra_key, nullptr, hashes);
+    }
     return find_prefix(tokens, extra_key, nullptr, hashes);
+}
+
+int KvManager::first_block_in_window(int group, std::int32_t position) const {
+    const std::int32_t w = window(group);
+    // A query at `position` attends positions from position - w + 1 on.
+    return w > 0 ? std::max(0, position - w + 1) / block_size_ : 0;
+}
+
+PrefixMatch KvManager::find_group_prefix(std::span<const std::int32_t> tokens,
+                                         std::uint64_t extra_key,
+                                         std::vector<std::vector<BlockId>>* hits,
+                                         std::vector<BlockHash>& hashes) const {
+    PrefixMatch match;
+    const auto total_blocks = static_cast<std::int32_t>(
+        (static_cast<std::int64_t>(tokens.size()) + block_size_ - 1) / block_size_);
+    match.blocks_missed = total_blocks;
+    if (!prefix_caching_ || tokens.empty()) {
+        return match;
+    }
+    // Each block's chain hash and, per group, its cached copy (kNoBlock:
+    // none), as far as every whole-context group has the blocks.
+    const auto hittable = static_cast<std::int32_t>((tokens.size() - 1) / block_size_);
+    std::vector<std::vector<BlockId>> found(windows_.size());
+    std::vector<BlockHash> chain;
+    BlockHash parent = kRootBlockHash;
+    for (std::int32_t b = 0; b < hittable; ++b) {
+        const auto block_tokens = tokens.subspan(static_cast<std::size_t>(b) * block_size_,
+                                                 static_cast<std::size_t>(block_size_));
+        const BlockHash hash = hash_block(parent, block_tokens, extra_key);
+        bool complete = true;
+        for (int g = 0; g < groups(); ++g) {
+            const std::optional<BlockId> block = find_cached(hash, block_tokens, g);
+            found[static_cast<std::size_t>(g)].push_back(block.value_or(kNoBlock));
+            complete = complete && (block.has_value() || window(g) > 0);
+        }
+        if (!complete) {
+            for (auto& blocks : found) {
+                blocks.pop_back();
+            }
+            break;
+        }
+        chain.push_back(hash);
+        parent = hash;
+    }
+    // The longest hit every sliding group can serve: the blocks of its
+    // window before the first token computed, all cached.
+    auto hit = static_cast<std::int32_t>(chain.size());
+    const auto serves = [&](std::int32_t blocks) {
+        for (int g = 0; g < groups(); ++g) {
+            const auto& cached = found[static_cast<std::size_t>(g)];
+            for (int b = first_block_in_window(g, blocks * block_size_); b < blocks; ++b) {
+                if (cached[static_cast<std::size_t>(b)] == kNoBlock) {
+                    return false;
+                }
+            }
+        }
+        return true;
+    };
+    while (hit > 0 && !serves(hit)) {
+        --hit;
+    }
+    match.blocks_hit = hit;
+    match.hit_tokens = hit * block_size_;
+    match.blocks_missed = total_blocks - hit;
+    hashes.insert(hashes.end(), chain.begin(), chain.begin() + hit);
+    if (hits != nullptr) {
+        hits->assign(windows_.size(), {});
+        for (int g = 0; g < groups(); ++g) {
+            const int first = first_block_in_window(g, hit * block_size_);
+            auto& table = (*hits)[static_cast<std::size_t>(g)];
+            table.assign(static_cast<std::size_t>(hit), kNoBlock);
+            for (int b = first; b < hit; ++b) {
+                table[static_cast<std::size_t>(b)] =
+                    found[static_cast<std::size_t>(g)][static_cast<std::size_t>(b)];
+            }
+        }
+    }
+    return match;
 }
 
 PrefixMatch KvManager::find_prefix(std::span<const std::int32_t> tokens, std::uint64_t extra_key,
@@ -128,7 +225,7 @@ PrefixMatch KvManager::find_prefix(std::span<const std::int32_t> tokens, std::ui
     return match;
 }
 
-std::optional<BlockId> KvManager::take_block(std::int64_t request) {
+std::optional<BlockId> KvManager::take_block(std::int64_t request, int group) {
     BlockId block;
     if (!free_.empty()) {
         block = free_.pop_front();
@@ -136,14 +233,21 @@ std::optional<BlockId> KvManager::take_block(std::int64_t request) {
         block = cached_.pop();
         offload(request, block); // write on eviction: the tier keeps what the pool lets go
         forget_hash(block);
-        events::emit_now(sink_, events::BlockEvicted{.block = block, .request = request});
+        count_block(block, 0, -1);
+        events::emit_now(
+            sink_, events::BlockEvicted{.block = block,
+                                        .request = request,
+                                        .group = blocks_[static_cast<std::size_t>(block)].group});
     } else {
         return std::nullopt;
     }
     Block& taken = blocks_[static_cast<std::size_t>(block)];
     taken.ref = 1;
     taken.uses = 1;
-    events::emit_now(sink_, events::BlockAllocated{.block = block, .request = request});
+    taken.group = group;
+    count_block(block, 1, 0);
+    events::emit_now(sink_,
+                     events::BlockAllocated{.block = block, .request = request, .group = group});
     return block;
 }
 
@@ -213,6 +317,7 @@ void KvManager::forget_hash(BlockId block) {
 void KvManager::pin(BlockId block) {
     if (cached_.contains(block)) {
         cached_.erase(block);
+        count_block(block, 1, -1);
     }
     ++blocks_[static_cast<std::size_t>(block)].ref;
 }
@@ -221,17 +326,21 @@ void KvManager::unpin(BlockId block) {
     Block& b = blocks_[static_cast<std::size_t>(block)];
     if (--b.ref == 0) {
         cached_.push(block, b.uses); // a pinned hit is a hashed block
+        count_block(block, -1, 1);
     }
 }
 
 void KvManager::take_pinned(std::int64_t request, BlockId block) {
-    events::emit_now(sink_, events::BlockShared{.block = block, .request = request});
+    events::emit_now(sink_,
+                     events::BlockShared{.block = block,
+                                         .request = request,
+                                         .group = blocks_[static_cast<std::size_t>(block)].group});
 }
 
 int KvManager::blocks_needed(const SequenceBlocks& sequence, std::int32_t new_length) const {
     const auto needed =
         static_cast<int>((static_cast<std::int64_t>(new_length) + block_size_ - 1) / block_size_);
-    return std::max(0, needed - static_cast<int>(sequence.block_table.size()));
+    return std::max(0, needed - static_cast<int>(sequence.block_table.size())) * groups();
 }
 
 std::optional<PrefixMatch> KvManager::admit(std::int64_t request, SequenceBlocks& sequence,
@@ -239,6 +348,9 @@ std::optional<PrefixMatch> KvManager::admit(std::int64_t request, SequenceBlocks
                                             std::uint64_t extra_key) {
     if (!sequence.block_table.empty()) {
         throw std::logic_error("admit() needs an empty sequence");
+    }
+    if (hybrid()) {
+        return admit_groups(request, sequence, tokens, extra_key);
     }
     std::vector<BlockId> hits;
     const PrefixMatch match = find_prefix(tokens, extra_key, &hits, sequence.block_hashes);
@@ -339,15 +451,87 @@ std::optional<PrefixMatch> KvManager::admit(std::int64_t request, SequenceBlocks
     return result;
 }
 
+std::optional<PrefixMatch> KvManager::admit_groups(std::int64_t request, SequenceBlocks& sequence,
+                                                   std::span<const std::int32_t> tokens,
+                                                   std::uint64_t extra_key) {
+    std::vector<std::vector<BlockId>> hits;
+    std::vector<BlockHash> hashes;
+    const PrefixMatch match = find_group_prefix(tokens, extra_key, &hits, hashes);
+    // Blocks the whole prompt needs in every group, less the hits; hit
+    // blocks sitting in the reclaim order are not available for the rest.
+    const int prompt_blocks = static_cast<int>(
+        (static_cast<std::int64_t>(tokens.size()) + block_size_ - 1) / block_size_);
+    int needed = 0;
+    int hit_cached = 0;
+    for (const auto& table : hits) {
+        for (const BlockId block : table) {
+            hit_cached += block != kNoBlock && cached_.contains(block) ? 1 : 0;
+        }
+        needed += prompt_blocks - match.blocks_hit;
+    }
+    if (needed > available_blocks() - hit_cached) {
+        return std::nullopt;
+    }
+    for (const auto& table : hits) {
+        for (const BlockId block : table) {
+            if (block != kNoBlock) {
+                pin(block);
+            }
+        }
+    }
+    sequence.other_tables.assign(windows_.size() - 1, {});
+    for (int g = 0; g < groups(); ++g) {
+        std::vector<BlockId>& table = sequence.table(g);
+        table = std::move(hits[static_cast<std::size_t>(g)]);
+        for (const BlockId block : table) {
+            if (block != kNoBlock) {
+                take_pinned(request, block);
+                ++blocks_[static_cast<std::size_t>(block)].uses;
+            }
+        }
+    }
+    sequence.block_hashes = std::move(hashes);
+    sequence.length = match.hit_tokens;
+    if (!grow(request, sequence, static_cast<std::int32_t>(tokens.size()))) {
+        throw std::logic_error("KV manager: blocks counted free were not");
+    }
+    return match;
+}
+
 bool KvManager::grow(std::int64_t request, SequenceBlocks& sequence, std::int32_t new_length) {
     const int needed = blocks_needed(sequence, new_length);
     if (needed > available_blocks()) {
         return false;
     }
-    for (int i = 0; i < needed; ++i) {
-        sequence.block_table.push_back(*take_block(request));
+    if (sequence.groups() != groups()) {
+        sequence.other_tables.resize(windows_.size() - 1);
+    }
+    for (int i = 0; i < needed / groups(); ++i) {
+        for (int g = 0; g < groups(); ++g) {
+            sequence.table(g).push_back(*take_block(request, g));
+        }
     }
     return true;
+}
+
+std::vector<BlockId> KvManager::release_outside_window(std::int64_t request,
+                                                       SequenceBlocks& sequence) {
+    std::vector<BlockId> released;
+    for (int g = 0; g < sequence.groups() && g < groups(); ++g) {
+        if (window(g) == 0) {
+            continue;
+        }
+        std::vector<BlockId>& table = sequence.table(g);
+        const auto first = std::min(
+            table.size(), static_cast<std::size_t>(first_block_in_window(g, sequence.length)));
+        for (std::size_t b = 0; b < first; ++b) {
+            if (table[b] != kNoBlock) {
+                unreference(request, table[b], released, true);
+                table[b] = kNoBlock;
+            }
+        }
+    }
+    return released;
 }
 
 void KvManager::cache_full_blocks(std::int64_t request, SequenceBlocks& sequence,
@@ -365,51 +549,72 @@ void KvManager::cache_full_blocks(std::int64_t request, SequenceBlocks& sequence
                                                  static_cast<std::size_t>(block_size_));
         const BlockHash hash = hash_block(parent, block_tokens, extra_key);
         sequence.block_hashes.push_back(hash);
-        const BlockId id = sequence.block_table[b];
-        Block& block = blocks_[static_cast<std::size_t>(id)];
-        // A twin computed at the same time keeps the entry (as does another
-        // prefix with the same hash); this copy stays private and is freed,
-        // not cached, when its sequence ends.
-        if (block.hashed || by_hash_.contains(hash)) {
-            continue;
-        }
-        register_hash(id, hash, parent, block_tokens);
-        events::emit_now(
-            sink_, events::BlockCached{.block = id,
-                                       .request = request,
-                                       .hash = hash,
-                                       .first_token = static_cast<std::int64_t>(b) * block_size_});
-        if (write_through_) {
-            offload(request, id); // the tier gets it now, while it is still needed here
+        for (int g = 0; g < sequence.groups(); ++g) {
+            const BlockId id = sequence.table(g)[b];
+            if (id == kNoBlock) {
+                continue; // the window left it before it was full (a window under a block)
+            }
+            Block& block = blocks_[static_cast<std::size_t>(id)];
+            const BlockHash key = group_hash(hash, g);
+            // A twin computed at the same time keeps the entry (as does another
+            // prefix with the same hash); this copy stays private and is freed,
+            // not cached, when its sequence ends.
+            if (block.hashed || by_hash_.contains(key)) {
+                continue;
+            }
+            register_hash(id, key, parent, block_tokens);
+            events::emit_now(sink_, events::BlockCached{
+                                        .block = id,
+                                        .request = request,
+                                        .hash = hash,
+                                        .first_token = static_cast<std::int64_t>(b) * block_size_,
+                                        .group = g});
+            if (write_through_) {
+                offload(request, id); // the tier gets it now, while it is still needed here
+            }
         }
     }
 }
 
-void KvManager::unreference(std::int64_t request, BlockId block, std::vector<BlockId>& released) {
+void KvManager::unreference(std::int64_t request, BlockId block, std::vector<BlockId>& released,
+                            bool left_window) {
     Block& b = blocks_[static_cast<std::size_t>(block)];
     if (b.ref <= 0) {
         throw std::logic_error("KV manager: block " + std::to_string(block) +
                                " released more often than referenced");
     }
     if (--b.ref > 0) {
-        events::emit_now(sink_, events::BlockUnshared{
-                                    .block = block, .request = request, .references_left = b.ref});
+        events::emit_now(sink_, events::BlockUnshared{.block = block,
+                                                      .request = request,
+                                                      .references_left = b.ref,
+                                                      .group = b.group});
         return;
     }
     released.push_back(block);
+    count_block(block, -1, b.hashed ? 1 : 0);
     if (b.hashed) {
         cached_.push(block, b.uses);
     } else {
         free_.push_back(block);
     }
-    events::emit_now(
-        sink_, events::BlockFreed{.block = block, .request = request, .stays_cached = b.hashed});
+    events::emit_now(sink_, events::BlockFreed{.block = block,
+                                               .request = request,
+                                               .stays_cached = b.hashed,
+                                               .group = b.group,
+                                               .left_window = left_window});
 }
 
 std::vector<BlockId> KvManager::release(std::int64_t request, SequenceBlocks& sequence) {
     std::vector<BlockId> released;
-    for (auto it = sequence.block_table.rbegin(); it != sequence.block_table.rend(); ++it) {
-        unreference(request, *it, released);
+    // Last block first (in every group), so a sequence's tail is the first
+    // of its blocks to be reclaimed.
+    for (auto b = static_cast<std::ptrdiff_t>(sequence.block_table.size()) - 1; b >= 0; --b) {
+        for (int g = 0; g < sequence.groups(); ++g) {
+            const BlockId block = sequence.table(g)[static_cast<std::size_t>(b)];
+            if (block != kNoBlock) {
+                unreference(request, block, released);
+            }
+        }
     }
     sequence = SequenceBlocks{};
     return released;
@@ -417,6 +622,9 @@ std::vector<BlockId> KvManager::release(std::int64_t request, SequenceBlocks& se
 
 std::optional<std::vector<BlockId>>
 KvManager::make_private(std::int64_t request, SequenceBlocks& sequence, int first, int last) {
+    if (sequence.groups() > 1) {
+        throw std::logic_error("token eviction rewrites one block table, not a hybrid cache's");
+    }
     last = std::min(last, static_cast<int>(sequence.block_table.size()));
     int shared = 0;
     for (int i = first; i < last; ++i) {
@@ -454,8 +662,13 @@ std::vector<BlockId> KvManager::truncate(std::int64_t request, SequenceBlocks& s
                                          int blocks) {
     std::vector<BlockId> released;
     while (static_cast<int>(sequence.block_table.size()) > blocks) {
-        unreference(request, sequence.block_table.back(), released);
-        sequence.block_table.pop_back();
+        for (int g = 0; g < sequence.groups(); ++g) {
+            std::vector<BlockId>& table = sequence.table(g);
+            if (table.back() != kNoBlock) {
+                unreference(request, table.back(), released);
+            }
+            table.pop_back();
+        }
     }
     return released;
 }
@@ -463,11 +676,44 @@ std::vector<BlockId> KvManager::truncate(std::int64_t request, SequenceBlocks& s
 std::string KvManager::check(std::span<const SequenceBlocks* const> sequences) const {
     std::vector<int> references(blocks_.size(), 0);
     for (const SequenceBlocks* sequence : sequences) {
-        for (const BlockId block : sequence->block_table) {
-            if (block < 0 || block >= total_blocks()) {
-                return "a block table holds block " + std::to_string(block) + ", outside the pool";
+        if (!sequence->block_table.empty() && sequence->groups() != groups()) {
+            return "a sequence has " + std::to_string(sequence->groups()) + " block tables for " +
+                   std::to_string(groups()) + " KV groups";
+        }
+        for (int g = 0; g < sequence->groups(); ++g) {
+            const std::vector<BlockId>& table = sequence->table(g);
+            if (table.size() != sequence->block_table.size()) {
+                return "group " + std::to_string(g) + "'s block table holds " +
+                       std::to_string(table.size()) + " entries, group 0's " +
+                       std::to_string(sequence->block_table.size());
             }
-            ++references[static_cast<std::size_t>(block)];
+            // A query at the next position attends from this block on.
+            const int first_needed = first_block_in_window(g, sequence->length);
+            for (std::size_t b = 0; b < table.size(); ++b) {
+                const BlockId block = table[b];
+                if (block == kNoBlock) {
+                    if (window(g) == 0 || static_cast<int>(b) >= first_needed) {
+                        return "group " + std::to_string(g) + " has no block at entry " +
+                               std::to_string(b) + ", which its attention still reads";
+                    }
+                    continue;
+                }
+                if (block < 0 || block >= total_blocks()) {
+                    return "a block table holds block " + std::to_string(block) +
+                           ", outside the pool";
+                }
+                if (static_cast<int>(b) < first_needed) {
+                    return "group " + std::to_string(g) + " holds block " + std::to_string(block) +
+                           " at entry " + std::to_string(b) + ", outside its window of " +
+                           std::to_string(window(g));
+                }
+                if (blocks_[static_cast<std::size_t>(block)].group != g) {
+                    return "group " + std::to_string(g) + "'s table holds block " +
+                           std::to_string(block) + " of group " +
+                           std::to_string(blocks_[static_cast<std::size_t>(block)].group);
+                }
+                ++references[static_cast<std::size_t>(block)];
+            }
         }
         if (sequence->length > sequence->capacity(block_size_)) {
             return "a sequence holds " + std::to_string(sequence->length) + " tokens in " +
@@ -507,6 +753,16 @@ std::string KvManager::check(std::span<const SequenceBlocks* const> sequences) c
                 return name + " holds a hash the hash table does not give it for";
             }
         }
+    }
+    std::vector<int> used(windows_.size(), 0);
+    std::vector<int> cached(windows_.size(), 0);
+    for (std::size_t i = 0; i < blocks_.size(); ++i) {
+        const auto g = static_cast<std::size_t>(blocks_[i].group);
+        used[g] += blocks_[i].ref > 0 ? 1 : 0;
+        cached[g] += cached_.contains(static_cast<BlockId>(i)) ? 1 : 0;
+    }
+    if (used != used_by_group_ || cached != cached_by_group_) {
+        return "the per-group tallies of used and cached blocks are off";
     }
     if (hashed != by_hash_.size()) {
         return "the hash table holds " + std::to_string(by_hash_.size()) + " entries for " +

@@ -9,6 +9,14 @@
 //   free    ref count 0, no hash, in the free queue.
 // Allocation takes free blocks first, then reclaims the cached block the
 // cache policy picks (cache_policy.h: LRU or LFU).
+//
+// A hybrid cache (kv_groups.h) gives each request one table per KV group
+// from the same pool. A block belongs to the group that took it until it is
+// freed; its prefix-cache entry is the group's. A sliding-window group lets
+// go of the blocks its window has left (release_outside_window), which stay
+// cached for prefix hits, and a prefix hit needs every group: the
+// whole-context groups all its blocks, a sliding group those of the window
+// before the first token computed.
 #pragma once
 
 #include "engine/events/engine_event.h"
@@ -62,17 +70,25 @@ struct KvManagerStats {
     int cached = 0;
     int free = 0;
     int total = 0;
+    // Per KV group: blocks in use and cached (free blocks have no group).
+    std::vector<int> used_by_group;
+    std::vector<int> cached_by_group;
 };
 
 class KvManager {
 public:
+    // `group_windows`: per KV group, the window its layers attend over (0:
+    // the whole context); one whole-context group is a plain cache.
     KvManager(int num_blocks, int block_size, bool prefix_caching,
-              CachePolicy policy = CachePolicy::lru);
+              CachePolicy policy = CachePolicy::lru, std::vector<std::int32_t> group_windows = {0});
 
     int block_size() const { return block_size_; }
     int total_blocks() const { return static_cast<int>(blocks_.size()); }
     bool prefix_caching() const { return prefix_caching_; }
     CachePolicy cache_policy() const { return cached_.policy(); }
+    int groups() const { return static_cast<int>(windows_.size()); }
+    std::int32_t window(int group) const { return windows_[static_cast<std::size_t>(group)]; }
+    bool hybrid() const { return windows_.size() > 1; }
     // Blocks an allocation can take now (free plus cached).
     int available_blocks() const { return static_cast<int>(free_.size() + cached_.size()); }
     // Blocks on the free list alone: taking them evicts nothing cached.
@@ -110,10 +126,20 @@ public:
                                      std::span<const std::int32_t> tokens,
                                      std::uint64_t extra_key = 0);
 
-    // Grows `sequence` to hold `new_length` tokens. All or nothing.
+    // Grows `sequence` to hold `new_length` tokens, in every group. All or
+    // nothing.
     bool grow(std::int64_t request, SequenceBlocks& sequence, std::int32_t new_length);
-    // Blocks grow() would need.
+    // Blocks grow() would need (in all groups together).
     int blocks_needed(const SequenceBlocks& sequence, std::int32_t new_length) const;
+
+    // Lets each sliding-window group of `sequence` go of the blocks no
+    // query from its next token (at sequence.length) on can attend: those
+    // whose every entry lies more than the window behind it. They become
+    // cached (or free) as a finished request's would; their table entries
+    // kNoBlock. Returns the blocks that became free or cached.
+    std::vector<BlockId> release_outside_window(std::int64_t request, SequenceBlocks& sequence);
+    // The first block of `group` that a query at `position` still attends.
+    int first_block_in_window(int group, std::int32_t position) const;
 
     // After a step computed K/V up to `computed` tokens of `tokens` (the
     // sequence's whole token list), registers the newly full blocks' hashes
@@ -143,10 +169,14 @@ public:
     // Checks the invariants against every live block table: ref counts equal
     // the references; used + cached + free = total; nothing free or cached is
     // referenced; both indexes of cached blocks hold exactly the hashed
-    // blocks under their keys. Empty when all hold, else what is wrong.
+    // blocks under their keys; every table holds its own group's blocks, as
+    // many as group 0's; a sliding group holds no block outside its window.
+    // Empty when all hold, else what is wrong.
     std::string check(std::span<const SequenceBlocks* const> sequences) const;
 
     int ref_count(BlockId block) const { return blocks_.at(static_cast<std::size_t>(block)).ref; }
+    // The group that took `block` (meaningful while it is used or cached).
+    int group_of(BlockId block) const { return blocks_.at(static_cast<std::size_t>(block)).group; }
 
 private:
     struct Block {
@@ -155,6 +185,7 @@ private:
         BlockHash hash = 0;
         BlockHash parent = 0;
         std::int64_t uses = 0; // references in its life: the LFU policy's count
+        int group = 0;         // the KV group that took it
         // Its neighbours among the cached blocks of the same child_key.
         BlockId prev_sibling = BlockQueue::kNone;
         BlockId next_sibling = BlockQueue::kNone;
@@ -164,7 +195,15 @@ private:
     // when asked for, its id to `hits` (kTierHit for a hit in the tier).
     PrefixMatch find_prefix(std::span<const std::int32_t> tokens, std::uint64_t extra_key,
                             std::vector<BlockId>* hits, std::vector<BlockHash>& hashes) const;
-    std::optional<BlockId> take_block(std::int64_t request);
+    // A hybrid cache's prefix match: per group, the table of hits (kNoBlock
+    // before a sliding group's window), and the chain's hashes.
+    PrefixMatch find_group_prefix(std::span<const std::int32_t> tokens, std::uint64_t extra_key,
+                                  std::vector<std::vector<BlockId>>* hits,
+                                  std::vector<BlockHash>& hashes) const;
+    std::optional<PrefixMatch> admit_groups(std::int64_t request, SequenceBlocks& sequence,
+                                            std::span<const std::int32_t> tokens,
+                                            std::uint64_t extra_key);
+    std::optional<BlockId> take_block(std::int64_t request, int group = 0);
     // Saves a full hashed block to the tier unless it holds the hash already.
     void offload(std::int64_t request, BlockId block);
     // A prefix hit, in two halves: a pin keeps the block out of the reclaim
@@ -174,11 +213,22 @@ private:
     void pin(BlockId block);
     void take_pinned(std::int64_t request, BlockId block);
     void unpin(BlockId block);
-    void unreference(std::int64_t request, BlockId block, std::vector<BlockId>& released);
+    void unreference(std::int64_t request, BlockId block, std::vector<BlockId>& released,
+                     bool left_window = false);
     void register_hash(BlockId block, BlockHash hash, BlockHash parent,
                        std::span<const std::int32_t> tokens);
     void forget_hash(BlockId block);
-    std::optional<BlockId> find_cached(BlockHash hash, std::span<const std::int32_t> tokens) const;
+    std::optional<BlockId> find_cached(BlockHash hash, std::span<const std::int32_t> tokens,
+                                       int group = 0) const;
+    // The key a group's block is cached under: group 0's is the chain's
+    // hash itself (so a plain cache is as before), the others' a mix of it.
+    static BlockHash group_hash(BlockHash hash, int group) {
+        return group == 0 ? hash
+                          : (hash ^ (0xC2B2AE3D27D4EB4Full * static_cast<std::uint64_t>(group))) *
+                                0x9E3779B97F4A7C15ull;
+    }
+    // Counts a block's move between used, cached and free in its group's tallies.
+    void count_block(BlockId block, int used, int cached);
     bool in_tier(BlockHash hash, std::span<const std::int32_t> tokens) const;
     static constexpr BlockId kTierHit = -1;
     // A hashed block's tokens (compared on every hit, so a 64-bit hash
@@ -193,6 +243,9 @@ private:
 
     int block_size_;
     bool prefix_caching_;
+    std::vector<std::int32_t> windows_; // per group
+    std::vector<int> used_by_group_;
+    std::vector<int> cached_by_group_;
     std::vector<Block> blocks_;
     std::vector<std::int32_t> block_tokens_; // block_size_ per block
     BlockQueue free_;                        // front: next to take

@@ -114,4 +114,16 @@ LlamaConfig LlamaConfig::from_gguf(const gguf::GgufFile& file) {
     return config;
 }
 
+kv::KvGroupLayout kv_group_layout(const LlamaConfig& config, bool hybrid) {
+    if (!hybrid || !config.hybrid()) {
+        return kv::KvGroupLayout::single(config.layers);
+    }
+    std::vector<std::int32_t> windows;
+    windows.reserve(config.layer_attention.size());
+    for (const LayerAttention& layer : config.layer_attention) {
+        windows.push_back(layer.window);
+    }
+    return kv::KvGroupLayout::for_windows(windows);
+}
+
 } // namespace kvscope::model

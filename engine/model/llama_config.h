@@ -3,6 +3,7 @@
 // ("llama.block_count", ...).
 #pragma once
 
+#include "engine/kv/kv_groups.h"
 #include "engine/model/architecture.h"
 
 #include <cstdint>
@@ -42,13 +43,17 @@ struct LlamaConfig {
     float rms_eps = 1e-5f;
     bool tied_embeddings = false; // output head shares token_embd
 
-    // Whether some layers attend over a sliding window. (The KV cache still
-    // keeps every layer's whole context.)
+    // Whether some layers attend over a sliding window.
     bool hybrid() const { return sliding_window > 0; }
 
     // Throws gguf::GgufError naming the file and key when metadata is missing
     // or inconsistent, or the architecture is not one kvscope runs.
     static LlamaConfig from_gguf(const gguf::GgufFile& file);
 };
+
+// How the model's layers share the paged KV cache: grouped by window when
+// `hybrid` (a sliding group's tables let go of what its window left), else
+// one group of every layer keeping the whole context.
+kv::KvGroupLayout kv_group_layout(const LlamaConfig& config, bool hybrid = true);
 
 } // namespace kvscope::model

@@ -2,6 +2,7 @@
 
 #include "engine/sampling/sampler.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -24,6 +25,10 @@ void Backend::forward_sampled(const ForwardBatch& batch, std::span<const RowSamp
         tokens[r] = sampling::pick_token(std::span<const float>(logits).subspan(r * vocab, vocab),
                                          params, rows[r].uniform);
     }
+}
+
+kv::KvGroupLayout Backend::kv_groups() const {
+    return kv::KvGroupLayout::single(std::max(1, layers()));
 }
 
 void Backend::read_block(kv::BlockId, std::span<std::byte>) const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "engine/kv/kv_format.h"
+#include "engine/kv/kv_groups.h"
 #include "engine/runner/device_memory.h"
 #include "engine/runner/forward_batch.h"
 
@@ -51,6 +52,9 @@ public:
     // when this backend runs none (the simulator).
     virtual int layers() const { return 0; }
     virtual int num_blocks() const = 0;
+    // How the layers share the blocks (kv_groups.h): one group of every
+    // layer unless the backend keeps a hybrid cache.
+    virtual kv::KvGroupLayout kv_groups() const;
     virtual kv::KvCacheFormat cache_format() const = 0;
     // Bytes of the whole KV pool (every block, K and V, all layers).
     virtual std::int64_t kv_cache_bytes() const = 0;

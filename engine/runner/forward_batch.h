@@ -21,12 +21,17 @@ struct ForwardBatch {
     // Index of its entry in its sequence's cache: equal to the position
     // until an eviction policy drops tokens. It attends entries 0..this.
     std::vector<std::int32_t> cache_positions;
-    std::vector<std::int32_t> slot_mapping; // block * block_size + offset in block
-    std::vector<std::int32_t> sequence_of;  // index into the per-sequence arrays
+    // block * block_size + offset in block, per KV group (kv_groups.h) in
+    // turn: (kv_groups, tokens).
+    std::vector<std::int32_t> slot_mapping;
+    std::vector<std::int32_t> sequence_of; // index into the per-sequence arrays
     // Per sequence, (sequences):
     std::vector<std::int32_t> context_lengths;     // cached tokens after this step
-    std::vector<std::int32_t> block_table_offsets; // (sequences + 1) into block_tables
+    std::vector<std::int32_t> block_table_offsets; // (sequences + 1) into a group's tables
+    // Every sequence's table of group 0, then of group 1, ...: (kv_groups,
+    // block_table_offsets.back()); kNoBlock where a sliding group let go.
     std::vector<kv::BlockId> block_tables;
+    int kv_groups = 1;
     // Tokens at or after this position add their attention probabilities to
     // the sequence's captured scores (for H2O and SnapKV); INT32_MAX: none.
     std::vector<std::int32_t> capture_attention_from;
@@ -41,6 +46,18 @@ struct ForwardBatch {
     std::int64_t token_count() const { return static_cast<std::int64_t>(token_ids.size()); }
     std::int64_t sequence_count() const {
         return static_cast<std::int64_t>(context_lengths.size());
+    }
+    // Group `group`'s slots, (tokens), and its table for `sequence`.
+    std::span<const std::int32_t> group_slots(int group) const {
+        const auto n = static_cast<std::size_t>(token_count());
+        return std::span<const std::int32_t>(slot_mapping)
+            .subspan(static_cast<std::size_t>(group) * n, n);
+    }
+    const kv::BlockId* group_table(int group, std::int64_t sequence) const {
+        return block_tables.data() +
+               static_cast<std::size_t>(group) *
+                   static_cast<std::size_t>(block_table_offsets.back()) +
+               block_table_offsets[static_cast<std::size_t>(sequence)];
     }
     bool captures_attention() const {
         for (const std::int32_t from : capture_attention_from) {

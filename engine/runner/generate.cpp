@@ -22,13 +22,18 @@ GenerationStats generate(Backend& backend, const tokenizer::Tokenizer& tokenizer
         throw std::invalid_argument("the prompt is empty");
     }
     const int block_size = backend.block_size();
-    const std::int64_t capacity = static_cast<std::int64_t>(backend.num_blocks()) * block_size;
+    // One sequence keeps every group's whole context here (nothing lets
+    // blocks go), so each group has its share of the pool.
+    const int groups = backend.kv_groups().group_count();
+    const std::int64_t capacity =
+        static_cast<std::int64_t>(backend.num_blocks() / groups) * block_size;
     if (static_cast<std::int64_t>(prompt.size()) >= capacity) {
         throw std::invalid_argument("the prompt has " + std::to_string(prompt.size()) +
                                     " tokens but the KV cache holds " + std::to_string(capacity));
     }
     kv::BlockAllocator allocator(backend.num_blocks());
     kv::SequenceBlocks sequence;
+    sequence.set_groups(groups);
     std::vector<std::int32_t> history(prompt.begin(), prompt.end());
     std::vector<float> logits(static_cast<std::size_t>(backend.vocab_size()));
     GenerationStats stats;
@@ -78,7 +83,9 @@ GenerationStats generate(Backend& backend, const tokenizer::Tokenizer& tokenizer
         }
     }
     stats.decode_seconds = seconds_since(decode_start);
-    backend.release_blocks(sequence.block_table);
+    for (int g = 0; g < groups; ++g) {
+        backend.release_blocks(sequence.table(g));
+    }
     kv::release(sequence, allocator);
     return stats;
 }

@@ -47,6 +47,11 @@ std::string speculation_problem(const EngineConfig& config, const runner::Backen
                    std::to_string(backend.num_blocks()) + " x " +
                    std::to_string(backend.block_size()) + ")";
         }
+        if (backend.kv_groups().hybrid() || draft->kv_groups().hybrid()) {
+            // The draft's K/V live in the target's block ids: one table each.
+            return "a draft model cannot share a hybrid KV cache's block tables (run the "
+                   "sliding-window model with a plain cache, or draft with --draft-layers)";
+        }
         if (draft->vocab_size() != backend.vocab_size()) {
             return "the draft model's vocabulary (" + std::to_string(draft->vocab_size()) +
                    " tokens) is not the target's (" + std::to_string(backend.vocab_size()) + ")";
@@ -75,7 +80,8 @@ LlmEngine::LlmEngine(runner::Backend& backend, const EngineConfig& config, event
     : backend_(backend)
     , config_(config)
     , sink_(sink)
-    , kv_(backend.num_blocks(), backend.block_size(), config.prefix_caching, config.cache_policy)
+    , kv_(backend.num_blocks(), backend.block_size(), config.prefix_caching, config.cache_policy,
+          backend.kv_groups().windows())
     , scheduler_(scheduler_config(config), kv_) {
     kv_.set_event_sink(sink);
     if (const std::string problem = config.eviction.problem(backend.block_size());
@@ -89,6 +95,11 @@ LlmEngine::LlmEngine(runner::Backend& backend, const EngineConfig& config, event
         if (!config.prefix_caching) {
             throw std::invalid_argument("the offload tier keeps prefix-cached blocks: it needs "
                                         "prefix caching");
+        }
+        if (backend.kv_groups().hybrid()) {
+            throw std::invalid_argument(
+                "the offload tier keeps whole-context blocks, not a hybrid cache's window groups "
+                "(run the sliding-window model with a plain cache to offload)");
         }
         if (backend.block_bytes() <= 0) {
             throw std::invalid_argument("the " + backend.name() +
@@ -207,7 +218,7 @@ std::string LlmEngine::describe_config() const {
     const kv::KvCacheFormat format = backend_.cache_format();
     const kv::EvictionConfig& e = config_.eviction;
     const SchedulerConfig& s = config_.scheduler;
-    return nlohmann::json{
+    nlohmann::json settings{
         {"backend", backend_.name()},
         {"blocks", backend_.num_blocks()},
         {"block_size", backend_.block_size()},
@@ -238,8 +249,17 @@ std::string LlmEngine::describe_config() const {
         {"draft_layers", config_.speculative.method == spec::DraftMethod::layers
                              ? config_.speculative.draft_layers
                              : 0},
+    };
+    if (const kv::KvGroupLayout groups = backend_.kv_groups(); groups.hybrid()) {
+        // Which layers each group's blocks hold, and over what window.
+        nlohmann::json list = nlohmann::json::array();
+        for (const kv::KvGroup& group : groups.groups) {
+            list.push_back({{"window", group.window}, {"layers", group.layers}});
+        }
+        settings["kv_groups"] = std::move(list);
+        settings["layers_per_block"] = groups.layers_per_block;
     }
-        .dump();
+    return settings.dump();
 }
 
 std::int64_t LlmEngine::add_request(RequestSpec spec) {
@@ -577,6 +597,16 @@ void LlmEngine::postprocess(const ScheduleResult& plan,
         }
         if (!reason.empty()) {
             finish(r, RequestState::finished, std::move(reason));
+        }
+    }
+    // The step moved every window: sliding groups let go of what they left
+    // (after verification, whose rollback needs the draft's blocks no more).
+    if (kv_.hybrid()) {
+        for (const ScheduledChunk& chunk : plan.chunks) {
+            if (!chunk.request->is_done()) {
+                backend_.release_blocks(
+                    kv_.release_outside_window(chunk.request->id, chunk.request->blocks));
+            }
         }
     }
 }

@@ -148,6 +148,7 @@ std::unique_ptr<runner::Backend> make_backend(const BackendSpec& spec,
         options.num_blocks = cache.num_blocks;
         options.threads = spec.threads;
         options.cache_format = cache.format;
+        options.hybrid_kv = cache.hybrid;
         backend = std::make_unique<cpu::CpuBackend>(std::move(model), options);
         break;
     }

@@ -39,6 +39,9 @@ struct KvCacheSpec {
     int block_size = 16;
     int num_blocks = 0;
     kv::KvCacheFormat format;
+    // Sliding-window layers in their own block tables (kv::KvGroupLayout);
+    // vLLM's --disable-hybrid-kv-cache-manager turns it off.
+    bool hybrid = true;
 };
 
 // What `kind` runs on here: `auto` resolved. Throws std::runtime_error saying

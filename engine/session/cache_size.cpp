@@ -48,15 +48,16 @@ std::string CacheSize::describe() const {
 }
 
 std::int64_t kv_block_bytes(const model::LlamaConfig& model, const kv::KvCacheFormat& format,
-                            int block_size) {
+                            int block_size, bool hybrid) {
+    const int layers = model::kv_group_layout(model, hybrid).layers_per_block;
     return static_cast<std::int64_t>(std::llround(
-        kv::kv_bytes_per_token(format, model.layers, model.kv_heads, model.head_dim, block_size) *
+        kv::kv_bytes_per_token(format, layers, model.kv_heads, model.head_dim, block_size) *
         block_size));
 }
 
 int resolve_num_blocks(const CacheSize& size, const model::LlamaConfig& model,
                        const kv::KvCacheFormat& format, int block_size, std::int64_t default_tokens,
-                       std::int64_t memory_bytes_available) {
+                       std::int64_t memory_bytes_available, bool hybrid) {
     if (const std::string problem = size.problem(); !problem.empty()) {
         throw std::runtime_error(problem);
     }
@@ -64,7 +65,7 @@ int resolve_num_blocks(const CacheSize& size, const model::LlamaConfig& model,
         throw std::runtime_error("the block size must be at least 1 token");
     }
     const std::int64_t block_bytes =
-        std::max<std::int64_t>(1, kv_block_bytes(model, format, block_size));
+        std::max<std::int64_t>(1, kv_block_bytes(model, format, block_size, hybrid));
     std::int64_t blocks = 0;
     std::string asked;
     if (size.num_blocks > 0) {
@@ -82,7 +83,8 @@ int resolve_num_blocks(const CacheSize& size, const model::LlamaConfig& model,
                                        size.memory_utilization * static_cast<double>(budget)));
     } else {
         const std::int64_t tokens = size.tokens > 0 ? size.tokens : default_tokens;
-        blocks = (tokens + block_size - 1) / block_size;
+        blocks = (tokens + block_size - 1) / block_size *
+                 model::kv_group_layout(model, hybrid).group_count();
         asked = "a KV cache of " + std::to_string(tokens) + " tokens";
     }
     // A size the user gave must leave room to page (2 blocks); the run's

@@ -30,18 +30,22 @@ struct CacheSize {
     bool given() const;
 };
 
-// Bytes one block of `block_size` tokens takes in every layer, K and V.
+// Bytes one block of `block_size` tokens takes, K and V, in every layer it
+// holds: all of them, or a hybrid cache's group of layers (`hybrid`, for a
+// model with sliding-window layers).
 std::int64_t kv_block_bytes(const model::LlamaConfig& model, const kv::KvCacheFormat& format,
-                            int block_size);
+                            int block_size, bool hybrid = true);
 
 // The block count `size` asks for. `default_tokens` is the run's own need
 // (used when no size is given); `memory_bytes_available` is what the
 // utilization is a share of (free device memory, or the CPU budget).
-// Throws std::runtime_error saying what to change when a size given holds
-// fewer than 2 blocks.
+// A token count gives every KV group room for that many tokens (a hybrid
+// cache's sliding groups need less once their windows fill, which the
+// blocks they let go then serve). Throws std::runtime_error saying what to
+// change when a size given holds fewer than 2 blocks.
 int resolve_num_blocks(const CacheSize& size, const model::LlamaConfig& model,
                        const kv::KvCacheFormat& format, int block_size, std::int64_t default_tokens,
-                       std::int64_t memory_bytes_available);
+                       std::int64_t memory_bytes_available, bool hybrid = true);
 
 // Memory the machine could still give (MemAvailable), for the CPU budget.
 std::int64_t available_host_memory_bytes();

@@ -27,6 +27,9 @@ struct RunConfig {
     int block_size = 16;
     CacheSize cache; // none given: kDefaultCacheTokens
     kv::KvCacheFormat cache_format;
+    // Sliding-window layers in their own block tables (kv_groups.h); off:
+    // every layer keeps the whole context, as a plain paged cache does.
+    bool hybrid_kv = true;
     // The longest a request may grow, prompt and output (vLLM's
     // --max-model-len); longer prompts are rejected, outputs stop there.
     // 0: the model's trained context.

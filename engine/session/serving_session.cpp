@@ -58,9 +58,10 @@ ServingSession::ServingSession(const RunConfig& config, events::EventSink* sink,
     KvCacheSpec cache;
     cache.block_size = config_.block_size;
     cache.format = config_.cache_format;
+    cache.hybrid = config_.hybrid_kv;
     cache.num_blocks =
         resolve_num_blocks(config_.cache, shape, config_.cache_format, config_.block_size,
-                           kDefaultCacheTokens, backend_memory_bytes(resolved.kind));
+                           kDefaultCacheTokens, backend_memory_bytes(resolved.kind), cache.hybrid);
     backend_ = make_backend(config_.backend, model_, cache);
     if (config_.speculative.enabled() && config_.speculative.method == spec::DraftMethod::model) {
         if (config_.draft_model_path.empty()) {

@@ -111,6 +111,7 @@ std::vector<MeasuredStep> measure_steps(runner::Backend& backend, const Calibrat
         throw std::runtime_error("the KV pool is too small to calibrate");
     }
     kv::BlockAllocator allocator(backend.num_blocks());
+    const int groups = backend.kv_groups().group_count();
     std::vector<float> logits;
     const auto token_of = [&backend](std::size_t i) {
         // Ordinary tokens, varied (the values do not change the work); past
@@ -126,6 +127,7 @@ std::vector<MeasuredStep> measure_steps(runner::Backend& backend, const Calibrat
         std::vector<runner::SequenceStep> steps;
         for (std::size_t i = 0; i < sequences.size(); ++i) {
             const auto length = sequences[i].length + static_cast<std::int32_t>(tokens[i].size());
+            sequences[i].set_groups(groups);
             if (!kv::reserve(sequences[i], length, block_size, allocator)) {
                 throw std::runtime_error("the KV pool is too small to calibrate");
             }
@@ -145,7 +147,9 @@ std::vector<MeasuredStep> measure_steps(runner::Backend& backend, const Calibrat
     };
     const auto release = [&](std::vector<kv::SequenceBlocks>& sequences) {
         for (kv::SequenceBlocks& s : sequences) {
-            backend.release_blocks(s.block_table);
+            for (int g = 0; g < s.groups(); ++g) {
+                backend.release_blocks(s.table(g));
+            }
             kv::release(s, allocator);
         }
     };

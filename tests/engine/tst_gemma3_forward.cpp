@@ -58,11 +58,13 @@ void TestGemma3Forward::teacher_forced_matches_transformers_fp32() {
     // In chunks of 64 with every position's logits (all at once would be
     // 700 x 262,144 floats), scored as they come.
     const int block_size = 16;
-    cpu::CpuBackend backend(
-        model_, {static_cast<int>(ids.size()) / block_size + 2, block_size, 0, kF32Cache});
+    const int groups = model::kv_group_layout(model_->config()).group_count();
+    cpu::CpuBackend backend(model_, {(static_cast<int>(ids.size()) / block_size + 2) * groups,
+                                     block_size, 0, kF32Cache});
     const int vocab = backend.vocab_size();
     kv::BlockAllocator allocator(backend.num_blocks());
     kv::SequenceBlocks sequence;
+    sequence.set_groups(groups);
     test::ReferenceAgreement all;
     test::ReferenceAgreement past_window;
     std::vector<float> logits;
@@ -100,7 +102,8 @@ void TestGemma3Forward::teacher_forced_matches_transformers_fp32() {
 }
 
 void TestGemma3Forward::greedy_matches_transformers_fp32() {
-    cpu::CpuBackend backend(model_, {16, 16, 0, kF32Cache});
+    // Room for each of the hybrid cache's six groups.
+    cpu::CpuBackend backend(model_, {96, 16, 0, kF32Cache});
     for (const QJsonValue& entry : golden_.value("greedy").toArray()) {
         const QJsonObject c = entry.toObject();
         const std::vector<std::int32_t> prompt = to_ids(c.value("prompt_ids"));

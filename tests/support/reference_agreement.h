@@ -3,7 +3,7 @@
 // by the forward-pass suites of each real model.
 #pragma once
 
-#include "engine/kv/block_allocator.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/runner/backend.h"
 #include "engine/runner/forward_batch.h"
 
@@ -106,20 +106,22 @@ inline std::size_t identical_prefix(const std::vector<std::int32_t>& a,
 inline std::vector<std::int32_t> greedy_continuation(runner::Backend& backend,
                                                      const std::vector<std::int32_t>& prompt,
                                                      std::size_t count) {
-    kv::BlockAllocator allocator(backend.num_blocks());
+    kv::KvManager manager(backend.num_blocks(), backend.block_size(), false, kv::CachePolicy::lru,
+                          backend.kv_groups().windows());
     kv::SequenceBlocks sequence;
     std::vector<std::int32_t> pending = prompt;
     std::vector<std::int32_t> generated;
     std::vector<float> logits(static_cast<std::size_t>(backend.vocab_size()));
     while (generated.size() < count) {
-        if (!kv::reserve(sequence, sequence.length + static_cast<std::int32_t>(pending.size()),
-                         backend.block_size(), allocator)) {
+        if (!manager.grow(0, sequence,
+                          sequence.length + static_cast<std::int32_t>(pending.size()))) {
             break; // the caller sees fewer tokens than it asked for
         }
         const runner::SequenceStep step{&sequence, pending, false};
         backend.forward(runner::build_forward_batch(std::span(&step, 1), backend.block_size()),
                         logits.data());
         sequence.length += static_cast<std::int32_t>(pending.size());
+        backend.release_blocks(manager.release_outside_window(0, sequence));
         const auto next = static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) -
                                                     logits.begin());
         generated.push_back(next);
