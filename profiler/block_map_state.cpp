@@ -43,38 +43,62 @@ BlockState& BlockMapState::at(std::int32_t block) {
     return blocks_[static_cast<std::size_t>(block)];
 }
 
-void BlockMapState::drop_owner(std::int64_t request, std::int32_t block) {
+void BlockMapState::add_to_table(std::int64_t request, std::int32_t block) {
+    const BlockState& b = at(block);
+    std::vector<GroupTable>& groups = tables_[request];
+    if (groups.size() <= static_cast<std::size_t>(b.group)) {
+        groups.resize(static_cast<std::size_t>(b.group) + 1);
+    }
+    GroupTable& table = groups[static_cast<std::size_t>(b.group)];
+    if (table.blocks.empty() && b.hashed && b.first_token >= 0) {
+        // A prefix hit starts the table: a sliding group's first hit sits
+        // after the entries its window does not need (the same place as in
+        // the request that cached it: prefixes share positions).
+        table.offset = b.first_token / block_size_;
+    }
+    table.blocks.push_back(block);
+}
+
+void BlockMapState::drop_owner(std::int64_t request, std::int32_t block, bool left_window) {
     BlockState& b = at(block);
     // The most recent reference first: a request holds a block once.
     const auto owner = std::find(b.owners.begin(), b.owners.end(), request);
     if (owner != b.owners.end()) {
         b.owners.erase(owner);
     }
-    const auto table = tables_.find(request);
-    if (table == tables_.end()) {
+    const auto found = tables_.find(request);
+    if (found == tables_.end() || found->second.size() <= static_cast<std::size_t>(b.group)) {
         return;
     }
-    std::vector<std::int32_t>& blocks = table->second;
-    const auto entry = std::find(blocks.begin(), blocks.end(), block);
-    if (entry != blocks.end()) {
-        blocks.erase(entry);
+    GroupTable& table = found->second[static_cast<std::size_t>(b.group)];
+    const auto entry = std::find(table.blocks.begin(), table.blocks.end(), block);
+    if (entry != table.blocks.end()) {
+        table.offset += left_window && entry == table.blocks.begin() ? 1 : 0;
+        table.blocks.erase(entry);
     }
-    if (blocks.empty()) {
-        tables_.erase(table);
+    if (table.blocks.empty()) {
+        table.offset = 0;
+    }
+    if (std::all_of(found->second.begin(), found->second.end(),
+                    [](const GroupTable& t) { return t.blocks.empty(); })) {
+        tables_.erase(found);
     }
 }
 
 void BlockMapState::mark_rolled_back(const events::EngineEvent& verified) {
     const auto v = events::as<events::DraftVerified>(verified);
-    const std::vector<std::int32_t>& table = block_table(v.request);
+    const std::vector<std::int32_t> table = block_table(v.request);
     for (const std::int32_t block : table) {
-        blocks_[static_cast<std::size_t>(block)].rolled_back = 0; // the latest verify only
+        if (block >= 0) {
+            blocks_[static_cast<std::size_t>(block)].rolled_back = 0; // the latest verify only
+        }
     }
     // Blocks past the kept entries went back to the pool before this event;
     // the rejected slots left are those in the table's last block.
     for (std::int64_t entry = v.entries; entry < v.entries + (v.drafted - v.accepted); ++entry) {
         const std::int64_t index = entry / block_size_;
-        if (block_size_ <= 0 || index >= static_cast<std::int64_t>(table.size())) {
+        if (block_size_ <= 0 || index >= static_cast<std::int64_t>(table.size()) ||
+            table[static_cast<std::size_t>(index)] < 0) {
             break;
         }
         ++blocks_[static_cast<std::size_t>(table[static_cast<std::size_t>(index)])].rolled_back;
@@ -120,25 +144,27 @@ bool BlockMapState::apply(const events::EngineEvent& event) {
         forget_saved(block);
         b = BlockState{};
         b.owners.push_back(event.request);
-        tables_[event.request].push_back(block);
+        b.group = events::as<events::BlockAllocated>(event).group;
+        add_to_table(event.request, block);
         break;
     case EventKind::block_shared:
         b.owners.push_back(event.request);
         ++b.reuses;
-        tables_[event.request].push_back(block);
+        add_to_table(event.request, block);
         break;
     case EventKind::block_unshared:
-        drop_owner(event.request, block);
+        drop_owner(event.request, block, events::as<events::BlockUnshared>(event).left_window);
         break;
     case EventKind::block_freed: {
         // The last reference went: no owner is left, whoever the events
         // named (recordings from before block_unshared never dropped the
         // others).
         const std::vector<std::int64_t> owners = b.owners;
+        const bool left_window = events::as<events::BlockFreed>(event).left_window;
         for (const std::int64_t owner : owners) {
-            drop_owner(owner, block);
+            drop_owner(owner, block, left_window && owner == event.request);
         }
-        drop_owner(event.request, block);
+        drop_owner(event.request, block, left_window);
         b.rolled_back = 0;
         break;
     }
@@ -196,16 +222,53 @@ BlockCounts BlockMapState::counts() const {
     return counts;
 }
 
-const std::vector<std::int32_t>& BlockMapState::block_table(std::int64_t request) const {
-    static const std::vector<std::int32_t> none;
-    const auto table = tables_.find(request);
-    return table == tables_.end() ? none : table->second;
+std::vector<BlockCounts> BlockMapState::counts_by_group() const {
+    std::vector<BlockCounts> counts(1);
+    for (const BlockState& b : blocks_) {
+        const BlockUse use = b.use();
+        if (use == BlockUse::free) {
+            ++counts[0].free; // a free block has no group: counted once, in the first
+            continue;
+        }
+        if (counts.size() <= static_cast<std::size_t>(b.group)) {
+            counts.resize(static_cast<std::size_t>(b.group) + 1);
+        }
+        BlockCounts& c = counts[static_cast<std::size_t>(b.group)];
+        if (use == BlockUse::used) {
+            ++c.used;
+            c.shared += b.ref_count() > 1 ? 1 : 0;
+        } else {
+            ++c.cached;
+        }
+    }
+    return counts;
+}
+
+std::vector<std::int32_t> BlockMapState::block_table(std::int64_t request, int group) const {
+    const auto found = tables_.find(request);
+    if (found == tables_.end() || found->second.size() <= static_cast<std::size_t>(group)) {
+        return {};
+    }
+    const GroupTable& table = found->second[static_cast<std::size_t>(group)];
+    std::vector<std::int32_t> entries(static_cast<std::size_t>(table.offset), -1);
+    entries.insert(entries.end(), table.blocks.begin(), table.blocks.end());
+    return entries;
 }
 
 int BlockMapState::table_index(std::int64_t request, std::int32_t block) const {
-    const std::vector<std::int32_t>& table = block_table(request);
-    const auto entry = std::find(table.begin(), table.end(), block);
-    return entry == table.end() ? -1 : static_cast<int>(entry - table.begin());
+    const auto found = tables_.find(request);
+    if (found == tables_.end() || block < 0 || static_cast<std::size_t>(block) >= blocks_.size()) {
+        return -1;
+    }
+    const auto group = static_cast<std::size_t>(blocks_[static_cast<std::size_t>(block)].group);
+    if (found->second.size() <= group) {
+        return -1;
+    }
+    const GroupTable& table = found->second[group];
+    const auto entry = std::find(table.blocks.begin(), table.blocks.end(), block);
+    return entry == table.blocks.end()
+               ? -1
+               : table.offset + static_cast<int>(entry - table.blocks.begin());
 }
 
 } // namespace kvscope::profiler

@@ -21,6 +21,7 @@ enum class BlockUse : std::uint8_t {
 
 struct BlockState {
     std::vector<std::int64_t> owners; // requests referencing it, in the order they took it
+    std::int32_t group = 0;           // the KV group that took it (kv_groups.h)
     bool hashed = false;              // its hash is registered in the prefix cache
     std::uint64_t hash = 0;           // valid when hashed
     std::int64_t cached_by = -1;      // the request whose tokens it caches (when hashed)
@@ -61,9 +62,13 @@ public:
     int block_size() const { return block_size_; }
     const std::vector<BlockState>& blocks() const { return blocks_; }
     BlockCounts counts() const;
-    // The blocks `request` references, in block-table order (empty: none).
-    const std::vector<std::int32_t>& block_table(std::int64_t request) const;
-    // Where `block` sits in `request`'s block table; -1 when it does not.
+    // Per KV group (as many as the highest group seen, at least one).
+    std::vector<BlockCounts> counts_by_group() const;
+    // The blocks `request` references in KV group `group`'s table, in
+    // table order (empty: none); kv::kNoBlock (-1) where the group's
+    // window let blocks go.
+    std::vector<std::int32_t> block_table(std::int64_t request, int group = 0) const;
+    // Where `block` sits in `request`'s table of its group; -1 when it does not.
     int table_index(std::int64_t request, std::int32_t block) const;
     // Blocks in the offload tier, as its latest copy said (0: none yet).
     std::int64_t tier_blocks() const { return tier_blocks_; }
@@ -72,7 +77,9 @@ public:
 
 private:
     BlockState& at(std::int32_t block);
-    void drop_owner(std::int64_t request, std::int32_t block);
+    // `left_window`: a sliding group let the block go from its table's front.
+    void drop_owner(std::int64_t request, std::int32_t block, bool left_window = false);
+    void add_to_table(std::int64_t request, std::int32_t block);
     void mark_rolled_back(const events::EngineEvent& verified);
     // `block`'s content changes: it loses its tier mark and saved_ entry.
     void forget_saved(std::int32_t block);
@@ -84,7 +91,14 @@ private:
     // caches it (so at most one entry per block), so a tier_dropped clears
     // its mark.
     std::unordered_map<std::uint64_t, std::int32_t> saved_;
-    std::unordered_map<std::int64_t, std::vector<std::int32_t>> tables_;
+    // A request's table of one group: the blocks it holds, after `offset`
+    // entries its window let go.
+    struct GroupTable {
+        std::int32_t offset = 0;
+        std::vector<std::int32_t> blocks;
+    };
+    // Per request, per group.
+    std::unordered_map<std::int64_t, std::vector<GroupTable>> tables_;
 };
 
 } // namespace kvscope::profiler

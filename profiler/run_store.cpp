@@ -239,12 +239,12 @@ void RunStore::apply_block_event(const EngineEvent& event) {
         n.cached_ns = event.time_ns;
         n.hash = cached.hash;
         // The parent is the block before it in the same request's table.
-        const std::vector<std::int32_t>& table = block_map_.block_table(event.request);
+        const std::vector<std::int32_t> table = block_map_.block_table(event.request, cached.group);
         const int index = block_map_.table_index(event.request, event.block);
         if (index > 0) {
-            const auto previous =
-                static_cast<std::size_t>(table[static_cast<std::size_t>(index) - 1]);
-            if (previous < node_of_block_.size()) {
+            const std::int32_t before = table[static_cast<std::size_t>(index) - 1];
+            const auto previous = static_cast<std::size_t>(before);
+            if (before >= 0 && previous < node_of_block_.size()) {
                 n.parent = node_of_block_[previous];
             }
         }

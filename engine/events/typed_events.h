@@ -370,11 +370,13 @@ struct BlockUnshared {
     std::int64_t request = -1;
     std::int64_t references_left = 0;
     std::int32_t group = 0;
+    bool left_window = false; // as BlockFreed's
     static constexpr auto fields() {
         return std::tuple{field("block", &BlockUnshared::block, Column::block),
                           field("request", &BlockUnshared::request, Column::request),
                           field("references_left", &BlockUnshared::references_left, Column::a),
-                          field("kv_group", &BlockUnshared::group, Column::b)};
+                          field("kv_group", &BlockUnshared::group, Column::b),
+                          field("left_window", &BlockUnshared::left_window, Column::c)};
     }
     bool operator==(const BlockUnshared&) const = default;
 };

@@ -587,7 +587,8 @@ void KvManager::unreference(std::int64_t request, BlockId block, std::vector<Blo
         events::emit_now(sink_, events::BlockUnshared{.block = block,
                                                       .request = request,
                                                       .references_left = b.ref,
-                                                      .group = b.group});
+                                                      .group = b.group,
+                                                      .left_window = left_window});
         return;
     }
     released.push_back(block);

@@ -87,6 +87,13 @@ public:
     bool prefix_caching() const { return prefix_caching_; }
     CachePolicy cache_policy() const { return cached_.policy(); }
     int groups() const { return static_cast<int>(windows_.size()); }
+    // Tokens one sequence may hold. Admission takes a prompt's blocks in
+    // every group at once (its sliding groups let go only as it is
+    // computed), so in a hybrid cache a sequence, resumed after preemption
+    // with all it generated, needs its share of the pool in each group.
+    std::int64_t tokens_per_sequence() const {
+        return static_cast<std::int64_t>(total_blocks() / groups()) * block_size_;
+    }
     std::int32_t window(int group) const { return windows_[static_cast<std::size_t>(group)]; }
     bool hybrid() const { return windows_.size() > 1; }
     // Blocks an allocation can take now (free plus cached).

@@ -93,7 +93,7 @@ std::string Scheduler::rejection_reason(const Request& request) const {
                " prompt tokens leave no room under the model length of " +
                std::to_string(config_.max_model_len) + " (--max-model-len)";
     }
-    const std::int64_t capacity = static_cast<std::int64_t>(kv_.total_blocks()) * kv_.block_size();
+    const std::int64_t capacity = kv_.tokens_per_sequence();
     if (static_cast<std::int64_t>(request.tokens.size()) + 1 > capacity) {
         return "it needs " + std::to_string(request.tokens.size() + 1) +
                " tokens of KV cache, more than the whole cache holds (" + std::to_string(capacity) +

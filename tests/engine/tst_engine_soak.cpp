@@ -6,7 +6,10 @@
 // of that chain alone, so the greedy output of every request is known in
 // advance, whatever the scheduling, caching, preemption or the offload tier
 // (whose copies move those slots) did. The app's block map, rebuilt from the
-// events, must match the KV manager's counts and every request's table.
+// events, must match the KV manager's counts and every request's table. With
+// a window, the backend keeps a hybrid cache (a global group and a sliding
+// one): the sliding group's slots must hold the global group's content over
+// each token's window, whatever blocks the window let go.
 #include "engine/events/typed_events.h"
 #include "engine/sched/llm_engine.h"
 #include "engine/util/host_clock.h"
@@ -58,9 +61,12 @@ constexpr std::int64_t kBlockBytes = 1000; // what the checking backend says a b
 class CheckingBackend final : public runner::Backend {
 public:
     // `drafting`: a draft model's backend, whose every pass guesses.
-    CheckingBackend(int blocks, int block_size, bool evicting = false, bool drafting = false)
+    // `window` > 0: a hybrid cache with a sliding group of that window.
+    CheckingBackend(int blocks, int block_size, bool evicting = false, bool drafting = false,
+                    int window = 0)
         : evicting_(evicting)
         , drafting_(drafting)
+        , window_(window)
         , blocks_(blocks)
         , block_size_(block_size)
         , slots_(static_cast<std::size_t>(blocks * block_size)) {}
@@ -70,6 +76,13 @@ public:
     int block_size() const override { return block_size_; }
     int num_blocks() const override { return blocks_; }
     int layers() const override { return 4; } // a self-draft runs fewer (its guess below)
+    kv::KvGroupLayout kv_groups() const override {
+        if (window_ == 0) {
+            return Backend::kv_groups();
+        }
+        const std::vector<std::int32_t> windows{0, window_};
+        return kv::KvGroupLayout::for_windows(windows);
+    }
     kv::KvCacheFormat cache_format() const override { return {}; }
     std::int64_t kv_cache_bytes() const override { return std::int64_t{blocks_} * kBlockBytes; }
     void release_blocks(std::span<const kv::BlockId> blocks) override {
@@ -95,6 +108,9 @@ public:
             forward_evicting(batch, logits, slot_of);
             return;
         }
+        if (batch.kv_groups != (window_ > 0 ? 2 : 1)) {
+            throw std::runtime_error("the batch has the wrong number of KV groups");
+        }
         for (std::int64_t t = 0; t < batch.token_count(); ++t) {
             const auto i = static_cast<std::size_t>(t);
             const std::int32_t p = batch.positions[i];
@@ -114,6 +130,9 @@ public:
             }
             slots_[static_cast<std::size_t>(batch.slot_mapping[i])] = {
                 batch.token_ids[i], p, chain(previous, batch.token_ids[i])};
+        }
+        if (window_ > 0) {
+            check_window_group(batch);
         }
         // Every token attends over its whole context: check the chain.
         for (std::int64_t t = 0; t < batch.token_count(); ++t) {
@@ -187,6 +206,43 @@ public:
         ++steps;
     }
 
+    // The sliding group: each token writes its slot there too, and over its
+    // window every slot holds what the global group holds at that position.
+    void check_window_group(const runner::ForwardBatch& batch) {
+        const std::span<const std::int32_t> written = batch.group_slots(1);
+        const auto window_slot = [&](std::int32_t seq, std::int32_t position) {
+            const kv::BlockId block = batch.group_table(1, seq)[position / block_size_];
+            if (block == kv::kNoBlock) {
+                throw std::runtime_error("position " + std::to_string(position) +
+                                         " is in the window but its block was let go");
+            }
+            return block * block_size_ + position % block_size_;
+        };
+        for (std::int64_t t = 0; t < batch.token_count(); ++t) {
+            const auto i = static_cast<std::size_t>(t);
+            if (window_slot(batch.sequence_of[i], batch.positions[i]) != written[i]) {
+                throw std::runtime_error(
+                    "the window group's slot mapping disagrees with its table");
+            }
+            slots_[static_cast<std::size_t>(written[i])] =
+                slots_[static_cast<std::size_t>(batch.slot_mapping[i])];
+        }
+        for (std::int64_t t = 0; t < batch.token_count(); ++t) {
+            const auto i = static_cast<std::size_t>(t);
+            const std::int32_t seq = batch.sequence_of[i];
+            const std::int32_t last = batch.positions[i];
+            for (std::int32_t p = std::max(0, last - window_ + 1); p <= last; ++p) {
+                const Slot& global = slots_[static_cast<std::size_t>(
+                    batch.group_table(0, seq)[p / block_size_] * block_size_ + p % block_size_)];
+                const Slot& local = slots_[static_cast<std::size_t>(window_slot(seq, p))];
+                if (local.position != p || local.chain != global.chain) {
+                    throw std::runtime_error("the window group's slot of position " +
+                                             std::to_string(p) + " holds other content");
+                }
+            }
+        }
+    }
+
     std::span<const float> captured_attention(std::size_t s) const override {
         return s < captured_.size() ? std::span<const float>(captured_[s])
                                     : std::span<const float>{};
@@ -214,6 +270,7 @@ public:
 private:
     bool evicting_;
     bool drafting_;
+    int window_;
     std::vector<std::vector<float>> captured_;
     struct Slot {
         std::int32_t token = -1;
@@ -313,14 +370,18 @@ std::string compare_block_map(const profiler::BlockMapState& map, const sched::L
     // Each live request's table, in order unless token eviction reorders
     // blocks (compaction gives fresh ones in the middle).
     for (const std::int64_t id : engine.request_ids()) {
-        std::vector<kv::BlockId> expected = engine.request(id).blocks.block_table;
-        std::vector<std::int32_t> rebuilt = map.block_table(id);
-        if (!ordered) {
-            std::sort(expected.begin(), expected.end());
-            std::sort(rebuilt.begin(), rebuilt.end());
-        }
-        if (!std::equal(expected.begin(), expected.end(), rebuilt.begin(), rebuilt.end())) {
-            return "request " + std::to_string(id) + ": the rebuilt block table differs";
+        const kv::SequenceBlocks& blocks = engine.request(id).blocks;
+        for (int g = 0; g < blocks.groups(); ++g) {
+            std::vector<kv::BlockId> expected = blocks.table(g);
+            std::vector<std::int32_t> rebuilt = map.block_table(id, g);
+            if (!ordered) {
+                std::sort(expected.begin(), expected.end());
+                std::sort(rebuilt.begin(), rebuilt.end());
+            }
+            if (!std::equal(expected.begin(), expected.end(), rebuilt.begin(), rebuilt.end())) {
+                return "request " + std::to_string(id) + ": the rebuilt block table of group " +
+                       std::to_string(g) + " differs";
+            }
         }
     }
     if (static_cast<int>(map.blocks().size()) != kv.total_blocks()) {
@@ -336,6 +397,19 @@ std::string compare_block_map(const profiler::BlockMapState& map, const sched::L
     }
     const profiler::BlockCounts counts = map.counts();
     const kv::KvManagerStats stats = kv.stats();
+    const std::vector<profiler::BlockCounts> by_group = map.counts_by_group();
+    for (int g = 0; g < kv.groups(); ++g) {
+        const profiler::BlockCounts c = static_cast<std::size_t>(g) < by_group.size()
+                                            ? by_group[static_cast<std::size_t>(g)]
+                                            : profiler::BlockCounts{};
+        if (c.used != stats.used_by_group[static_cast<std::size_t>(g)] ||
+            c.cached != stats.cached_by_group[static_cast<std::size_t>(g)]) {
+            return "group " + std::to_string(g) + ": rebuilt used/cached " +
+                   std::to_string(c.used) + "/" + std::to_string(c.cached) + ", KV manager " +
+                   std::to_string(stats.used_by_group[static_cast<std::size_t>(g)]) + "/" +
+                   std::to_string(stats.cached_by_group[static_cast<std::size_t>(g)]);
+        }
+    }
     if (counts.used != stats.used || counts.cached != stats.cached || counts.free != stats.free) {
         return "rebuilt used/cached/free " + std::to_string(counts.used) + "/" +
                std::to_string(counts.cached) + "/" + std::to_string(counts.free) + ", KV manager " +
@@ -385,48 +459,64 @@ void TestEngineSoak::random_workloads_keep_every_promise_data() {
     QTest::addColumn<int>("speculative");
     // The offload tier's blocks (0: none; negative: write-through).
     QTest::addColumn<int>("tier");
+    // A sliding window (0: a plain cache; else a hybrid one, kv_groups.h).
+    QTest::addColumn<int>("window");
     using V = sched::VictimPolicy;
     using E = kv::EvictionKind;
     QTest::newRow("tiny pool, newest victim")
-        << 1 << 10 << 4 << 32 << 8 << true << true << int(V::newest) << int(E::none) << 0 << 0;
+        << 1 << 10 << 4 << 32 << 8 << true << true << int(V::newest) << int(E::none) << 0 << 0 << 0;
     QTest::newRow("tiny pool, oldest victim")
-        << 2 << 10 << 4 << 32 << 8 << true << true << int(V::oldest) << int(E::none) << 0 << 0;
-    QTest::newRow("tiny pool, largest victim")
-        << 3 << 12 << 4 << 24 << 6 << true << true << int(V::largest) << int(E::none) << 0 << 0;
-    QTest::newRow("no prefix caching")
-        << 4 << 16 << 4 << 64 << 8 << true << false << int(V::newest) << int(E::none) << 0 << 0;
-    QTest::newRow("no chunked prefill")
-        << 5 << 24 << 8 << 48 << 8 << false << true << int(V::newest) << int(E::none) << 0 << 0;
+        << 2 << 10 << 4 << 32 << 8 << true << true << int(V::oldest) << int(E::none) << 0 << 0 << 0;
+    QTest::newRow("tiny pool, largest victim") << 3 << 12 << 4 << 24 << 6 << true << true
+                                               << int(V::largest) << int(E::none) << 0 << 0 << 0;
+    QTest::newRow("no prefix caching") << 4 << 16 << 4 << 64 << 8 << true << false << int(V::newest)
+                                       << int(E::none) << 0 << 0 << 0;
+    QTest::newRow("no chunked prefill") << 5 << 24 << 8 << 48 << 8 << false << true
+                                        << int(V::newest) << int(E::none) << 0 << 0 << 0;
     QTest::newRow("block size 1") << 6 << 40 << 1 << 16 << 4 << true << true << int(V::newest)
-                                  << int(E::none) << 0 << 0;
-    QTest::newRow("window eviction")
-        << 8 << 14 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::window) << 0 << 0;
-    QTest::newRow("streaming eviction")
-        << 9 << 14 << 4 << 32 << 6 << true << true << int(V::oldest) << int(E::streaming) << 0 << 0;
+                                  << int(E::none) << 0 << 0 << 0;
+    QTest::newRow("window eviction") << 8 << 14 << 4 << 32 << 6 << true << true << int(V::newest)
+                                     << int(E::window) << 0 << 0 << 0;
+    QTest::newRow("streaming eviction") << 9 << 14 << 4 << 32 << 6 << true << true << int(V::oldest)
+                                        << int(E::streaming) << 0 << 0 << 0;
     QTest::newRow("h2o eviction") << 10 << 14 << 4 << 32 << 6 << true << true << int(V::largest)
-                                  << int(E::h2o) << 0 << 0;
-    QTest::newRow("snapkv eviction")
-        << 11 << 16 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::snapkv) << 0 << 0;
+                                  << int(E::h2o) << 0 << 0 << 0;
+    QTest::newRow("snapkv eviction") << 11 << 16 << 4 << 32 << 6 << true << true << int(V::newest)
+                                     << int(E::snapkv) << 0 << 0 << 0;
     using D = spec::DraftMethod;
     QTest::newRow("ngram speculation, small pool")
         << 12 << 24 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::none)
-        << int(D::ngram) << 0;
+        << int(D::ngram) << 0 << 0;
     QTest::newRow("self-draft speculation")
         << 13 << 40 << 4 << 48 << 8 << true << true << int(V::oldest) << int(E::none)
-        << int(D::layers) << 0;
+        << int(D::layers) << 0 << 0;
     QTest::newRow("self-draft, block size 1")
         << 14 << 60 << 1 << 24 << 6 << true << false << int(V::largest) << int(E::none)
-        << int(D::layers) << 0;
-    QTest::newRow("draft model, tiny pool") << 15 << 14 << 4 << 32 << 6 << true << true
-                                            << int(V::newest) << int(E::none) << int(D::model) << 0;
-    QTest::newRow("offload tier, tiny pool")
-        << 16 << 12 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::none) << 0 << 24;
+        << int(D::layers) << 0 << 0;
+    QTest::newRow("draft model, tiny pool")
+        << 15 << 14 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::none)
+        << int(D::model) << 0 << 0;
+    QTest::newRow("offload tier, tiny pool") << 16 << 12 << 4 << 32 << 6 << true << true
+                                             << int(V::newest) << int(E::none) << 0 << 24 << 0;
     QTest::newRow("offload tier too small, write-through")
-        << 17 << 14 << 4 << 32 << 6 << true << true << int(V::oldest) << int(E::none) << 0 << -5;
+        << 17 << 14 << 4 << 32 << 6 << true << true << int(V::oldest) << int(E::none) << 0 << -5
+        << 0;
     QTest::newRow("offload tier, no chunked prefill")
-        << 18 << 20 << 4 << 24 << 6 << false << true << int(V::largest) << int(E::none) << 0 << 8;
+        << 18 << 20 << 4 << 24 << 6 << false << true << int(V::largest) << int(E::none) << 0 << 8
+        << 0;
     QTest::newRow("roomy pool") << 7 << 200 << 16 << 256 << 32 << true << true << int(V::newest)
-                                << int(E::none) << 0 << 0;
+                                << int(E::none) << 0 << 0 << 0;
+    QTest::newRow("hybrid, window of a block and a half")
+        << 19 << 24 << 4 << 32 << 6 << true << true << int(V::newest) << int(E::none) << 0 << 0
+        << 6;
+    QTest::newRow("hybrid, self-draft")
+        << 20 << 40 << 4 << 48 << 8 << true << true << int(V::oldest) << int(E::none)
+        << int(D::layers) << 0 << 9;
+    QTest::newRow("hybrid, ngram speculation")
+        << 21 << 30 << 4 << 32 << 6 << true << true << int(V::largest) << int(E::none)
+        << int(D::ngram) << 0 << 5;
+    QTest::newRow("hybrid, no chunked prefill") << 22 << 40 << 8 << 48 << 8 << false << true
+                                                << int(V::newest) << int(E::none) << 0 << 0 << 16;
 }
 
 void TestEngineSoak::random_workloads_keep_every_promise() {
@@ -441,9 +531,10 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
     QFETCH(int, eviction);
     QFETCH(int, speculative);
     QFETCH(int, tier);
+    QFETCH(int, window);
     const bool evicting = eviction != int(kv::EvictionKind::none);
 
-    CheckingBackend backend(blocks, block_size, evicting);
+    CheckingBackend backend(blocks, block_size, evicting, false, window);
     // The draft model's pool, checked like the target's: a draft pass that
     // read a slot its catch-up never wrote fails at once.
     CheckingBackend draft(blocks, block_size, false, true);
@@ -474,7 +565,7 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
     }
     counter.block_size = block_size;
     sched::LlmEngine engine(backend, config, &counter);
-    const std::int64_t capacity = static_cast<std::int64_t>(blocks) * block_size;
+    const std::int64_t capacity = engine.kv().tokens_per_sequence();
 
     std::mt19937 rng(static_cast<std::uint32_t>(seed));
     // A few shared prefixes, so prefix hits and shared blocks are common.
