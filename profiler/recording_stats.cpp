@@ -47,11 +47,15 @@ Distribution Distribution::of(std::vector<double> samples) {
 }
 
 std::int64_t RecordingStats::kv_bytes_written() const {
-    return block_size > 0 ? computed_tokens() * kv_bytes_per_block / block_size : 0;
+    // A hybrid cache's block holds one group's layers; a token is in each group.
+    const auto groups = static_cast<std::int64_t>(std::max<std::size_t>(1, kv_groups.size()));
+    return block_size > 0 ? computed_tokens() * kv_bytes_per_block * groups / block_size : 0;
 }
 
 std::int64_t RecordingStats::kv_bytes_read() const {
-    return block_size > 0 ? costs.kv_entries_read * kv_bytes_per_block / block_size : 0;
+    // Entries read are the layers' average, so every layer's bytes an entry.
+    const auto groups = static_cast<std::int64_t>(std::max<std::size_t>(1, kv_groups.size()));
+    return block_size > 0 ? costs.kv_entries_read * kv_bytes_per_block * groups / block_size : 0;
 }
 
 RecordingStats compute_stats(const std::filesystem::path& path) {
@@ -205,6 +209,37 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
             s.speculation.blocks_released += verified.blocks_released;
             break;
         }
+        case EventKind::group_blocks: {
+            const auto group = events::as<events::GroupBlocks>(event);
+            if (group.group < 0 || group.group > 4096) {
+                break; // a damaged row: no group has that number
+            }
+            if (s.kv_groups.size() <= static_cast<std::size_t>(group.group)) {
+                s.kv_groups.resize(static_cast<std::size_t>(group.group) + 1);
+            }
+            RecordingStats::KvGroupStats& g = s.kv_groups[static_cast<std::size_t>(group.group)];
+            g.window = group.window;
+            g.peak_used_blocks = std::max(g.peak_used_blocks, group.used_blocks);
+            g.mean_used_blocks += static_cast<double>(group.used_blocks); // a sum until the end
+            ++g.samples;
+            break;
+        }
+        case EventKind::block_freed:
+        case EventKind::block_unshared: {
+            const bool left = event.kind == EventKind::block_freed
+                                  ? events::as<events::BlockFreed>(event).left_window
+                                  : events::as<events::BlockUnshared>(event).left_window;
+            const std::int32_t group = event.kind == EventKind::block_freed
+                                           ? events::as<events::BlockFreed>(event).group
+                                           : events::as<events::BlockUnshared>(event).group;
+            if (left && group >= 0 && group <= 4096) {
+                if (s.kv_groups.size() <= static_cast<std::size_t>(group)) {
+                    s.kv_groups.resize(static_cast<std::size_t>(group) + 1);
+                }
+                ++s.kv_groups[static_cast<std::size_t>(group)].blocks_left_window;
+            }
+            break;
+        }
         case EventKind::memory_sample: {
             const auto memory = events::as<events::MemorySample>(event);
             s.peak_used_blocks = std::max(s.peak_used_blocks, memory.used_blocks);
@@ -233,6 +268,9 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
     }
     s.events = rows.rows_read();
     s.times = summarise_time_by_name(recording.db());
+    for (RecordingStats::KvGroupStats& g : s.kv_groups) {
+        g.mean_used_blocks = g.samples > 0 ? g.mean_used_blocks / static_cast<double>(g.samples) : 0;
+    }
 
     for (const auto& [id, r] : requests) {
         if (r.arrived >= 0 && r.first_token >= 0) {

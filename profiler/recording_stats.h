@@ -99,6 +99,16 @@ struct RecordingStats {
     double mean_used_blocks = 0;
     double mean_cached_blocks = 0;
 
+    // A hybrid cache's groups (group_blocks events; none for a plain cache).
+    struct KvGroupStats {
+        std::int32_t window = 0; // 0: the whole context
+        std::int64_t peak_used_blocks = 0;
+        double mean_used_blocks = 0;
+        std::int64_t blocks_left_window = 0; // let go as the window moved past them
+        std::int64_t samples = 0;
+    };
+    std::vector<KvGroupStats> kv_groups; // by group number
+
     std::int64_t kv_bytes_used_peak = 0; // bytes in used blocks, at the peak
     std::int64_t kv_bytes_per_block = 0;
     std::string kv_formats; // "f16", "K q8_0, V q4_0"

@@ -3,6 +3,7 @@
 // cache, block occupancy, preemption and eviction, and time by name of CPU
 // ops, GPU kernels, copies and NVTX ranges. --json for machines.
 #include "app/cli/command.h"
+#include "engine/kv/kv_groups.h"
 #include "engine/util/json_text.h"
 #include "profiler/recording_stats.h"
 
@@ -156,6 +157,17 @@ nlohmann::json counted(std::int64_t total) {
     return total >= 0 ? nlohmann::json(total) : nlohmann::json(nullptr);
 }
 
+nlohmann::json kv_groups_json(const profiler::RecordingStats& s) {
+    nlohmann::json groups = nlohmann::json::array();
+    for (const profiler::RecordingStats::KvGroupStats& g : s.kv_groups) {
+        groups.push_back({{"window", g.window},
+                          {"peak_used_blocks", g.peak_used_blocks},
+                          {"mean_used_blocks", g.mean_used_blocks},
+                          {"blocks_left_window", g.blocks_left_window}});
+    }
+    return groups;
+}
+
 nlohmann::json costs_json(const profiler::RecordingStats& s) {
     if (s.costs.steps == 0) {
         return nullptr; // recorded before steps carried their costs
@@ -252,6 +264,7 @@ int run_stats(const std::string& path, bool json) {
             {"kv_formats", s.kv_formats},
             {"kv_bytes_per_block", s.kv_bytes_per_block},
             {"kv_bytes_used_peak", s.kv_bytes_used_peak},
+            {"kv_groups", kv_groups_json(s)},
             {"costs", costs_json(s)},
             {"cpu_ops", to_json(s.times.cpu_ops)},
             {"gpu_kernels", to_json(s.times.gpu_kernels)},
@@ -299,6 +312,17 @@ int run_stats(const std::string& path, bool json) {
         std::printf("KV bytes      %s: %.1f KiB a block, peak %.2f MiB in used blocks\n",
                     s.kv_formats.c_str(), static_cast<double>(s.kv_bytes_per_block) / 1024.0,
                     static_cast<double>(s.kv_bytes_used_peak) / (1024.0 * 1024.0));
+    }
+    for (std::size_t g = 0; g < s.kv_groups.size(); ++g) {
+        const profiler::RecordingStats::KvGroupStats& group = s.kv_groups[g];
+        std::printf("KV group %-4zu %s: peak %lld, mean %.1f blocks used", g,
+                    kv::kv_group_kind(group.window).c_str(),
+                    static_cast<long long>(group.peak_used_blocks), group.mean_used_blocks);
+        if (group.window > 0) {
+            std::printf("; %lld let go as the window moved",
+                        static_cast<long long>(group.blocks_left_window));
+        }
+        std::printf("\n");
     }
     std::printf("preemptions   %lld; tokens evicted %lld\n", static_cast<long long>(s.preemptions),
                 static_cast<long long>(s.evicted_tokens));

@@ -80,6 +80,8 @@ std::string_view event_kind_name(EventKind kind) {
         return "tier_dropped";
     case EventKind::step_counters:
         return "step_counters";
+    case EventKind::group_blocks:
+        return "group_blocks";
     }
     return "unknown";
 }

@@ -59,9 +59,11 @@ enum class EventKind : std::uint8_t {
     tier_dropped, // the second tier let a block go to make room
     // What a step cost in CPU time and hardware counters (regression gates).
     step_counters,
+    // A hybrid KV cache's blocks per group (kv_groups.h), once a step.
+    group_blocks,
 };
 
-inline constexpr int kEventKindCount = static_cast<int>(EventKind::step_counters) + 1;
+inline constexpr int kEventKindCount = static_cast<int>(EventKind::group_blocks) + 1;
 
 std::string_view event_kind_name(EventKind kind);
 

@@ -331,6 +331,24 @@ struct MemorySample {
     bool operator==(const MemorySample&) const = default;
 };
 
+// One KV group's blocks after a step, in a hybrid cache (kv_groups.h): a
+// sliding-window group's stay flat once its windows fill, a global one's
+// grow with the context.
+struct GroupBlocks {
+    static constexpr EventKind kind = EventKind::group_blocks;
+    std::int32_t group = 0;
+    std::int32_t window = 0; // 0: the whole context
+    std::int64_t used_blocks = 0;
+    std::int64_t cached_blocks = 0;
+    static constexpr auto fields() {
+        return std::tuple{field("kv_group", &GroupBlocks::group, Column::a),
+                          field("window", &GroupBlocks::window, Column::b),
+                          field("used_blocks", &GroupBlocks::used_blocks, Column::c),
+                          field("cached_blocks", &GroupBlocks::cached_blocks, Column::d)};
+    }
+    bool operator==(const GroupBlocks&) const = default;
+};
+
 // A block rewritten by token eviction.
 struct BlockCompacted {
     static constexpr EventKind kind = EventKind::block_compacted;
@@ -658,7 +676,8 @@ using TypedEvents = std::tuple<
     BlockCached, BlockEvicted, PrefixLookup, TokensEvicted, CacheFill, OpSlice, MemorySample,
     BlockCompacted, KvBytes, BlockUnshared, TokenSampled, DeviceMemory, SourceAttached,
     AttachedBlockStored, AttachedBlockRemoved, AttachedCleared, AttachedStatus, AttachedBlockMoved,
-    AttachedMetric, DraftVerified, BlockOffloaded, BlockReloaded, TierDropped, StepCounters>;
+    AttachedMetric, DraftVerified, BlockOffloaded, BlockReloaded, TierDropped, StepCounters,
+    GroupBlocks>;
 static_assert(std::tuple_size_v<TypedEvents> == kEventKindCount, "a kind has no typed event");
 
 template <class T>

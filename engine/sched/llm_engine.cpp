@@ -80,8 +80,9 @@ LlmEngine::LlmEngine(runner::Backend& backend, const EngineConfig& config, event
     : backend_(backend)
     , config_(config)
     , sink_(sink)
+    , kv_layout_(backend.kv_groups())
     , kv_(backend.num_blocks(), backend.block_size(), config.prefix_caching, config.cache_policy,
-          backend.kv_groups().windows())
+          kv_layout_.windows())
     , scheduler_(scheduler_config(config), kv_) {
     kv_.set_event_sink(sink);
     if (const std::string problem = config.eviction.problem(backend.block_size());
@@ -250,7 +251,7 @@ std::string LlmEngine::describe_config() const {
                              ? config_.speculative.draft_layers
                              : 0},
     };
-    if (const kv::KvGroupLayout groups = backend_.kv_groups(); groups.hybrid()) {
+    if (const kv::KvGroupLayout& groups = kv_layout_; groups.hybrid()) {
         // Which layers each group's blocks hold, and over what window.
         nlohmann::json list = nlohmann::json::array();
         for (const kv::KvGroup& group : groups.groups) {
@@ -474,10 +475,27 @@ std::vector<runner::SequenceStep> LlmEngine::run(const ScheduleResult& plan) {
     const runner::ForwardBatch batch =
         runner::build_forward_batch(steps, backend_.block_size(), backend_.batch_detail());
     // Token j of a chunk attends the entries cached before the chunk and the
-    // chunk's first j + 1.
+    // chunk's first j + 1; in a hybrid cache a sliding group's layers read
+    // their window at most, so the count is the layers' average.
     for (const runner::SequenceStep& s : steps) {
         const auto tokens = static_cast<std::int64_t>(s.tokens.size());
-        step_kv_entries_read_ += tokens * s.blocks->length + tokens * (tokens + 1) / 2;
+        const std::int64_t length = s.blocks->length;
+        if (!kv_.hybrid()) {
+            step_kv_entries_read_ += tokens * length + tokens * (tokens + 1) / 2;
+            continue;
+        }
+        const kv::KvGroupLayout& layout = kv_layout_;
+        double entries = 0;
+        for (const kv::KvGroup& group : layout.groups) {
+            std::int64_t read = 0;
+            for (std::int64_t t = 0; t < tokens; ++t) {
+                const std::int64_t context = length + t + 1;
+                read += group.window > 0 ? std::min<std::int64_t>(context, group.window) : context;
+            }
+            entries += static_cast<double>(read) * static_cast<double>(group.layers.size());
+        }
+        step_kv_entries_read_ +=
+            std::llround(entries / static_cast<double>(std::max(1, layout.layers())));
     }
     // A backend that samples where the logits are hands back token ids; the
     // draws still come from each request's generator, one per logit row as
@@ -625,6 +643,15 @@ void LlmEngine::sample_cache() {
                                                  .cached_blocks = memory.cached,
                                                  .free_blocks = memory.free,
                                                  .total_blocks = memory.total});
+    if (kv_.hybrid()) {
+        for (int g = 0; g < kv_.groups(); ++g) {
+            const auto i = static_cast<std::size_t>(g);
+            events::emit_now(sink_, events::GroupBlocks{.group = g,
+                                                        .window = kv_.window(g),
+                                                        .used_blocks = memory.used_by_group[i],
+                                                        .cached_blocks = memory.cached_by_group[i]});
+        }
+    }
     if (memory.total > 0) {
         const std::int64_t block_bytes = backend_.kv_cache_bytes() / memory.total;
         events::emit_now(sink_, events::KvBytes{.used_bytes = memory.used * block_bytes,

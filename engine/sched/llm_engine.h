@@ -162,6 +162,7 @@ private:
     runner::Backend& backend_;
     EngineConfig config_;
     events::EventSink* sink_;
+    kv::KvGroupLayout kv_layout_; // the backend's: how its layers share the blocks
     kv::KvManager kv_;
     std::vector<std::int64_t> ended_; // since take_ended()
     Scheduler scheduler_;

@@ -184,7 +184,14 @@ std::string describe_backend(const runner::Backend& backend) {
     std::ostringstream out;
     out << text << throttle << "; KV cache " << backend.num_blocks() << " blocks x "
         << backend.block_size() << " tokens (" << readable_bytes(backend.kv_cache_bytes()) << ", "
-        << backend.cache_format().describe() << ", " << per_token << " B/token)";
+        << backend.cache_format().describe() << ", ";
+    if (const kv::KvGroupLayout groups = backend.kv_groups(); groups.hybrid()) {
+        // A block holds one group's layers: a token takes a slot in each group.
+        out << per_token << " B a token in each of " << groups.group_count() << " groups of "
+            << groups.layers_per_block << " layers: hybrid, sliding windows let go)";
+    } else {
+        out << per_token << " B/token)";
+    }
     return out.str();
 }
 
