@@ -1,6 +1,7 @@
 #include "profiler/run_store.h"
 
 #include "engine/events/typed_events.h"
+#include "engine/kv/kv_groups.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -433,6 +434,22 @@ void RunStore::append(const EngineEvent& event) {
                     fill.capacity > 0 ? 1.0 - static_cast<double>(fill.entries) /
                                                   static_cast<double>(fill.capacity)
                                       : 0.0);
+        break;
+    }
+    case EventKind::group_blocks: {
+        const auto group = events::as<events::GroupBlocks>(event);
+        if (group.group < 0 || group.group > 4096) {
+            break; // a damaged row: no group has that number
+        }
+        if (kv_groups_.size() <= static_cast<std::size_t>(group.group)) {
+            kv_groups_.resize(static_cast<std::size_t>(group.group) + 1);
+        }
+        KvGroupTrack& track = kv_groups_[static_cast<std::size_t>(group.group)];
+        track.window = group.window;
+        track.used.name = kv::kv_group_kind(group.window) + " group " + std::to_string(group.group);
+        track.used.unit = "blocks";
+        track.used.t_ns.push_back(t);
+        track.used.values.push_back(static_cast<double>(group.used_blocks));
         break;
     }
     case EventKind::memory_sample: {

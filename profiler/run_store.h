@@ -174,6 +174,14 @@ public:
     const RequestRecord* request(std::int64_t id) const;
 
     const CounterTrack& counter(Counter which) const;
+    // A hybrid KV cache's groups (group_blocks events), by group number:
+    // each one's window and used blocks after each step. Empty for a plain
+    // cache.
+    struct KvGroupTrack {
+        std::int32_t window = 0; // 0: the whole context
+        CounterTrack used;
+    };
+    const std::vector<KvGroupTrack>& kv_groups() const { return kv_groups_; }
     const std::vector<PrefixNode>& prefix_nodes() const { return prefix_nodes_; }
 
     // Attached engines: what their rows say now, and at any moment (rebuilt
@@ -268,6 +276,7 @@ private:
     std::vector<RequestRecord> requests_;
     std::unordered_map<std::int64_t, std::size_t> request_index_;
     std::vector<CounterTrack> counters_;
+    std::vector<KvGroupTrack> kv_groups_;
     std::int64_t hit_tokens_ = 0;
     std::int64_t prompt_tokens_ = 0;
 

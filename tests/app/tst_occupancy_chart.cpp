@@ -4,6 +4,7 @@
 #include "app/ui/export/plot_export.h"
 #include "app/ui/views/chart_series.h"
 #include "app/ui/views/occupancy_chart.h"
+#include "engine/events/typed_events.h"
 #include "profiler/run_store.h"
 #include "tests/app/sample_kv_run.h"
 
@@ -64,6 +65,7 @@ private slots:
     void stacks_used_cached_free();
     void decimates_long_runs_keeping_spikes();
     void refresh_takes_in_new_samples();
+    void a_hybrid_cache_gets_a_line_per_kind_of_group();
     void cursor_marks_the_shown_time();
     void exports_as_svg();
 };
@@ -159,6 +161,46 @@ void TestOccupancyChart::decimates_long_runs_keeping_spikes() {
     QCOMPARE(free.last().x(), used.last().x());
     QCOMPARE(used.last().x(), (10 + 49999 - 1) * 1e-3);
     QVERIFY(line_points(chart.chart(), "Fragmentation (%)").size() <= 2000);
+}
+
+void TestOccupancyChart::a_hybrid_cache_gets_a_line_per_kind_of_group() {
+    // A global group growing 10, 20, 30 blocks and two window groups flat
+    // at 5 each: "Used, global" and "Used, window 512 (2 groups)".
+    kvscope::profiler::RunStore store;
+    store.append(test::kv_event(1, EventKind::run_config, -1, -1, 1000, 16));
+    for (int step = 0; step < 3; ++step) {
+        const std::int64_t t = 10 + step;
+        store.append(test::kv_event(t, EventKind::memory_sample, -1, -1, 10 * (step + 1) + 10, 0,
+                                    1000 - 10 * (step + 1) - 10, 1000));
+        for (int group = 0; group < 3; ++group) {
+            kvscope::events::EngineEvent e = kvscope::events::to_event(
+                kvscope::events::GroupBlocks{.group = group,
+                                             .window = group == 0 ? 0 : 512,
+                                             .used_blocks = group == 0 ? 10 * (step + 1) : 5,
+                                             .cached_blocks = 0});
+            e.time_ns = t * 1'000'000;
+            store.append(e);
+        }
+    }
+    OccupancyChart chart;
+    chart.resize(640, 360);
+    chart.set_store(&store);
+    const QList<QPointF> global = line_points(chart.chart(), "Used, global");
+    const QList<QPointF> windows = line_points(chart.chart(), "Used, window 512 (2 groups)");
+    QCOMPARE(global.size(), 3);
+    QCOMPARE(windows.size(), 3);
+    QCOMPARE(global[2].y(), 30.0);
+    QCOMPARE(windows[0].y(), 10.0);
+    QCOMPARE(windows[2].y(), 10.0);
+
+    // A plain run's store shows no such lines.
+    kvscope::profiler::RunStore plain;
+    test::append_all(plain, test::sample_run_events());
+    chart.set_store(&plain);
+    for (QAbstractSeries* series : chart.chart()->series()) {
+        QVERIFY2(!series->name().startsWith("Used, ") || !series->isVisible(),
+                 qPrintable(series->name()));
+    }
 }
 
 void TestOccupancyChart::refresh_takes_in_new_samples() {

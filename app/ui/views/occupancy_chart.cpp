@@ -137,6 +137,7 @@ void OccupancyChart::update_series() {
             series->clear();
         }
         show_tier(false);
+        update_group_lines();
         x_axis_->setRange(0, 1);
         blocks_axis_->setRange(0, 1);
         blocks_max_ = 1;
@@ -224,6 +225,7 @@ void OccupancyChart::update_series() {
         tier_fill_->replace(fill);
     }
 
+    update_group_lines();
     shown_samples_ = used.t_ns.size();
     shown_tier_ = tier.t_ns.size();
     shown_fragmentation_ = store_->counter(Counter::fragmentation).t_ns.size();
@@ -231,6 +233,67 @@ void OccupancyChart::update_series() {
     blocks_max_ = std::max(1.0, top);
     blocks_axis_->setRange(0, blocks_max_);
     set_time_range(x_axis_, seconds_since(store_->start_ns(), store_->end_ns()));
+}
+
+void OccupancyChart::update_group_lines() {
+    const std::vector<profiler::RunStore::KvGroupTrack>& groups =
+        store_ != nullptr ? store_->kv_groups() : std::vector<profiler::RunStore::KvGroupTrack>{};
+    // The groups of one window hold the same blocks at every step (their
+    // layers see the same requests): one line per window, the groups summed.
+    std::vector<std::int32_t> windows;
+    for (const profiler::RunStore::KvGroupTrack& group : groups) {
+        if (std::find(windows.begin(), windows.end(), group.window) == windows.end()) {
+            windows.push_back(group.window);
+        }
+    }
+    static const QColor kColors[] = {QColor(31, 60, 110), QColor(120, 60, 150), QColor(40, 130, 80),
+                                     QColor(160, 90, 30)};
+    while (group_lines_.size() < windows.size()) {
+        auto* line = new QLineSeries(chart_);
+        QPen pen(kColors[group_lines_.size() % std::size(kColors)], 2);
+        pen.setStyle(group_lines_.empty() ? Qt::SolidLine : Qt::DashLine);
+        line->setPen(pen);
+        chart_->addSeries(line);
+        line->attachAxis(x_axis_);
+        line->attachAxis(blocks_axis_);
+        group_lines_.push_back(line);
+    }
+    for (std::size_t w = 0; w < group_lines_.size(); ++w) {
+        QLineSeries* line = group_lines_[w];
+        if (w >= windows.size()) {
+            line->clear();
+            line->setVisible(false);
+            continue;
+        }
+        int count = 0;
+        std::vector<double> sum;
+        const std::vector<std::int64_t>* times = nullptr;
+        for (const profiler::RunStore::KvGroupTrack& group : groups) {
+            if (group.window != windows[w]) {
+                continue;
+            }
+            ++count;
+            if (times == nullptr) {
+                times = &group.used.t_ns;
+                sum = group.used.values;
+                continue;
+            }
+            const std::vector<double> aligned = values_at(group.used, *times);
+            for (std::size_t i = 0; i < sum.size(); ++i) {
+                sum[i] += aligned[i];
+            }
+        }
+        QString name = windows[w] > 0 ? QString("Used, window %1").arg(windows[w]) : "Used, global";
+        if (count > 1) {
+            name += QString(" (%1 groups)").arg(count);
+        }
+        line->setName(name);
+        profiler::CounterTrack summed;
+        summed.t_ns = *times;
+        summed.values = std::move(sum);
+        line->replace(counter_points(summed, store_->start_ns(), 1.0));
+        line->setVisible(true);
+    }
 }
 
 void OccupancyChart::show_tier(bool shown) {

@@ -1,13 +1,16 @@
 // How the KV cache's blocks divide over time: stacked areas of used, cached
 // and free blocks, fragmentation (the share of slots in running requests'
 // blocks that hold nothing) and the offload tier's fill on a second axis, and
-// a line at the moment shown.
+// a line at the moment shown. A hybrid cache adds a line of used blocks per
+// kind of KV group: the global groups' growing with the context, the
+// sliding-window groups' flat once their windows fill.
 // Series are decimated, and a refresh replaces their points without
 // rebuilding the chart, so live updates and long recordings stay cheap.
 #pragma once
 
 #include <cstddef>
 #include <limits>
+#include <vector>
 
 #include <QWidget>
 
@@ -41,7 +44,9 @@ public:
     // upper line is the running sum), "Fragmentation (%)", "Offload tier
     // fill (%)" (visible when the run has a tier) and "Shown time".
     // For attached engines: "Used (not in KV events)" (empty), "Resident"
-    // and "Capacity left" (when the capacity is known).
+    // and "Capacity left" (when the capacity is known). A hybrid cache:
+    // "Used, global" and "Used, window W" (the groups of that window summed;
+    // "(N groups)" when several).
     QChart* chart() const { return chart_; }
 
 private:
@@ -49,6 +54,8 @@ private:
     void update_cursor();
     // Shows the offload tier's line, its legend entry and axis title, or not.
     void show_tier(bool shown);
+    // One line per window of a hybrid cache's groups (none for a plain one).
+    void update_group_lines();
 
     const profiler::RunStore* store_ = nullptr;
     qint64 time_ns_ = std::numeric_limits<qint64>::max(); // the latest until set
@@ -71,6 +78,7 @@ private:
     QLineSeries* fragmentation_ = nullptr;
     QLineSeries* tier_fill_ = nullptr; // the offload tier's blocks, % of its capacity
     QLineSeries* cursor_ = nullptr;
+    std::vector<QLineSeries*> group_lines_; // per distinct window, global first
     QAreaSeries* used_area_ = nullptr;
     QAreaSeries* cached_area_ = nullptr;
     QAreaSeries* free_area_ = nullptr;
