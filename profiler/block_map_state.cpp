@@ -76,32 +76,41 @@ void BlockMapState::drop_owner(std::int64_t request, std::int32_t block, bool le
         table.offset += left_window && entry == table.blocks.begin() ? 1 : 0;
         table.blocks.erase(entry);
     }
-    if (table.blocks.empty()) {
+    // A window can let go of every block its table holds while the request
+    // goes on (a window shorter than a block): its place is kept for the
+    // next. Any other last drop ends the table.
+    if (table.blocks.empty() && !left_window) {
         table.offset = 0;
     }
-    if (std::all_of(found->second.begin(), found->second.end(),
-                    [](const GroupTable& t) { return t.blocks.empty(); })) {
+    if (!left_window && std::all_of(found->second.begin(), found->second.end(),
+                                    [](const GroupTable& t) { return t.blocks.empty(); })) {
         tables_.erase(found);
     }
 }
 
 void BlockMapState::mark_rolled_back(const events::EngineEvent& verified) {
     const auto v = events::as<events::DraftVerified>(verified);
-    const std::vector<std::int32_t> table = block_table(v.request);
-    for (const std::int32_t block : table) {
-        if (block >= 0) {
-            blocks_[static_cast<std::size_t>(block)].rolled_back = 0; // the latest verify only
+    const auto found = tables_.find(v.request);
+    const std::size_t groups = found == tables_.end() ? 1 : found->second.size();
+    // Every group's table of a hybrid cache holds the draft's slots.
+    for (std::size_t g = 0; g < groups; ++g) {
+        const std::vector<std::int32_t> table = block_table(v.request, static_cast<int>(g));
+        for (const std::int32_t block : table) {
+            if (block >= 0) {
+                blocks_[static_cast<std::size_t>(block)].rolled_back = 0; // the latest verify only
+            }
         }
-    }
-    // Blocks past the kept entries went back to the pool before this event;
-    // the rejected slots left are those in the table's last block.
-    for (std::int64_t entry = v.entries; entry < v.entries + (v.drafted - v.accepted); ++entry) {
-        const std::int64_t index = entry / block_size_;
-        if (block_size_ <= 0 || index >= static_cast<std::int64_t>(table.size()) ||
-            table[static_cast<std::size_t>(index)] < 0) {
-            break;
+        // Blocks past the kept entries went back to the pool before this
+        // event; the rejected slots left are those in the table's last block.
+        for (std::int64_t entry = v.entries; entry < v.entries + (v.drafted - v.accepted);
+             ++entry) {
+            const std::int64_t index = entry / block_size_;
+            if (block_size_ <= 0 || index >= static_cast<std::int64_t>(table.size()) ||
+                table[static_cast<std::size_t>(index)] < 0) {
+                break;
+            }
+            ++blocks_[static_cast<std::size_t>(table[static_cast<std::size_t>(index)])].rolled_back;
         }
-        ++blocks_[static_cast<std::size_t>(table[static_cast<std::size_t>(index)])].rolled_back;
     }
 }
 

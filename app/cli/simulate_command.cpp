@@ -209,7 +209,11 @@ ChosenCost choose_cost_model(const SimulateOptions& o) {
             {.kind = resolved.kind, .threads = 0, .throttle_ms = 0}, model,
             {.block_size = kBlock,
              .num_blocks = static_cast<int>(sim::calibration_tokens(plan, kBlock) / kBlock),
-             .format = {}});
+             .format = {},
+             // A plain cache: the simulator's blocks hold every layer, so
+             // a token's bytes are all its layers' (and the timing sees
+             // the same attention: a sliding layer masks its window).
+             .hybrid = false});
         const std::string where = session::describe_backend(*backend);
         if (!o.json) {
             std::fprintf(stderr, "Calibrating the cost model: %s on %s\n",

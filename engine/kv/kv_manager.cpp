@@ -99,6 +99,9 @@ PrefixMatch KvManager::find_group_prefix(std::span<const std::int32_t> tokens,
     const auto total_blocks = static_cast<std::int32_t>(
         (static_cast<std::int64_t>(tokens.size()) + block_size_ - 1) / block_size_);
     match.blocks_missed = total_blocks;
+    if (hits != nullptr) {
+        hits->assign(windows_.size(), {}); // no hit in any group unless found below
+    }
     if (!prefix_caching_ || tokens.empty()) {
         return match;
     }
@@ -147,6 +150,11 @@ PrefixMatch KvManager::find_group_prefix(std::span<const std::int32_t> tokens,
     match.blocks_hit = hit;
     match.hit_tokens = hit * block_size_;
     match.blocks_missed = total_blocks - hit;
+    // Tokens past the hit that a cached block of group 0 shares, too few
+    // for a block (or cut short by a group that could not serve more).
+    match.shared_short_tokens =
+        shared_short_tokens(hit == 0 ? kRootBlockHash : chain[static_cast<std::size_t>(hit) - 1],
+                            tokens.subspan(static_cast<std::size_t>(match.hit_tokens)), extra_key);
     hashes.insert(hashes.end(), chain.begin(), chain.begin() + hit);
     if (hits != nullptr) {
         hits->assign(windows_.size(), {});
@@ -199,11 +207,15 @@ PrefixMatch KvManager::find_prefix(std::span<const std::int32_t> tokens, std::ui
     match.blocks_hit = b;
     match.hit_tokens = b * block_size_;
     match.blocks_missed = total_blocks - b;
-    // How far the next tokens agree with any cached child of the last hit:
-    // a prefix shared but shorter than a block (or cut by the last token).
-    const auto rest = tokens.subspan(static_cast<std::size_t>(match.hit_tokens));
+    match.shared_short_tokens = shared_short_tokens(
+        parent, tokens.subspan(static_cast<std::size_t>(match.hit_tokens)), extra_key);
+    return match;
+}
+
+std::int32_t KvManager::shared_short_tokens(BlockHash parent, std::span<const std::int32_t> rest,
+                                            std::uint64_t extra_key) const {
     if (rest.empty()) {
-        return match;
+        return 0;
     }
     // Only children that begin with the next token can agree with it at all.
     const auto head = by_parent_.find(child_key(parent, rest.front()));
@@ -213,16 +225,17 @@ PrefixMatch KvManager::find_prefix(std::span<const std::int32_t> tokens, std::ui
          child = blocks_[static_cast<std::size_t>(child)].next_sibling) {
         const Block& block = blocks_[static_cast<std::size_t>(child)];
         const auto child_tokens = tokens_of(child);
+        // Another extra key, another parent under the same key, or another
+        // group's copy (cached under a mix of the hash): not group 0's child.
         if (block.parent != parent || hash_block(parent, child_tokens, extra_key) != block.hash) {
-            continue; // another extra key, or another parent under the same key
+            continue;
         }
         const auto n = std::min(child_tokens.size(), rest.size());
         const auto mismatch = std::mismatch(
             rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(n), child_tokens.begin());
         longest = std::max(longest, static_cast<std::int32_t>(mismatch.first - rest.begin()));
     }
-    match.shared_short_tokens = longest;
-    return match;
+    return longest;
 }
 
 std::optional<BlockId> KvManager::take_block(std::int64_t request, int group) {
@@ -461,13 +474,12 @@ std::optional<PrefixMatch> KvManager::admit_groups(std::int64_t request, Sequenc
     // blocks sitting in the reclaim order are not available for the rest.
     const int prompt_blocks = static_cast<int>(
         (static_cast<std::int64_t>(tokens.size()) + block_size_ - 1) / block_size_);
-    int needed = 0;
+    const int needed = (prompt_blocks - match.blocks_hit) * groups();
     int hit_cached = 0;
     for (const auto& table : hits) {
         for (const BlockId block : table) {
             hit_cached += block != kNoBlock && cached_.contains(block) ? 1 : 0;
         }
-        needed += prompt_blocks - match.blocks_hit;
     }
     if (needed > available_blocks() - hit_cached) {
         return std::nullopt;

@@ -202,6 +202,10 @@ private:
     // when asked for, its id to `hits` (kTierHit for a hit in the tier).
     PrefixMatch find_prefix(std::span<const std::int32_t> tokens, std::uint64_t extra_key,
                             std::vector<BlockId>* hits, std::vector<BlockHash>& hashes) const;
+    // How many of `rest`'s first tokens a cached group-0 child of `parent`
+    // holds: a prefix shared but shorter than a block.
+    std::int32_t shared_short_tokens(BlockHash parent, std::span<const std::int32_t> rest,
+                                     std::uint64_t extra_key) const;
     // A hybrid cache's prefix match: per group, the table of hits (kNoBlock
     // before a sliding group's window), and the chain's hashes.
     PrefixMatch find_group_prefix(std::span<const std::int32_t> tokens, std::uint64_t extra_key,

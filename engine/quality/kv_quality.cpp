@@ -100,7 +100,10 @@ QualityResult measure_kv_quality(std::shared_ptr<const model::LlamaModel> model,
     const int blocks = (total + block_size - 1) / block_size + 2;
     const auto make_lane = [&](const kv::KvCacheFormat& format) {
         Lane lane;
-        lane.backend = session::make_backend(options.backend, model, {block_size, blocks, format});
+        // A plain cache: one block table a lane, every layer keeping the
+        // whole context (a sliding layer's attention still masks its window).
+        lane.backend = session::make_backend(options.backend, model,
+                                             {block_size, blocks, format, /*hybrid=*/false});
         lane.kv = std::make_unique<kv::KvManager>(blocks, block_size, false);
         return lane;
     };

@@ -85,7 +85,8 @@ LlmEngine::LlmEngine(runner::Backend& backend, const EngineConfig& config, event
           kv_layout_.windows())
     , scheduler_(scheduler_config(config), kv_) {
     kv_.set_event_sink(sink);
-    if (const std::string problem = config.eviction.problem(backend.block_size());
+    if (const std::string problem = config.eviction.problem(
+            backend.block_size(), kv_layout_.hybrid() ? kv_.window(kv_.groups() - 1) : 0);
         !problem.empty()) {
         throw std::invalid_argument(problem);
     }
@@ -646,10 +647,11 @@ void LlmEngine::sample_cache() {
     if (kv_.hybrid()) {
         for (int g = 0; g < kv_.groups(); ++g) {
             const auto i = static_cast<std::size_t>(g);
-            events::emit_now(sink_, events::GroupBlocks{.group = g,
-                                                        .window = kv_.window(g),
-                                                        .used_blocks = memory.used_by_group[i],
-                                                        .cached_blocks = memory.cached_by_group[i]});
+            events::emit_now(sink_,
+                             events::GroupBlocks{.group = g,
+                                                 .window = kv_.window(g),
+                                                 .used_blocks = memory.used_by_group[i],
+                                                 .cached_blocks = memory.cached_by_group[i]});
         }
     }
     if (memory.total > 0) {

@@ -205,9 +205,10 @@ int LlmEngine::release_unused_blocks(Request& r) {
     if (static_cast<int>(r.blocks.block_table.size()) <= needed) {
         return 0;
     }
+    const int dropped = static_cast<int>(r.blocks.block_table.size()) - needed;
     const std::vector<kv::BlockId> released = kv_.truncate(r.id, r.blocks, needed);
     backend_.release_blocks(released);
-    return static_cast<int>(released.size());
+    return dropped; // table entries, as many in every group of a hybrid cache
 }
 
 } // namespace kvscope::sched

@@ -515,6 +515,8 @@ void TestEngineSoak::random_workloads_keep_every_promise_data() {
     QTest::newRow("hybrid, ngram speculation")
         << 21 << 30 << 4 << 32 << 6 << true << true << int(V::largest) << int(E::none)
         << int(D::ngram) << 0 << 5;
+    QTest::newRow("hybrid, no prefix caching") << 23 << 20 << 4 << 32 << 6 << true << false
+                                               << int(V::oldest) << int(E::none) << 0 << 0 << 7;
     QTest::newRow("hybrid, no chunked prefill") << 22 << 40 << 8 << 48 << 8 << false << true
                                                 << int(V::newest) << int(E::none) << 0 << 0 << 16;
 }

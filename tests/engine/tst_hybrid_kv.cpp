@@ -82,6 +82,7 @@ private slots:
     void the_checker_catches_a_block_held_outside_its_window();
     void a_hit_needs_only_the_windows_blocks();
     void a_hit_needs_every_groups_blocks();
+    void admission_without_prefix_caching_counts_every_group();
     void random_workloads_keep_hybrid_invariants_data();
     void random_workloads_keep_hybrid_invariants();
     void the_engine_on_gemma_matches_a_plain_cache();
@@ -221,6 +222,23 @@ void TestHybridKv::a_hit_needs_every_groups_blocks() {
     run(plain, plain_a, tokens(80), 0);
     plain.release(0, plain_a);
     QCOMPARE(plain.match_prefix(b_prompt).hit_tokens, 48); // what one group alone would hit
+}
+
+void TestHybridKv::admission_without_prefix_caching_counts_every_group() {
+    // 40 tokens: 3 blocks in each of 2 groups. 5 blocks cannot take it; the
+    // request waits (nullopt) and nothing is taken.
+    kv::KvManager small(5, 16, false, kv::CachePolicy::lru, {0, 32});
+    kv::SequenceBlocks seq;
+    QVERIFY(!small.admit(0, seq, tokens(40)));
+    QCOMPARE(small.stats().free, 5);
+    QVERIFY(seq.block_table.empty());
+    kv::KvManager roomy(6, 16, false, kv::CachePolicy::lru, {0, 32});
+    const std::optional<kv::PrefixMatch> match = roomy.admit(0, seq, tokens(40));
+    QVERIFY(match);
+    QCOMPARE(match->hit_tokens, 0);
+    QCOMPARE(seq.table(1).size(), std::size_t{3});
+    QCOMPARE(roomy.stats().free, 0);
+    QCOMPARE(check(roomy, {&seq}), std::string());
 }
 
 void TestHybridKv::random_workloads_keep_hybrid_invariants_data() {
