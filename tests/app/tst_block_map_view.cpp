@@ -4,6 +4,7 @@
 #include "app/ui/export/plot_export.h"
 #include "app/ui/views/block_map_view.h"
 #include "app/ui/views/request_colors.h"
+#include "engine/events/typed_events.h"
 #include "profiler/run_store.h"
 #include "tests/app/sample_kv_run.h"
 
@@ -29,6 +30,7 @@ private slots:
     void every_block_has_its_own_square();
     void thousand_blocks_fit_a_small_view();
     void big_cache_paints_tiny_squares();
+    void a_hybrid_cache_gets_a_band_per_group();
     void tooltip_data();
     void tooltip();
     void colours_show_use_and_owner();
@@ -101,6 +103,60 @@ void TestBlockMapView::thousand_blocks_fit_a_small_view() {
     const QImage image = view.grab().toImage();
     QCOMPARE(image.pixel(last.center()), request_color(7).rgb());
     QCOMPARE(image.pixel(view.block_rect(1022).center()), BlockMapView::free_color().rgb());
+}
+
+void TestBlockMapView::a_hybrid_cache_gets_a_band_per_group() {
+    // A global group (blocks 0-5 of request 1) and two window groups
+    // (blocks 6-8 and 9-11; block 6 let go by the window, still cached),
+    // in a pool of 40: one band per group, by id, then the free blocks.
+    using kvscope::events::EventKind;
+    kvscope::profiler::RunStore store;
+    store.append(test::kv_event(1, EventKind::run_config, -1, -1, 40, 4));
+    for (int block = 0; block < 12; ++block) {
+        store.append(test::kv_event(2, EventKind::block_allocated, 1, block,
+                                    block / 6 == 0 ? 0
+                                    : block < 9    ? 1
+                                                   : 2));
+    }
+    store.append(test::kv_event(3, EventKind::block_cached, 1, 6, 77, 0, 1));
+    // Freed, stays cached, group 1, left the window.
+    store.append(test::kv_event(4, EventKind::block_freed, 1, 6, 1, 1, 1));
+    for (int group = 0; group < 3; ++group) {
+        kvscope::events::EngineEvent e = kvscope::events::to_event(
+            kvscope::events::GroupBlocks{.group = group,
+                                         .window = group == 0 ? 0 : 8,
+                                         .used_blocks = group == 0   ? 6
+                                                        : group == 1 ? 2
+                                                                     : 3,
+                                         .cached_blocks = group == 1 ? 1 : 0});
+        e.time_ns = 4 * test::kMs;
+        store.append(e);
+    }
+    BlockMapView view;
+    view.resize(600, 400);
+    view.set_store(&store);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    QCOMPARE(view.band_labels(), QStringList({"Group 0, global: 6 used, 0 cached",
+                                              "Group 1, window 8: 2 used, 1 cached",
+                                              "Group 2, window 8: 3 used, 0 cached", "Free: 28"}));
+    // Each band starts on a row of its own, below the one before.
+    QVERIFY(view.block_rect(6).top() > view.block_rect(5).bottom());
+    QVERIFY(view.block_rect(9).top() > view.block_rect(8).bottom());
+    QVERIFY(view.block_rect(12).top() > view.block_rect(11).bottom());
+    QCOMPARE(view.block_rect(7).top(), view.block_rect(6).top());
+    for (int block = 0; block < 40; ++block) {
+        const QRect square = view.block_rect(block);
+        QVERIFY2(square.isValid(), qPrintable(QString::number(block)));
+        QCOMPARE(view.block_at(square.center()), block);
+    }
+    const QImage image = view.grab().toImage();
+    QCOMPARE(image.pixel(view.block_rect(0).center()), request_color(1).rgb());
+    QCOMPARE(image.pixel(view.block_rect(20).center()), BlockMapView::free_color().rgb());
+    QVERIFY(view.tooltip_for_block(7).contains("KV group 1 (window of 8 positions)"));
+
+    // A plain run keeps the grid by id, without bands.
+    QVERIFY(view_->band_labels().isEmpty());
 }
 
 void TestBlockMapView::big_cache_paints_tiny_squares() {

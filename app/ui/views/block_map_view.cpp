@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include <QFontMetrics>
 #include <QHelpEvent>
@@ -229,30 +230,113 @@ int BlockMapView::legend_height(int width) const {
     return rects.empty() ? 0 : rects.back().bottom() + 1;
 }
 
-BlockMapView::Grid BlockMapView::grid() const {
-    Grid g;
+std::vector<BlockMapView::Band> BlockMapView::bands() const {
+    const profiler::BlockMapState* s = state();
+    const int n = block_count();
+    const std::size_t groups = store_ != nullptr ? store_->kv_groups().size() : 0;
+    if (s == nullptr || groups < 2) {
+        Band all;
+        all.blocks.resize(static_cast<std::size_t>(n));
+        std::iota(all.blocks.begin(), all.blocks.end(), 0);
+        return {all};
+    }
+    std::vector<Band> bands(groups + 1);
+    std::vector<int> used(groups, 0);
+    std::vector<int> cached(groups, 0);
+    const std::vector<BlockState>& blocks = s->blocks();
+    for (int block = 0; block < n; ++block) {
+        const auto index = static_cast<std::size_t>(block);
+        const BlockState& b = index < blocks.size() ? blocks[index] : free_block();
+        const BlockUse use = b.use();
+        const auto group = static_cast<std::size_t>(std::max(0, b.group));
+        if (use == BlockUse::free || group >= groups) {
+            bands.back().blocks.push_back(block);
+            continue;
+        }
+        bands[group].blocks.push_back(block);
+        ++(use == BlockUse::used ? used : cached)[group];
+    }
+    for (std::size_t g = 0; g < groups; ++g) {
+        const std::int32_t window = store_->kv_groups()[g].window;
+        bands[g].label = QString("Group %1, %2: %3 used, %4 cached")
+                             .arg(g)
+                             .arg(window > 0 ? QString("window %1").arg(window) : QString("global"))
+                             .arg(used[g])
+                             .arg(cached[g]);
+    }
+    bands.back().label = QString("Free: %1").arg(bands.back().blocks.size());
+    return bands;
+}
+
+BlockMapView::Layout BlockMapView::layout() const {
+    Layout l;
+    l.bands = bands();
     const int n = block_count();
     const QRect all = rect().adjusted(kMargin, kMargin, -kMargin, -kMargin);
     const int legend = legend_height(all.width());
+    Grid& g = l.grid;
     g.area = all.adjusted(0, 0, 0, -(legend + kMargin));
     if (n == 0 || g.area.width() < 1 || g.area.height() < 1) {
-        return g;
+        return l;
     }
+    const int label_height = fontMetrics().height() + 2;
+    const auto height_of = [&](int cell, int columns) {
+        int height = 0;
+        for (const Band& band : l.bands) {
+            const auto count = static_cast<int>(band.blocks.size());
+            height +=
+                (band.label.isEmpty() ? 0 : label_height) + (count + columns - 1) / columns * cell;
+        }
+        return height;
+    };
     // The largest squares with which every block fits.
     for (int cell = kMaxCell; cell >= 1; --cell) {
         const int columns = g.area.width() / cell;
         if (columns < 1) {
             continue;
         }
-        const int rows = (n + columns - 1) / columns;
-        if (rows * cell <= g.area.height() || cell == 1) {
+        if (height_of(cell, columns) <= g.area.height() || cell == 1) {
             g.cell = cell;
             g.columns = columns;
             break;
         }
     }
     g.gap = g.cell >= 6 ? 1 : 0;
-    return g;
+    if (g.cell == 0) {
+        return l;
+    }
+    l.squares.assign(static_cast<std::size_t>(n), QRect());
+    int top = g.area.top();
+    for (const Band& band : l.bands) {
+        if (!band.label.isEmpty()) {
+            l.labels.push_back(QRect(g.area.left(), top, g.area.width(), label_height));
+            top += label_height;
+        } else {
+            l.labels.push_back(QRect());
+        }
+        for (std::size_t i = 0; i < band.blocks.size(); ++i) {
+            const auto position = static_cast<int>(i);
+            const QRect square(g.area.left() + (position % g.columns) * g.cell,
+                               top + (position / g.columns) * g.cell, g.cell - g.gap,
+                               g.cell - g.gap);
+            // Past the bottom only when even one-pixel squares do not fit.
+            if (square.bottom() <= g.area.bottom()) {
+                l.squares[static_cast<std::size_t>(band.blocks[i])] = square;
+            }
+        }
+        top += (static_cast<int>(band.blocks.size()) + g.columns - 1) / g.columns * g.cell;
+    }
+    return l;
+}
+
+QStringList BlockMapView::band_labels() const {
+    QStringList labels;
+    for (const Band& band : bands()) {
+        if (!band.label.isEmpty()) {
+            labels << band.label;
+        }
+    }
+    return labels;
 }
 
 QStringList BlockMapView::legend_entries() const {
@@ -264,29 +348,26 @@ QStringList BlockMapView::legend_entries() const {
 }
 
 QRect BlockMapView::block_rect(int block) const {
-    const Grid g = grid();
-    if (g.cell == 0 || block < 0 || block >= block_count()) {
+    const Layout l = layout();
+    if (block < 0 || static_cast<std::size_t>(block) >= l.squares.size()) {
         return {};
     }
-    const int x = g.area.left() + (block % g.columns) * g.cell;
-    const int y = g.area.top() + (block / g.columns) * g.cell;
-    const QRect square(x, y, g.cell - g.gap, g.cell - g.gap);
-    // Past the bottom only when even one-pixel squares do not fit.
-    return square.bottom() <= g.area.bottom() ? square : QRect();
+    return l.squares[static_cast<std::size_t>(block)];
 }
 
 int BlockMapView::block_at(QPoint pos) const {
-    const Grid g = grid();
-    if (g.cell == 0 || !g.area.contains(pos)) {
+    const Layout l = layout();
+    if (l.grid.cell == 0 || !l.grid.area.contains(pos)) {
         return -1;
     }
-    const int column = (pos.x() - g.area.left()) / g.cell;
-    const int row = (pos.y() - g.area.top()) / g.cell;
-    if (column >= g.columns) {
-        return -1;
+    for (std::size_t block = 0; block < l.squares.size(); ++block) {
+        // The square and the gap after it, so no pixel between falls through.
+        const QRect& square = l.squares[block];
+        if (square.isValid() && square.adjusted(0, 0, l.grid.gap, l.grid.gap).contains(pos)) {
+            return static_cast<int>(block);
+        }
     }
-    const int block = row * g.columns + column;
-    return block < block_count() && block_rect(block).isValid() ? block : -1;
+    return -1;
 }
 
 QString BlockMapView::tooltip_for_block(int block) const {
@@ -301,6 +382,14 @@ QString BlockMapView::tooltip_for_block(int block) const {
     lines << QString("State: %1").arg(state_text(b));
     if (b.hashed) {
         lines << QString("Hash: 0x%1").arg(static_cast<qulonglong>(b.hash), 16, 16, QChar('0'));
+    }
+    if (store_->kv_groups().size() > 1 && b.use() != BlockUse::free &&
+        static_cast<std::size_t>(b.group) < store_->kv_groups().size()) {
+        const std::int32_t window = store_->kv_groups()[static_cast<std::size_t>(b.group)].window;
+        lines << QString("KV group %1 (%2)")
+                     .arg(b.group)
+                     .arg(window > 0 ? QString("window of %1 positions").arg(window)
+                                     : QString("whole context"));
     }
     lines << QString("Ref count: %1").arg(b.ref_count());
     if (!b.owners.empty()) {
@@ -542,18 +631,20 @@ void BlockMapView::paint_legend(QPainter& painter, const QRect& area) const {
 // pixels are written into an image drawn at once. The same pixels as
 // paint_block() draws at these sizes (no hatch, no text; a shared block's
 // border is its outer ring).
-void BlockMapView::paint_tiny_blocks(QPainter& painter, const Grid& g,
+void BlockMapView::paint_tiny_blocks(QPainter& painter, const Layout& l,
                                      const profiler::BlockMapState& s) const {
+    const Grid& g = l.grid;
     const int side = g.cell - g.gap;
-    const int n = block_count();
-    const int rows = std::min((n + g.columns - 1) / g.columns, g.area.height() / g.cell);
-    QImage image(g.columns * g.cell, rows * g.cell, QImage::Format_RGB32);
+    QImage image(g.area.size(), QImage::Format_RGB32);
     image.fill(palette().color(QPalette::Base));
     const QRgb free_rgb = free_color().rgb();
     const QRgb border_rgb = kSharedBorder.rgb();
     const std::vector<BlockState>& blocks = s.blocks();
-    for (int i = 0; i < std::min(n, rows * g.columns); ++i) {
-        const auto index = static_cast<std::size_t>(i);
+    for (std::size_t index = 0; index < l.squares.size(); ++index) {
+        const QRect& square = l.squares[index];
+        if (!square.isValid()) {
+            continue;
+        }
         const BlockState& b = index < blocks.size() ? blocks[index] : free_block();
         QRgb fill = free_rgb;
         bool shared = false;
@@ -568,8 +659,8 @@ void BlockMapView::paint_tiny_blocks(QPainter& painter, const Grid& g,
         case BlockUse::free:
             break;
         }
-        const int x0 = (i % g.columns) * g.cell;
-        const int y0 = (i / g.columns) * g.cell;
+        const int x0 = square.left() - g.area.left();
+        const int y0 = square.top() - g.area.top();
         for (int dy = 0; dy < side; ++dy) {
             auto* line = reinterpret_cast<QRgb*>(image.scanLine(y0 + dy)) + x0;
             const bool edge_row = dy == 0 || dy == side - 1;
@@ -586,12 +677,23 @@ void BlockMapView::paintEvent(QPaintEvent* event) {
     QPainter painter(this);
     painter.fillRect(rect(), palette().color(QPalette::Base));
     const profiler::BlockMapState* s = state();
-    const Grid g = grid();
+    const Layout l = layout();
+    const Grid& g = l.grid;
     if (s == nullptr || g.cell == 0) {
         painter.setPen(palette().color(QPalette::PlaceholderText));
         painter.drawText(rect(), Qt::AlignCenter,
                          store_ == nullptr ? QString("No run") : QString("No KV-cache blocks yet"));
         return;
+    }
+    if (g.cell - g.gap <= kMaxTinySquare) {
+        paint_tiny_blocks(painter, l, *s);
+    }
+    // The bands' labels (a hybrid cache's groups), in the widget's font.
+    painter.setPen(palette().color(QPalette::Text));
+    for (std::size_t band = 0; band < l.bands.size(); ++band) {
+        if (l.labels[band].isValid() && event->rect().intersects(l.labels[band])) {
+            painter.drawText(l.labels[band], Qt::AlignLeft | Qt::AlignVCenter, l.bands[band].label);
+        }
     }
     if (g.cell - g.gap >= kMinSquareForText) {
         QFont font = painter.font();
@@ -600,21 +702,12 @@ void BlockMapView::paintEvent(QPaintEvent* event) {
         painter.setFont(font);
     }
     const std::vector<BlockState>& blocks = s->blocks();
-    const int n = block_count();
-    if (g.cell - g.gap <= kMaxTinySquare) {
-        paint_tiny_blocks(painter, g, *s);
-    }
-    for (int i = 0; i < n && g.cell - g.gap > kMaxTinySquare; ++i) {
-        const int x = g.area.left() + (i % g.columns) * g.cell;
-        const int y = g.area.top() + (i / g.columns) * g.cell;
-        const QRect square(x, y, g.cell - g.gap, g.cell - g.gap);
-        if (square.bottom() > g.area.bottom()) {
-            break;
-        }
-        if (!event->rect().intersects(square)) {
+    for (std::size_t index = 0; index < l.squares.size() && g.cell - g.gap > kMaxTinySquare;
+         ++index) {
+        const QRect& square = l.squares[index];
+        if (!square.isValid() || !event->rect().intersects(square)) {
             continue;
         }
-        const auto index = static_cast<std::size_t>(i);
         paint_block(painter, square, index < blocks.size() ? blocks[index] : free_block());
     }
     painter.setFont(font());

@@ -4,7 +4,10 @@
 // filled them, free ones grey. Marks on top: a red band for rolled-back draft
 // slots, a corner for a block loaded from (or also held in) the offload tier,
 // whose fill the legend gives. A tooltip says what a block holds, down to the
-// text of its tokens; a click selects the request that owns it.
+// text of its tokens; a click selects the request that owns it. A hybrid
+// cache's blocks are drawn in one band per KV group (the blocks each group
+// holds, used or cached, by id), then a band of the free ones: the global
+// group's band grows with the context while the window groups' stay flat.
 #pragma once
 
 #include "profiler/block_map_state.h"
@@ -44,6 +47,9 @@ public:
     QString tooltip_for_block(int block) const;
     // The legend's texts: each use with its block count, then the KV format.
     QStringList legend_entries() const;
+    // The bands' labels: a hybrid cache's groups ("Group 1, window 512: 33
+    // used, 0 cached"), then "Free: N"; empty for a plain cache's one band.
+    QStringList band_labels() const;
 
     QSize sizeHint() const override;
     QSize minimumSizeHint() const override;
@@ -67,6 +73,17 @@ private:
         int gap = 0;
         int columns = 0;
     };
+    // The blocks in drawing order, in bands, and where each one goes.
+    struct Band {
+        QString label; // empty: none (a plain cache's one band)
+        std::vector<int> blocks;
+    };
+    struct Layout {
+        Grid grid;
+        std::vector<Band> bands;
+        std::vector<QRect> squares; // by block id; empty where it does not fit
+        std::vector<QRect> labels;  // by band
+    };
     struct LegendItem {
         int kind = 0; // which swatch to draw
         QString text;
@@ -74,7 +91,8 @@ private:
 
     const profiler::BlockMapState* state() const;
     void update_state();
-    Grid grid() const;
+    Layout layout() const;
+    std::vector<Band> bands() const;
     std::vector<LegendItem> legend_items() const;
     int legend_height(int width) const;
     // A block's use (paint_use), then its marks: rolled-back draft slots,
@@ -82,7 +100,7 @@ private:
     void paint_block(QPainter& painter, const QRect& square,
                      const profiler::BlockState& block) const;
     void paint_use(QPainter& painter, const QRect& square, const profiler::BlockState& block) const;
-    void paint_tiny_blocks(QPainter& painter, const Grid& g,
+    void paint_tiny_blocks(QPainter& painter, const Layout& l,
                            const profiler::BlockMapState& s) const;
     void paint_legend(QPainter& painter, const QRect& area) const;
     void paint_swatch(QPainter& painter, const QRect& swatch, int kind) const;
