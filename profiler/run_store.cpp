@@ -128,6 +128,8 @@ RunStore::RunStore()
     name(Counter::attached_stored, "Blocks stored", "blocks/s");
     name(Counter::attached_removed, "Blocks removed", "blocks/s");
     name(Counter::tier_blocks, "Offload tier blocks", "blocks");
+    name(Counter::global_group_blocks, "Global groups' blocks", "blocks");
+    name(Counter::window_group_blocks, "Window groups' blocks", "blocks");
 }
 
 std::int32_t RunStore::intern(const std::string& name) {
@@ -450,6 +452,16 @@ void RunStore::append(const EngineEvent& event) {
         track.used.unit = "blocks";
         track.used.t_ns.push_back(t);
         track.used.values.push_back(static_cast<double>(group.used_blocks));
+        // The kind's sum with this group's new count (the groups of a step
+        // come one after another, microseconds apart).
+        double sum = 0;
+        for (const KvGroupTrack& other : kv_groups_) {
+            if ((other.window > 0) == (group.window > 0) && !other.used.values.empty()) {
+                sum += other.used.values.back();
+            }
+        }
+        add_counter(group.window > 0 ? Counter::window_group_blocks : Counter::global_group_blocks,
+                    t, sum);
         break;
     }
     case EventKind::memory_sample: {

@@ -120,6 +120,10 @@ enum class Counter : std::uint8_t {
     attached_removed,  // blocks removed per second
     // The engine's offload tier: blocks it holds (block_offloaded/reloaded).
     tier_blocks,
+    // A hybrid KV cache's used blocks: its whole-context groups', and its
+    // sliding-window groups' (group_blocks events, summed by kind).
+    global_group_blocks,
+    window_group_blocks,
     count_
 };
 

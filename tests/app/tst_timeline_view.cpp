@@ -133,6 +133,7 @@ private slots:
     void lanes_only_for_requests_alive_in_view();
     void empty_and_null_store_paint();
     void gpu_memory_row_only_for_gpu_runs();
+    void kv_group_rows_only_for_a_hybrid_cache();
 
 private:
     std::unique_ptr<RunStore> store_;
@@ -435,6 +436,37 @@ void TestTimelineView::gpu_memory_row_only_for_gpu_runs() {
                row.center().y()));
     QVERIFY2(tip.contains("KV pool 20.00 GiB (25.0%)") && tip.contains("of 80.00 GiB"),
              qPrintable(tip));
+}
+
+// A hybrid cache's groups get two rows: the global groups' blocks and the
+// window groups' (summed over the five of Gemma 3); a plain run has neither.
+void TestTimelineView::kv_group_rows_only_for_a_hybrid_cache() {
+    QVERIFY(view_->row_rect("Global groups").isNull());
+    QVERIFY(view_->row_rect("Window groups").isNull());
+    for (int step = 0; step < 3; ++step) {
+        for (int group = 0; group < 6; ++group) {
+            EngineEvent event = kvscope::events::to_event(
+                kvscope::events::GroupBlocks{.group = group,
+                                             .window = group == 0 ? 0 : 512,
+                                             .used_blocks = group == 0 ? 100 + 10 * step : 33,
+                                             .cached_blocks = 0});
+            event.time_ns = store_->start_ns() + 10'000 + step * 100'000 + group;
+            store_->append(event);
+        }
+    }
+    view_->update();
+    const QRect window_row = view_->row_rect("Window groups");
+    QVERIFY(!view_->row_rect("Global groups").isNull());
+    QVERIFY(!window_row.isNull());
+    QVERIFY(!view_->row_rect("KV bytes").isNull());
+    const QString tip = view_->tooltip_at(
+        QPoint(view_->track_area().left() +
+                   static_cast<int>(view_->axis().x_of(store_->start_ns() + 250'000)),
+               window_row.center().y()));
+    QVERIFY2(tip.startsWith("Window groups: 165"), qPrintable(tip));
+    const kvscope::profiler::CounterTrack& global =
+        store_->counter(kvscope::profiler::Counter::global_group_blocks);
+    QCOMPARE(global.values.back(), 120.0);
 }
 
 QTEST_MAIN(TestTimelineView)

@@ -109,6 +109,9 @@ private:
         {profiler::Counter::used_blocks, "Used blocks"},
         {profiler::Counter::cached_blocks, "Cached blocks"},
         {profiler::Counter::kv_bytes_used, "KV bytes"},
+        // Shown only for a hybrid KV cache (shown_counter_rows()).
+        {profiler::Counter::global_group_blocks, "Global groups"},
+        {profiler::Counter::window_group_blocks, "Window groups"},
         // Shown only for runs on a GPU backend (shown_counter_rows()).
         {profiler::Counter::gpu_used_bytes, "GPU memory"},
         // Shown instead of the engine's rows for attached engines.

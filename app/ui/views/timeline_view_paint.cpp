@@ -36,6 +36,10 @@ QColor counter_color(profiler::Counter counter) {
         return QColor(0x3b, 0x7d, 0xd8);
     case profiler::Counter::cached_blocks:
         return QColor(0x2e, 0x9e, 0x6a);
+    case profiler::Counter::global_group_blocks:
+        return QColor(0x1f, 0x3c, 0x6e);
+    case profiler::Counter::window_group_blocks:
+        return QColor(0x78, 0x3c, 0x96);
     default:
         return QColor(0xc0, 0x70, 0x2b);
     }
