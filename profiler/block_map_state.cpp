@@ -8,6 +8,12 @@ namespace kvscope::profiler {
 
 using events::EventKind;
 
+namespace {
+// More KV groups than any model has layers: a group number past it is a
+// damaged recording's.
+constexpr std::int32_t kMaxGroup = 4096;
+} // namespace
+
 BlockUse BlockState::use() const {
     if (!owners.empty()) {
         return BlockUse::used;
@@ -154,6 +160,9 @@ bool BlockMapState::apply(const events::EngineEvent& event) {
         b = BlockState{};
         b.owners.push_back(event.request);
         b.group = events::as<events::BlockAllocated>(event).group;
+        if (b.group < 0 || b.group > kMaxGroup) {
+            b.group = 0; // a damaged row: no cache has that group
+        }
         add_to_table(event.request, block);
         break;
     case EventKind::block_shared:

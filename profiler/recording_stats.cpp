@@ -269,7 +269,8 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
     s.events = rows.rows_read();
     s.times = summarise_time_by_name(recording.db());
     for (RecordingStats::KvGroupStats& g : s.kv_groups) {
-        g.mean_used_blocks = g.samples > 0 ? g.mean_used_blocks / static_cast<double>(g.samples) : 0;
+        g.mean_used_blocks =
+            g.samples > 0 ? g.mean_used_blocks / static_cast<double>(g.samples) : 0;
     }
 
     for (const auto& [id, r] : requests) {

@@ -248,7 +248,8 @@ std::string recording_views_sql() {
            op_slices_view() +
            events_view("KVSCOPE_MEMORY", {EventKind::memory_sample, EventKind::kv_bytes,
                                           EventKind::cache_fill, EventKind::device_memory}) +
-           events_view("KVSCOPE_KV_GROUPS", {EventKind::group_blocks}) + sources_view() + attached_blocks_view() +
+           events_view("KVSCOPE_KV_GROUPS", {EventKind::group_blocks}) + sources_view() +
+           attached_blocks_view() +
            events_view("KVSCOPE_ATTACHED_STATUS", {EventKind::attached_status}) +
            attached_metrics_view();
 }

@@ -158,6 +158,30 @@ const CounterTrack& RunStore::counter(Counter which) const {
     return counters_[static_cast<std::size_t>(which)];
 }
 
+int RunStore::kv_group_count() const {
+    return static_cast<int>(
+        std::count_if(kv_groups_.begin(), kv_groups_.end(),
+                      [](const KvGroupTrack& g) { return !g.used.values.empty(); }));
+}
+
+void RunStore::add_group_sums() {
+    double global = 0;
+    double window = 0;
+    bool any_window = false;
+    for (const KvGroupTrack& group : kv_groups_) {
+        if (group.used.values.empty()) {
+            continue;
+        }
+        (group.window > 0 ? window : global) += group.used.values.back();
+        any_window = any_window || group.window > 0;
+    }
+    add_counter(Counter::global_group_blocks, group_step_ns_, global);
+    if (any_window) {
+        add_counter(Counter::window_group_blocks, group_step_ns_, window);
+    }
+    group_step_ns_ = -1;
+}
+
 void RunStore::add_counter(Counter which, std::int64_t t_ns, double value) {
     CounterTrack& track = counters_[static_cast<std::size_t>(which)];
     track.t_ns.push_back(t_ns);
@@ -286,6 +310,9 @@ void RunStore::append(const EngineEvent& event) {
     }
     ++event_count_;
     end_ns_ = std::max(end_ns_, event.time_ns); // an op slice's end: below
+    if (group_step_ns_ >= 0 && event.kind != EventKind::group_blocks) {
+        add_group_sums(); // the step's groups all came (they come together)
+    }
     if (BlockMapState::is_block_event(event.kind)) {
         apply_block_event(event);
         return;
@@ -443,6 +470,10 @@ void RunStore::append(const EngineEvent& event) {
         if (group.group < 0 || group.group > 4096) {
             break; // a damaged row: no group has that number
         }
+        if (group_step_ns_ >= 0 && group.group <= last_group_) {
+            add_group_sums(); // the next step's groups begin
+        }
+        last_group_ = group.group;
         if (kv_groups_.size() <= static_cast<std::size_t>(group.group)) {
             kv_groups_.resize(static_cast<std::size_t>(group.group) + 1);
         }
@@ -452,16 +483,8 @@ void RunStore::append(const EngineEvent& event) {
         track.used.unit = "blocks";
         track.used.t_ns.push_back(t);
         track.used.values.push_back(static_cast<double>(group.used_blocks));
-        // The kind's sum with this group's new count (the groups of a step
-        // come one after another, microseconds apart).
-        double sum = 0;
-        for (const KvGroupTrack& other : kv_groups_) {
-            if ((other.window > 0) == (group.window > 0) && !other.used.values.empty()) {
-                sum += other.used.values.back();
-            }
-        }
-        add_counter(group.window > 0 ? Counter::window_group_blocks : Counter::global_group_blocks,
-                    t, sum);
+        // Summed by kind once the step's last group is in (add_group_sums).
+        group_step_ns_ = group_step_ns_ < 0 ? t : group_step_ns_;
         break;
     }
     case EventKind::memory_sample: {

@@ -185,7 +185,11 @@ public:
         std::int32_t window = 0; // 0: the whole context
         CounterTrack used;
     };
+    // Groups are numbered from 0; a damaged recording may skip numbers,
+    // whose tracks stay empty.
     const std::vector<KvGroupTrack>& kv_groups() const { return kv_groups_; }
+    // Groups with samples: 2 or more is a hybrid cache.
+    int kv_group_count() const;
     const std::vector<PrefixNode>& prefix_nodes() const { return prefix_nodes_; }
 
     // Attached engines: what their rows say now, and at any moment (rebuilt
@@ -281,6 +285,10 @@ private:
     std::unordered_map<std::int64_t, std::size_t> request_index_;
     std::vector<CounterTrack> counters_;
     std::vector<KvGroupTrack> kv_groups_;
+    // When the step whose group_blocks are coming began; -1: none pending.
+    std::int64_t group_step_ns_ = -1;
+    std::int32_t last_group_ = -1; // the group of the latest group_blocks
+    void add_group_sums();
     std::int64_t hit_tokens_ = 0;
     std::int64_t prompt_tokens_ = 0;
 

@@ -454,6 +454,9 @@ void TestTimelineView::kv_group_rows_only_for_a_hybrid_cache() {
             store_->append(event);
         }
     }
+    // The step's next event (a memory sample of the next step) closes its groups.
+    store_->append(
+        engine_event(store_->start_ns() + 400'000, EventKind::memory_sample, -1, 0, 0, 64, 64));
     view_->update();
     const QRect window_row = view_->row_rect("Window groups");
     QVERIFY(!view_->row_rect("Global groups").isNull());

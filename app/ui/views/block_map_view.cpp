@@ -233,38 +233,56 @@ int BlockMapView::legend_height(int width) const {
 std::vector<BlockMapView::Band> BlockMapView::bands() const {
     const profiler::BlockMapState* s = state();
     const int n = block_count();
-    const std::size_t groups = store_ != nullptr ? store_->kv_groups().size() : 0;
-    if (s == nullptr || groups < 2) {
+    if (s == nullptr || store_->kv_group_count() < 2) {
         Band all;
         all.blocks.resize(static_cast<std::size_t>(n));
         std::iota(all.blocks.begin(), all.blocks.end(), 0);
         return {all};
     }
-    std::vector<Band> bands(groups + 1);
-    std::vector<int> used(groups, 0);
-    std::vector<int> cached(groups, 0);
+    // A band per group with samples, in group order; the free blocks last
+    // (with any block of a group the run never reported, a damaged file's).
+    const std::vector<profiler::RunStore::KvGroupTrack>& groups = store_->kv_groups();
+    std::vector<int> band_of(groups.size(), -1);
+    std::vector<Band> bands;
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+        if (!groups[g].used.values.empty()) {
+            band_of[g] = static_cast<int>(bands.size());
+            bands.emplace_back();
+        }
+    }
+    bands.emplace_back();
+    std::vector<int> used(bands.size(), 0);
+    std::vector<int> cached(bands.size(), 0);
+    int free_blocks = 0;
     const std::vector<BlockState>& blocks = s->blocks();
     for (int block = 0; block < n; ++block) {
         const auto index = static_cast<std::size_t>(block);
         const BlockState& b = index < blocks.size() ? blocks[index] : free_block();
         const BlockUse use = b.use();
-        const auto group = static_cast<std::size_t>(std::max(0, b.group));
-        if (use == BlockUse::free || group >= groups) {
+        const auto group = static_cast<std::size_t>(b.group);
+        const int band = use == BlockUse::free || group >= band_of.size() ? -1 : band_of[group];
+        if (band < 0) {
+            free_blocks += use == BlockUse::free ? 1 : 0;
             bands.back().blocks.push_back(block);
             continue;
         }
-        bands[group].blocks.push_back(block);
-        ++(use == BlockUse::used ? used : cached)[group];
+        bands[static_cast<std::size_t>(band)].blocks.push_back(block);
+        ++(use == BlockUse::used ? used : cached)[static_cast<std::size_t>(band)];
     }
-    for (std::size_t g = 0; g < groups; ++g) {
-        const std::int32_t window = store_->kv_groups()[g].window;
-        bands[g].label = QString("Group %1, %2: %3 used, %4 cached")
-                             .arg(g)
-                             .arg(window > 0 ? QString("window %1").arg(window) : QString("global"))
-                             .arg(used[g])
-                             .arg(cached[g]);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+        if (band_of[g] < 0) {
+            continue;
+        }
+        const auto band = static_cast<std::size_t>(band_of[g]);
+        const std::int32_t window = groups[g].window;
+        bands[band].label =
+            QString("Group %1, %2: %3 used, %4 cached")
+                .arg(g)
+                .arg(window > 0 ? QString("window %1").arg(window) : QString("global"))
+                .arg(used[band])
+                .arg(cached[band]);
     }
-    bands.back().label = QString("Free: %1").arg(bands.back().blocks.size());
+    bands.back().label = QString("Free: %1").arg(free_blocks);
     return bands;
 }
 
@@ -279,7 +297,21 @@ BlockMapView::Layout BlockMapView::layout() const {
     if (n == 0 || g.area.width() < 1 || g.area.height() < 1) {
         return l;
     }
-    const int label_height = fontMetrics().height() + 2;
+    // Labels only where they leave room for one-pixel squares of every block.
+    int label_height = fontMetrics().height() + 2;
+    const auto labelled = static_cast<int>(std::count_if(
+        l.bands.begin(), l.bands.end(), [](const Band& band) { return !band.label.isEmpty(); }));
+    const int widest = std::max(1, g.area.width());
+    int one_pixel_rows = 0;
+    for (const Band& band : l.bands) {
+        one_pixel_rows += (static_cast<int>(band.blocks.size()) + widest - 1) / widest;
+    }
+    if (labelled * label_height + one_pixel_rows > g.area.height()) {
+        label_height = 0;
+        for (Band& band : l.bands) {
+            band.label.clear();
+        }
+    }
     const auto height_of = [&](int cell, int columns) {
         int height = 0;
         for (const Band& band : l.bands) {
@@ -383,7 +415,7 @@ QString BlockMapView::tooltip_for_block(int block) const {
     if (b.hashed) {
         lines << QString("Hash: 0x%1").arg(static_cast<qulonglong>(b.hash), 16, 16, QChar('0'));
     }
-    if (store_->kv_groups().size() > 1 && b.use() != BlockUse::free &&
+    if (store_->kv_group_count() > 1 && b.use() != BlockUse::free &&
         static_cast<std::size_t>(b.group) < store_->kv_groups().size()) {
         const std::int32_t window = store_->kv_groups()[static_cast<std::size_t>(b.group)].window;
         lines << QString("KV group %1 (%2)")

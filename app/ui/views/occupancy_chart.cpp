@@ -33,6 +33,16 @@ QAreaSeries* add_area(QChart* chart, const QString& name, QLineSeries* upper, QL
     return area;
 }
 
+// Samples of a hybrid cache's groups (they come after each step's memory
+// sample: a refresh between the two must still take them in).
+std::size_t group_samples(const profiler::RunStore& store) {
+    std::size_t samples = 0;
+    for (const profiler::RunStore::KvGroupTrack& group : store.kv_groups()) {
+        samples += group.used.values.size();
+    }
+    return samples;
+}
+
 } // namespace
 
 OccupancyChart::OccupancyChart(QWidget* parent)
@@ -124,7 +134,8 @@ void OccupancyChart::refresh() {
         (store_->counter(Counter::used_blocks).t_ns.size() != shown_samples_ ||
          store_->counter(Counter::fragmentation).t_ns.size() != shown_fragmentation_ ||
          store_->counter(Counter::attached_resident).t_ns.size() != shown_attached_ ||
-         store_->counter(Counter::tier_blocks).t_ns.size() != shown_tier_)) {
+         store_->counter(Counter::tier_blocks).t_ns.size() != shown_tier_ ||
+         group_samples(*store_) != shown_group_samples_)) {
         update_series();
     }
     update_cursor();
@@ -236,13 +247,15 @@ void OccupancyChart::update_series() {
 }
 
 void OccupancyChart::update_group_lines() {
+    static const std::vector<profiler::RunStore::KvGroupTrack> kNone;
     const std::vector<profiler::RunStore::KvGroupTrack>& groups =
-        store_ != nullptr ? store_->kv_groups() : std::vector<profiler::RunStore::KvGroupTrack>{};
+        store_ != nullptr && store_->kv_group_count() > 1 ? store_->kv_groups() : kNone;
     // The groups of one window hold the same blocks at every step (their
     // layers see the same requests): one line per window, the groups summed.
     std::vector<std::int32_t> windows;
     for (const profiler::RunStore::KvGroupTrack& group : groups) {
-        if (std::find(windows.begin(), windows.end(), group.window) == windows.end()) {
+        if (!group.used.values.empty() &&
+            std::find(windows.begin(), windows.end(), group.window) == windows.end()) {
             windows.push_back(group.window);
         }
     }
@@ -258,6 +271,7 @@ void OccupancyChart::update_group_lines() {
         line->attachAxis(blocks_axis_);
         group_lines_.push_back(line);
     }
+    shown_group_samples_ = 0;
     for (std::size_t w = 0; w < group_lines_.size(); ++w) {
         QLineSeries* line = group_lines_[w];
         if (w >= windows.size()) {
@@ -265,32 +279,35 @@ void OccupancyChart::update_group_lines() {
             line->setVisible(false);
             continue;
         }
+        // A step's groups come one after another: summed at the times of
+        // the last group of the window, each earlier one's sample at or
+        // before it is the same step's.
+        const profiler::RunStore::KvGroupTrack* last = nullptr;
         int count = 0;
-        std::vector<double> sum;
-        const std::vector<std::int64_t>* times = nullptr;
         for (const profiler::RunStore::KvGroupTrack& group : groups) {
-            if (group.window != windows[w]) {
+            if (group.window == windows[w] && !group.used.values.empty()) {
+                last = &group;
+                ++count;
+            }
+        }
+        profiler::CounterTrack summed;
+        summed.t_ns = last->used.t_ns;
+        summed.values.assign(summed.t_ns.size(), 0.0);
+        for (const profiler::RunStore::KvGroupTrack& group : groups) {
+            if (group.window != windows[w] || group.used.values.empty()) {
                 continue;
             }
-            ++count;
-            if (times == nullptr) {
-                times = &group.used.t_ns;
-                sum = group.used.values;
-                continue;
+            const std::vector<double> aligned = values_at(group.used, summed.t_ns);
+            for (std::size_t i = 0; i < aligned.size(); ++i) {
+                summed.values[i] += aligned[i];
             }
-            const std::vector<double> aligned = values_at(group.used, *times);
-            for (std::size_t i = 0; i < sum.size(); ++i) {
-                sum[i] += aligned[i];
-            }
+            shown_group_samples_ += group.used.values.size();
         }
         QString name = windows[w] > 0 ? QString("Used, window %1").arg(windows[w]) : "Used, global";
         if (count > 1) {
             name += QString(" (%1 groups)").arg(count);
         }
         line->setName(name);
-        profiler::CounterTrack summed;
-        summed.t_ns = *times;
-        summed.values = std::move(sum);
         line->replace(counter_points(summed, store_->start_ns(), 1.0));
         line->setVisible(true);
     }

@@ -64,6 +64,7 @@ private:
     std::size_t shown_fragmentation_ = 0;
     std::size_t shown_attached_ = 0;
     std::size_t shown_tier_ = 0;
+    std::size_t shown_group_samples_ = 0; // a hybrid cache's groups' samples
     double blocks_max_ = 1;
 
     QChart* chart_ = nullptr;

@@ -132,7 +132,7 @@ std::vector<std::size_t> TimelineView::shown_counter_rows() const {
         }
         const bool group_row = counter == profiler::Counter::global_group_blocks ||
                                counter == profiler::Counter::window_group_blocks;
-        if (group_row && (store_ == nullptr || store_->kv_groups().size() < 2)) {
+        if (group_row && (store_ == nullptr || store_->kv_group_count() < 2)) {
             continue;
         }
         shown.push_back(i);
