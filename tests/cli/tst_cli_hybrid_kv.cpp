@@ -5,8 +5,7 @@
 // with --disable-hybrid-kv-cache-manager keeps one plain group that holds
 // more bytes at its peak.
 #include "tests/support/run_process.h"
-
-#include <sqlite3.h>
+#include "tests/support/sqlite_query.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -24,24 +23,11 @@ QString tiny_gemma() {
     return QStringLiteral(KVSCOPE_SOURCE_DIR "/tests/engine/data/tiny_gemma3.gguf");
 }
 
+// One value a query selects; NaN when the file or the query fails.
 double one(const QString& path, const QString& sql) {
-    sqlite3* db = nullptr;
-    double value = qQNaN();
-    if (sqlite3_open_v2(path.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr) ==
-        SQLITE_OK) {
-        sqlite3_stmt* statement = nullptr;
-        if (sqlite3_prepare_v2(db, sql.toUtf8().constData(), -1, &statement, nullptr) ==
-                SQLITE_OK &&
-            sqlite3_step(statement) == SQLITE_ROW &&
-            sqlite3_column_type(statement, 0) != SQLITE_NULL) {
-            value = sqlite3_column_double(statement, 0);
-        } else {
-            qWarning("%s in: %s", sqlite3_errmsg(db), qPrintable(sql));
-        }
-        sqlite3_finalize(statement);
-    }
-    sqlite3_close(db);
-    return value;
+    const std::int64_t value =
+        kvscope::test::query_int(path.toStdString(), sql.toUtf8().constData());
+    return value < 0 ? qQNaN() : static_cast<double>(value);
 }
 
 } // namespace
