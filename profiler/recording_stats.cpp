@@ -58,6 +58,18 @@ std::int64_t RecordingStats::kv_bytes_read() const {
     return block_size > 0 ? costs.kv_entries_read * kv_bytes_per_block * groups / block_size : 0;
 }
 
+std::int64_t RecordingStats::plain_cache_peak_blocks() const {
+    // Every whole-context group holds each running sequence's blocks at
+    // every step, so their peak is the plain cache's per group.
+    std::int64_t global_peak = 0;
+    for (const KvGroupStats& group : kv_groups) {
+        if (group.window == 0 && group.samples > 0) {
+            global_peak = std::max(global_peak, group.peak_used_blocks);
+        }
+    }
+    return kv_groups.size() > 1 ? global_peak * static_cast<std::int64_t>(kv_groups.size()) : 0;
+}
+
 RecordingStats compute_stats(const std::filesystem::path& path) {
     const ReadOnlyRecording recording(path);
     RecordingStats s;

@@ -134,6 +134,10 @@ struct RecordingStats {
     std::int64_t computed_tokens() const { return prefill_tokens + decode_tokens; }
     std::int64_t kv_bytes_written() const;
     std::int64_t kv_bytes_read() const;
+    // A hybrid cache: the blocks a plain cache of the same model would have
+    // held at the peak (each group as many as a whole-context group), or 0
+    // for a plain cache or one with no whole-context group.
+    std::int64_t plain_cache_peak_blocks() const;
     std::int64_t block_size = 0;
 
     // Per-step and per-request samples, for compare's statistical tests.

@@ -85,6 +85,39 @@ PrefixMatch KvManager::match_prefix(std::span<const std::int32_t> tokens,
     return find_prefix(tokens, extra_key, nullptr, hashes);
 }
 
+std::int64_t KvManager::peak_blocks(std::int64_t tokens, std::int32_t step_tokens) const {
+    const std::int64_t blocks = (tokens + block_size_ - 1) / block_size_;
+    std::int64_t peak = 0;
+    for (const std::int32_t w : windows_) {
+        // A step from position L computing c tokens holds a sliding group's
+        // blocks from the one holding L - w + 1 to the one holding L + c - 1:
+        // at most ceil((w - 1 + c) / block size) + 1, wherever L falls.
+        const std::int64_t in_window =
+            (std::int64_t{w} - 1 + std::max<std::int64_t>(1, step_tokens) + block_size_ - 1) /
+                block_size_ +
+            1;
+        peak += w > 0 ? std::min(blocks, in_window) : blocks;
+    }
+    return peak;
+}
+
+std::int64_t KvManager::tokens_per_sequence(std::int32_t step_tokens) const {
+    constexpr std::int64_t kUnbounded = std::numeric_limits<std::int32_t>::max();
+    const std::int64_t total = total_blocks();
+    // The largest whole number of blocks whose peak fits (the peak grows
+    // with the length); sliding groups alone may fit any length.
+    std::int64_t lo = 0;
+    std::int64_t hi = kUnbounded / block_size_;
+    if (peak_blocks(hi * block_size_, step_tokens) <= total) {
+        return kUnbounded;
+    }
+    while (lo + 1 < hi) {
+        const std::int64_t mid = lo + (hi - lo) / 2;
+        (peak_blocks(mid * block_size_, step_tokens) <= total ? lo : hi) = mid;
+    }
+    return lo * block_size_;
+}
+
 int KvManager::first_block_in_window(int group, std::int32_t position) const {
     const std::int32_t w = window(group);
     // A query at `position` attends positions from position - w + 1 on.
@@ -358,12 +391,13 @@ int KvManager::blocks_needed(const SequenceBlocks& sequence, std::int32_t new_le
 
 std::optional<PrefixMatch> KvManager::admit(std::int64_t request, SequenceBlocks& sequence,
                                             std::span<const std::int32_t> tokens,
-                                            std::uint64_t extra_key) {
+                                            std::uint64_t extra_key,
+                                            std::int32_t first_step_tokens) {
     if (!sequence.block_table.empty()) {
         throw std::logic_error("admit() needs an empty sequence");
     }
     if (hybrid()) {
-        return admit_groups(request, sequence, tokens, extra_key);
+        return admit_groups(request, sequence, tokens, extra_key, first_step_tokens);
     }
     std::vector<BlockId> hits;
     const PrefixMatch match = find_prefix(tokens, extra_key, &hits, sequence.block_hashes);
@@ -466,15 +500,18 @@ std::optional<PrefixMatch> KvManager::admit(std::int64_t request, SequenceBlocks
 
 std::optional<PrefixMatch> KvManager::admit_groups(std::int64_t request, SequenceBlocks& sequence,
                                                    std::span<const std::int32_t> tokens,
-                                                   std::uint64_t extra_key) {
+                                                   std::uint64_t extra_key,
+                                                   std::int32_t first_step_tokens) {
     std::vector<std::vector<BlockId>> hits;
     std::vector<BlockHash> hashes;
     const PrefixMatch match = find_group_prefix(tokens, extra_key, &hits, hashes);
-    // Blocks the whole prompt needs in every group, less the hits; hit
+    // Blocks the first step needs in every group, less the hits; hit
     // blocks sitting in the reclaim order are not available for the rest.
-    const int prompt_blocks = static_cast<int>(
-        (static_cast<std::int64_t>(tokens.size()) + block_size_ - 1) / block_size_);
-    const int needed = (prompt_blocks - match.blocks_hit) * groups();
+    const auto first_step_end = static_cast<std::int32_t>(
+        std::min<std::int64_t>(static_cast<std::int64_t>(tokens.size()),
+                               std::int64_t{match.hit_tokens} + std::max(1, first_step_tokens)));
+    const int step_blocks = (first_step_end + block_size_ - 1) / block_size_;
+    const int needed = std::max(0, step_blocks - match.blocks_hit) * groups();
     int hit_cached = 0;
     for (const auto& table : hits) {
         for (const BlockId block : table) {
@@ -504,7 +541,7 @@ std::optional<PrefixMatch> KvManager::admit_groups(std::int64_t request, Sequenc
     }
     sequence.block_hashes = std::move(hashes);
     sequence.length = match.hit_tokens;
-    if (!grow(request, sequence, static_cast<std::int32_t>(tokens.size()))) {
+    if (!grow(request, sequence, first_step_end)) {
         throw std::logic_error("KV manager: blocks counted free were not");
     }
     return match;

@@ -27,6 +27,7 @@
 
 #include <absl/container/flat_hash_map.h>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -87,13 +88,16 @@ public:
     bool prefix_caching() const { return prefix_caching_; }
     CachePolicy cache_policy() const { return cached_.policy(); }
     int groups() const { return static_cast<int>(windows_.size()); }
-    // Tokens one sequence may hold. Admission takes a prompt's blocks in
-    // every group at once (its sliding groups let go only as it is
-    // computed), so in a hybrid cache a sequence, resumed after preemption
-    // with all it generated, needs its share of the pool in each group.
-    std::int64_t tokens_per_sequence() const {
-        return static_cast<std::int64_t>(total_blocks() / groups()) * block_size_;
-    }
+    // Tokens one sequence may hold when steps give it at most `step_tokens`
+    // new tokens: the most whose blocks, at the step that needs the most,
+    // fit the whole pool. A plain cache holds a sequence's every block; a
+    // hybrid one holds a sliding group's window and the step's tokens
+    // (admission and growth go chunk by chunk there), so a sequence held
+    // alone, preempted and resumed with all it generated, always fits again.
+    std::int64_t tokens_per_sequence(std::int32_t step_tokens) const;
+    // Blocks a sequence of `tokens` tokens holds at most, in all groups
+    // together, when steps give it at most `step_tokens` new tokens.
+    std::int64_t peak_blocks(std::int64_t tokens, std::int32_t step_tokens) const;
     std::int32_t window(int group) const { return windows_[static_cast<std::size_t>(group)]; }
     bool hybrid() const { return windows_.size() > 1; }
     // Blocks an allocation can take now (free plus cached).
@@ -125,13 +129,19 @@ public:
                              std::uint64_t extra_key = 0) const;
 
     // Starts `sequence` (empty) on `tokens`: takes the cached prefix blocks
-    // match_prefix() finds and sets sequence.length to the hit. Returns the
-    // match, or nullopt when the blocks for the whole prompt cannot be had
-    // (the sequence stays empty; blocks loaded back from the tier before
-    // one found lost stay cached in the pool).
+    // match_prefix() finds and sets sequence.length to the hit. A plain
+    // cache reserves the whole prompt's blocks at once; a hybrid one those of
+    // the hit and the first `first_step_tokens` tokens after it (the rest
+    // comes through grow() a chunk at a time, as vLLM's hybrid manager
+    // allocates, so a sliding group never holds a long prompt whole).
+    // Returns the match, or nullopt when the blocks cannot be had (the
+    // sequence stays empty; blocks loaded back from the tier before one
+    // found lost stay cached in the pool).
     std::optional<PrefixMatch> admit(std::int64_t request, SequenceBlocks& sequence,
                                      std::span<const std::int32_t> tokens,
-                                     std::uint64_t extra_key = 0);
+                                     std::uint64_t extra_key = 0,
+                                     std::int32_t first_step_tokens = kWholePrompt);
+    static constexpr std::int32_t kWholePrompt = std::numeric_limits<std::int32_t>::max();
 
     // Grows `sequence` to hold `new_length` tokens, in every group. All or
     // nothing.
@@ -213,7 +223,8 @@ private:
                                   std::vector<BlockHash>& hashes) const;
     std::optional<PrefixMatch> admit_groups(std::int64_t request, SequenceBlocks& sequence,
                                             std::span<const std::int32_t> tokens,
-                                            std::uint64_t extra_key);
+                                            std::uint64_t extra_key,
+                                            std::int32_t first_step_tokens);
     std::optional<BlockId> take_block(std::int64_t request, int group = 0);
     // Saves a full hashed block to the tier unless it holds the hash already.
     void offload(std::int64_t request, BlockId block);

@@ -587,7 +587,7 @@ std::string LlmEngine::append_token(Request& r, std::int32_t token) {
 void LlmEngine::postprocess(const ScheduleResult& plan,
                             const std::vector<runner::SequenceStep>& steps, StepStats& stats) {
     std::size_t row = 0;
-    const std::int64_t capacity = kv_.tokens_per_sequence();
+    const std::int64_t capacity = scheduler_.sequence_capacity();
     for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
         Request& r = *plan.chunks[i].request;
         if (!r.draft.empty()) {

@@ -93,7 +93,7 @@ std::string Scheduler::rejection_reason(const Request& request) const {
                " prompt tokens leave no room under the model length of " +
                std::to_string(config_.max_model_len) + " (--max-model-len)";
     }
-    const std::int64_t capacity = kv_.tokens_per_sequence();
+    const std::int64_t capacity = sequence_capacity();
     if (static_cast<std::int64_t>(request.tokens.size()) + 1 > capacity) {
         return "it needs " + std::to_string(request.tokens.size() + 1) +
                " tokens of KV cache, more than the whole cache holds (" + std::to_string(capacity) +
@@ -209,8 +209,10 @@ ScheduleResult Scheduler::schedule() {
                 budget) {
             break; // first come, first served: later requests wait too
         }
-        const std::optional<kv::PrefixMatch> match =
-            kv_.admit(request->id, request->blocks, request->tokens, request->spec.cache_key);
+        // A hybrid cache takes the blocks of this step's chunk only; the
+        // prompt's later chunks grow the tables as running requests' do.
+        const std::optional<kv::PrefixMatch> match = kv_.admit(
+            request->id, request->blocks, request->tokens, request->spec.cache_key, budget);
         if (!match) {
             break;
         }

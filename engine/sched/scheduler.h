@@ -62,6 +62,11 @@ public:
     Scheduler(const SchedulerConfig& config, kv::KvManager& kv);
 
     const SchedulerConfig& config() const { return config_; }
+    // Tokens one sequence may hold with this cache and step budget (a
+    // request that would need more is rejected, one that reaches it ends).
+    std::int64_t sequence_capacity() const {
+        return kv_.tokens_per_sequence(config_.max_num_batched_tokens);
+    }
 
     // Queues a request (state waiting).
     void add(Request* request);

@@ -130,7 +130,7 @@ std::size_t LlmEngine::verify(Request& r, std::size_t row, StepStats& stats) {
     const std::size_t drafted = r.draft.size();
     sampling::Sampler& sampler = *r.sampler;
     const bool greedy = sampler.params().temperature <= 0.0f;
-    const std::int64_t capacity = kv_.tokens_per_sequence();
+    const std::int64_t capacity = scheduler_.sequence_capacity();
     std::vector<std::int32_t> history = r.tokens;
     std::vector<std::int32_t> out;
     std::size_t kept = 0; // draft tokens accepted, whose K/V stay

@@ -9,6 +9,7 @@
 #include "app/ui/run/engine_controller.h"
 #include "app/ui/run/teaching_presets.h"
 #include "app/ui/views/block_map_view.h"
+#include "app/ui/views/occupancy_chart.h"
 #include "engine/model_path.h"
 #include "profiler/recording_events.h"
 #include "profiler/run_store.h"
@@ -16,8 +17,11 @@
 
 #include <algorithm>
 
+#include <QChart>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
+#include <QLineSeries>
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -69,6 +73,7 @@ private slots:
     void speculative_demo_shows_verify_steps_and_rollbacks();
     void offload_tier_is_a_run_setting();
     void offload_demo_loads_documents_back_from_the_tier();
+    void hybrid_demo_shows_each_group_against_a_plain_cache();
     void bad_recording_is_a_message();
 };
 
@@ -359,6 +364,64 @@ void TestLiveRun::offload_demo_loads_documents_back_from_the_tier() {
     const QStringList legend = window.block_map()->legend_entries();
     QVERIFY2(legend.filter("Offload tier (memory):").size() == 1, qPrintable(legend.join(" | ")));
     QVERIFY(legend.contains("Loaded from the offload tier"));
+}
+
+void TestLiveRun::hybrid_demo_shows_each_group_against_a_plain_cache() {
+    // The demo on the real Gemma 3 270M, two questions over its long
+    // document: six groups of 3 layers; the window groups hold about a
+    // window and a chunk per request while the global group holds the
+    // document; the chart's plain-cache line is six times the global one.
+    const std::optional<std::filesystem::path> gemma = kvscope::named_model_path("gemma-3-270m");
+    if (!gemma || !std::filesystem::exists(*gemma)) {
+        QSKIP("needs Gemma 3 270M (scripts/setup.sh fetches it)");
+    }
+    MainWindow window;
+    window.show();
+    const kvscope::ui::TeachingPreset* demo = kvscope::ui::find_teaching_preset("hybrid-attention");
+    QVERIFY(demo != nullptr);
+    window.run_panel()->choose_preset("hybrid-attention");
+    QVERIFY(window.run_panel()->findChild<QCheckBox*>("hybridKv")->isChecked());
+    QCOMPARE(window.run_panel()->settings().model_path, std::string("gemma-3-270m"));
+    kvscope::ui::RunSettings settings = window.run_panel()->settings();
+    settings.preset.requests = 2;
+    settings.preset.rate = 50.0;
+    settings.preset.max_tokens = 2;
+    window.run_panel()->apply_settings(settings);
+    QSignalSpy finished(&window, &MainWindow::run_finished);
+    QTest::mouseClick(window.run_panel()->start_button(), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 300000 * kvscope::test::kSlowdown);
+
+    const kvscope::profiler::RunStore* store = window.store();
+    QCOMPARE(store->kv_group_count(), 6);
+    const auto peak = [](const kvscope::profiler::CounterTrack& track) {
+        return track.values.empty() ? 0.0
+                                    : *std::max_element(track.values.begin(), track.values.end());
+    };
+    const double global_peak = peak(store->kv_groups()[0].used);
+    QCOMPARE(store->kv_groups()[0].window, 0);
+    // Two requests of ~3,000 tokens sharing the document: ~190 blocks.
+    QVERIFY2(global_peak > 150, qPrintable(QString::number(global_peak)));
+    // A step of 512 tokens: at most ceil((511 + 512) / 16) + 1 = 65 blocks a request.
+    for (std::size_t g = 1; g < 6; ++g) {
+        QCOMPARE(store->kv_groups()[g].window, 512);
+        const double window_peak = peak(store->kv_groups()[g].used);
+        QVERIFY2(window_peak <= 2 * 65 && window_peak < global_peak / 2,
+                 qPrintable(QString("group %1 peaked at %2 blocks").arg(g).arg(window_peak)));
+    }
+    QLineSeries* plain_line = nullptr;
+    for (QAbstractSeries* series : window.occupancy()->chart()->series()) {
+        if (series->name() == "Plain cache would hold") {
+            plain_line = qobject_cast<QLineSeries*>(series);
+        }
+    }
+    QVERIFY(plain_line != nullptr && plain_line->isVisible());
+    double plain_peak = 0;
+    for (const QPointF& point : plain_line->points()) {
+        plain_peak = std::max(plain_peak, point.y());
+    }
+    QCOMPARE(plain_peak, 6 * global_peak);
+    const QStringList bands = window.block_map()->band_labels();
+    QVERIFY2(bands.filter("window 512").size() == 5, qPrintable(bands.join(" | ")));
 }
 
 void TestLiveRun::bad_recording_is_a_message() {

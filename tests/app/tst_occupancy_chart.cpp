@@ -192,13 +192,27 @@ void TestOccupancyChart::a_hybrid_cache_gets_a_line_per_kind_of_group() {
     QCOMPARE(global[2].y(), 30.0);
     QCOMPARE(windows[0].y(), 10.0);
     QCOMPARE(windows[2].y(), 10.0);
+    // A plain cache of the same model holds the global group's blocks in
+    // each of the three groups' layers: 90 at the end, over the pool's 60
+    // blocks in use, and the axis makes room for it.
+    const QList<QPointF> plain_cache = line_points(chart.chart(), "Plain cache would hold");
+    QCOMPARE(plain_cache.size(), 3);
+    QCOMPARE(plain_cache[0].y(), 30.0);
+    QCOMPARE(plain_cache[2].y(), 90.0);
+    for (QAbstractAxis* axis : chart.chart()->axes(Qt::Vertical)) {
+        if (auto* value_axis = qobject_cast<QValueAxis*>(axis);
+            value_axis != nullptr && value_axis->titleText().contains("lock")) {
+            QVERIFY(value_axis->max() >= 90.0);
+        }
+    }
 
     // A plain run's store shows no such lines.
     kvscope::profiler::RunStore plain;
     test::append_all(plain, test::sample_run_events());
     chart.set_store(&plain);
     for (QAbstractSeries* series : chart.chart()->series()) {
-        QVERIFY2(!series->name().startsWith("Used, ") || !series->isVisible(),
+        QVERIFY2((!series->name().startsWith("Used, ") && !series->name().startsWith("Plain")) ||
+                     !series->isVisible(),
                  qPrintable(series->name()));
     }
 }

@@ -130,6 +130,21 @@ void TestCliHybridKv::a_plain_cache_holds_more() {
     QVERIFY(hybrid_bytes < 0.75 * plain_bytes);
     QCOMPARE(one(hybrid_, "SELECT sum(generated_tokens) FROM KVSCOPE_REQUESTS"),
              one(plain_, "SELECT sum(generated_tokens) FROM KVSCOPE_REQUESTS"));
+    // What the hybrid run's stats say a plain cache would have held is what
+    // the plain run held (the pool is roomy: both schedule alike).
+    const auto hybrid_stats =
+        QJsonDocument::fromJson(run_process(kCli, {"stats", "--json", hybrid_}).out.toUtf8())
+            .object();
+    const auto plain_stats =
+        QJsonDocument::fromJson(run_process(kCli, {"stats", "--json", plain_}).out.toUtf8())
+            .object();
+    const double said = hybrid_stats["plain_cache_peak_blocks"].toDouble() *
+                        hybrid_stats["kv_bytes_per_block"].toDouble();
+    QCOMPARE(said, plain_stats["kv_bytes_used_peak"].toDouble());
+    QCOMPARE(plain_stats["plain_cache_peak_blocks"].toInt(), 0);
+    const auto text = run_process(kCli, {"stats", hybrid_});
+    QVERIFY2(text.out.contains("a plain cache of this model would have held"),
+             qPrintable(text.out));
 }
 
 QTEST_GUILESS_MAIN(TestCliHybridKv)

@@ -517,6 +517,8 @@ void TestEngineSoak::random_workloads_keep_every_promise_data() {
         << int(D::ngram) << 0 << 5;
     QTest::newRow("hybrid, no prefix caching") << 23 << 20 << 4 << 32 << 6 << true << false
                                                << int(V::oldest) << int(E::none) << 0 << 0 << 7;
+    QTest::newRow("hybrid, small chunks in a small pool")
+        << 24 << 14 << 4 << 8 << 6 << true << true << int(V::newest) << int(E::none) << 0 << 0 << 6;
     QTest::newRow("hybrid, no chunked prefill") << 22 << 40 << 8 << 48 << 8 << false << true
                                                 << int(V::newest) << int(E::none) << 0 << 0 << 16;
 }
@@ -567,7 +569,7 @@ void TestEngineSoak::random_workloads_keep_every_promise() {
     }
     counter.block_size = block_size;
     sched::LlmEngine engine(backend, config, &counter);
-    const std::int64_t capacity = engine.kv().tokens_per_sequence();
+    const std::int64_t capacity = engine.scheduler().sequence_capacity();
 
     std::mt19937 rng(static_cast<std::uint32_t>(seed));
     // A few shared prefixes, so prefix hits and shared blocks are common.

@@ -83,6 +83,9 @@ private slots:
     void a_hit_needs_only_the_windows_blocks();
     void a_hit_needs_every_groups_blocks();
     void admission_without_prefix_caching_counts_every_group();
+    void a_hybrid_cache_takes_a_prompt_chunk_by_chunk();
+    void peak_blocks_bound_every_step_data();
+    void peak_blocks_bound_every_step();
     void random_workloads_keep_hybrid_invariants_data();
     void random_workloads_keep_hybrid_invariants();
     void the_engine_on_gemma_matches_a_plain_cache();
@@ -239,6 +242,116 @@ void TestHybridKv::admission_without_prefix_caching_counts_every_group() {
     QCOMPARE(seq.table(1).size(), std::size_t{3});
     QCOMPARE(roomy.stats().free, 0);
     QCOMPARE(check(roomy, {&seq}), std::string());
+}
+
+void TestHybridKv::a_hybrid_cache_takes_a_prompt_chunk_by_chunk() {
+    // A 200-token prompt in chunks of 48, blocks of 16, a window of 32: the
+    // hybrid cache takes the first chunk's 3 blocks per group at admission,
+    // then a chunk's blocks per step, and its window group never holds more
+    // than the window and a chunk (5 blocks) while the global one grows to
+    // 13. A plain cache still reserves the whole prompt at admission.
+    kv::KvManager kv(40, 16, true, kv::CachePolicy::lru, {0, 32});
+    kv::SequenceBlocks seq;
+    const std::vector<std::int32_t> prompt = tokens(200);
+    QVERIFY(kv.admit(0, seq, prompt, 0, 48));
+    QCOMPARE(seq.table(0).size(), std::size_t{3});
+    QCOMPARE(seq.table(1).size(), std::size_t{3});
+    std::size_t window_peak = 0;
+    for (std::int32_t done = 0; done < 200;) {
+        const std::int32_t next = std::min(200, done + 48);
+        QVERIFY(kv.grow(0, seq, next));
+        const auto held = static_cast<std::size_t>(
+            std::count_if(seq.table(1).begin(), seq.table(1).end(),
+                          [](kv::BlockId b) { return b != kv::kNoBlock; }));
+        window_peak = std::max(window_peak, held);
+        seq.length = next;
+        kv.cache_full_blocks(0, seq, prompt, next);
+        kv.release_outside_window(0, seq);
+        QCOMPARE(check(kv, {&seq}), std::string());
+        done = next;
+    }
+    QCOMPARE(seq.table(0).size(), std::size_t{13});
+    QVERIFY2(window_peak <= 5, qPrintable(QString("window group held %1 blocks").arg(window_peak)));
+
+    kv::KvManager plain(40, 16, true);
+    kv::SequenceBlocks whole;
+    QVERIFY(plain.admit(0, whole, prompt, 0, 48));
+    QCOMPARE(whole.block_table.size(), std::size_t{13});
+}
+
+void TestHybridKv::peak_blocks_bound_every_step_data() {
+    QTest::addColumn<int>("hit");
+    QTest::addColumn<int>("step");
+    QTest::addColumn<int>("length");
+    for (const int step : {1, 5, 16, 48}) {
+        for (const int hit : {0, 16, 48}) {
+            QTest::addRow("hit %d, step %d", hit, step) << hit << step << 300;
+        }
+    }
+}
+
+void TestHybridKv::peak_blocks_bound_every_step() {
+    // A sequence computed `step` tokens at a time after a hit of `hit`
+    // tokens, with a global group and windows of 32 and 20 (one not a
+    // multiple of the block): the blocks it holds after each step's growth,
+    // before the window moves, never exceed peak_blocks() for its length,
+    // and a cache of tokens_per_sequence() tokens holds it alone.
+    QFETCH(int, hit);
+    QFETCH(int, step);
+    QFETCH(int, length);
+    const std::vector<std::int32_t> windows{0, 32, 20};
+    const std::vector<std::int32_t> prompt = tokens(length);
+    // A first sequence puts the hit's blocks in the cache.
+    kv::KvManager kv(200, 16, true, kv::CachePolicy::lru, windows);
+    if (hit > 0) {
+        kv::SequenceBlocks first;
+        run(kv, first, std::vector<std::int32_t>(prompt.begin(), prompt.begin() + hit + 1), 0);
+        kv.release(0, first);
+    }
+    kv::SequenceBlocks seq;
+    const std::optional<kv::PrefixMatch> match = kv.admit(1, seq, prompt, 0, step);
+    QVERIFY(match);
+    QCOMPARE(match->hit_tokens, hit);
+    std::int64_t peak = 0;
+    for (std::int32_t done = hit; done < length;) {
+        const std::int32_t next = std::min(length, done + step);
+        QVERIFY(kv.grow(1, seq, next));
+        std::int64_t held = 0;
+        for (int g = 0; g < seq.groups(); ++g) {
+            held += std::count_if(seq.table(g).begin(), seq.table(g).end(),
+                                  [](kv::BlockId b) { return b != kv::kNoBlock; });
+        }
+        QVERIFY2(held <= kv.peak_blocks(next, step),
+                 qPrintable(QString("%1 blocks held at %2 tokens, bound %3")
+                                .arg(held)
+                                .arg(next)
+                                .arg(kv.peak_blocks(next, step))));
+        peak = std::max(peak, held);
+        seq.length = next;
+        kv.cache_full_blocks(1, seq, prompt, next);
+        kv.release_outside_window(1, seq);
+        done = next;
+    }
+    QVERIFY(peak <= kv.peak_blocks(length, step));
+    // The capacity: a pool of exactly the bound's blocks holds a sequence
+    // of tokens_per_sequence() tokens, computed from nothing.
+    const auto bound = static_cast<int>(kv.peak_blocks(length, step));
+    kv::KvManager exact(bound, 16, false, kv::CachePolicy::lru, windows);
+    QVERIFY(exact.tokens_per_sequence(step) >= length);
+    kv::KvManager tight(bound - 1, 16, false, kv::CachePolicy::lru, windows);
+    QVERIFY(tight.tokens_per_sequence(step) < length);
+    const auto capacity = static_cast<std::int32_t>(exact.tokens_per_sequence(step));
+    kv::SequenceBlocks alone;
+    QVERIFY(exact.admit(2, alone, tokens(capacity), 0, step));
+    for (std::int32_t done = 0; done < capacity;) {
+        const std::int32_t next = std::min(capacity, done + step);
+        QVERIFY2(exact.grow(2, alone, next), "a sequence of the capacity must fit alone");
+        alone.length = next;
+        exact.release_outside_window(2, alone);
+        done = next;
+    }
+    // A plain cache holds every block of a sequence.
+    QCOMPARE(kv::KvManager(20, 16, false).tokens_per_sequence(step), std::int64_t{320});
 }
 
 void TestHybridKv::random_workloads_keep_hybrid_invariants_data() {

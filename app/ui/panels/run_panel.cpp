@@ -193,6 +193,16 @@ QWidget* RunPanel::build_engine_group() {
     format_row->addWidget(value_format_, 1);
     form->addRow(tr("Formats:"), format_row);
 
+    hybrid_kv_ = new QCheckBox(tr("Own block tables (hybrid cache)"));
+    hybrid_kv_->setObjectName("hybridKv");
+    hybrid_kv_->setToolTip(
+        tr("For models with sliding-window layers (Gemma 3): those layers get their own block "
+           "tables, which let go of the blocks that leave the window, as vLLM's hybrid KV-cache "
+           "manager does. Unticked, all layers share one table and keep every block "
+           "(--disable-hybrid-kv-cache-manager); the window is masked either way. No effect on "
+           "models whose layers all attend over the whole context."));
+    form->addRow(tr("Window layers:"), hybrid_kv_);
+
     eviction_ = new QComboBox;
     eviction_->setObjectName("eviction");
     for (const kv::EvictionKind kind :
@@ -390,6 +400,7 @@ RunSettings RunPanel::settings() const {
     s.cache_format.value = static_cast<kv::KvFormat>(value_format_->currentData().toInt());
     s.eviction.kind = static_cast<kv::EvictionKind>(eviction_->currentData().toInt());
     s.eviction.budget = s.eviction.enabled() ? kv_budget_->value() : 0;
+    s.hybrid_kv = hybrid_kv_->isChecked();
     s.prefix_caching = prefix_caching_->isChecked();
     s.cache_policy = static_cast<kv::CachePolicy>(cache_policy_->currentData().toInt());
     s.speculative.method = static_cast<spec::DraftMethod>(speculative_->currentData().toInt());
@@ -443,6 +454,7 @@ void RunPanel::apply_settings(const RunSettings& s) {
         kv_budget_->setValue(s.eviction.budget);
     }
     update_eviction_enabled();
+    hybrid_kv_->setChecked(s.hybrid_kv);
     prefix_caching_->setChecked(s.prefix_caching);
     cache_policy_->setEnabled(s.prefix_caching);
     select_data(cache_policy_, static_cast<int>(s.cache_policy));

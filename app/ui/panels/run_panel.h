@@ -74,6 +74,7 @@ private:
     QComboBox* value_format_ = nullptr;
     QComboBox* eviction_ = nullptr;
     QSpinBox* kv_budget_ = nullptr;
+    QCheckBox* hybrid_kv_ = nullptr;
     QCheckBox* prefix_caching_ = nullptr;
     QComboBox* cache_policy_ = nullptr;
     QComboBox* speculative_ = nullptr;

@@ -236,7 +236,7 @@ void OccupancyChart::update_series() {
         tier_fill_->replace(fill);
     }
 
-    update_group_lines();
+    top = std::max(top, update_group_lines());
     shown_samples_ = used.t_ns.size();
     shown_tier_ = tier.t_ns.size();
     shown_fragmentation_ = store_->counter(Counter::fragmentation).t_ns.size();
@@ -246,7 +246,7 @@ void OccupancyChart::update_series() {
     set_time_range(x_axis_, seconds_since(store_->start_ns(), store_->end_ns()));
 }
 
-void OccupancyChart::update_group_lines() {
+double OccupancyChart::update_group_lines() {
     static const std::vector<profiler::RunStore::KvGroupTrack> kNone;
     const std::vector<profiler::RunStore::KvGroupTrack>& groups =
         store_ != nullptr && store_->kv_group_count() > 1 ? store_->kv_groups() : kNone;
@@ -271,6 +271,21 @@ void OccupancyChart::update_group_lines() {
         line->attachAxis(blocks_axis_);
         group_lines_.push_back(line);
     }
+    if (plain_line_ == nullptr) {
+        plain_line_ = new QLineSeries(chart_);
+        plain_line_->setName("Plain cache would hold");
+        QPen pen(QColor(90, 90, 90), 1.5);
+        pen.setStyle(Qt::DotLine);
+        plain_line_->setPen(pen);
+        chart_->addSeries(plain_line_);
+        plain_line_->attachAxis(x_axis_);
+        plain_line_->attachAxis(blocks_axis_);
+    }
+    const int group_count = static_cast<int>(std::count_if(
+        groups.begin(), groups.end(),
+        [](const profiler::RunStore::KvGroupTrack& group) { return !group.used.values.empty(); }));
+    double highest = 0;
+    bool plain_drawn = false;
     shown_group_samples_ = 0;
     for (std::size_t w = 0; w < group_lines_.size(); ++w) {
         QLineSeries* line = group_lines_[w];
@@ -310,7 +325,28 @@ void OccupancyChart::update_group_lines() {
         line->setName(name);
         line->replace(counter_points(summed, store_->start_ns(), 1.0));
         line->setVisible(true);
+        for (const double value : summed.values) {
+            highest = std::max(highest, value);
+        }
+        if (windows[w] == 0) {
+            // The global groups hold each block of every running sequence
+            // once; a plain cache holds that in every group's layers too.
+            const double per_group = static_cast<double>(group_count) / count;
+            plain_line_->replace(counter_points(summed, store_->start_ns(), per_group));
+            for (const double value : summed.values) {
+                highest = std::max(highest, value * per_group);
+            }
+            plain_drawn = true;
+        }
     }
+    if (!plain_drawn) {
+        plain_line_->clear();
+    }
+    plain_line_->setVisible(plain_drawn);
+    for (QLegendMarker* marker : chart_->legend()->markers(plain_line_)) {
+        marker->setVisible(plain_drawn);
+    }
+    return highest;
 }
 
 void OccupancyChart::show_tier(bool shown) {

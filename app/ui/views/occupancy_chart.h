@@ -55,7 +55,8 @@ private:
     // Shows the offload tier's line, its legend entry and axis title, or not.
     void show_tier(bool shown);
     // One line per window of a hybrid cache's groups (none for a plain one).
-    void update_group_lines();
+    // Draws a hybrid cache's lines; returns the highest block count drawn.
+    double update_group_lines();
 
     const profiler::RunStore* store_ = nullptr;
     qint64 time_ns_ = std::numeric_limits<qint64>::max(); // the latest until set
@@ -80,6 +81,9 @@ private:
     QLineSeries* tier_fill_ = nullptr; // the offload tier's blocks, % of its capacity
     QLineSeries* cursor_ = nullptr;
     std::vector<QLineSeries*> group_lines_; // per distinct window, global first
+    // What a plain cache of the same model would hold: every group as many
+    // blocks as the global ones (hidden unless the cache is hybrid).
+    QLineSeries* plain_line_ = nullptr;
     QAreaSeries* used_area_ = nullptr;
     QAreaSeries* cached_area_ = nullptr;
     QAreaSeries* free_area_ = nullptr;
