@@ -3,6 +3,7 @@
 #include "engine/events/typed_events.h"
 #include "profiler/attach/attached_events.h"
 #include "profiler/event_rows.h"
+#include "profiler/plain_cache_scale.h"
 #include "profiler/recording.h"
 
 #include <algorithm>
@@ -58,16 +59,20 @@ std::int64_t RecordingStats::kv_bytes_read() const {
     return block_size > 0 ? costs.kv_entries_read * kv_bytes_per_block * groups / block_size : 0;
 }
 
-std::int64_t RecordingStats::plain_cache_peak_blocks() const {
+std::int64_t RecordingStats::plain_cache_peak_bytes() const {
     // Every whole-context group holds each running sequence's blocks at
-    // every step, so their peak is the plain cache's per group.
+    // every step, so their peak is what a plain cache keeps per block of
+    // layers.
     std::int64_t global_peak = 0;
     for (const KvGroupStats& group : kv_groups) {
         if (group.window == 0 && group.samples > 0) {
             global_peak = std::max(global_peak, group.peak_used_blocks);
         }
     }
-    return kv_groups.size() > 1 ? global_peak * static_cast<std::int64_t>(kv_groups.size()) : 0;
+    return static_cast<std::int64_t>(static_cast<double>(global_peak) *
+                                         plain_cache_scale(run_config) *
+                                         static_cast<double>(kv_bytes_per_block) +
+                                     0.5);
 }
 
 RecordingStats compute_stats(const std::filesystem::path& path) {

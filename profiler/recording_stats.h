@@ -134,10 +134,11 @@ struct RecordingStats {
     std::int64_t computed_tokens() const { return prefill_tokens + decode_tokens; }
     std::int64_t kv_bytes_written() const;
     std::int64_t kv_bytes_read() const;
-    // A hybrid cache: the blocks a plain cache of the same model would have
-    // held at the peak (each group as many as a whole-context group), or 0
-    // for a plain cache or one with no whole-context group.
-    std::int64_t plain_cache_peak_blocks() const;
+    // A hybrid cache: an estimate of the bytes a plain cache of the same
+    // model would have held at the peak (every layer keeping what the
+    // whole-context layers kept, plain_cache_scale.h), or 0 for a plain
+    // cache, one with no whole-context group, or settings that do not say.
+    std::int64_t plain_cache_peak_bytes() const;
     std::int64_t block_size = 0;
 
     // Per-step and per-request samples, for compare's statistical tests.

@@ -2,6 +2,7 @@
 
 #include "engine/events/typed_events.h"
 #include "engine/kv/kv_groups.h"
+#include "profiler/plain_cache_scale.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -349,6 +350,7 @@ void RunStore::append(const EngineEvent& event) {
         block_size_ = static_cast<int>(config.block_size);
         run_config_ = std::move(config.settings);
         read_tier_settings();
+        plain_cache_scale_ = profiler::plain_cache_scale(run_config_);
         if (block_events_.empty()) {
             block_map_ = BlockMapState(total_blocks_, block_size_);
         }

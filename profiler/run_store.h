@@ -160,6 +160,9 @@ public:
     // The offload tier as the run config gives it: blocks it holds at most
     // (0: the run has none) and its medium ("memory", "file").
     std::int64_t tier_capacity() const { return tier_capacity_; }
+    // A hybrid cache: a plain cache's blocks for each block of a
+    // whole-context group (plain_cache_scale.h); 0 for a plain cache.
+    double plain_cache_scale() const { return plain_cache_scale_; }
     // Speculative decoding's verifying passes so far (draft_verified events).
     std::int64_t draft_verifies() const { return draft_verifies_; }
     const std::string& tier_medium() const { return tier_medium_; }
@@ -269,6 +272,7 @@ private:
     int block_size_ = 16;
     std::string run_config_;
     std::int64_t tier_capacity_ = 0;
+    double plain_cache_scale_ = 0;
     std::int64_t draft_verifies_ = 0;
     std::string tier_medium_;
     std::string kv_formats_;

@@ -265,7 +265,7 @@ int run_stats(const std::string& path, bool json) {
             {"kv_bytes_per_block", s.kv_bytes_per_block},
             {"kv_bytes_used_peak", s.kv_bytes_used_peak},
             {"kv_groups", kv_groups_json(s)},
-            {"plain_cache_peak_blocks", s.plain_cache_peak_blocks()},
+            {"plain_cache_peak_bytes", s.plain_cache_peak_bytes()},
             {"costs", costs_json(s)},
             {"cpu_ops", to_json(s.times.cpu_ops)},
             {"gpu_kernels", to_json(s.times.gpu_kernels)},
@@ -325,12 +325,12 @@ int run_stats(const std::string& path, bool json) {
         }
         std::printf("\n");
     }
-    if (const std::int64_t plain = s.plain_cache_peak_blocks(); plain > 0) {
-        std::printf("hybrid cache  peak %lld blocks; a plain cache of this model would have held "
-                    "%lld (%.2f MiB): %.0f%% of it\n",
-                    static_cast<long long>(s.peak_used_blocks), static_cast<long long>(plain),
-                    static_cast<double>(plain * s.kv_bytes_per_block) / (1024.0 * 1024.0),
-                    100.0 * static_cast<double>(s.peak_used_blocks) / static_cast<double>(plain));
+    if (const std::int64_t plain = s.plain_cache_peak_bytes(); plain > 0) {
+        std::printf("hybrid cache  peak %.2f MiB; a plain cache of this model, every layer keeping "
+                    "what the global ones kept, would have held about %.2f MiB: %.0f%% of it\n",
+                    static_cast<double>(s.kv_bytes_used_peak) / (1024.0 * 1024.0),
+                    static_cast<double>(plain) / (1024.0 * 1024.0),
+                    100.0 * static_cast<double>(s.kv_bytes_used_peak) / static_cast<double>(plain));
     }
     std::printf("preemptions   %lld; tokens evicted %lld\n", static_cast<long long>(s.preemptions),
                 static_cast<long long>(s.evicted_tokens));

@@ -6,7 +6,9 @@
 #include "engine/util/cpu_features.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
+#include <string_view>
 #include <vector>
 
 namespace kvscope::cpu {
@@ -51,10 +53,18 @@ const MatmulKernels& scalar_kernels() {
 
 namespace {
 
+// The widest set this CPU runs, or a narrower one KVSCOPE_CPU_KERNELS asks
+// for ("avx2", "scalar"): the tests run each set this machine has, and a
+// benchmark can compare them.
 const detail::MatmulKernels& kernels() {
     static const detail::MatmulKernels& chosen = []() -> const detail::MatmulKernels& {
-#if defined(__x86_64__) // matmul_avx2.cpp is built only there
-        if (detail::avx2_kernels() != nullptr && cpu_has_avx2_kernels()) {
+        const char* asked = std::getenv("KVSCOPE_CPU_KERNELS");
+        const std::string_view limit = asked != nullptr ? asked : "";
+#if defined(__x86_64__) // the vector sets are built only there
+        if (limit.empty() && cpu_has_avx512_kernels()) {
+            return *detail::avx512_kernels();
+        }
+        if ((limit.empty() || limit == "avx2") && cpu_has_avx2_kernels()) {
             return *detail::avx2_kernels();
         }
 #endif
@@ -80,6 +90,12 @@ WeightMatrix prepare_for_matmul(const WeightMatrix& w, std::vector<std::byte>& s
 }
 
 const char* matmul_kernel_name() {
+#if defined(__x86_64__)
+    // Asked only where the CPU has it: building the set runs AVX-512 code.
+    if (cpu_has_avx512_kernels() && &kernels() == detail::avx512_kernels()) {
+        return "avx512-vnni";
+    }
+#endif
     return &kernels() == &detail::scalar_kernels() ? "scalar" : "avx2";
 }
 

@@ -1,5 +1,6 @@
-// Kernel sets behind matmul(): a portable one and an AVX2/FMA one chosen at
-// run time, so one binary runs on any x86-64 and is fast where it can be.
+// Kernel sets behind matmul(): a portable one, an AVX2/FMA one and one with
+// AVX-512 VNNI, chosen at run time, so one binary runs on any x86-64 and is
+// fast where it can be.
 #pragma once
 
 #include "engine/cpu/matmul.h"
@@ -48,6 +49,9 @@ const MatmulKernels& scalar_kernels();
 #if defined(__x86_64__)
 // The AVX2/FMA/F16C set (matmul_avx2.cpp); callers check the CPU first.
 const MatmulKernels* avx2_kernels();
+// The AVX2 set with the eight-token kernel in AVX-512 VNNI
+// (matmul_avx512.cpp); callers check the CPU first.
+const MatmulKernels* avx512_kernels();
 #endif
 
 } // namespace kvscope::cpu::detail

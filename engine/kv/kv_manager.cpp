@@ -96,7 +96,8 @@ std::int64_t KvManager::peak_blocks(std::int64_t tokens, std::int32_t step_token
             (std::int64_t{w} - 1 + std::max<std::int64_t>(1, step_tokens) + block_size_ - 1) /
                 block_size_ +
             1;
-        peak += w > 0 ? std::min(blocks, in_window) : blocks;
+        // One group is a plain cache, whose blocks stay (no window release).
+        peak += hybrid() && w > 0 ? std::min(blocks, in_window) : blocks;
     }
     return peak;
 }
@@ -513,12 +514,20 @@ std::optional<PrefixMatch> KvManager::admit_groups(std::int64_t request, Sequenc
     const int step_blocks = (first_step_end + block_size_ - 1) / block_size_;
     const int needed = std::max(0, step_blocks - match.blocks_hit) * groups();
     int hit_cached = 0;
+    int hit_held = 0;
     for (const auto& table : hits) {
         for (const BlockId block : table) {
             hit_cached += block != kNoBlock && cached_.contains(block) ? 1 : 0;
+            hit_held += block != kNoBlock ? 1 : 0;
         }
     }
-    if (needed > available_blocks() - hit_cached) {
+    // Admitted only when the pool could also hold the prompt at its busiest
+    // step, as a plain cache's whole-prompt reservation is: taking a long
+    // prompt on its first chunk alone would preempt it (or others) a few
+    // steps later, again and again in a tight pool.
+    const std::int64_t prompt_peak =
+        peak_blocks(static_cast<std::int64_t>(tokens.size()), first_step_tokens) - hit_held;
+    if (std::max<std::int64_t>(needed, prompt_peak) > available_blocks() - hit_cached) {
         return std::nullopt;
     }
     for (const auto& table : hits) {

@@ -133,7 +133,8 @@ public:
     // cache reserves the whole prompt's blocks at once; a hybrid one those of
     // the hit and the first `first_step_tokens` tokens after it (the rest
     // comes through grow() a chunk at a time, as vLLM's hybrid manager
-    // allocates, so a sliding group never holds a long prompt whole).
+    // allocates, so a sliding group never holds a long prompt whole), and
+    // only when the pool could hold the prompt at its busiest step.
     // Returns the match, or nullopt when the blocks cannot be had (the
     // sequence stays empty; blocks loaded back from the tier before one
     // found lost stay cached in the pool).

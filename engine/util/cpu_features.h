@@ -11,6 +11,8 @@ struct CpuFeatures {
     bool avx2 = false;
     bool fma = false;
     bool f16c = false;
+    // AVX-512 F, BW, VL and VNNI, and the OS saves the ZMM registers.
+    bool avx512_vnni = false;
 };
 
 // False everywhere off x86-64.
@@ -20,6 +22,11 @@ const CpuFeatures& cpu_features();
 inline bool cpu_has_avx2_kernels() {
     const CpuFeatures& f = cpu_features();
     return f.avx2 && f.fma && f.f16c;
+}
+
+// What the AVX-512 kernels need besides the AVX2 ones: AVX-512 with VNNI.
+inline bool cpu_has_avx512_kernels() {
+    return cpu_has_avx2_kernels() && cpu_features().avx512_vnni;
 }
 
 } // namespace kvscope

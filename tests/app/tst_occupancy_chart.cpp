@@ -165,9 +165,16 @@ void TestOccupancyChart::decimates_long_runs_keeping_spikes() {
 
 void TestOccupancyChart::a_hybrid_cache_gets_a_line_per_kind_of_group() {
     // A global group growing 10, 20, 30 blocks and two window groups flat
-    // at 5 each: "Used, global" and "Used, window 512 (2 groups)".
+    // at 5 each: "Used, global" and "Used, window 512 (2 groups)". Blocks
+    // of 2 layer slots for 5 layers (the last window group padded).
     kvscope::profiler::RunStore store;
-    store.append(test::kv_event(1, EventKind::run_config, -1, -1, 1000, 16));
+    kvscope::events::EngineEvent config = kvscope::events::to_event(kvscope::events::RunConfig{
+        .blocks = 1000,
+        .block_size = 16,
+        .settings = R"({"kv_groups":[{"layers":[4],"window":0},{"layers":[0,1],"window":512},)"
+                    R"({"layers":[2,3],"window":512}],"layers_per_block":2})"});
+    config.time_ns = 1'000'000;
+    store.append(config);
     for (int step = 0; step < 3; ++step) {
         const std::int64_t t = 10 + step;
         store.append(test::kv_event(t, EventKind::memory_sample, -1, -1, 10 * (step + 1) + 10, 0,
@@ -192,17 +199,18 @@ void TestOccupancyChart::a_hybrid_cache_gets_a_line_per_kind_of_group() {
     QCOMPARE(global[2].y(), 30.0);
     QCOMPARE(windows[0].y(), 10.0);
     QCOMPARE(windows[2].y(), 10.0);
-    // A plain cache of the same model holds the global group's blocks in
-    // each of the three groups' layers: 90 at the end, over the pool's 60
-    // blocks in use, and the axis makes room for it.
+    // A plain cache of the same model holds what the global group holds in
+    // every one of the 5 layers, 2 slots a block: 2.5 times the global
+    // line, 75 at the end, over the pool's 60 blocks in use, and the axis
+    // makes room for it.
     const QList<QPointF> plain_cache = line_points(chart.chart(), "Plain cache would hold");
     QCOMPARE(plain_cache.size(), 3);
-    QCOMPARE(plain_cache[0].y(), 30.0);
-    QCOMPARE(plain_cache[2].y(), 90.0);
+    QCOMPARE(plain_cache[0].y(), 25.0);
+    QCOMPARE(plain_cache[2].y(), 75.0);
     for (QAbstractAxis* axis : chart.chart()->axes(Qt::Vertical)) {
         if (auto* value_axis = qobject_cast<QValueAxis*>(axis);
             value_axis != nullptr && value_axis->titleText().contains("lock")) {
-            QVERIFY(value_axis->max() >= 90.0);
+            QVERIFY(value_axis->max() >= 75.0);
         }
     }
 

@@ -350,8 +350,11 @@ void TestHybridKv::peak_blocks_bound_every_step() {
         exact.release_outside_window(2, alone);
         done = next;
     }
-    // A plain cache holds every block of a sequence.
+    // A plain cache holds every block of a sequence, and so does a single
+    // group with a window (all layers slide: no table of its own to let go).
     QCOMPARE(kv::KvManager(20, 16, false).tokens_per_sequence(step), std::int64_t{320});
+    QCOMPARE(kv::KvManager(20, 16, false, kv::CachePolicy::lru, {32}).tokens_per_sequence(step),
+             std::int64_t{320});
 }
 
 void TestHybridKv::random_workloads_keep_hybrid_invariants_data() {

@@ -38,11 +38,25 @@ class TestMatmul : public QObject {
     Q_OBJECT
 
 private slots:
+    void the_kernel_set_asked_for_runs();
     void packed_rows_round_trip_data();
     void packed_rows_round_trip();
     void matches_double_reference_data();
     void matches_double_reference();
 };
+
+void TestMatmul::the_kernel_set_asked_for_runs() {
+    // KVSCOPE_CPU_KERNELS narrows the set (ctest runs this suite once with
+    // the widest set the CPU has and once with "avx2"); unset, the widest.
+    const QByteArray asked = qgetenv("KVSCOPE_CPU_KERNELS");
+    const QString name = cpu::matmul_kernel_name();
+    qInfo("kernel set: %s", qPrintable(name));
+    if (asked == "avx2" && name != "scalar") {
+        QCOMPARE(name, QString("avx2"));
+    } else if (asked == "scalar") {
+        QCOMPARE(name, QString("scalar"));
+    }
+}
 
 void TestMatmul::packed_rows_round_trip_data() {
     QTest::addColumn<QString>("type");

@@ -281,9 +281,9 @@ double OccupancyChart::update_group_lines() {
         plain_line_->attachAxis(x_axis_);
         plain_line_->attachAxis(blocks_axis_);
     }
-    const int group_count = static_cast<int>(std::count_if(
-        groups.begin(), groups.end(),
-        [](const profiler::RunStore::KvGroupTrack& group) { return !group.used.values.empty(); }));
+    // A plain cache's blocks per block of a whole-context group, from the
+    // run's settings (0: they do not say; no line then).
+    const double plain_scale = store_ != nullptr ? store_->plain_cache_scale() : 0.0;
     double highest = 0;
     bool plain_drawn = false;
     shown_group_samples_ = 0;
@@ -328,10 +328,10 @@ double OccupancyChart::update_group_lines() {
         for (const double value : summed.values) {
             highest = std::max(highest, value);
         }
-        if (windows[w] == 0) {
-            // The global groups hold each block of every running sequence
-            // once; a plain cache holds that in every group's layers too.
-            const double per_group = static_cast<double>(group_count) / count;
+        if (windows[w] == 0 && plain_scale > 0) {
+            // Each global group holds every running sequence's blocks; a
+            // plain cache holds as much in every layer.
+            const double per_group = plain_scale / count;
             plain_line_->replace(counter_points(summed, store_->start_ns(), per_group));
             for (const double value : summed.values) {
                 highest = std::max(highest, value * per_group);
