@@ -209,9 +209,14 @@ RecordingStats compute_stats(const std::filesystem::path& path) {
         case EventKind::tier_dropped:
             ++s.tier.dropped;
             break;
-        case EventKind::run_config:
-            block_size = events::as<events::RunConfig>(event).block_size;
+        case EventKind::run_config: {
+            auto config = events::as<events::RunConfig>(event);
+            block_size = config.block_size;
+            if (s.run_config.empty()) { // a recording without the metadata row
+                s.run_config = std::move(config.settings);
+            }
             break;
+        }
         case EventKind::block_reloaded: {
             const auto moved = events::as<events::BlockReloaded>(event);
             ++s.tier.reloaded;

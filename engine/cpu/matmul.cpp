@@ -6,7 +6,9 @@
 #include "engine/util/cpu_features.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <stdexcept>
 #include <string_view>
 #include <vector>
@@ -43,9 +45,14 @@ bool scalar_has_fused(const WeightMatrix&) {
 }
 
 const MatmulKernels& scalar_kernels() {
-    static const MatmulKernels kernels{
-        scalar_dequantize_row, scalar_dot_tokens, nullptr, nullptr, nullptr, nullptr,
-        scalar_has_fused};
+    static const MatmulKernels kernels{scalar_dequantize_row,
+                                       scalar_dot_tokens,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       scalar_has_fused,
+                                       nullptr};
     return kernels;
 }
 
@@ -54,12 +61,21 @@ const MatmulKernels& scalar_kernels() {
 namespace {
 
 // The widest set this CPU runs, or a narrower one KVSCOPE_CPU_KERNELS asks
-// for ("avx2", "scalar"): the tests run each set this machine has, and a
-// benchmark can compare them.
+// for ("avx512", "avx2", "scalar"): the tests run each set this machine has,
+// and a benchmark can compare them.
 const detail::MatmulKernels& kernels() {
     static const detail::MatmulKernels& chosen = []() -> const detail::MatmulKernels& {
         const char* asked = std::getenv("KVSCOPE_CPU_KERNELS");
-        const std::string_view limit = asked != nullptr ? asked : "";
+        std::string_view limit = asked != nullptr ? asked : "";
+        if (limit == "avx512") {
+            limit = ""; // the widest there is, as unset
+        } else if (!limit.empty() && limit != "avx2" && limit != "scalar") {
+            std::fprintf(stderr,
+                         "KVSCOPE_CPU_KERNELS=%s is not avx512, avx2 or scalar: using the widest "
+                         "kernels this CPU runs\n",
+                         asked);
+            limit = "";
+        }
 #if defined(__x86_64__) // the vector sets are built only there
         if (limit.empty() && cpu_has_avx512_kernels()) {
             return *detail::avx512_kernels();
@@ -107,10 +123,12 @@ namespace {
 
 // Rows [row_begin, row_end) of `w` times the tile's tokens, into y_tile
 // (tile_tokens, w.rows). Fused integer kernels where they take `w` (one,
-// eight, or up to four tokens at a time), else each row expanded to fp32.
+// sixteen, eight, or up to four tokens at a time), else each row expanded
+// to fp32.
 void multiply_rows(const detail::MatmulKernels& k, const WeightMatrix& w, std::int64_t row_begin,
                    std::int64_t row_end, const detail::QuantizedActivations& quantized,
-                   const float* scales8, const float* sums8, const float* x_tile, std::int64_t tile,
+                   const detail::PairedActivations& paired, const float* scales8,
+                   const float* sums8, const float* x_tile, std::int64_t tile,
                    std::int64_t tile_tokens, float* y_tile, std::vector<float>& row) {
     const std::int64_t cols = w.cols;
     const bool fused = k.has_fused(w);
@@ -126,6 +144,16 @@ void multiply_rows(const detail::MatmulKernels& k, const WeightMatrix& w, std::i
             k.dequantize_row(w, r, row.data());
         }
         std::int64_t t = 0;
+        if (fused && paired.pairs != nullptr) {
+            // Tiles start at multiples of 16 tokens too.
+            for (; t + 16 <= tile_tokens; t += 16) {
+                float sixteen[16];
+                k.fused_row_16_tokens(w, r, paired, (tile + t) / 16, sixteen);
+                for (int j = 0; j < 16; ++j) {
+                    y_tile[(t + j) * w.rows + r] = sixteen[j];
+                }
+            }
+        }
         if (fused && k.fused_row_8_tokens != nullptr) {
             // Tiles start at multiples of 8 tokens, so groups align.
             for (; t + 8 <= tile_tokens; t += 8) {
@@ -149,6 +177,48 @@ void multiply_rows(const detail::MatmulKernels& k, const WeightMatrix& w, std::i
             }
         }
     }
+}
+
+// `count` values of a vector's storage from its first 64-byte boundary on:
+// the AVX-512 kernels load a block's 64 bytes at once, and a load across two
+// cache lines costs two (a large vector's storage starts 16 bytes past one).
+template <typename T>
+T* aligned_storage(std::vector<T>& storage, std::size_t count) {
+    storage.resize(count + 64 / sizeof(T));
+    void* start = storage.data();
+    std::size_t space = storage.size() * sizeof(T);
+    return static_cast<T*>(std::align(64, count * sizeof(T), start, space));
+}
+
+// The first `groups` x 16 tokens of `quantized` transposed for the
+// sixteen-token kernel (matmul_kernels.h: PairedActivations). Within a
+// block, `quantized` holds the even-indexed values, then the odd ones, so
+// values 2p and 2p + 1 are at p and 16 + p.
+detail::PairedActivations pair_activations(const detail::QuantizedActivations& quantized,
+                                           std::int64_t groups, std::int64_t blocks,
+                                           std::vector<std::int32_t>& values,
+                                           std::vector<float>& scales, std::vector<float>& sums) {
+    std::int32_t* pairs = aligned_storage(values, static_cast<std::size_t>(groups * blocks * 256));
+    scales.resize(static_cast<std::size_t>(groups * blocks * 16));
+    sums.resize(scales.size());
+    for (std::int64_t g = 0; g < groups; ++g) {
+        for (std::int64_t b = 0; b < blocks; ++b) {
+            const std::int64_t at = g * blocks + b;
+            for (std::int64_t t = 0; t < 16; ++t) {
+                const std::int64_t token_block = (g * 16 + t) * blocks + b;
+                const std::int16_t* block = quantized.values + token_block * 32;
+                for (std::int64_t p = 0; p < 16; ++p) {
+                    const auto low = static_cast<std::uint16_t>(block[p]);
+                    const auto high = static_cast<std::uint16_t>(block[16 + p]);
+                    pairs[(at * 16 + p) * 16 + t] = static_cast<std::int32_t>(
+                        static_cast<std::uint32_t>(low) | (static_cast<std::uint32_t>(high) << 16));
+                }
+                scales[static_cast<std::size_t>(at * 16 + t)] = quantized.scales[token_block];
+                sums[static_cast<std::size_t>(at * 16 + t)] = quantized.block_sums[token_block];
+            }
+        }
+    }
+    return {pairs, scales.data(), sums.data()};
 }
 
 } // namespace
@@ -177,13 +247,18 @@ void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, 
     thread_local std::vector<float> quantized_sums;
     thread_local std::vector<float> group_scales;
     thread_local std::vector<float> group_sums;
+    thread_local std::vector<std::int32_t> paired_values;
+    thread_local std::vector<float> paired_scales;
+    thread_local std::vector<float> paired_sums;
     detail::QuantizedActivations quantized;
+    detail::PairedActivations paired;
     if (any_fused) {
         const std::int64_t blocks = cols / 32;
-        quantized_values.resize(static_cast<std::size_t>(tokens * cols));
+        std::int16_t* values =
+            aligned_storage(quantized_values, static_cast<std::size_t>(tokens * cols));
         quantized_scales.resize(static_cast<std::size_t>(tokens * blocks));
         quantized_sums.resize(quantized_scales.size());
-        quantized = {quantized_values.data(), quantized_scales.data(), quantized_sums.data()};
+        quantized = {values, quantized_scales.data(), quantized_sums.data()};
         k.quantize_activations(x, tokens, cols, quantized);
         // Scales and sums of each group of eight tokens, side by side per
         // block, for the eight-token kernel.
@@ -199,6 +274,10 @@ void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, 
                     group_sums[to] = quantized.block_sums[from];
                 }
             }
+        }
+        if (k.fused_row_16_tokens != nullptr && tokens >= 16) {
+            paired = pair_activations(quantized, tokens / 16, blocks, paired_values, paired_scales,
+                                      paired_sums);
         }
     }
     // Plain pointers for the workers: naming a thread_local inside the loop
@@ -220,8 +299,9 @@ void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, 
                 }
                 const WeightMatrix& w = *outputs[m].weights;
                 const std::int64_t stop = std::min(end, first_row + w.rows);
-                multiply_rows(k, w, global - first_row, stop - first_row, quantized, scales8, sums8,
-                              x_tile, tile, tile_tokens, outputs[m].y + tile * w.rows, row);
+                multiply_rows(k, w, global - first_row, stop - first_row, quantized, paired,
+                              scales8, sums8, x_tile, tile, tile_tokens,
+                              outputs[m].y + tile * w.rows, row);
                 global = stop;
             }
         });

@@ -525,10 +525,14 @@ void avx2_fused_row_8_tokens(const WeightMatrix& w, std::int64_t row, const Quan
 } // namespace
 
 const MatmulKernels* avx2_kernels() {
-    static const MatmulKernels kernels{
-        avx2_dequantize_row,   avx2_dot_tokens,         avx2_quantize_activations,
-        avx2_fused_row_tokens, avx2_fused_row_8_tokens, avx2_fused_rows_1,
-        avx2_has_fused};
+    static const MatmulKernels kernels{avx2_dequantize_row,
+                                       avx2_dot_tokens,
+                                       avx2_quantize_activations,
+                                       avx2_fused_row_tokens,
+                                       avx2_fused_row_8_tokens,
+                                       avx2_fused_rows_1,
+                                       avx2_has_fused,
+                                       nullptr};
     return &kernels;
 }
 

@@ -1,4 +1,4 @@
-// AVX-512 VNNI kernel for matmul()'s eight-token case: the same int16
+// AVX-512 VNNI kernels for matmul()'s eight- and sixteen-token cases: the same int16
 // arithmetic as the AVX2 kernels (matmul_avx2.cpp: weights widened to int16,
 // activations quantised to int16 per 32-value block, each block's products
 // summed exactly in int32), twice as wide and with the multiply and the add
@@ -12,7 +12,9 @@
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused
 // merge source and then warn that it is uninitialised where they inline
 // (GCC bug 105593, fixed in GCC 13).
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#define KVSCOPE_GCC_105593
+#pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
@@ -105,6 +107,118 @@ void row_8(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& 
     }
 }
 
+// ---- Sixteen tokens: one vector per value pair -------------------------------
+//
+// A block's 32 weights as 16 pairs; each pair broadcast to all 16 lanes and
+// multiplied with the same pair of the 16 tokens (PairedActivations), so
+// lane t sums token t's products and no lane sums need adding up across the
+// vector: per block 16 vpdpwssd, then one conversion and one scaled add for
+// all 16 tokens (the eight-token kernel converts and scales per token).
+
+// A block's weights in natural order as int16, stored for the broadcasts.
+struct NaturalBytes {
+    static constexpr std::size_t bytes = 32;
+    static __m512i widen(const std::byte* q) {
+        return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
+    }
+};
+
+struct NaturalNibbles {
+    static constexpr std::size_t bytes = 16;
+    static __m512i widen(const std::byte* q) {
+        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+        const __m128i mask = _mm_set1_epi8(0x0f);
+        const __m128i low = _mm_and_si128(packed, mask);
+        const __m128i high = _mm_and_si128(_mm_srli_epi16(packed, 4), mask);
+        return _mm512_cvtepu8_epi16(_mm256_set_m128i(high, low));
+    }
+};
+
+// The int32 sums of a block's pairs 0-7 (values 0-15) and 8-15 (values
+// 16-31) for the 16 tokens, each over two independent chains so the
+// multiply-adds overlap.
+template <typename Quant>
+inline void block_pairs(const std::byte* q, const std::int32_t* pairs, __m512i& first_half,
+                        __m512i& second_half) {
+    alignas(64) std::int32_t weight_pairs[16];
+    _mm512_store_si512(weight_pairs, Quant::widen(q));
+    __m512i chain[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                        _mm512_setzero_si512()};
+#pragma GCC unroll 16
+    for (int p = 0; p < 16; ++p) {
+        chain[p / 8 * 2 + p % 2] =
+            _mm512_dpwssd_epi32(chain[p / 8 * 2 + p % 2], _mm512_set1_epi32(weight_pairs[p]),
+                                _mm512_loadu_si512(pairs + p * 16));
+    }
+    first_half = _mm512_add_epi32(chain[0], chain[1]);
+    second_half = _mm512_add_epi32(chain[2], chain[3]);
+}
+
+// Packed rows (fp16 scale and offset a block).
+template <typename Quant>
+void row_16(const WeightMatrix& w, std::int64_t row, const PairedActivations& x, std::int64_t group,
+            float* out) {
+    const std::int64_t blocks = w.cols / 32;
+    const std::byte* scales = w.data + static_cast<std::size_t>(row) * w.row_bytes;
+    const std::byte* offsets = scales + static_cast<std::size_t>(blocks) * 2;
+    const std::byte* quants = offsets + static_cast<std::size_t>(blocks) * 2;
+    const std::int64_t first = group * blocks;
+    __m512 acc = _mm512_setzero_ps();
+    __m512 offset = _mm512_setzero_ps();
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        __m512i low, high;
+        block_pairs<Quant>(quants + static_cast<std::size_t>(b) * Quant::bytes,
+                           x.pairs + (first + b) * 256, low, high);
+        const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(fp16_at(scales + 2 * b)),
+                                           _mm512_loadu_ps(x.scales + (first + b) * 16));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(low, high)), scale, acc);
+        offset = _mm512_fmadd_ps(_mm512_set1_ps(fp16_at(offsets + 2 * b)),
+                                 _mm512_loadu_ps(x.block_sums + (first + b) * 16), offset);
+    }
+    _mm512_storeu_ps(out, _mm512_add_ps(acc, offset));
+}
+
+// Split rows (packed_rows.h: two fp32 scales a block, for values 0-15 and
+// 16-31, and an fp32 offset): each half of the pairs has its own scale.
+void split_row_16(const WeightMatrix& w, std::int64_t row, const PairedActivations& x,
+                  std::int64_t group, float* out) {
+    const std::int64_t blocks = w.cols / 32;
+    const std::byte* scales = w.data + static_cast<std::size_t>(row) * w.row_bytes;
+    const std::byte* offsets = scales + static_cast<std::size_t>(blocks) * 8;
+    const std::byte* quants = offsets + static_cast<std::size_t>(blocks) * 4;
+    const std::int64_t first = group * blocks;
+    __m512 acc = _mm512_setzero_ps();
+    __m512 offset = _mm512_setzero_ps();
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        __m512i low, high;
+        block_pairs<NaturalBytes>(quants + static_cast<std::size_t>(b) * 32,
+                                  x.pairs + (first + b) * 256, low, high);
+        float pair_scales[2];
+        float m;
+        std::memcpy(pair_scales, scales + 8 * b, sizeof pair_scales);
+        std::memcpy(&m, offsets + 4 * b, sizeof m);
+        const __m512 token_scales = _mm512_loadu_ps(x.scales + (first + b) * 16);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(low),
+                              _mm512_mul_ps(_mm512_set1_ps(pair_scales[0]), token_scales), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(high),
+                              _mm512_mul_ps(_mm512_set1_ps(pair_scales[1]), token_scales), acc);
+        offset = _mm512_fmadd_ps(_mm512_set1_ps(m),
+                                 _mm512_loadu_ps(x.block_sums + (first + b) * 16), offset);
+    }
+    _mm512_storeu_ps(out, _mm512_add_ps(acc, offset));
+}
+
+void fused_row_16_tokens(const WeightMatrix& w, std::int64_t row, const PairedActivations& x,
+                         std::int64_t group, float* out) {
+    if (w.type == gguf::TensorType::Q8_0) {
+        row_16<NaturalBytes>(w, row, x, group, out);
+    } else if (w.type == gguf::TensorType::Q8_K) {
+        split_row_16(w, row, x, group, out);
+    } else {
+        row_16<NaturalNibbles>(w, row, x, group, out);
+    }
+}
+
 const MatmulKernels* avx2 = nullptr; // set before the table is first used
 
 void fused_row_8_tokens(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& x,
@@ -127,9 +241,14 @@ const MatmulKernels* avx512_kernels() {
         avx2 = avx2_kernels();
         MatmulKernels k = *avx2;
         k.fused_row_8_tokens = fused_row_8_tokens;
+        k.fused_row_16_tokens = fused_row_16_tokens;
         return k;
     }();
     return &kernels;
 }
 
 } // namespace kvscope::cpu::detail
+
+#if defined(KVSCOPE_GCC_105593)
+#pragma GCC diagnostic pop
+#endif

@@ -17,6 +17,18 @@ struct QuantizedActivations {
     float* block_sums = nullptr;    // (tokens, cols / 32)
 };
 
+// The same activations for the sixteen-token kernel, transposed so one
+// vector holds a value pair of sixteen tokens: per group of 16 tokens and
+// 32-value block, pair p (values 2p and 2p + 1, as two int16 in one int32)
+// of token t at pairs[((group * blocks + block) * 16 + p) * 16 + t]; the
+// tokens' scales and block sums side by side at [(group * blocks + block)
+// * 16 + t].
+struct PairedActivations {
+    const std::int32_t* pairs = nullptr;
+    const float* scales = nullptr;
+    const float* block_sums = nullptr;
+};
+
 struct MatmulKernels {
     // Row `row` of `w` -> `out` (w.cols floats).
     void (*dequantize_row)(const WeightMatrix& w, std::int64_t row, float* out);
@@ -43,6 +55,10 @@ struct MatmulKernels {
     // Whether the fused kernels take `w` (packed rows of the Q4_1, Q8_0 and
     // split layouts).
     bool (*has_fused)(const WeightMatrix& w);
+    // Row `row` of `w` times the sixteen tokens of group `group`, into
+    // out[0..16). Only where has_fused(w); nullptr when the set has none.
+    void (*fused_row_16_tokens)(const WeightMatrix& w, std::int64_t row, const PairedActivations& x,
+                                std::int64_t group, float* out);
 };
 
 const MatmulKernels& scalar_kernels();

@@ -392,13 +392,13 @@ int KvManager::blocks_needed(const SequenceBlocks& sequence, std::int32_t new_le
 
 std::optional<PrefixMatch> KvManager::admit(std::int64_t request, SequenceBlocks& sequence,
                                             std::span<const std::int32_t> tokens,
-                                            std::uint64_t extra_key,
-                                            std::int32_t first_step_tokens) {
+                                            std::uint64_t extra_key, std::int32_t first_step_tokens,
+                                            std::int32_t step_tokens) {
     if (!sequence.block_table.empty()) {
         throw std::logic_error("admit() needs an empty sequence");
     }
     if (hybrid()) {
-        return admit_groups(request, sequence, tokens, extra_key, first_step_tokens);
+        return admit_groups(request, sequence, tokens, extra_key, first_step_tokens, step_tokens);
     }
     std::vector<BlockId> hits;
     const PrefixMatch match = find_prefix(tokens, extra_key, &hits, sequence.block_hashes);
@@ -502,7 +502,8 @@ std::optional<PrefixMatch> KvManager::admit(std::int64_t request, SequenceBlocks
 std::optional<PrefixMatch> KvManager::admit_groups(std::int64_t request, SequenceBlocks& sequence,
                                                    std::span<const std::int32_t> tokens,
                                                    std::uint64_t extra_key,
-                                                   std::int32_t first_step_tokens) {
+                                                   std::int32_t first_step_tokens,
+                                                   std::int32_t step_tokens) {
     std::vector<std::vector<BlockId>> hits;
     std::vector<BlockHash> hashes;
     const PrefixMatch match = find_group_prefix(tokens, extra_key, &hits, hashes);
@@ -526,7 +527,10 @@ std::optional<PrefixMatch> KvManager::admit_groups(std::int64_t request, Sequenc
     // prompt on its first chunk alone would preempt it (or others) a few
     // steps later, again and again in a tight pool.
     const std::int64_t prompt_peak =
-        peak_blocks(static_cast<std::int64_t>(tokens.size()), first_step_tokens) - hit_held;
+        peak_blocks(
+            static_cast<std::int64_t>(tokens.size()),
+            std::max(first_step_tokens, step_tokens == 0 ? first_step_tokens : step_tokens)) -
+        hit_held;
     if (std::max<std::int64_t>(needed, prompt_peak) > available_blocks() - hit_cached) {
         return std::nullopt;
     }

@@ -134,14 +134,16 @@ public:
     // the hit and the first `first_step_tokens` tokens after it (the rest
     // comes through grow() a chunk at a time, as vLLM's hybrid manager
     // allocates, so a sliding group never holds a long prompt whole), and
-    // only when the pool could hold the prompt at its busiest step.
+    // only when the pool could hold the prompt at its busiest step, steps
+    // being at most `step_tokens` (0: `first_step_tokens`).
     // Returns the match, or nullopt when the blocks cannot be had (the
     // sequence stays empty; blocks loaded back from the tier before one
     // found lost stay cached in the pool).
     std::optional<PrefixMatch> admit(std::int64_t request, SequenceBlocks& sequence,
                                      std::span<const std::int32_t> tokens,
                                      std::uint64_t extra_key = 0,
-                                     std::int32_t first_step_tokens = kWholePrompt);
+                                     std::int32_t first_step_tokens = kWholePrompt,
+                                     std::int32_t step_tokens = 0);
     static constexpr std::int32_t kWholePrompt = std::numeric_limits<std::int32_t>::max();
 
     // Grows `sequence` to hold `new_length` tokens, in every group. All or
@@ -224,8 +226,8 @@ private:
                                   std::vector<BlockHash>& hashes) const;
     std::optional<PrefixMatch> admit_groups(std::int64_t request, SequenceBlocks& sequence,
                                             std::span<const std::int32_t> tokens,
-                                            std::uint64_t extra_key,
-                                            std::int32_t first_step_tokens);
+                                            std::uint64_t extra_key, std::int32_t first_step_tokens,
+                                            std::int32_t step_tokens);
     std::optional<BlockId> take_block(std::int64_t request, int group = 0);
     // Saves a full hashed block to the tier unless it holds the hash already.
     void offload(std::int64_t request, BlockId block);

@@ -211,8 +211,9 @@ ScheduleResult Scheduler::schedule() {
         }
         // A hybrid cache takes the blocks of this step's chunk only; the
         // prompt's later chunks grow the tables as running requests' do.
-        const std::optional<kv::PrefixMatch> match = kv_.admit(
-            request->id, request->blocks, request->tokens, request->spec.cache_key, budget);
+        const std::optional<kv::PrefixMatch> match =
+            kv_.admit(request->id, request->blocks, request->tokens, request->spec.cache_key,
+                      budget, config_.max_num_batched_tokens);
         if (!match) {
             break;
         }

@@ -273,6 +273,17 @@ void TestHybridKv::a_hybrid_cache_takes_a_prompt_chunk_by_chunk() {
     QCOMPARE(seq.table(0).size(), std::size_t{13});
     QVERIFY2(window_peak <= 5, qPrintable(QString("window group held %1 blocks").arg(window_peak)));
 
+    // Admission waits for room for the prompt at its busiest step: in 20
+    // blocks a 200-token prompt fits in steps of 16 (13 global blocks and 4
+    // of the window's) but not in steps of 256 (13 and 13), however small
+    // its first chunk.
+    kv::KvManager tight(20, 16, true, kv::CachePolicy::lru, {0, 32});
+    kv::SequenceBlocks waits;
+    QVERIFY(!tight.admit(0, waits, prompt, 0, 16, 256));
+    QCOMPARE(tight.stats().free, 20);
+    QVERIFY(tight.admit(0, waits, prompt, 0, 16, 16));
+    QCOMPARE(waits.table(0).size(), std::size_t{1});
+
     kv::KvManager plain(40, 16, true);
     kv::SequenceBlocks whole;
     QVERIFY(plain.admit(0, whole, prompt, 0, 48));
