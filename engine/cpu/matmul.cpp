@@ -92,6 +92,9 @@ const detail::MatmulKernels& kernels() {
 // Tokens per tile: a tile of activations (64 x 576 floats = 147 KiB for
 // SmolLM2) stays in L2 while every weight row is streamed past it once.
 constexpr std::int64_t kTokenTile = 64;
+// Sixteen- and eight-token groups are numbered from the first token: a
+// tile must start at a multiple of both.
+static_assert(kTokenTile % 16 == 0);
 
 } // namespace
 
@@ -137,23 +140,35 @@ void multiply_rows(const detail::MatmulKernels& k, const WeightMatrix& w, std::i
         k.fused_rows_1(w, row_begin, row_end, quantized, tile, y_tile);
         return;
     }
+    // The tile's whole groups of sixteen tokens first, two rows at a time
+    // (each pair of token values loaded once for both); tiles start at
+    // multiples of 16 tokens.
+    std::int64_t sixteens = 0;
+    if (fused && paired.pairs != nullptr) {
+        sixteens = tile_tokens / 16 * 16;
+        for (std::int64_t r = row_begin; r < row_end; r += 2) {
+            const int rows = static_cast<int>(std::min<std::int64_t>(2, row_end - r));
+            for (std::int64_t t = 0; t < sixteens; t += 16) {
+                float out[2][16];
+                k.fused_rows_16_tokens(w, r, rows, paired, (tile + t) / 16, out[0]);
+                for (int i = 0; i < rows; ++i) {
+                    for (int j = 0; j < 16; ++j) {
+                        y_tile[(t + j) * w.rows + r + i] = out[i][j];
+                    }
+                }
+            }
+        }
+        if (sixteens == tile_tokens) {
+            return;
+        }
+    }
     float results[4];
     for (std::int64_t r = row_begin; r < row_end; ++r) {
         if (!fused) {
             row.resize(static_cast<std::size_t>(cols));
             k.dequantize_row(w, r, row.data());
         }
-        std::int64_t t = 0;
-        if (fused && paired.pairs != nullptr) {
-            // Tiles start at multiples of 16 tokens too.
-            for (; t + 16 <= tile_tokens; t += 16) {
-                float sixteen[16];
-                k.fused_row_16_tokens(w, r, paired, (tile + t) / 16, sixteen);
-                for (int j = 0; j < 16; ++j) {
-                    y_tile[(t + j) * w.rows + r] = sixteen[j];
-                }
-            }
-        }
+        std::int64_t t = sixteens;
         if (fused && k.fused_row_8_tokens != nullptr) {
             // Tiles start at multiples of 8 tokens, so groups align.
             for (; t + 8 <= tile_tokens; t += 8) {
@@ -275,7 +290,7 @@ void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, 
                 }
             }
         }
-        if (k.fused_row_16_tokens != nullptr && tokens >= 16) {
+        if (k.fused_rows_16_tokens != nullptr && tokens >= 16) {
             paired = pair_activations(quantized, tokens / 16, blocks, paired_values, paired_scales,
                                       paired_sums);
         }

@@ -135,87 +135,140 @@ struct NaturalNibbles {
 };
 
 // The int32 sums of a block's pairs 0-7 (values 0-15) and 8-15 (values
-// 16-31) for the 16 tokens, each over two independent chains so the
-// multiply-adds overlap.
-template <typename Quant>
-inline void block_pairs(const std::byte* q, const std::int32_t* pairs, __m512i& first_half,
-                        __m512i& second_half) {
-    alignas(64) std::int32_t weight_pairs[16];
-    _mm512_store_si512(weight_pairs, Quant::widen(q));
-    __m512i chain[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                        _mm512_setzero_si512()};
+// 16-31) for the 16 tokens, for R rows at once: each pair of token values is
+// loaded once for all R rows, and each row's sums run in two chains a half
+// so the multiply-adds overlap.
+template <typename Quant, int R>
+inline void block_pairs(const std::byte* const (&q)[R], const std::int32_t* pairs,
+                        __m512i (&first_half)[R], __m512i (&second_half)[R]) {
+    alignas(64) std::int32_t weight_pairs[R][16];
+    __m512i chain[R][4];
+    for (int r = 0; r < R; ++r) {
+        _mm512_store_si512(weight_pairs[r], Quant::widen(q[r]));
+        for (__m512i& c : chain[r]) {
+            c = _mm512_setzero_si512();
+        }
+    }
 #pragma GCC unroll 16
     for (int p = 0; p < 16; ++p) {
-        chain[p / 8 * 2 + p % 2] =
-            _mm512_dpwssd_epi32(chain[p / 8 * 2 + p % 2], _mm512_set1_epi32(weight_pairs[p]),
-                                _mm512_loadu_si512(pairs + p * 16));
+        const __m512i tokens = _mm512_loadu_si512(pairs + p * 16);
+        for (int r = 0; r < R; ++r) {
+            __m512i& c = chain[r][p / 8 * 2 + p % 2];
+            c = _mm512_dpwssd_epi32(c, _mm512_set1_epi32(weight_pairs[r][p]), tokens);
+        }
     }
-    first_half = _mm512_add_epi32(chain[0], chain[1]);
-    second_half = _mm512_add_epi32(chain[2], chain[3]);
+    for (int r = 0; r < R; ++r) {
+        first_half[r] = _mm512_add_epi32(chain[r][0], chain[r][1]);
+        second_half[r] = _mm512_add_epi32(chain[r][2], chain[r][3]);
+    }
 }
 
-// Packed rows (fp16 scale and offset a block).
-template <typename Quant>
-void row_16(const WeightMatrix& w, std::int64_t row, const PairedActivations& x, std::int64_t group,
-            float* out) {
+// Packed rows (fp16 scale and offset a block), R of them from `row` on.
+template <typename Quant, int R>
+void rows_16(const WeightMatrix& w, std::int64_t row, const PairedActivations& x,
+             std::int64_t group, float* out) {
     const std::int64_t blocks = w.cols / 32;
-    const std::byte* scales = w.data + static_cast<std::size_t>(row) * w.row_bytes;
-    const std::byte* offsets = scales + static_cast<std::size_t>(blocks) * 2;
-    const std::byte* quants = offsets + static_cast<std::size_t>(blocks) * 2;
-    const std::int64_t first = group * blocks;
-    __m512 acc = _mm512_setzero_ps();
-    __m512 offset = _mm512_setzero_ps();
-    for (std::int64_t b = 0; b < blocks; ++b) {
-        __m512i low, high;
-        block_pairs<Quant>(quants + static_cast<std::size_t>(b) * Quant::bytes,
-                           x.pairs + (first + b) * 256, low, high);
-        const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(fp16_at(scales + 2 * b)),
-                                           _mm512_loadu_ps(x.scales + (first + b) * 16));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(low, high)), scale, acc);
-        offset = _mm512_fmadd_ps(_mm512_set1_ps(fp16_at(offsets + 2 * b)),
-                                 _mm512_loadu_ps(x.block_sums + (first + b) * 16), offset);
+    const std::byte* scales[R];
+    const std::byte* offsets[R];
+    const std::byte* quants[R];
+    __m512 acc[R];
+    __m512 offset[R];
+    for (int r = 0; r < R; ++r) {
+        scales[r] = w.data + static_cast<std::size_t>(row + r) * w.row_bytes;
+        offsets[r] = scales[r] + static_cast<std::size_t>(blocks) * 2;
+        quants[r] = offsets[r] + static_cast<std::size_t>(blocks) * 2;
+        acc[r] = _mm512_setzero_ps();
+        offset[r] = _mm512_setzero_ps();
     }
-    _mm512_storeu_ps(out, _mm512_add_ps(acc, offset));
+    const std::int64_t first = group * blocks;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        const std::byte* q[R];
+        for (int r = 0; r < R; ++r) {
+            q[r] = quants[r] + static_cast<std::size_t>(b) * Quant::bytes;
+        }
+        __m512i low[R], high[R];
+        block_pairs<Quant, R>(q, x.pairs + (first + b) * 256, low, high);
+        const __m512 token_scales = _mm512_loadu_ps(x.scales + (first + b) * 16);
+        const __m512 token_sums = _mm512_loadu_ps(x.block_sums + (first + b) * 16);
+        for (int r = 0; r < R; ++r) {
+            const __m512 scale =
+                _mm512_mul_ps(_mm512_set1_ps(fp16_at(scales[r] + 2 * b)), token_scales);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(low[r], high[r])), scale,
+                                     acc[r]);
+            offset[r] =
+                _mm512_fmadd_ps(_mm512_set1_ps(fp16_at(offsets[r] + 2 * b)), token_sums, offset[r]);
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        _mm512_storeu_ps(out + r * 16, _mm512_add_ps(acc[r], offset[r]));
+    }
 }
 
 // Split rows (packed_rows.h: two fp32 scales a block, for values 0-15 and
 // 16-31, and an fp32 offset): each half of the pairs has its own scale.
-void split_row_16(const WeightMatrix& w, std::int64_t row, const PairedActivations& x,
-                  std::int64_t group, float* out) {
+template <int R>
+void split_rows_16(const WeightMatrix& w, std::int64_t row, const PairedActivations& x,
+                   std::int64_t group, float* out) {
     const std::int64_t blocks = w.cols / 32;
-    const std::byte* scales = w.data + static_cast<std::size_t>(row) * w.row_bytes;
-    const std::byte* offsets = scales + static_cast<std::size_t>(blocks) * 8;
-    const std::byte* quants = offsets + static_cast<std::size_t>(blocks) * 4;
-    const std::int64_t first = group * blocks;
-    __m512 acc = _mm512_setzero_ps();
-    __m512 offset = _mm512_setzero_ps();
-    for (std::int64_t b = 0; b < blocks; ++b) {
-        __m512i low, high;
-        block_pairs<NaturalBytes>(quants + static_cast<std::size_t>(b) * 32,
-                                  x.pairs + (first + b) * 256, low, high);
-        float pair_scales[2];
-        float m;
-        std::memcpy(pair_scales, scales + 8 * b, sizeof pair_scales);
-        std::memcpy(&m, offsets + 4 * b, sizeof m);
-        const __m512 token_scales = _mm512_loadu_ps(x.scales + (first + b) * 16);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(low),
-                              _mm512_mul_ps(_mm512_set1_ps(pair_scales[0]), token_scales), acc);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(high),
-                              _mm512_mul_ps(_mm512_set1_ps(pair_scales[1]), token_scales), acc);
-        offset = _mm512_fmadd_ps(_mm512_set1_ps(m),
-                                 _mm512_loadu_ps(x.block_sums + (first + b) * 16), offset);
+    const std::byte* scales[R];
+    const std::byte* offsets[R];
+    const std::byte* quants[R];
+    __m512 acc[R];
+    __m512 offset[R];
+    for (int r = 0; r < R; ++r) {
+        scales[r] = w.data + static_cast<std::size_t>(row + r) * w.row_bytes;
+        offsets[r] = scales[r] + static_cast<std::size_t>(blocks) * 8;
+        quants[r] = offsets[r] + static_cast<std::size_t>(blocks) * 4;
+        acc[r] = _mm512_setzero_ps();
+        offset[r] = _mm512_setzero_ps();
     }
-    _mm512_storeu_ps(out, _mm512_add_ps(acc, offset));
+    const std::int64_t first = group * blocks;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        const std::byte* q[R];
+        for (int r = 0; r < R; ++r) {
+            q[r] = quants[r] + static_cast<std::size_t>(b) * 32;
+        }
+        __m512i low[R], high[R];
+        block_pairs<NaturalBytes, R>(q, x.pairs + (first + b) * 256, low, high);
+        const __m512 token_scales = _mm512_loadu_ps(x.scales + (first + b) * 16);
+        const __m512 token_sums = _mm512_loadu_ps(x.block_sums + (first + b) * 16);
+        for (int r = 0; r < R; ++r) {
+            float pair_scales[2];
+            float m;
+            std::memcpy(pair_scales, scales[r] + 8 * b, sizeof pair_scales);
+            std::memcpy(&m, offsets[r] + 4 * b, sizeof m);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(low[r]),
+                                     _mm512_mul_ps(_mm512_set1_ps(pair_scales[0]), token_scales),
+                                     acc[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(high[r]),
+                                     _mm512_mul_ps(_mm512_set1_ps(pair_scales[1]), token_scales),
+                                     acc[r]);
+            offset[r] = _mm512_fmadd_ps(_mm512_set1_ps(m), token_sums, offset[r]);
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        _mm512_storeu_ps(out + r * 16, _mm512_add_ps(acc[r], offset[r]));
+    }
 }
 
-void fused_row_16_tokens(const WeightMatrix& w, std::int64_t row, const PairedActivations& x,
-                         std::int64_t group, float* out) {
+template <int R>
+void rows_16_of(const WeightMatrix& w, std::int64_t row, const PairedActivations& x,
+                std::int64_t group, float* out) {
     if (w.type == gguf::TensorType::Q8_0) {
-        row_16<NaturalBytes>(w, row, x, group, out);
+        rows_16<NaturalBytes, R>(w, row, x, group, out);
     } else if (w.type == gguf::TensorType::Q8_K) {
-        split_row_16(w, row, x, group, out);
+        split_rows_16<R>(w, row, x, group, out);
     } else {
-        row_16<NaturalNibbles>(w, row, x, group, out);
+        rows_16<NaturalNibbles, R>(w, row, x, group, out);
+    }
+}
+
+void fused_rows_16_tokens(const WeightMatrix& w, std::int64_t row, int rows,
+                          const PairedActivations& x, std::int64_t group, float* out) {
+    if (rows == 2) {
+        rows_16_of<2>(w, row, x, group, out);
+    } else {
+        rows_16_of<1>(w, row, x, group, out);
     }
 }
 
@@ -241,7 +294,7 @@ const MatmulKernels* avx512_kernels() {
         avx2 = avx2_kernels();
         MatmulKernels k = *avx2;
         k.fused_row_8_tokens = fused_row_8_tokens;
-        k.fused_row_16_tokens = fused_row_16_tokens;
+        k.fused_rows_16_tokens = fused_rows_16_tokens;
         return k;
     }();
     return &kernels;

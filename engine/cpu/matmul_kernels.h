@@ -55,17 +55,18 @@ struct MatmulKernels {
     // Whether the fused kernels take `w` (packed rows of the Q4_1, Q8_0 and
     // split layouts).
     bool (*has_fused)(const WeightMatrix& w);
-    // Row `row` of `w` times the sixteen tokens of group `group`, into
-    // out[0..16). Only where has_fused(w); nullptr when the set has none.
-    void (*fused_row_16_tokens)(const WeightMatrix& w, std::int64_t row, const PairedActivations& x,
-                                std::int64_t group, float* out);
+    // Rows row .. row + rows - 1 (rows 1 or 2) of `w` times the sixteen
+    // tokens of group `group`, into out[i * 16 + t]. Only where
+    // has_fused(w); nullptr when the set has none.
+    void (*fused_rows_16_tokens)(const WeightMatrix& w, std::int64_t row, int rows,
+                                 const PairedActivations& x, std::int64_t group, float* out);
 };
 
 const MatmulKernels& scalar_kernels();
 #if defined(__x86_64__)
 // The AVX2/FMA/F16C set (matmul_avx2.cpp); callers check the CPU first.
 const MatmulKernels* avx2_kernels();
-// The AVX2 set with the eight-token kernel in AVX-512 VNNI
+// The AVX2 set with the eight- and sixteen-token kernels in AVX-512 VNNI
 // (matmul_avx512.cpp); callers check the CPU first.
 const MatmulKernels* avx512_kernels();
 #endif

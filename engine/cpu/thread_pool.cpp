@@ -40,13 +40,26 @@ ThreadPool::~ThreadPool() {
     }
 }
 
-void ThreadPool::run_share() {
+void ThreadPool::run_chunks(std::uint32_t generation) {
     for (;;) {
-        const std::int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
-        if (begin >= count_) {
-            return;
+        std::uint64_t claim = claim_.load(std::memory_order_acquire);
+        for (;;) {
+            if (static_cast<std::uint32_t>(claim >> 32) != generation ||
+                static_cast<std::int64_t>(claim & 0xffffffffu) >=
+                    chunks_.load(std::memory_order_relaxed)) {
+                return; // the loop is done, or another one has begun
+            }
+            if (claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel,
+                                             std::memory_order_acquire)) {
+                break;
+            }
         }
-        (*body_)(begin, std::min(count_, begin + chunk_));
+        const auto index = static_cast<std::int64_t>(claim & 0xffffffffu);
+        const std::int64_t chunk = chunk_.load(std::memory_order_relaxed);
+        const std::int64_t begin = index * chunk;
+        (*body_.load(std::memory_order_relaxed))(
+            begin, std::min(count_.load(std::memory_order_relaxed), begin + chunk));
+        done_.fetch_add(1, std::memory_order_acq_rel);
     }
 }
 
@@ -73,9 +86,9 @@ void ThreadPool::worker_loop() {
         if (stopping_.load()) {
             return;
         }
+        // Loops it slept through are over; the newest may be too.
         seen = generation_.load(std::memory_order_acquire);
-        run_share();
-        remaining_.fetch_sub(1, std::memory_order_acq_rel);
+        run_chunks(static_cast<std::uint32_t>(seen));
     }
 }
 
@@ -88,29 +101,36 @@ void ThreadPool::parallel_for(std::int64_t count, std::int64_t grain,
         body(0, count);
         return;
     }
-    body_ = &body;
-    count_ = count;
     // A few chunks per thread, taken first come first served: on a shared
     // machine one core often runs slower, and even shares would wait for it.
-    chunk_ = std::max<std::int64_t>(std::max<std::int64_t>(1, grain),
-                                    (count + kChunksPerThread * size() - 1) /
-                                        (kChunksPerThread * size()));
-    next_.store(0, std::memory_order_relaxed);
-    remaining_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    const std::int64_t chunk = std::max<std::int64_t>(std::max<std::int64_t>(1, grain),
+                                                      (count + kChunksPerThread * size() - 1) /
+                                                          (kChunksPerThread * size()));
+    const std::int64_t chunks = (count + chunk - 1) / chunk;
+    body_.store(&body, std::memory_order_relaxed);
+    count_.store(count, std::memory_order_relaxed);
+    chunk_.store(chunk, std::memory_order_relaxed);
+    chunks_.store(chunks, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    const std::uint64_t generation = generation_.load(std::memory_order_relaxed) + 1;
+    // Claimable from here on; the release publishes the loop's fields.
+    claim_.store(static_cast<std::uint64_t>(static_cast<std::uint32_t>(generation)) << 32,
+                 std::memory_order_release);
     {
         // Publishing under the mutex pairs with a worker's check before it
         // sleeps, so no wake-up is lost.
         std::lock_guard lock(sleep_mutex_);
-        generation_.fetch_add(1, std::memory_order_acq_rel);
+        generation_.store(generation, std::memory_order_release);
     }
     if (sleepers_.load() > 0) {
         sleep_cv_.notify_all();
     }
-    run_share();
-    while (remaining_.load(std::memory_order_acquire) != 0) {
+    run_chunks(static_cast<std::uint32_t>(generation));
+    // Chunks a worker claimed may still be running.
+    while (done_.load(std::memory_order_acquire) != chunks) {
         KVSCOPE_CPU_RELAX();
     }
-    body_ = nullptr;
+    body_.store(nullptr, std::memory_order_relaxed);
 }
 
 } // namespace kvscope::cpu

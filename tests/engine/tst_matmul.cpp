@@ -45,6 +45,7 @@ private slots:
     void packed_rows_round_trip();
     void matches_double_reference_data();
     void matches_double_reference();
+    void shared_input_mixes_fused_and_expanded_matrices();
 };
 
 void TestMatmul::initTestCase() {
@@ -131,7 +132,8 @@ void TestMatmul::matches_double_reference_data() {
     QTest::addColumn<int>("threads");
     for (const char* type :
          {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K"}) {
-        for (const int tokens : {1, 3, 4, 8, 13, 70}) {
+        // 93 = a tile of 64 (four sixteen-token groups), then 16, 8, 4, 1.
+        for (const int tokens : {1, 3, 4, 8, 13, 70, 93}) {
             for (const int threads : {1, 3}) {
                 QTest::addRow("%s, %d tokens, %d threads", type, tokens, threads)
                     << QString(type) << tokens << threads;
@@ -202,6 +204,37 @@ void TestMatmul::matches_double_reference() {
                     QString("token %1 row %2: %3 vs %4").arg(t).arg(r).arg(got).arg(expected)));
         }
     }
+}
+
+void TestMatmul::shared_input_mixes_fused_and_expanded_matrices() {
+    // A packed Q8_0 matrix (fused kernels) and an F16 one (rows expanded)
+    // applied to one input in one loop give what each gives alone, at a
+    // token count that takes every kernel.
+    const gguf::GgufFile file = gguf::GgufFile::open(reference_path());
+    std::vector<std::byte> storage;
+    const cpu::WeightMatrix fused = cpu::prepare_for_matmul(view(file, "q.Q8_0"), storage);
+    const cpu::WeightMatrix expanded = view(file, "q.F16");
+    QVERIFY(fused.packed && !expanded.packed);
+    QCOMPARE(fused.cols, expanded.cols);
+    constexpr int kTokens = 93;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(static_cast<std::size_t>(kTokens * fused.cols));
+    for (float& v : x) {
+        v = normal(rng);
+    }
+    cpu::ThreadPool pool(3);
+    std::vector<float> alone_fused(static_cast<std::size_t>(kTokens * fused.rows));
+    std::vector<float> alone_expanded(static_cast<std::size_t>(kTokens * expanded.rows));
+    cpu::matmul(fused, x.data(), kTokens, alone_fused.data(), pool);
+    cpu::matmul(expanded, x.data(), kTokens, alone_expanded.data(), pool);
+    std::vector<float> both_fused(alone_fused.size(), std::nanf(""));
+    std::vector<float> both_expanded(alone_expanded.size(), std::nanf(""));
+    const cpu::MatmulOutput outputs[] = {{&fused, both_fused.data()},
+                                         {&expanded, both_expanded.data()}};
+    cpu::matmul_shared_input(outputs, x.data(), kTokens, pool);
+    QCOMPARE(both_fused, alone_fused);
+    QCOMPARE(both_expanded, alone_expanded);
 }
 
 QTEST_GUILESS_MAIN(TestMatmul)
