@@ -42,19 +42,25 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::run_chunks(std::uint32_t generation) {
     for (;;) {
+        // The claim word counts the loop's chunks left down, so whether one
+        // is left is read from the same word the claim changes: a late
+        // worker can never take a chunk of the next loop under its own
+        // loop's generation.
         std::uint64_t claim = claim_.load(std::memory_order_acquire);
         for (;;) {
             if (static_cast<std::uint32_t>(claim >> 32) != generation ||
-                static_cast<std::int64_t>(claim & 0xffffffffu) >=
-                    chunks_.load(std::memory_order_relaxed)) {
+                (claim & 0xffffffffu) == 0) {
                 return; // the loop is done, or another one has begun
             }
-            if (claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel,
+            if (claim_.compare_exchange_weak(claim, claim - 1, std::memory_order_acq_rel,
                                              std::memory_order_acquire)) {
                 break;
             }
         }
-        const auto index = static_cast<std::int64_t>(claim & 0xffffffffu);
+        // The claim acquired this loop's fields; the loop cannot end (and
+        // the next one rewrite them) before this chunk is counted done.
+        const std::int64_t index = chunks_.load(std::memory_order_relaxed) -
+                                   static_cast<std::int64_t>(claim & 0xffffffffu);
         const std::int64_t chunk = chunk_.load(std::memory_order_relaxed);
         const std::int64_t begin = index * chunk;
         (*body_.load(std::memory_order_relaxed))(
@@ -114,7 +120,8 @@ void ThreadPool::parallel_for(std::int64_t count, std::int64_t grain,
     done_.store(0, std::memory_order_relaxed);
     const std::uint64_t generation = generation_.load(std::memory_order_relaxed) + 1;
     // Claimable from here on; the release publishes the loop's fields.
-    claim_.store(static_cast<std::uint64_t>(static_cast<std::uint32_t>(generation)) << 32,
+    claim_.store((static_cast<std::uint64_t>(static_cast<std::uint32_t>(generation)) << 32) |
+                     static_cast<std::uint64_t>(chunks),
                  std::memory_order_release);
     {
         // Publishing under the mutex pairs with a worker's check before it

@@ -51,9 +51,9 @@ private:
     // every worker has come by: a worker the OS has not run yet (another
     // busy process) holds up nobody, and finds the loop gone when it
     // arrives. Claims are made on `claim_`, which holds the loop's
-    // generation (high 32 bits) beside its next chunk (low 32 bits), so a
-    // late worker's claim on a loop that has ended fails and it never calls
-    // a body that has returned.
+    // generation (high 32 bits) beside the count of its chunks not yet
+    // claimed (low 32 bits), so a late worker's claim on a loop that has
+    // ended fails and it never calls a body that has returned.
     std::atomic<std::uint64_t> claim_{0};
     std::atomic<std::int64_t> done_{0}; // chunks of the current loop finished
     std::atomic<const std::function<void(std::int64_t, std::int64_t)>*> body_{nullptr};

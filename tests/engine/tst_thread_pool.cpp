@@ -7,6 +7,7 @@
 #include "engine/cpu/thread_pool.h"
 
 #include <atomic>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -36,6 +37,7 @@ void TestThreadPool::every_index_runs_once() {
     ThreadPool pool(threads);
     std::mt19937 rng(static_cast<unsigned>(threads));
     std::vector<std::atomic<int>> hits(5000);
+    std::atomic<bool> bad_range{false};
     for (int loop = 0; loop < 3000; ++loop) {
         const auto count = static_cast<std::int64_t>(rng() % hits.size());
         const auto grain = static_cast<std::int64_t>(1 + rng() % 64);
@@ -43,11 +45,14 @@ void TestThreadPool::every_index_runs_once() {
             hits[static_cast<std::size_t>(i)].store(0, std::memory_order_relaxed);
         }
         pool.parallel_for(count, grain, [&](std::int64_t begin, std::int64_t end) {
-            QVERIFY(begin >= 0 && begin < end && end <= count);
+            if (begin < 0 || begin >= end || end > count) {
+                bad_range.store(true); // checked below, on the test's thread
+            }
             for (std::int64_t i = begin; i < end; ++i) {
                 hits[static_cast<std::size_t>(i)].fetch_add(1, std::memory_order_relaxed);
             }
         });
+        QVERIFY2(!bad_range.load(), "a chunk outside [0, count)");
         for (std::int64_t i = 0; i < count; ++i) {
             if (hits[static_cast<std::size_t>(i)].load(std::memory_order_relaxed) != 1) {
                 QFAIL(qPrintable(QString("loop %1 (%2 indices, grain %3): index %4 ran %5 times")
@@ -80,30 +85,37 @@ void TestThreadPool::loops_after_the_workers_slept() {
 }
 
 void TestThreadPool::no_chunk_runs_after_its_loop_returned() {
-    // One chunk of the first loop takes a while, so whichever thread runs it
-    // (a worker, usually) is late for the loops after it: they run without
-    // it, each index once, and no chunk of an earlier loop runs after the
-    // loop returned (the counters of each loop are checked after the next
-    // ones started).
+    // Loops of different lengths back to back, each with its own body (all
+    // kept alive, so a stale body pointer would still call the right loop's
+    // code and be caught): every body checks the loop running is its own,
+    // and each loop's indices run once. The first loop's last chunk is
+    // slow, so the thread that takes it comes late to the next loops.
     ThreadPool pool(2);
-    std::vector<std::atomic<int>> ran(64);
+    constexpr int kLoops = 2000;
+    std::vector<std::atomic<int>> ran(kLoops);
     std::atomic<bool> late_call{false};
     std::atomic<int> current{-1};
-    for (int loop = 0; loop < 64; ++loop) {
-        current.store(loop);
-        pool.parallel_for(8, 1, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<std::function<void(std::int64_t, std::int64_t)>> bodies;
+    bodies.reserve(kLoops);
+    for (int loop = 0; loop < kLoops; ++loop) {
+        bodies.emplace_back([&, loop](std::int64_t begin, std::int64_t end) {
             if (current.load() != loop) {
                 late_call.store(true);
             }
-            if (loop == 0 && begin == 7) {
+            if (loop == 0 && end == 2 + 0) {
                 QTest::qSleep(20);
             }
             ran[static_cast<std::size_t>(loop)].fetch_add(static_cast<int>(end - begin));
         });
     }
+    for (int loop = 0; loop < kLoops; ++loop) {
+        current.store(loop);
+        pool.parallel_for(2 + loop % 13, 1, bodies[static_cast<std::size_t>(loop)]);
+    }
+    current.store(-1);
     QVERIFY2(!late_call.load(), "a chunk ran after its loop returned");
-    for (int loop = 0; loop < 64; ++loop) {
-        QCOMPARE(ran[static_cast<std::size_t>(loop)].load(), 8);
+    for (int loop = 0; loop < kLoops; ++loop) {
+        QCOMPARE(ran[static_cast<std::size_t>(loop)].load(), 2 + loop % 13);
     }
 }
 
