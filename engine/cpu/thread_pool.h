@@ -30,7 +30,9 @@ public:
     // Calls body(begin, end) on disjoint chunks covering [0, count), a few
     // per thread, claimed dynamically; returns when all are done, whether
     // or not every worker took part. Loops shorter than `grain` per thread
-    // run on the caller alone. Not reentrant: one loop at a time.
+    // run on the caller alone. Not reentrant: one loop at a time. The body
+    // must not throw (a worker's exception ends the program, and the
+    // caller's would leave workers running chunks of a body gone).
     void parallel_for(std::int64_t count, std::int64_t grain,
                       const std::function<void(std::int64_t, std::int64_t)>& body);
 

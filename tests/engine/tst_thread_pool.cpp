@@ -90,7 +90,6 @@ void TestThreadPool::no_chunk_runs_after_its_loop_returned() {
     // code and be caught): every body checks the loop running is its own,
     // and each loop's indices run once. The first loop's last chunk is
     // slow, so the thread that takes it comes late to the next loops.
-    ThreadPool pool(2);
     constexpr int kLoops = 2000;
     std::vector<std::atomic<int>> ran(kLoops);
     std::atomic<bool> late_call{false};
@@ -108,11 +107,14 @@ void TestThreadPool::no_chunk_runs_after_its_loop_returned() {
             ran[static_cast<std::size_t>(loop)].fetch_add(static_cast<int>(end - begin));
         });
     }
-    for (int loop = 0; loop < kLoops; ++loop) {
-        current.store(loop);
-        pool.parallel_for(2 + loop % 13, 1, bodies[static_cast<std::size_t>(loop)]);
-    }
-    current.store(-1);
+    {
+        ThreadPool pool(2);
+        for (int loop = 0; loop < kLoops; ++loop) {
+            current.store(loop);
+            pool.parallel_for(2 + loop % 13, 1, bodies[static_cast<std::size_t>(loop)]);
+        }
+        current.store(-1);
+    } // the workers are gone: any call after the last loop has been seen
     QVERIFY2(!late_call.load(), "a chunk ran after its loop returned");
     for (int loop = 0; loop < kLoops; ++loop) {
         QCOMPARE(ran[static_cast<std::size_t>(loop)].load(), 2 + loop % 13);
