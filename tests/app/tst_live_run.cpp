@@ -72,6 +72,7 @@ private slots:
     void cache_policy_is_a_run_setting();
     void speculative_demo_shows_verify_steps_and_rollbacks();
     void offload_tier_is_a_run_setting();
+    void hybrid_cache_gives_way_to_eviction_and_the_tier();
     void offload_demo_loads_documents_back_from_the_tier();
     void hybrid_demo_shows_each_group_against_a_plain_cache();
     void bad_recording_is_a_message();
@@ -313,6 +314,34 @@ void TestLiveRun::offload_tier_is_a_run_setting() {
     panel.apply_settings(settings);
     QVERIFY(!blocks->isEnabled());
     QCOMPARE(panel.settings().offload.capacity_blocks, std::int64_t{0});
+}
+
+void TestLiveRun::hybrid_cache_gives_way_to_eviction_and_the_tier() {
+    // The engine refuses token eviction and the offload tier with a hybrid
+    // cache: choosing either turns the box off (saying why) and the run
+    // takes one plain table; choosing neither gives the box back.
+    QTemporaryDir dir;
+    kvscope::ui::RunPanel panel;
+    auto* hybrid = panel.findChild<QCheckBox*>("hybridKv");
+    QVERIFY(hybrid != nullptr && hybrid->isEnabled() && hybrid->isChecked());
+    kvscope::ui::RunSettings settings = small_run(dir.filePath("run.sqlite"));
+    settings.eviction.kind = kvscope::kv::EvictionKind::streaming;
+    settings.eviction.budget = 256;
+    panel.apply_settings(settings);
+    QVERIFY(!hybrid->isEnabled());
+    QVERIFY(hybrid->toolTip().contains("token eviction"));
+    QVERIFY(!panel.settings().hybrid_kv);
+    settings.eviction = {};
+    settings.offload.medium = kvscope::kv::TierMedium::memory;
+    settings.offload.capacity_blocks = 64;
+    panel.apply_settings(settings);
+    QVERIFY(!hybrid->isEnabled());
+    QVERIFY(hybrid->toolTip().contains("offload tier"));
+    QVERIFY(!panel.settings().hybrid_kv);
+    settings.offload = {};
+    panel.apply_settings(settings);
+    QVERIFY(hybrid->isEnabled());
+    QVERIFY(panel.settings().hybrid_kv);
 }
 
 void TestLiveRun::offload_demo_loads_documents_back_from_the_tier() {

@@ -195,12 +195,13 @@ QWidget* RunPanel::build_engine_group() {
 
     hybrid_kv_ = new QCheckBox(tr("Own block tables (hybrid cache)"));
     hybrid_kv_->setObjectName("hybridKv");
-    hybrid_kv_->setToolTip(
+    hybrid_tooltip_ =
         tr("For models with sliding-window layers (Gemma 3): those layers get their own block "
            "tables, which let go of the blocks that leave the window, as vLLM's hybrid KV-cache "
            "manager does. Unticked, all layers share one table and keep every block "
            "(--disable-hybrid-kv-cache-manager); the window is masked either way. No effect on "
-           "models whose layers all attend over the whole context."));
+           "models whose layers all attend over the whole context.");
+    hybrid_kv_->setToolTip(hybrid_tooltip_);
     form->addRow(tr("Window layers:"), hybrid_kv_);
 
     eviction_ = new QComboBox;
@@ -357,6 +358,22 @@ void RunPanel::browse_recording() {
 void RunPanel::update_eviction_enabled() {
     kv_budget_->setEnabled(eviction_->currentData().toInt() !=
                            static_cast<int>(kv::EvictionKind::none));
+    update_hybrid_enabled();
+}
+
+void RunPanel::update_hybrid_enabled() {
+    // Token eviction and the offload tier each move one table's blocks: the
+    // engine refuses them with a hybrid cache, so the run takes one plain
+    // table instead, and the box says why it is off.
+    const bool eviction =
+        eviction_->currentData().toInt() != static_cast<int>(kv::EvictionKind::none);
+    const bool tier = prefix_caching_->isChecked() && offload_tier_->currentData().toInt() >= 0;
+    hybrid_kv_->setEnabled(!eviction && !tier);
+    hybrid_kv_->setToolTip(
+        hybrid_kv_->isEnabled()
+            ? hybrid_tooltip_
+            : tr("Off while %1 is chosen: it needs every layer in one block table.")
+                  .arg(eviction ? tr("token eviction") : tr("an offload tier")));
 }
 
 void RunPanel::update_speculative_enabled() {
@@ -372,6 +389,7 @@ void RunPanel::update_offload_enabled() {
     offload_tier_->setEnabled(caching);
     offload_blocks_->setEnabled(tier);
     write_through_->setEnabled(tier);
+    update_hybrid_enabled();
 }
 
 RunSettings RunPanel::settings() const {
@@ -400,7 +418,7 @@ RunSettings RunPanel::settings() const {
     s.cache_format.value = static_cast<kv::KvFormat>(value_format_->currentData().toInt());
     s.eviction.kind = static_cast<kv::EvictionKind>(eviction_->currentData().toInt());
     s.eviction.budget = s.eviction.enabled() ? kv_budget_->value() : 0;
-    s.hybrid_kv = hybrid_kv_->isChecked();
+    s.hybrid_kv = hybrid_kv_->isChecked() && hybrid_kv_->isEnabled();
     s.prefix_caching = prefix_caching_->isChecked();
     s.cache_policy = static_cast<kv::CachePolicy>(cache_policy_->currentData().toInt());
     s.speculative.method = static_cast<spec::DraftMethod>(speculative_->currentData().toInt());

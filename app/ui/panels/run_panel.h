@@ -60,6 +60,7 @@ private:
     void update_eviction_enabled();
     void update_speculative_enabled();
     void update_offload_enabled();
+    void update_hybrid_enabled();
 
     QComboBox* preset_ = nullptr;
     QTextBrowser* explanation_ = nullptr;
@@ -75,6 +76,7 @@ private:
     QComboBox* eviction_ = nullptr;
     QSpinBox* kv_budget_ = nullptr;
     QCheckBox* hybrid_kv_ = nullptr;
+    QString hybrid_tooltip_;
     QCheckBox* prefix_caching_ = nullptr;
     QComboBox* cache_policy_ = nullptr;
     QComboBox* speculative_ = nullptr;
