@@ -41,17 +41,19 @@ inline __m512i even_odd(__m512i natural) {
     return _mm512_permutexvar_epi16(order, natural);
 }
 
-// A block of 32 signed bytes (Q8_0 layout) as int16, in activation order.
+// A block's weights as int16 in natural order: the sixteen-token kernel
+// broadcasts them a pair at a time, the eight-token one reorders them as
+// the activations are (even_odd).
+// 32 signed bytes (the Q8_0 layout and the split layout's values).
 struct Bytes {
     static constexpr std::size_t bytes = 32;
     static __m512i widen(const std::byte* q) {
-        return even_odd(
-            _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q))));
+        return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
     }
 };
 
-// A block of 16 bytes of nibbles (Q4_1 layout: byte i holds value i in its
-// low nibble and value i + 16 in its high one) as int16, in activation order.
+// 16 bytes of nibbles (the Q4_1 layout: byte i holds value i in its low
+// nibble and value i + 16 in its high one).
 struct Nibbles {
     static constexpr std::size_t bytes = 16;
     static __m512i widen(const std::byte* q) {
@@ -59,7 +61,7 @@ struct Nibbles {
         const __m128i mask = _mm_set1_epi8(0x0f);
         const __m128i low = _mm_and_si128(packed, mask);
         const __m128i high = _mm_and_si128(_mm_srli_epi16(packed, 4), mask);
-        return even_odd(_mm512_cvtepu8_epi16(_mm256_set_m128i(high, low)));
+        return _mm512_cvtepu8_epi16(_mm256_set_m128i(high, low));
     }
 };
 
@@ -85,7 +87,8 @@ void row_8(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& 
     }
     __m256 offset = _mm256_setzero_ps();
     for (std::int64_t b = 0; b < blocks; ++b) {
-        const __m512i weights = Quant::widen(quants + static_cast<std::size_t>(b) * Quant::bytes);
+        const __m512i weights =
+            even_odd(Quant::widen(quants + static_cast<std::size_t>(b) * Quant::bytes));
         alignas(32) float token_scale[8];
         _mm256_store_ps(token_scale, _mm256_mul_ps(_mm256_set1_ps(fp16_at(scales + 2 * b)),
                                                    _mm256_loadu_ps(group_scales + b * 8)));
@@ -114,25 +117,6 @@ void row_8(const WeightMatrix& w, std::int64_t row, const QuantizedActivations& 
 // lane t sums token t's products and no lane sums need adding up across the
 // vector: per block 16 vpdpwssd, then one conversion and one scaled add for
 // all 16 tokens (the eight-token kernel converts and scales per token).
-
-// A block's weights in natural order as int16, stored for the broadcasts.
-struct NaturalBytes {
-    static constexpr std::size_t bytes = 32;
-    static __m512i widen(const std::byte* q) {
-        return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
-    }
-};
-
-struct NaturalNibbles {
-    static constexpr std::size_t bytes = 16;
-    static __m512i widen(const std::byte* q) {
-        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-        const __m128i mask = _mm_set1_epi8(0x0f);
-        const __m128i low = _mm_and_si128(packed, mask);
-        const __m128i high = _mm_and_si128(_mm_srli_epi16(packed, 4), mask);
-        return _mm512_cvtepu8_epi16(_mm256_set_m128i(high, low));
-    }
-};
 
 // The int32 sums of a block's pairs 0-7 (values 0-15) and 8-15 (values
 // 16-31) for the 16 tokens, for R rows at once: each pair of token values is
@@ -163,10 +147,52 @@ inline void block_pairs(const std::byte* const (&q)[R], const std::int32_t* pair
     }
 }
 
-// Packed rows (fp16 scale and offset a block), R of them from `row` on.
-template <typename Quant, int R>
+// How a row layout (packed_rows.h) scales a block: its scale and offset
+// bytes a block, and the scaled add of the block's pair sums for 16 tokens.
+// Packed rows: one fp16 scale d and one fp16 offset m a block.
+template <typename Quant>
+struct PackedLayout {
+    using Values = Quant;
+    static constexpr std::size_t scale_bytes = 2;
+    static constexpr std::size_t offset_bytes = 2;
+    static __m512 add(__m512 acc, __m512i low, __m512i high, __m512 token_scales,
+                      const std::byte* scales, std::int64_t b) {
+        const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(fp16_at(scales + 2 * b)), token_scales);
+        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(low, high)), scale, acc);
+    }
+    static float offset(const std::byte* offsets, std::int64_t b) {
+        return fp16_at(offsets + 2 * b);
+    }
+};
+
+// Split rows: two fp32 scales a block, for values 0-15 (pairs 0-7) and
+// 16-31 (pairs 8-15), and an fp32 offset.
+struct SplitLayout {
+    using Values = Bytes;
+    static constexpr std::size_t scale_bytes = 8;
+    static constexpr std::size_t offset_bytes = 4;
+    static __m512 add(__m512 acc, __m512i low, __m512i high, __m512 token_scales,
+                      const std::byte* scales, std::int64_t b) {
+        float pair_scales[2];
+        std::memcpy(pair_scales, scales + 8 * b, sizeof pair_scales);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(low),
+                              _mm512_mul_ps(_mm512_set1_ps(pair_scales[0]), token_scales), acc);
+        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(high),
+                               _mm512_mul_ps(_mm512_set1_ps(pair_scales[1]), token_scales), acc);
+    }
+    static float offset(const std::byte* offsets, std::int64_t b) {
+        float m;
+        std::memcpy(&m, offsets + 4 * b, sizeof m);
+        return m;
+    }
+};
+
+// R rows from `row` on (a row: all blocks' scales, then all offsets, then
+// the values) times the sixteen tokens of `group`.
+template <typename Layout, int R>
 void rows_16(const WeightMatrix& w, std::int64_t row, const PairedActivations& x,
              std::int64_t group, float* out) {
+    using Values = typename Layout::Values;
     const std::int64_t blocks = w.cols / 32;
     const std::byte* scales[R];
     const std::byte* offsets[R];
@@ -175,8 +201,8 @@ void rows_16(const WeightMatrix& w, std::int64_t row, const PairedActivations& x
     __m512 offset[R];
     for (int r = 0; r < R; ++r) {
         scales[r] = w.data + static_cast<std::size_t>(row + r) * w.row_bytes;
-        offsets[r] = scales[r] + static_cast<std::size_t>(blocks) * 2;
-        quants[r] = offsets[r] + static_cast<std::size_t>(blocks) * 2;
+        offsets[r] = scales[r] + static_cast<std::size_t>(blocks) * Layout::scale_bytes;
+        quants[r] = offsets[r] + static_cast<std::size_t>(blocks) * Layout::offset_bytes;
         acc[r] = _mm512_setzero_ps();
         offset[r] = _mm512_setzero_ps();
     }
@@ -184,66 +210,16 @@ void rows_16(const WeightMatrix& w, std::int64_t row, const PairedActivations& x
     for (std::int64_t b = 0; b < blocks; ++b) {
         const std::byte* q[R];
         for (int r = 0; r < R; ++r) {
-            q[r] = quants[r] + static_cast<std::size_t>(b) * Quant::bytes;
+            q[r] = quants[r] + static_cast<std::size_t>(b) * Values::bytes;
         }
         __m512i low[R], high[R];
-        block_pairs<Quant, R>(q, x.pairs + (first + b) * 256, low, high);
+        block_pairs<Values, R>(q, x.pairs + (first + b) * 256, low, high);
         const __m512 token_scales = _mm512_loadu_ps(x.scales + (first + b) * 16);
         const __m512 token_sums = _mm512_loadu_ps(x.block_sums + (first + b) * 16);
         for (int r = 0; r < R; ++r) {
-            const __m512 scale =
-                _mm512_mul_ps(_mm512_set1_ps(fp16_at(scales[r] + 2 * b)), token_scales);
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(low[r], high[r])), scale,
-                                     acc[r]);
-            offset[r] =
-                _mm512_fmadd_ps(_mm512_set1_ps(fp16_at(offsets[r] + 2 * b)), token_sums, offset[r]);
-        }
-    }
-    for (int r = 0; r < R; ++r) {
-        _mm512_storeu_ps(out + r * 16, _mm512_add_ps(acc[r], offset[r]));
-    }
-}
-
-// Split rows (packed_rows.h: two fp32 scales a block, for values 0-15 and
-// 16-31, and an fp32 offset): each half of the pairs has its own scale.
-template <int R>
-void split_rows_16(const WeightMatrix& w, std::int64_t row, const PairedActivations& x,
-                   std::int64_t group, float* out) {
-    const std::int64_t blocks = w.cols / 32;
-    const std::byte* scales[R];
-    const std::byte* offsets[R];
-    const std::byte* quants[R];
-    __m512 acc[R];
-    __m512 offset[R];
-    for (int r = 0; r < R; ++r) {
-        scales[r] = w.data + static_cast<std::size_t>(row + r) * w.row_bytes;
-        offsets[r] = scales[r] + static_cast<std::size_t>(blocks) * 8;
-        quants[r] = offsets[r] + static_cast<std::size_t>(blocks) * 4;
-        acc[r] = _mm512_setzero_ps();
-        offset[r] = _mm512_setzero_ps();
-    }
-    const std::int64_t first = group * blocks;
-    for (std::int64_t b = 0; b < blocks; ++b) {
-        const std::byte* q[R];
-        for (int r = 0; r < R; ++r) {
-            q[r] = quants[r] + static_cast<std::size_t>(b) * 32;
-        }
-        __m512i low[R], high[R];
-        block_pairs<NaturalBytes, R>(q, x.pairs + (first + b) * 256, low, high);
-        const __m512 token_scales = _mm512_loadu_ps(x.scales + (first + b) * 16);
-        const __m512 token_sums = _mm512_loadu_ps(x.block_sums + (first + b) * 16);
-        for (int r = 0; r < R; ++r) {
-            float pair_scales[2];
-            float m;
-            std::memcpy(pair_scales, scales[r] + 8 * b, sizeof pair_scales);
-            std::memcpy(&m, offsets[r] + 4 * b, sizeof m);
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(low[r]),
-                                     _mm512_mul_ps(_mm512_set1_ps(pair_scales[0]), token_scales),
-                                     acc[r]);
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(high[r]),
-                                     _mm512_mul_ps(_mm512_set1_ps(pair_scales[1]), token_scales),
-                                     acc[r]);
-            offset[r] = _mm512_fmadd_ps(_mm512_set1_ps(m), token_sums, offset[r]);
+            acc[r] = Layout::add(acc[r], low[r], high[r], token_scales, scales[r], b);
+            offset[r] = _mm512_fmadd_ps(_mm512_set1_ps(Layout::offset(offsets[r], b)), token_sums,
+                                        offset[r]);
         }
     }
     for (int r = 0; r < R; ++r) {
@@ -255,11 +231,11 @@ template <int R>
 void rows_16_of(const WeightMatrix& w, std::int64_t row, const PairedActivations& x,
                 std::int64_t group, float* out) {
     if (w.type == gguf::TensorType::Q8_0) {
-        rows_16<NaturalBytes, R>(w, row, x, group, out);
+        rows_16<PackedLayout<Bytes>, R>(w, row, x, group, out);
     } else if (w.type == gguf::TensorType::Q8_K) {
-        split_rows_16<R>(w, row, x, group, out);
+        rows_16<SplitLayout, R>(w, row, x, group, out);
     } else {
-        rows_16<NaturalNibbles, R>(w, row, x, group, out);
+        rows_16<PackedLayout<Nibbles>, R>(w, row, x, group, out);
     }
 }
 

@@ -246,6 +246,15 @@ void OccupancyChart::update_series() {
     set_time_range(x_axis_, seconds_since(store_->start_ns(), store_->end_ns()));
 }
 
+QLineSeries* OccupancyChart::add_blocks_line(const QPen& pen) {
+    auto* line = new QLineSeries(chart_);
+    line->setPen(pen);
+    chart_->addSeries(line);
+    line->attachAxis(x_axis_);
+    line->attachAxis(blocks_axis_);
+    return line;
+}
+
 double OccupancyChart::update_group_lines() {
     static const std::vector<profiler::RunStore::KvGroupTrack> kNone;
     const std::vector<profiler::RunStore::KvGroupTrack>& groups =
@@ -262,24 +271,15 @@ double OccupancyChart::update_group_lines() {
     static const QColor kColors[] = {QColor(31, 60, 110), QColor(120, 60, 150), QColor(40, 130, 80),
                                      QColor(160, 90, 30)};
     while (group_lines_.size() < windows.size()) {
-        auto* line = new QLineSeries(chart_);
         QPen pen(kColors[group_lines_.size() % std::size(kColors)], 2);
         pen.setStyle(group_lines_.empty() ? Qt::SolidLine : Qt::DashLine);
-        line->setPen(pen);
-        chart_->addSeries(line);
-        line->attachAxis(x_axis_);
-        line->attachAxis(blocks_axis_);
-        group_lines_.push_back(line);
+        group_lines_.push_back(add_blocks_line(pen));
     }
     if (plain_line_ == nullptr) {
-        plain_line_ = new QLineSeries(chart_);
-        plain_line_->setName("Plain cache would hold");
         QPen pen(QColor(90, 90, 90), 1.5);
         pen.setStyle(Qt::DotLine);
-        plain_line_->setPen(pen);
-        chart_->addSeries(plain_line_);
-        plain_line_->attachAxis(x_axis_);
-        plain_line_->attachAxis(blocks_axis_);
+        plain_line_ = add_blocks_line(pen);
+        plain_line_->setName("Plain cache would hold");
     }
     // A plain cache's blocks per block of a whole-context group, from the
     // run's settings (0: they do not say; no line then).

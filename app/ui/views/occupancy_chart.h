@@ -3,7 +3,8 @@
 // blocks that hold nothing) and the offload tier's fill on a second axis, and
 // a line at the moment shown. A hybrid cache adds a line of used blocks per
 // kind of KV group: the global groups' growing with the context, the
-// sliding-window groups' flat once their windows fill.
+// sliding-window groups' flat once their windows fill, and a dotted line of
+// what a plain cache of the same model would hold.
 // Series are decimated, and a refresh replaces their points without
 // rebuilding the chart, so live updates and long recordings stay cheap.
 #pragma once
@@ -18,6 +19,7 @@ class QAreaSeries;
 class QChart;
 class QChartView;
 class QLineSeries;
+class QPen;
 class QValueAxis;
 
 namespace kvscope::profiler {
@@ -57,6 +59,8 @@ private:
     // One line per window of a hybrid cache's groups (none for a plain one).
     // Draws a hybrid cache's lines; returns the highest block count drawn.
     double update_group_lines();
+    // A line on the time and blocks axes, drawn with `pen`.
+    QLineSeries* add_blocks_line(const QPen& pen);
 
     const profiler::RunStore* store_ = nullptr;
     qint64 time_ns_ = std::numeric_limits<qint64>::max(); // the latest until set
