@@ -5,6 +5,8 @@
 #   KVSCOPE_CUDA_VERIFIED_DATE     YYYY-MM-DD, empty when not verified
 #   KVSCOPE_CUDA_VERIFIED_DEVICE   the GPU's name, empty when not verified
 #   KVSCOPE_CUDA_VERIFIED_RESULTS  the committed results folder, likewise
+#   KVSCOPE_CUDA_NOT_YET_VERIFIED  what the backend gained since that check
+#                                  (written without a GPU); empty when nothing
 #
 # A claim of verification must name its date, device and an existing results
 # folder, so the file cannot say "verified" without the evidence.
@@ -33,6 +35,7 @@ _kvscope_verification_field(_verified verified_on_gpu BOOLEAN)
 _kvscope_verification_field(KVSCOPE_CUDA_VERIFIED_DATE date STRING)
 _kvscope_verification_field(KVSCOPE_CUDA_VERIFIED_DEVICE device STRING)
 _kvscope_verification_field(KVSCOPE_CUDA_VERIFIED_RESULTS results STRING)
+_kvscope_verification_field(KVSCOPE_CUDA_NOT_YET_VERIFIED not_yet_on_gpu STRING)
 
 if(_verified)
     set(KVSCOPE_CUDA_VERIFIED_BOOL true)
@@ -58,7 +61,8 @@ else()
 endif()
 
 # The strings go into C++ string literals.
-foreach(_var KVSCOPE_CUDA_VERIFIED_DATE KVSCOPE_CUDA_VERIFIED_DEVICE KVSCOPE_CUDA_VERIFIED_RESULTS)
+foreach(_var KVSCOPE_CUDA_VERIFIED_DATE KVSCOPE_CUDA_VERIFIED_DEVICE KVSCOPE_CUDA_VERIFIED_RESULTS
+             KVSCOPE_CUDA_NOT_YET_VERIFIED)
     string(REPLACE "\\" "\\\\" ${_var} "${${_var}}")
     string(REPLACE "\"" "\\\"" ${_var} "${${_var}}")
 endforeach()

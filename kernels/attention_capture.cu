@@ -55,7 +55,8 @@ void launch_attention_capture(const PagedKvView& cache, const DeviceBatchView& b
         return;
     }
     const int group = heads / cache.kv_heads;
-    const int max_splits = (max_context + workspace.split - 1) / workspace.split;
+    const int max_splits =
+        (attended_entries(cache, max_context) + workspace.split - 1) / workspace.split;
     const std::size_t shared_bytes =
         split_shared_floats(group, cache.head_dim, workspace.split, /*value_sums=*/false) *
         sizeof(float);

@@ -3,6 +3,7 @@
 // head group, computed the same way by both.
 #pragma once
 
+#include "engine/math/paged_slots.h"
 #include "kernels/kv_entry.cuh"
 #include "kernels/paged_attention.cuh"
 
@@ -79,6 +80,12 @@ __device__ inline void split_scores(const PagedKvView& cache, const std::int32_t
     }
 }
 
+// The most entries a query of a context up to max_context attends in this
+// layer: the splits a launch needs.
+inline int attended_entries(const PagedKvView& cache, int max_context) {
+    return cache.window > 0 && cache.window < max_context ? cache.window : max_context;
+}
+
 // Loads the group's queries of token t into shared memory.
 __device__ inline void load_queries(const float* q, int token, int heads, int first_head, int group,
                                     int d, float* q_s) {
@@ -99,7 +106,7 @@ struct SplitBlock {
     int seq;
     int group;
     int first_head; // the group's first query head
-    int begin;      // cache entries [begin, begin + n)
+    int begin;      // cache entries [begin, begin + n), the splits cut from the first attended
     int n;
     const std::int32_t* table; // the sequence's block table
 };
@@ -115,9 +122,11 @@ __device__ inline SplitBlock split_block(const PagedKvView& cache, const DeviceB
     b.group = heads / cache.kv_heads;
     b.first_head = b.kv_head * b.group;
     const int context = batch.cache_positions[b.token] + 1;
-    b.begin = b.split * length;
+    // A sliding window's splits start at its oldest entry, as the CPU's
+    // segments do: both attend the same entries.
+    b.begin = math::attended_first(context, cache.window) + b.split * length;
     b.n = b.begin < context ? min(length, context - b.begin) : 0;
-    b.table = batch.block_tables + batch.block_table_offsets[b.seq];
+    b.table = batch.table_of(b.seq);
     return b;
 }
 

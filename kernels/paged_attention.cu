@@ -162,13 +162,15 @@ constexpr int kMergeThreads = 128;
 // hundred splits), and the groups' sums meet in shared memory.
 template <int W, typename Out>
 __global__ void __launch_bounds__(kMergeThreads)
-    attention_merge_kernel(DeviceBatchView batch, int heads, int head_dim, int max_splits,
-                           AttentionWorkspace workspace, Out* __restrict__ out) {
+    attention_merge_kernel(DeviceBatchView batch, int heads, int head_dim, int window,
+                           int max_splits, AttentionWorkspace workspace, Out* __restrict__ out) {
     __shared__ float reduce[kMergeThreads / 32];
     __shared__ float group_sums[kMergeThreads * W];
     const std::int64_t row = blockIdx.x;
     const int token = static_cast<int>(row / heads);
-    const int splits = (batch.cache_positions[token] + workspace.split) / workspace.split;
+    const int context = batch.cache_positions[token] + 1;
+    const int attended = context - math::attended_first(context, window);
+    const int splits = (attended + workspace.split - 1) / workspace.split;
     const float* maxes = workspace.partial_max + row * max_splits;
     const float* sums = workspace.partial_sum + row * max_splits;
     const int tid = static_cast<int>(threadIdx.x);
@@ -283,7 +285,8 @@ void launch_attention(const PagedKvView& cache, const DeviceBatchView& batch, co
         throw std::invalid_argument("paged attention: query heads must be a multiple of KV heads");
     }
     const int group = heads / cache.kv_heads;
-    const int max_splits = (max_context + workspace.split - 1) / workspace.split;
+    const int max_splits =
+        (attended_entries(cache, max_context) + workspace.split - 1) / workspace.split;
     if (attention_takes_vector_path(cache, heads)) { // (q must then be 16-byte aligned)
         launch_vector_attention_splits(cache, batch, q, heads, scale, max_splits, workspace,
                                        stream);
@@ -312,10 +315,10 @@ void launch_attention(const PagedKvView& cache, const DeviceBatchView& batch, co
     const std::int64_t rows = static_cast<std::int64_t>(batch.tokens) * heads;
     if (cache.head_dim % 4 == 0 && cache.head_dim <= 4 * kMergeThreads) {
         attention_merge_kernel<4><<<static_cast<unsigned>(rows), kMergeThreads, 0, stream>>>(
-            batch, heads, cache.head_dim, max_splits, workspace, out);
+            batch, heads, cache.head_dim, cache.window, max_splits, workspace, out);
     } else if (cache.head_dim <= kMergeThreads) {
         attention_merge_kernel<1><<<static_cast<unsigned>(rows), kMergeThreads, 0, stream>>>(
-            batch, heads, cache.head_dim, max_splits, workspace, out);
+            batch, heads, cache.head_dim, cache.window, max_splits, workspace, out);
     } else {
         throw std::invalid_argument("paged attention: head_dim " + std::to_string(cache.head_dim) +
                                     " is past what the merge takes (a multiple of 4 up to " +

@@ -68,7 +68,8 @@ AttentionSplitLimits attention_split_limits(const PagedKvView& cache, int heads,
 // 512, or anything up to 128 (the merge's limits).
 // max_context: the longest cache_positions + 1 of the batch (with
 // workspace.split, sets the number of splits; the workspace holds at least
-// that many). scale: 1 / sqrt(head_dim). Throws std::invalid_argument for a
+// that many; a sliding-window layer, cache.window, needs fewer). scale: what
+// scores are multiplied by (the model's attention_scale). Throws std::invalid_argument for a
 // split longer than kAttentionSplit off the vector path.
 void launch_paged_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
                             int heads, float scale, int max_context,

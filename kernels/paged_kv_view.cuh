@@ -41,11 +41,14 @@ struct PagedKvView {
     KvPlaneView keys;
     KvPlaneView values;
     OpenBlocksView open; // unused unless a plane's format is KIVI
-    int layer = 0;
+    int layer = 0;       // the layer's slot in a block (kv_groups.h), which open_tile indexes
     int kv_heads = 0;
     int head_dim = 0;
     int block_size = 16;
     int num_blocks = 0;
+    // Positions a query attends, its own included (a sliding-window layer);
+    // 0: the whole context.
+    int window = 0;
 
     // The fp32 open copy of (block's open slot, this layer, plane, head),
     // (block_size, head_dim).
@@ -61,15 +64,26 @@ struct PagedKvView {
 struct DeviceBatchView {
     int tokens = 0;
     int sequences = 0;
-    const std::int32_t* token_ids = nullptr;              // (tokens)
-    const std::int32_t* positions = nullptr;              // (tokens)
-    const std::int32_t* cache_positions = nullptr;        // (tokens)
-    const std::int32_t* slot_mapping = nullptr;           // (tokens)
-    const std::int32_t* sequence_of = nullptr;            // (tokens)
-    const std::int32_t* block_table_offsets = nullptr;    // (sequences + 1)
-    const std::int32_t* block_tables = nullptr;           // (block_table_offsets[sequences])
+    const std::int32_t* token_ids = nullptr;           // (tokens)
+    const std::int32_t* positions = nullptr;           // (tokens)
+    const std::int32_t* cache_positions = nullptr;     // (tokens)
+    const std::int32_t* slot_mapping = nullptr;        // (KV groups, tokens)
+    const std::int32_t* sequence_of = nullptr;         // (tokens)
+    const std::int32_t* block_table_offsets = nullptr; // (sequences + 1)
+    const std::int32_t* block_tables = nullptr; // (KV groups, block_table_offsets[sequences])
     const std::int32_t* capture_attention_from = nullptr; // (sequences)
     const std::int64_t* capture_offsets = nullptr;        // (sequences + 1), into the capture sums
+    // The KV group (kv_groups.h) whose tables the layer reads: block_tables
+    // holds every sequence's table of group 0, then of group 1, ...
+    int kv_group = 0;
+
+    // Sequence `seq`'s block table in the layer's group. The group's offset
+    // is read on the device: the tables grow between replays of a captured
+    // decode graph, which must not bake it in.
+    KVSCOPE_HD const std::int32_t* table_of(int seq) const {
+        return block_tables + static_cast<std::int64_t>(kv_group) * block_table_offsets[sequences] +
+               block_table_offsets[seq];
+    }
 };
 
 } // namespace kvscope::kernels

@@ -19,6 +19,14 @@ __global__ void residual_add_kernel(float* __restrict__ x, const float* __restri
     }
 }
 
+__global__ void add_bias_kernel(float* __restrict__ x, const float* __restrict__ bias,
+                                std::int64_t count, int width) {
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+         i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        x[i] += bias[i % width];
+    }
+}
+
 } // namespace
 
 // ---- Launcher -----------------------------------------------------------------
@@ -30,6 +38,18 @@ void launch_residual_add(float* x, const float* y, std::int64_t count, cudaStrea
     }
     residual_add_kernel<<<grid_stride_blocks(count, kThreads), kThreads, 0, stream>>>(x, y, count);
     KVSCOPE_CHECK_LAUNCH("residual_add_kernel");
+}
+
+void launch_add_bias(float* x, const float* bias, std::int64_t rows, int width,
+                     cudaStream_t stream) {
+    NvtxRange range("add_bias");
+    const std::int64_t count = rows * width;
+    if (count <= 0) {
+        return;
+    }
+    add_bias_kernel<<<grid_stride_blocks(count, kThreads), kThreads, 0, stream>>>(x, bias, count,
+                                                                                  width);
+    KVSCOPE_CHECK_LAUNCH("add_bias_kernel");
 }
 
 } // namespace kvscope::kernels

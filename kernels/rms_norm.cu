@@ -15,7 +15,9 @@ constexpr int kBlockThreads = 256;
 // x is not __restrict__: out may alias it (the output head normalises in
 // place), and a restrict-qualified x would let the compiler read it through
 // the non-coherent cache as if nothing wrote it.
-template <typename Out>
+// Accumulate: out += the normalised row (a post-norm before the residual
+// add), rather than out = it.
+template <typename Out, bool Accumulate = false>
 __global__ void rms_norm_kernel(const float* x, const float* __restrict__ weight, Out* out, int dim,
                                 float eps) {
     const float* row_in = x + static_cast<size_t>(blockIdx.x) * dim;
@@ -45,7 +47,40 @@ __global__ void rms_norm_kernel(const float* x, const float* __restrict__ weight
     }
     __syncthreads();
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-        store_activation(row_out + i, row_in[i] * inv_rms * weight[i]);
+        const float value = row_in[i] * inv_rms * weight[i];
+        if constexpr (Accumulate) {
+            row_out[i] += value;
+        } else {
+            store_activation(row_out + i, value);
+        }
+    }
+}
+
+constexpr int kHeadRowsPerBlock = 4;
+
+// A warp per (token, head) row of head_dim values, normalised in place: rows
+// are short (64 to 256), so a block per row would leave most threads idle.
+__global__ void rms_norm_heads_kernel(float* x, const float* __restrict__ weight, int heads,
+                                      int head_dim, std::int64_t token_stride, int rows,
+                                      float eps) {
+    const int row =
+        static_cast<int>(blockIdx.x) * kHeadRowsPerBlock + static_cast<int>(threadIdx.x) / 32;
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    if (row >= rows) {
+        return; // the whole warp; no block-wide barrier follows
+    }
+    float* values =
+        x + (row / heads) * token_stride + static_cast<std::int64_t>(row % heads) * head_dim;
+    float sum_sq = 0.0f;
+    for (int i = lane; i < head_dim; i += 32) {
+        sum_sq += values[i] * values[i];
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+        sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, offset);
+    }
+    const float inv_rms = rsqrtf(sum_sq / static_cast<float>(head_dim) + eps);
+    for (int i = lane; i < head_dim; i += 32) {
+        values[i] = values[i] * inv_rms * weight[i];
     }
 }
 
@@ -71,6 +106,29 @@ void launch_rms_norm_half(const float* x, const float* weight, __half* out, int 
     }
     rms_norm_kernel<<<rows, kBlockThreads, 0, stream>>>(x, weight, out, dim, eps);
     KVSCOPE_CHECK_LAUNCH("rms_norm_kernel");
+}
+
+void launch_rms_norm_add(const float* h, const float* weight, float* x, int rows, int dim,
+                         float eps, cudaStream_t stream) {
+    NvtxRange range("rms_norm_add");
+    if (rows <= 0 || dim <= 0) {
+        return;
+    }
+    rms_norm_kernel<float, true><<<rows, kBlockThreads, 0, stream>>>(h, weight, x, dim, eps);
+    KVSCOPE_CHECK_LAUNCH("rms_norm_kernel");
+}
+
+void launch_rms_norm_heads(float* x, const float* weight, int tokens, int heads, int head_dim,
+                           std::int64_t token_stride, float eps, cudaStream_t stream) {
+    NvtxRange range("rms_norm_heads");
+    const int rows = tokens * heads;
+    if (rows <= 0 || head_dim <= 0) {
+        return;
+    }
+    const int blocks = (rows + kHeadRowsPerBlock - 1) / kHeadRowsPerBlock;
+    rms_norm_heads_kernel<<<blocks, kHeadRowsPerBlock * 32, 0, stream>>>(x, weight, heads, head_dim,
+                                                                         token_stride, rows, eps);
+    KVSCOPE_CHECK_LAUNCH("rms_norm_heads_kernel");
 }
 
 } // namespace kvscope::kernels

@@ -1,6 +1,7 @@
 // RMSNorm: out = x / sqrt(mean(x^2) + eps) * weight, one row per token.
 #pragma once
 
+#include <cstdint>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
@@ -14,5 +15,16 @@ void launch_rms_norm(const float* x, const float* weight, float* out, int rows, 
 // norm and the cast in one kernel.
 void launch_rms_norm_half(const float* x, const float* weight, __half* out, int rows, int dim,
                           float eps, cudaStream_t stream);
+
+// x += rms_norm(h) * weight, row by row: a post-norm (Gemma 3's after its
+// attention and FFN) and the residual add in one kernel. h, x: (rows, dim).
+void launch_rms_norm_add(const float* h, const float* weight, float* x, int rows, int dim,
+                         float eps, cudaStream_t stream);
+
+// Each head of each token normalised in place over its head_dim values (the
+// QK norms of Qwen3 and Gemma 3): head h of token t starts at
+// x + t * token_stride + h * head_dim; weight: (head_dim).
+void launch_rms_norm_heads(float* x, const float* weight, int tokens, int heads, int head_dim,
+                           std::int64_t token_stride, float eps, cudaStream_t stream);
 
 } // namespace kvscope::kernels

@@ -16,7 +16,7 @@ constexpr int kThreads = 128;
 // cheap next to the matrix work, and no table to keep.
 __global__ void rope_kernel(float* __restrict__ q, float* __restrict__ k,
                             const std::int32_t* __restrict__ positions, int heads, int kv_heads,
-                            int head_dim, float theta_base) {
+                            int head_dim, float theta_base, bool halves) {
     const int token = blockIdx.x;
     const int pairs = head_dim / 2;
     const int position = positions[token];
@@ -29,7 +29,8 @@ __global__ void rope_kernel(float* __restrict__ q, float* __restrict__ k,
             head < heads
                 ? q + (static_cast<std::int64_t>(token) * heads + head) * head_dim
                 : k + (static_cast<std::int64_t>(token) * kv_heads + (head - heads)) * head_dim;
-        math::rope_rotate_pair(x + 2 * pair, angle);
+        const math::RopePairDims dims = math::rope_pair_dims(halves, pair, head_dim);
+        math::rope_rotate(x[dims.first], x[dims.second], angle);
     }
 }
 
@@ -38,13 +39,13 @@ __global__ void rope_kernel(float* __restrict__ q, float* __restrict__ k,
 // ---- Launcher -----------------------------------------------------------------
 
 void launch_rope(float* q, float* k, const std::int32_t* positions, int tokens, int heads,
-                 int kv_heads, int head_dim, float theta_base, cudaStream_t stream) {
+                 int kv_heads, int head_dim, float theta_base, bool halves, cudaStream_t stream) {
     NvtxRange range("rope");
     if (tokens <= 0) {
         return;
     }
     rope_kernel<<<tokens, kThreads, 0, stream>>>(q, k, positions, heads, kv_heads, head_dim,
-                                                 theta_base);
+                                                 theta_base, halves);
     KVSCOPE_CHECK_LAUNCH("rope_kernel");
 }
 

@@ -32,8 +32,41 @@ __device__ inline std::uint32_t encode_pair(kv::KvFormat format, float a, float 
            (static_cast<std::uint32_t>(fp32_to_fp16(b)) << 16);
 }
 
-// One block per token; a thread per (head, pair) item: Q heads, then K heads,
-// then V heads, consecutive threads on consecutive pairs.
+// Where a (head, dimension pair) item's values go: Q into the attention's
+// input, K and V into their slots of the pool, as a 32-bit store of the
+// pair's two encoded values.
+struct RowTargets {
+    PagedKvView cache;
+    float* q_row; // this token's Q heads
+    math::SlotAddress slot;
+    int heads;
+
+    // Stores values d, d+1 of head `head` (of the fused row's heads).
+    __device__ void store(int head, int d, float a, float b) const {
+        const int head_dim = cache.head_dim;
+        if (head < heads) {
+            float* dst = q_row + head * head_dim + d;
+            dst[0] = a;
+            dst[1] = b;
+            return;
+        }
+        const bool is_key = head < heads + cache.kv_heads;
+        const int kv_head = is_key ? head - heads : head - heads - cache.kv_heads;
+        const KvPlaneView& plane = is_key ? cache.keys : cache.values;
+        std::uint8_t* cache_row =
+            plane.data +
+            math::head_block_offset(slot.block, kv_head, cache.kv_heads, plane.head_block_bytes) +
+            static_cast<std::int64_t>(slot.offset) * plane.row_bytes;
+        reinterpret_cast<std::uint32_t*>(cache_row)[d / 2] = encode_pair(plane.format, a, b);
+    }
+};
+
+// One block per token; a thread per (head, item): Q heads, then K heads, then
+// V heads, consecutive threads on consecutive items. Adjacent pairing: an
+// item is one pair (2i, 2i+1). Halves pairing: an item is pairs 2i and 2i+1,
+// whose dimensions (2i, 2i+1) and (2i + d/2, 2i+1 + d/2) make two whole
+// 32-bit stores.
+template <bool Halves>
 __global__ void rope_kv_write_kernel(PagedKvView cache, const float* __restrict__ qkv,
                                      float* __restrict__ q,
                                      const std::int32_t* __restrict__ positions,
@@ -41,34 +74,38 @@ __global__ void rope_kv_write_kernel(PagedKvView cache, const float* __restrict_
                                      RopeTableView table, int heads) {
     const int token = blockIdx.x;
     const int d = cache.head_dim;
-    const int pairs = d / 2;
+    const int items = Halves ? d / 4 : d / 2;
     const int kv_heads = cache.kv_heads;
     const int position = positions[token];
-    const math::SlotAddress slot = math::slot_address(slot_mapping[token], cache.block_size);
     const int row_heads = heads + 2 * kv_heads;
     const float* row = qkv + static_cast<std::int64_t>(token) * row_heads * d;
-    for (int item = threadIdx.x; item < row_heads * pairs; item += blockDim.x) {
-        const int head = item / pairs;
-        const int pair = item % pairs;
-        float values[2] = {row[head * d + 2 * pair], row[head * d + 2 * pair + 1]};
-        if (head < heads + kv_heads) { // Q and K are rotated, V is not
-            math::rope_rotate_pair(values, rope_angle(table, position, pair));
-        }
-        if (head < heads) {
-            float* dst = q + (static_cast<std::int64_t>(token) * heads + head) * d + 2 * pair;
-            dst[0] = values[0];
-            dst[1] = values[1];
+    const RowTargets targets{cache, q + static_cast<std::int64_t>(token) * heads * d,
+                             math::slot_address(slot_mapping[token], cache.block_size), heads};
+    for (int work = threadIdx.x; work < row_heads * items; work += blockDim.x) {
+        const int head = work / items;
+        const int item = work % items;
+        const float* in = row + head * d;
+        const bool rotated = head < heads + kv_heads; // Q and K are, V is not
+        if (!Halves) {
+            float values[2] = {in[2 * item], in[2 * item + 1]};
+            if (rotated) {
+                math::rope_rotate_pair(values, rope_angle(table, position, item));
+            }
+            targets.store(head, 2 * item, values[0], values[1]);
             continue;
         }
-        const bool is_key = head < heads + kv_heads;
-        const int kv_head = is_key ? head - heads : head - heads - kv_heads;
-        const KvPlaneView& plane = is_key ? cache.keys : cache.values;
-        std::uint8_t* cache_row =
-            plane.data +
-            math::head_block_offset(slot.block, kv_head, kv_heads, plane.head_block_bytes) +
-            static_cast<std::int64_t>(slot.offset) * plane.row_bytes;
-        reinterpret_cast<std::uint32_t*>(cache_row)[pair] =
-            encode_pair(plane.format, values[0], values[1]);
+        const int low = 2 * item;     // dimensions low, low + 1 ...
+        const int high = low + d / 2; // ... and their partners high, high + 1
+        float a0 = in[low];
+        float a1 = in[low + 1];
+        float b0 = in[high];
+        float b1 = in[high + 1];
+        if (rotated) {
+            math::rope_rotate(a0, b0, rope_angle(table, position, low));
+            math::rope_rotate(a1, b1, rope_angle(table, position, low + 1));
+        }
+        targets.store(head, low, a0, a1);
+        targets.store(head, high, b0, b1);
     }
 }
 
@@ -92,25 +129,33 @@ std::vector<math::RopeCosSin> rope_table(int positions, int head_dim, float thet
     return angles;
 }
 
-bool rope_kv_write_fits(const PagedKvView& cache) {
+bool rope_kv_write_fits(const PagedKvView& cache, bool halves) {
     return is_16_bit(cache.keys.format) && is_16_bit(cache.values.format) &&
-           cache.head_dim % 2 == 0 && reinterpret_cast<std::uintptr_t>(cache.keys.data) % 4 == 0 &&
+           cache.head_dim % (halves ? 4 : 2) == 0 &&
+           reinterpret_cast<std::uintptr_t>(cache.keys.data) % 4 == 0 &&
            reinterpret_cast<std::uintptr_t>(cache.values.data) % 4 == 0;
 }
 
 void launch_rope_kv_write(const PagedKvView& cache, const float* qkv, float* q,
                           const std::int32_t* positions, const std::int32_t* slot_mapping,
-                          const RopeTableView& table, int tokens, int heads, cudaStream_t stream) {
+                          const RopeTableView& table, int tokens, int heads, bool halves,
+                          cudaStream_t stream) {
     NvtxRange range("rope_kv_write");
-    if (!rope_kv_write_fits(cache) || table.head_dim != cache.head_dim) {
-        throw std::invalid_argument("rope_kv_write: K and V must be f16 or bf16, and the angle "
+    if (!rope_kv_write_fits(cache, halves) || table.head_dim != cache.head_dim) {
+        throw std::invalid_argument("rope_kv_write: K and V must be f16 or bf16, the head_dim "
+                                    "even (a multiple of 4 for halves pairing), and the angle "
                                     "table of the cache's head_dim");
     }
     if (tokens <= 0) {
         return;
     }
-    rope_kv_write_kernel<<<tokens, kThreads, 0, stream>>>(cache, qkv, q, positions, slot_mapping,
-                                                          table, heads);
+    if (halves) {
+        rope_kv_write_kernel<true>
+            <<<tokens, kThreads, 0, stream>>>(cache, qkv, q, positions, slot_mapping, table, heads);
+    } else {
+        rope_kv_write_kernel<false>
+            <<<tokens, kThreads, 0, stream>>>(cache, qkv, q, positions, slot_mapping, table, heads);
+    }
     KVSCOPE_CHECK_LAUNCH("rope_kv_write_kernel");
 }
 

@@ -1,7 +1,7 @@
 // RoPE and the KV write in one pass for 16-bit caches (f16 or bf16 K and V),
 // reading the fused QKV layer's output: Q rotated into the attention's input,
 // K rotated and stored with V straight into their slots of the paged pool, a
-// thread per value pair with 4-byte stores. The angles come
+// thread per value pair (two pairs for the halves pairing) with 4-byte stores. The angles come
 // from a table of the CPU's (math::rope_cos_sin) computed once on the host, so
 // the rotation and the stored bytes are the CPU backend's exactly. Other
 // formats take launch_rope, then launch_kv_append.
@@ -28,8 +28,9 @@ struct RopeTableView {
 // The table's contents, built on the host: `positions` rows of head_dim / 2.
 std::vector<math::RopeCosSin> rope_table(int positions, int head_dim, float theta_base);
 
-// Whether launch_rope_kv_write can write this cache (both planes 16-bit).
-bool rope_kv_write_fits(const PagedKvView& cache);
+// Whether launch_rope_kv_write can write this cache (both planes 16-bit; a
+// head_dim it can pair): halves is math::rope_pair_dims' choice.
+bool rope_kv_write_fits(const PagedKvView& cache, bool halves = false);
 
 // qkv: (tokens, (heads + 2 kv_heads) * head_dim), each token's Q heads, then
 // K heads, then V heads, as the fused QKV linear layer writes them; q:
@@ -37,6 +38,7 @@ bool rope_kv_write_fits(const PagedKvView& cache);
 // positions, slot_mapping: (tokens).
 void launch_rope_kv_write(const PagedKvView& cache, const float* qkv, float* q,
                           const std::int32_t* positions, const std::int32_t* slot_mapping,
-                          const RopeTableView& table, int tokens, int heads, cudaStream_t stream);
+                          const RopeTableView& table, int tokens, int heads, bool halves,
+                          cudaStream_t stream);
 
 } // namespace kvscope::kernels

@@ -1,3 +1,4 @@
+#include "engine/math/activation_math.h"
 #include "kernels/cuda_check.cuh"
 #include "kernels/grid_stride.cuh"
 #include "kernels/half_store.cuh"
@@ -22,9 +23,11 @@ __global__ void silu_mul_kernel(float* __restrict__ gate, const float* __restric
 }
 
 // gate_up rows are (gate (ffn), up (ffn)), one per token, as the fused
-// gate_up linear layer writes them; out (tokens, ffn).
-__global__ void silu_mul_half_kernel(const float* __restrict__ gate_up, std::int64_t tokens,
-                                     int ffn, __half* __restrict__ out) {
+// gate_up linear layer writes them; out (tokens, ffn). GeluTanh: GeGLU
+// (Gemma), else SwiGLU; the activations are the CPU's (activation_math.h).
+template <bool GeluTanh>
+__global__ void gated_half_kernel(const float* __restrict__ gate_up, std::int64_t tokens, int ffn,
+                                  __half* __restrict__ out) {
     const std::int64_t count = tokens * ffn;
     for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
          i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -32,7 +35,7 @@ __global__ void silu_mul_half_kernel(const float* __restrict__ gate_up, std::int
         const std::int64_t j = i % ffn;
         const float g = gate_up[token * 2 * ffn + j];
         const float u = gate_up[token * 2 * ffn + ffn + j];
-        out[i] = to_half_saturated(g / (1.0f + expf(-g)) * u);
+        out[i] = to_half_saturated((GeluTanh ? math::gelu_tanh(g) : math::silu(g)) * u);
     }
 }
 
@@ -49,15 +52,19 @@ void launch_silu_mul(float* gate, const float* up, std::int64_t count, cudaStrea
     KVSCOPE_CHECK_LAUNCH("silu_mul_kernel");
 }
 
-void launch_silu_mul_half(const float* gate_up, std::int64_t tokens, int ffn, __half* out,
-                          cudaStream_t stream) {
-    NvtxRange range("silu_mul");
+void launch_gated_half(const float* gate_up, std::int64_t tokens, int ffn, bool gelu_tanh,
+                       __half* out, cudaStream_t stream) {
+    NvtxRange range(gelu_tanh ? "gelu_mul" : "silu_mul");
     if (tokens <= 0 || ffn <= 0) {
         return;
     }
-    silu_mul_half_kernel<<<grid_stride_blocks(tokens * ffn, kThreads), kThreads, 0, stream>>>(
-        gate_up, tokens, ffn, out);
-    KVSCOPE_CHECK_LAUNCH("silu_mul_half_kernel");
+    const unsigned blocks = grid_stride_blocks(tokens * ffn, kThreads);
+    if (gelu_tanh) {
+        gated_half_kernel<true><<<blocks, kThreads, 0, stream>>>(gate_up, tokens, ffn, out);
+    } else {
+        gated_half_kernel<false><<<blocks, kThreads, 0, stream>>>(gate_up, tokens, ffn, out);
+    }
+    KVSCOPE_CHECK_LAUNCH("gated_half_kernel");
 }
 
 } // namespace kvscope::kernels

@@ -1,4 +1,5 @@
-// SwiGLU's gate: gate <- silu(gate) * up, element-wise.
+// The gated FFN's activation: gate <- silu(gate) * up (SwiGLU) element-wise,
+// or gelu_tanh(gate) * up (GeGLU).
 #pragma once
 
 #include <cstdint>
@@ -11,8 +12,9 @@ void launch_silu_mul(float* gate, const float* up, std::int64_t count, cudaStrea
 
 // The fused form the CUDA backend runs: gate_up (tokens, 2 * ffn), each row
 // the gate's ffn values then the up's (one linear layer over both); out
-// (tokens, ffn) = silu(gate) * up as fp16 (saturated), the down layer's input.
-void launch_silu_mul_half(const float* gate_up, std::int64_t tokens, int ffn, __half* out,
-                          cudaStream_t stream);
+// (tokens, ffn) = silu(gate) * up, or gelu_tanh(gate) * up where `gelu_tanh`
+// (Gemma's GeGLU), as fp16 (saturated), the down layer's input.
+void launch_gated_half(const float* gate_up, std::int64_t tokens, int ffn, bool gelu_tanh,
+                       __half* out, cudaStream_t stream);
 
 } // namespace kvscope::kernels

@@ -496,7 +496,7 @@ write_summary() {
             echo "Every step ran and passed with the real model. To record the CUDA backend as"
             echo "verified, commit this folder as bench/results/gpu-$(date -u +%F)-<device>/ and set"
             echo "bench/results/gpu-verification.json: verified_on_gpu true, date $(date -u +%F),"
-            echo "device \"$device_name\", results that folder."
+            echo "device \"$device_name\", results that folder, not_yet_on_gpu \"\"."
         elif ((failures > 0)); then
             echo
             echo "$failures step(s) failed: see the logs named above."

@@ -92,12 +92,12 @@ std::shared_ptr<const model::LlamaModel> EngineOptions::load_model() const {
 std::unique_ptr<runner::Backend>
 EngineOptions::make_backend(std::shared_ptr<const model::LlamaModel> model,
                             std::int64_t default_tokens, bool announce) const {
-    const session::ResolvedBackend resolved =
-        session::resolve_backend_kind_with_reason(config.backend.kind, &model->config());
     session::KvCacheSpec cache;
     cache.block_size = config.block_size;
     cache.format = config.cache_format;
     cache.hybrid = config.hybrid_kv;
+    const session::ResolvedBackend resolved = session::resolve_backend_kind_with_reason(
+        config.backend.kind, session::cuda_cache_problem(model->config(), cache));
     cache.num_blocks = session::resolve_num_blocks(
         config.cache, model->config(), cache.format, cache.block_size, default_tokens,
         session::backend_memory_bytes(resolved.kind), cache.hybrid);

@@ -28,11 +28,14 @@ nlohmann::json cuda_verification() {
             ? std::string(build_info::cuda_verified_date) + " on " +
                   build_info::cuda_verified_device + " (" + build_info::cuda_verified_results + ")"
             : std::string("not yet on GPU hardware (compiled and CPU-checked only)");
+    const std::string not_yet = build_info::cuda_not_yet_verified;
     return {{"verified_on_gpu", verified},
             {"date", build_info::cuda_verified_date},
             {"device", build_info::cuda_verified_device},
             {"results", build_info::cuda_verified_results},
-            {"status", status}};
+            {"not_yet_on_gpu", not_yet},
+            {"status",
+             verified && !not_yet.empty() ? status + "; not yet on a GPU: " + not_yet : status}};
 }
 
 nlohmann::json collect_info() {

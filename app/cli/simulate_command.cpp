@@ -200,8 +200,8 @@ ChosenCost choose_cost_model(const SimulateOptions& o) {
         const auto model = session::load_model(session::model_file(o.model_path));
         const sim::CalibrationPlan plan;
         constexpr int kBlock = 16;
-        const session::ResolvedBackend resolved = session::resolve_backend_kind_with_reason(
-            *session::parse_backend_kind(o.backend), &model->config());
+        const session::ResolvedBackend resolved =
+            session::resolve_backend_kind_with_reason(*session::parse_backend_kind(o.backend));
         if (!resolved.fallback_note.empty() && !o.json) {
             std::fprintf(stderr, "%s\n", resolved.fallback_note.c_str());
         }

@@ -41,16 +41,15 @@ void rope_tables(const std::int32_t* positions, std::int64_t tokens, int head_di
 void rope(float* x, const float* cos, const float* sin, std::int64_t tokens, int heads,
           int head_dim, model::RopePairing pairing) {
     const int pairs = head_dim / 2;
-    // Pair i is (2i, 2i+1) or (i, i + head_dim/2).
-    const int stride = pairing == model::RopePairing::adjacent ? 2 : 1;
-    const int partner = pairing == model::RopePairing::adjacent ? 1 : pairs;
+    const bool halves = pairing == model::RopePairing::halves;
     for (std::int64_t t = 0; t < tokens; ++t) {
         const float* c = cos + t * pairs;
         const float* s = sin + t * pairs;
         for (int h = 0; h < heads; ++h) {
             float* head = x + (t * heads + h) * head_dim;
             for (int i = 0; i < pairs; ++i) {
-                math::rope_rotate(head[stride * i], head[stride * i + partner], {c[i], s[i]});
+                const math::RopePairDims dims = math::rope_pair_dims(halves, i, head_dim);
+                math::rope_rotate(head[dims.first], head[dims.second], {c[i], s[i]});
             }
         }
     }

@@ -1,6 +1,7 @@
 #include "engine/cpu/paged_attention.h"
 
 #include "engine/cpu/attention_kernels.h"
+#include "engine/math/paged_slots.h"
 #include "engine/util/cpu_features.h"
 #include "engine/util/sanitizer_build.h"
 
@@ -55,7 +56,7 @@ void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch
     for (std::int64_t rank = 0; rank < tokens; ++rank) {
         const std::int64_t t = rank % 2 == 0 ? rank / 2 : tokens - 1 - rank / 2;
         const std::int32_t context = batch.cache_positions[static_cast<std::size_t>(t)] + 1;
-        const std::int32_t first = scope.window > 0 ? std::max(0, context - scope.window) : 0;
+        const std::int32_t first = math::attended_first(context, scope.window);
         for (int h = 0; h < cache.kv_heads; ++h) {
             for (std::int32_t begin = first; begin < context; begin += kSegmentKeys) {
                 segments.push_back({t, h, begin, std::min(context, begin + kSegmentKeys)});

@@ -1,7 +1,9 @@
 #include "engine/cuda/cuda_backend.h"
 
+#include "engine/cuda/cuda_cache_support.h"
 #include "engine/cuda/decode_padding.h"
 #include "engine/cuda/staging_layout.h"
+#include "engine/math/paged_slots.h"
 #include "engine/util/host_clock.h"
 #include "engine/util/nvtx_range.h"
 #include "kernels/attention_capture.cuh"
@@ -10,6 +12,7 @@
 #include "kernels/embedding.cuh"
 #include "kernels/kv_append.cuh"
 #include "kernels/paged_attention.cuh"
+#include "kernels/residual_add.cuh"
 #include "kernels/rms_norm.cuh"
 #include "kernels/rope.cuh"
 #include "kernels/rope_kv_write.cuh"
@@ -42,8 +45,10 @@ std::size_t size_of(std::int64_t count) {
 // Checks what the device cannot (before any allocation on it), selects the
 // device and returns its name.
 std::string prepare_device(const model::LlamaConfig& c, const CudaBackendOptions& options) {
-    if (!model::runs_on_cuda(c.traits)) {
-        throw std::invalid_argument(model::cuda_architecture_problem(c.traits));
+    if (const std::string problem =
+            cache_problem(model::kv_group_layout(c, options.hybrid_kv), options.cache_format);
+        !problem.empty()) {
+        throw std::invalid_argument(problem);
     }
     if (options.block_size <= 0 || options.num_blocks <= 0) {
         throw std::invalid_argument("KV cache needs a positive block size and block count");
@@ -110,6 +115,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const model::LlamaModel> model,
     , weights_(CudaWeights::of(*model_, options.device))
     , graphs_(options.cuda_graphs) {
     const model::LlamaConfig& c = model_->config();
+    groups_ = model::kv_group_layout(c, options_.hybrid_kv);
+    rope_halves_ = c.traits.rope == model::RopePairing::halves;
     const kv::KvCacheFormat& format = options_.cache_format;
     // One block more than the KV manager's: the padded decode rows' spare.
     const std::int64_t blocks_heads =
@@ -118,7 +125,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const model::LlamaModel> model,
         blocks_heads * kv::kv_head_block_bytes(format.key, options_.block_size, c.head_dim, true);
     value_plane_bytes_ = blocks_heads * kv::kv_head_block_bytes(format.value, options_.block_size,
                                                                 c.head_dim, false);
-    const std::int64_t pool_bytes = (key_plane_bytes_ + value_plane_bytes_) * c.layers;
+    const std::int64_t pool_bytes =
+        (key_plane_bytes_ + value_plane_bytes_) * groups_.layers_per_block;
     int max_pitch = 0;
     KVSCOPE_CUDA_CHECK(cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, options_.device));
     KVSCOPE_CUDA_CHECK(
@@ -142,16 +150,30 @@ CudaBackend::CudaBackend(std::shared_ptr<const model::LlamaModel> model,
         open_blocks_.emplace(options_.num_blocks);
     }
     const kernels::PagedKvView first_layer = layer_view(0, nullptr, nullptr);
-    if (!has_kivi_plane() && kernels::rope_kv_write_fits(first_layer)) {
-        // Positions past the table (a context beyond the trained one, or
-        // past 32k) get their angles computed in the kernel.
-        rope_positions_ = std::clamp(c.context_length, 1, 32768);
-        const std::vector<math::RopeCosSin> angles =
-            kernels::rope_table(rope_positions_, c.head_dim, c.rope_theta);
-        rope_angles_ = DeviceBuffer<math::RopeCosSin>(angles.size());
-        KVSCOPE_CUDA_CHECK(cudaMemcpy(rope_angles_.data(), angles.data(),
-                                      angles.size() * sizeof(math::RopeCosSin),
-                                      cudaMemcpyHostToDevice));
+    if (!has_kivi_plane() && kernels::rope_kv_write_fits(first_layer, rope_halves_)) {
+        std::vector<float> bases;
+        for (const model::LayerAttention& layer : c.layer_attention) {
+            if (std::find(bases.begin(), bases.end(), layer.rope_base) == bases.end()) {
+                bases.push_back(layer.rope_base);
+            }
+        }
+        // Positions past the tables (a context beyond the trained one, or
+        // past 32k positions of tables in all) get their angles computed in
+        // the kernel.
+        rope_positions_ = std::clamp(c.context_length, 1, 32768 / static_cast<int>(bases.size()));
+        for (const float base : bases) {
+            const std::vector<math::RopeCosSin> angles =
+                kernels::rope_table(rope_positions_, c.head_dim, base);
+            RopeAngles& table = rope_angles_.emplace_back();
+            table.base = base;
+            table.angles = DeviceBuffer<math::RopeCosSin>(angles.size());
+            KVSCOPE_CUDA_CHECK(cudaMemcpy(table.angles.data(), angles.data(),
+                                          angles.size() * sizeof(math::RopeCosSin),
+                                          cudaMemcpyHostToDevice));
+        }
+        // As CudaWeights: a copy from pageable memory may return before it
+        // lands, and the non-blocking stream does not wait for it.
+        KVSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
     }
     step_splits_ = kernels::attention_split_limits(first_layer, c.heads, /*capture=*/false);
     capture_splits_ = kernels::attention_split_limits(first_layer, c.heads, /*capture=*/true);
@@ -168,10 +190,18 @@ CudaBackend::~CudaBackend() {
 
 kernels::PagedKvView CudaBackend::layer_view(int layer, const std::int32_t* write_slot,
                                              const std::int32_t* read_slot) const {
+    const auto l = static_cast<std::size_t>(layer);
+    kernels::PagedKvView view = slot_view(groups_.slot_of[l], write_slot, read_slot);
+    view.window = model_->config().layer_attention[l].window;
+    return view;
+}
+
+kernels::PagedKvView CudaBackend::slot_view(int slot, const std::int32_t* write_slot,
+                                            const std::int32_t* read_slot) const {
     const model::LlamaConfig& c = model_->config();
     const kv::KvCacheFormat& format = options_.cache_format;
     kernels::PagedKvView view;
-    std::uint8_t* base = pool_.data() + (key_plane_bytes_ + value_plane_bytes_) * layer;
+    std::uint8_t* base = pool_.data() + (key_plane_bytes_ + value_plane_bytes_) * slot;
     view.keys.data = base;
     view.keys.format = format.key;
     view.keys.head_block_bytes =
@@ -186,9 +216,9 @@ kernels::PagedKvView CudaBackend::layer_view(int layer, const std::int32_t* writ
         view.open.data = open_pool_.data();
         view.open.write_slot = write_slot;
         view.open.read_slot = read_slot;
-        view.open.layers = c.layers;
+        view.open.layers = groups_.layers_per_block;
     }
-    view.layer = layer;
+    view.layer = slot;
     view.kv_heads = c.kv_heads;
     view.head_dim = c.head_dim;
     view.block_size = options_.block_size;
@@ -196,12 +226,25 @@ kernels::PagedKvView CudaBackend::layer_view(int layer, const std::int32_t* writ
     return view;
 }
 
+kernels::RopeTableView CudaBackend::rope_table_of(float base) const {
+    kernels::RopeTableView table;
+    table.head_dim = model_->config().head_dim;
+    table.theta_base = base;
+    for (const RopeAngles& angles : rope_angles_) {
+        if (angles.base == base) {
+            table.angles = angles.angles.data();
+            table.positions = rope_positions_;
+        }
+    }
+    return table; // no table: every angle computed in the kernel
+}
+
 void CudaBackend::reserve_open_slots(int slots) {
     if (slots <= open_pool_slots_) {
         return;
     }
     const model::LlamaConfig& c = model_->config();
-    const kernels::OpenBlocksView shape{nullptr, nullptr, nullptr, c.layers};
+    const kernels::OpenBlocksView shape{nullptr, nullptr, nullptr, groups_.layers_per_block};
     const std::int64_t per_slot =
         shape.floats_per_slot(c.kv_heads, options_.block_size, c.head_dim);
     // Doubling: a run opens one block per running sequence, and growing
@@ -219,7 +262,7 @@ void CudaBackend::reserve_open_slots(int slots) {
 
 void CudaBackend::zero_open_slots(const std::vector<std::int32_t>& slots) {
     const model::LlamaConfig& c = model_->config();
-    const kernels::OpenBlocksView shape{nullptr, nullptr, nullptr, c.layers};
+    const kernels::OpenBlocksView shape{nullptr, nullptr, nullptr, groups_.layers_per_block};
     const std::int64_t per_slot =
         shape.floats_per_slot(c.kv_heads, options_.block_size, c.head_dim);
     for (const std::int32_t slot : slots) {
@@ -240,21 +283,24 @@ void CudaBackend::upload_staging(std::size_t bytes) {
 }
 
 std::int64_t CudaBackend::activation_bytes() const {
-    const std::size_t bytes = act_.x.bytes() + act_.qkv.bytes() + act_.q.bytes() + act_.k.bytes() +
-                              act_.v.bytes() + act_.gate_up.bytes() + act_.x_half.bytes() +
-                              act_.workspace.bytes() + act_.selected.bytes() + act_.logits.bytes() +
-                              act_.capture.bytes() + act_.copy_rows.bytes() +
-                              act_.copy_keys.bytes() + act_.copy_values.bytes() +
-                              act_.sample_scratch.bytes() + act_.tokens.bytes() +
-                              batch_arrays_.bytes() + rope_angles_.bytes();
+    std::size_t rope_bytes = 0;
+    for (const RopeAngles& table : rope_angles_) {
+        rope_bytes += table.angles.bytes();
+    }
+    const std::size_t bytes =
+        act_.x.bytes() + act_.h.bytes() + act_.qkv.bytes() + act_.q.bytes() + act_.k.bytes() +
+        act_.v.bytes() + act_.gate_up.bytes() + act_.x_half.bytes() + act_.workspace.bytes() +
+        act_.selected.bytes() + act_.logits.bytes() + act_.capture.bytes() +
+        act_.copy_rows.bytes() + act_.copy_keys.bytes() + act_.copy_values.bytes() +
+        act_.sample_scratch.bytes() + act_.tokens.bytes() + batch_arrays_.bytes() + rope_bytes;
     return static_cast<std::int64_t>(bytes);
 }
 
 std::vector<const void*> CudaBackend::graph_addresses() const {
-    return {act_.x.data(),        act_.qkv.data(),     act_.q.data(),        act_.k.data(),
-            act_.v.data(),        act_.gate_up.data(), act_.x_half.data(),   act_.workspace.data(),
-            act_.selected.data(), act_.logits.data(),  batch_arrays_.data(), pool_.data(),
-            open_pool_.data()};
+    return {act_.x.data(),         act_.h.data(),        act_.qkv.data(),     act_.q.data(),
+            act_.k.data(),         act_.v.data(),        act_.gate_up.data(), act_.x_half.data(),
+            act_.workspace.data(), act_.selected.data(), act_.logits.data(),  batch_arrays_.data(),
+            pool_.data(),          open_pool_.data()};
 }
 
 std::optional<runner::DeviceMemory> CudaBackend::device_memory() const {
@@ -337,35 +383,44 @@ void CudaBackend::validate(const runner::ForwardBatch& batch) const {
         fail("the batch's block size " + std::to_string(batch.block_size) + " is not the cache's " +
              std::to_string(options_.block_size));
     }
-    if (batch.kv_groups != 1) {
-        // Sliding-window architectures are refused before (runs_on_cuda).
-        fail("the CUDA backend keeps one block table per sequence, not a hybrid cache's groups");
+    const int groups = groups_.group_count();
+    if (batch.kv_groups != groups) {
+        fail("the batch has block tables for " + std::to_string(batch.kv_groups) +
+             " KV groups, the cache " + std::to_string(groups));
     }
+    const auto group_count = static_cast<std::size_t>(groups);
     if (batch.positions.size() != tokens || batch.cache_positions.size() != tokens ||
-        batch.slot_mapping.size() != tokens || batch.sequence_of.size() != tokens) {
+        batch.slot_mapping.size() != tokens * group_count || batch.sequence_of.size() != tokens) {
         fail("the batch's per-token arrays differ in length");
     }
     if (batch.block_table_offsets.size() != sequences + 1 ||
         batch.block_table_offsets.front() != 0 ||
-        static_cast<std::size_t>(batch.block_table_offsets.back()) != batch.block_tables.size() ||
+        static_cast<std::size_t>(batch.block_table_offsets.back()) * group_count !=
+            batch.block_tables.size() ||
         !std::is_sorted(batch.block_table_offsets.begin(), batch.block_table_offsets.end())) {
         fail("the batch's block table offsets do not match its sequences and tables");
     }
     if (!batch.capture_attention_from.empty() && batch.capture_attention_from.size() != sequences) {
         fail("capture_attention_from needs one entry per sequence");
     }
-    for (const kv::BlockId block : batch.block_tables) {
-        if (block < 0 || block >= options_.num_blocks) {
+    const auto per_group = static_cast<std::size_t>(batch.block_table_offsets.back());
+    for (std::size_t i = 0; i < batch.block_tables.size(); ++i) {
+        const kv::BlockId block = batch.block_tables[i];
+        // A sliding group's table lets go of the blocks that left its window.
+        const bool let_go =
+            block == kv::kNoBlock && groups_.window(static_cast<int>(i / per_group)) > 0;
+        if (!let_go && (block < 0 || block >= options_.num_blocks)) {
             fail("block " + std::to_string(block) + " is outside the KV cache");
         }
     }
-    for (std::size_t t = 0; t < tokens; ++t) {
-        const std::int32_t slot = batch.slot_mapping[t];
+    for (const std::int32_t slot : batch.slot_mapping) {
         if (slot < 0 || slot >= options_.num_blocks * options_.block_size) {
             // The CPU backend's words, so callers see one message.
             throw std::invalid_argument("slot " + std::to_string(slot) +
                                         " is outside the KV cache");
         }
+    }
+    for (std::size_t t = 0; t < tokens; ++t) {
         const std::int32_t id = batch.token_ids[t];
         if (id < 0 || id >= c.vocab) {
             throw std::invalid_argument("token id " + std::to_string(id) +
@@ -381,6 +436,22 @@ void CudaBackend::validate(const runner::ForwardBatch& batch) const {
             options_.block_size;
         if (batch.cache_positions[t] < 0 || batch.cache_positions[t] >= held) {
             fail("token " + std::to_string(t) + " attends beyond its sequence's blocks");
+        }
+        // On the device a let-go block inside the window would be a negative
+        // address.
+        for (int g = 0; g < groups; ++g) {
+            if (groups_.window(g) == 0) {
+                continue; // its tables hold no let-go blocks (checked above)
+            }
+            const std::int32_t context = batch.cache_positions[t] + 1;
+            const kv::BlockId* table = batch.group_table(g, s);
+            for (std::int32_t b =
+                     math::attended_first(context, groups_.window(g)) / options_.block_size;
+                 b <= batch.cache_positions[t] / options_.block_size; ++b) {
+                if (table[b] == kv::kNoBlock) {
+                    fail("token " + std::to_string(t) + " attends a block its KV group let go");
+                }
+            }
         }
     }
     for (const std::int32_t t : batch.logit_tokens) {
@@ -512,7 +583,7 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     at.token_ids = layout.add<std::int32_t>(size_of(tokens));
     at.positions = layout.add<std::int32_t>(size_of(tokens));
     at.cache_positions = layout.add<std::int32_t>(size_of(tokens));
-    at.slot_mapping = layout.add<std::int32_t>(size_of(tokens));
+    at.slot_mapping = layout.add<std::int32_t>(batch.slot_mapping.size()); // (groups, tokens)
     at.sequence_of = layout.add<std::int32_t>(size_of(tokens));
     at.block_table_offsets = layout.add<std::int32_t>(size_of(sequences) + 1);
     at.capture_attention_from = layout.add<std::int32_t>(size_of(sequences));
@@ -540,6 +611,9 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     // bookkeeping and the previous buffers as they were.
     const std::size_t n = size_of(tokens);
     act_.x.reserve_discard(n * size_of(hidden));
+    if (c.traits.post_norms) {
+        act_.h.reserve_discard(n * size_of(hidden));
+    }
     act_.q.reserve_discard(n * size_of(q_width));
     if (!rope_angles_.empty()) { // the fused QKV rows (16-bit caches)
         act_.qkv.reserve_discard(n * size_of(q_width + 2 * kv_width));
@@ -570,8 +644,9 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     // then) without moving the buffer, which would drop the graphs: the
     // slack is added only when the buffer must grow anyway.
     if (layout.bytes() > batch_arrays_.bytes()) {
-        batch_arrays_.reserve_discard(layout.bytes() +
-                                      size_of(options_.num_blocks + tokens) * sizeof(std::int32_t));
+        batch_arrays_.reserve_discard(layout.bytes() + size_of(options_.num_blocks + tokens) *
+                                                           size_of(groups_.group_count()) *
+                                                           sizeof(std::int32_t));
     }
     if (open_blocks_) {
         reserve_open_slots(open_blocks_->capacity_needed(batch.slot_mapping, options_.block_size));
@@ -667,84 +742,134 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     float* sums = act_.capture.data();
     const kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
         act_.workspace.data(), tokens, c.heads, std::max(max_splits, 1), c.head_dim, split);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    const float scale = c.attention_scale > 0.0f ? c.attention_scale
+                                                 : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    const std::int64_t qkv_width = q_width + 2 * kv_width;
+    float* h = act_.h.data();
     if (capture) { // the launcher accumulates over layers and heads
         KVSCOPE_CUDA_CHECK(
             cudaMemsetAsync(sums, 0, size_of(capture_total) * sizeof(float), stream));
     }
 
     const bool fused_rope_write = !rope_angles_.empty();
-    kernels::RopeTableView rope_angles;
-    rope_angles.angles = rope_angles_.data();
-    rope_angles.positions = rope_positions_;
-    rope_angles.head_dim = c.head_dim;
-    rope_angles.theta_base = c.rope_theta;
+    const float embedding_scale =
+        c.traits.scaled_embedding ? std::sqrt(static_cast<float>(c.hidden)) : 1.0f;
+    const bool gelu_tanh = c.traits.activation == model::GateActivation::gelu_tanh;
 
     // Only the rows whose logits are wanted go through the (large) output head.
     const auto enqueue_model = [&] {
         op("embedding", -1, [&] {
             kernels::launch_embedding_gather(w.token_embedding.data, device_batch.token_ids, tokens,
-                                             c.hidden, c.vocab, x, stream);
+                                             c.hidden, c.vocab, x, stream, embedding_scale);
         });
         const int run_layers = batch.layers > 0 ? std::min(batch.layers, c.layers) : c.layers;
         for (int l = 0; l < run_layers; ++l) {
             const CudaLayerWeights& layer = w.layers[static_cast<std::size_t>(l)];
             const kernels::PagedKvView cache = layer_view(l, write_slot, read_slot);
             const nvtx::Range layer_range(nvtx::layer_name(l));
+            const float rope_base = c.layer_attention[static_cast<std::size_t>(l)].rope_base;
+            // The layer's group: its tables (read on the device) and slots.
+            const int group = groups_.group_of[static_cast<std::size_t>(l)];
+            kernels::DeviceBatchView layer_batch = device_batch;
+            layer_batch.kv_group = group;
+            const std::int32_t* slots =
+                device_batch.slot_mapping + static_cast<std::ptrdiff_t>(group) * tokens;
+            // The output of attention or the FFN goes through the layer's
+            // post-norm, where it has one, into the residual stream; else
+            // the matrix product adds it there itself.
+            const auto project_into_residual = [&](const HalfMatrix& matrix,
+                                                   const float* post_norm) {
+                if (post_norm == nullptr) {
+                    linear(cublas_, x_half, tokens, matrix, x, /*accumulate=*/true);
+                    return;
+                }
+                linear(cublas_, x_half, tokens, matrix, h);
+                kernels::launch_rms_norm_add(h, post_norm, x, tokens, c.hidden, c.rms_eps, stream);
+            };
 
-            // Ten kernels a layer on 16-bit caches: each linear layer's input
-            // is written as fp16 by the kernel before it, and the output
-            // projections add into the residual stream themselves.
+            // Ten kernels a layer on 16-bit caches for Llama (Qwen and Gemma
+            // add their biases, QK norms and post-norms): each linear
+            // layer's input is written as fp16 by the kernel before it, and
+            // the output projections add into the residual stream themselves
+            // where no post-norm comes between.
             op("attn_norm", l, [&] {
                 kernels::launch_rms_norm_half(x, layer.attn_norm, x_half, tokens, c.hidden,
                                               c.rms_eps, stream);
             });
             if (fused_rope_write) { // 16-bit caches: no KIVI finalisation either
-                op("qkv", l, [&] { linear(cublas_, x_half, tokens, layer.wqkv, qkv); });
+                op("qkv", l, [&] {
+                    linear(cublas_, x_half, tokens, layer.wqkv, qkv);
+                    if (layer.qkv_bias != nullptr) {
+                        kernels::launch_add_bias(qkv, layer.qkv_bias, tokens,
+                                                 static_cast<int>(qkv_width), stream);
+                    }
+                });
+                if (layer.q_norm != nullptr) { // before RoPE, as on the CPU
+                    op("qk_norm", l, [&] {
+                        kernels::launch_rms_norm_heads(qkv, layer.q_norm, tokens, c.heads,
+                                                       c.head_dim, qkv_width, c.rms_eps, stream);
+                        kernels::launch_rms_norm_heads(qkv + q_width, layer.k_norm, tokens,
+                                                       c.kv_heads, c.head_dim, qkv_width, c.rms_eps,
+                                                       stream);
+                    });
+                }
                 op("rope_kv_write", l, [&] {
-                    kernels::launch_rope_kv_write(cache, qkv, q, device_batch.positions,
-                                                  device_batch.slot_mapping, rope_angles, tokens,
-                                                  c.heads, stream);
+                    kernels::launch_rope_kv_write(cache, qkv, q, device_batch.positions, slots,
+                                                  rope_table_of(rope_base), tokens, c.heads,
+                                                  rope_halves_, stream);
                 });
             } else {
                 op("qkv", l, [&] {
                     linear(cublas_, x_half, tokens, layer.wq, q);
                     linear(cublas_, x_half, tokens, layer.wk, k);
                     linear(cublas_, x_half, tokens, layer.wv, v);
+                    if (layer.qkv_bias != nullptr) {
+                        kernels::launch_add_bias(q, layer.q_bias, tokens, static_cast<int>(q_width),
+                                                 stream);
+                        kernels::launch_add_bias(k, layer.k_bias, tokens,
+                                                 static_cast<int>(kv_width), stream);
+                        kernels::launch_add_bias(v, layer.v_bias, tokens,
+                                                 static_cast<int>(kv_width), stream);
+                    }
                 });
+                if (layer.q_norm != nullptr) {
+                    op("qk_norm", l, [&] {
+                        kernels::launch_rms_norm_heads(q, layer.q_norm, tokens, c.heads, c.head_dim,
+                                                       q_width, c.rms_eps, stream);
+                        kernels::launch_rms_norm_heads(k, layer.k_norm, tokens, c.kv_heads,
+                                                       c.head_dim, kv_width, c.rms_eps, stream);
+                    });
+                }
                 op("rope", l, [&] {
                     kernels::launch_rope(q, k, device_batch.positions, tokens, c.heads, c.kv_heads,
-                                         c.head_dim, c.rope_theta, stream);
+                                         c.head_dim, rope_base, rope_halves_, stream);
                 });
                 op("kv_write", l, [&] {
-                    kernels::launch_kv_append(cache, k, v, device_batch.slot_mapping, tokens,
-                                              stream);
+                    kernels::launch_kv_append(cache, k, v, slots, tokens, stream);
                     if (filled_count > 0) {
                         kernels::launch_kivi_finalize(cache, filled_blocks, filled_count, stream);
                     }
                 });
             }
             op("attention", l, [&] {
-                kernels::launch_paged_attention_half(cache, device_batch, q, c.heads, scale,
+                kernels::launch_paged_attention_half(cache, layer_batch, q, c.heads, scale,
                                                      launch_context, workspace, x_half, stream);
                 if (capture) {
-                    kernels::launch_attention_capture(cache, device_batch, q, c.heads, scale,
+                    kernels::launch_attention_capture(cache, layer_batch, q, c.heads, scale,
                                                       launch_context, workspace, sums, stream);
                 }
             });
-            op("attn_out", l,
-               [&] { linear(cublas_, x_half, tokens, layer.wo, x, /*accumulate=*/true); });
+            op("attn_out", l, [&] { project_into_residual(layer.wo, layer.post_attn_norm); });
             op("ffn_norm", l, [&] {
                 kernels::launch_rms_norm_half(x, layer.ffn_norm, x_half, tokens, c.hidden,
                                               c.rms_eps, stream);
             });
             op("gate_up", l, [&] {
                 linear(cublas_, x_half, tokens, layer.w_gate_up, gate_up);
-                kernels::launch_silu_mul_half(gate_up, tokens, static_cast<int>(ffn), x_half,
-                                              stream);
+                kernels::launch_gated_half(gate_up, tokens, static_cast<int>(ffn), gelu_tanh,
+                                           x_half, stream);
             });
-            op("down", l,
-               [&] { linear(cublas_, x_half, tokens, layer.w_down, x, /*accumulate=*/true); });
+            op("down", l, [&] { project_into_residual(layer.w_down, layer.post_ffn_norm); });
         }
         if (rows > 0) { // a step of prefill chunks only wants no logits at all
             float* selected = act_.selected.data();
@@ -820,7 +945,7 @@ void CudaBackend::check_block_copy(const char* what, kv::BlockId block, std::siz
 
 void CudaBackend::copy_block_runs(kv::BlockId block, std::byte* to_host,
                                   const std::byte* from_host) const {
-    // Pool: (layers, [K, V], num_blocks + 1, ...): a layer's K run of the
+    // Pool: (layer slots, [K, V], num_blocks + 1, ...): a layer's K run of the
     // block, then its V run, a layer's planes apart. Host: K run, V run, per
     // layer. A strided copy moves every layer's K runs, another the V runs;
     // where a layer's planes exceed the largest pitch a strided copy takes
@@ -829,7 +954,7 @@ void CudaBackend::copy_block_runs(kv::BlockId block, std::byte* to_host,
     const std::int64_t value_run = value_plane_bytes_ / (options_.num_blocks + 1);
     const std::int64_t host_pitch = key_run + value_run;
     const std::int64_t device_pitch = key_plane_bytes_ + value_plane_bytes_;
-    const int layers = model_->config().layers;
+    const int layers = groups_.layers_per_block;
     const cudaStream_t stream = stream_.get();
     KVSCOPE_CUDA_CHECK(cudaSetDevice(options_.device));
     for (const auto& [device_at, host_at, width] :
@@ -965,17 +1090,18 @@ void CudaBackend::copy_slots_unguarded(std::span<const std::int32_t> from,
     const std::int32_t* from_d = StagingLayout::at<std::int32_t>(arrays, at_from);
     const std::int32_t* to_d = StagingLayout::at<std::int32_t>(arrays, at_to);
     const nvtx::Range range("copy_slots");
-    for (int l = 0; l < c.layers; ++l) {
+    // Every layer slot of the blocks, as the CPU KvStore copies them.
+    for (int l = 0; l < groups_.layers_per_block; ++l) {
         if (!has_kivi_plane()) {
-            kernels::launch_copy_slot_rows(layer_view(l, nullptr, nullptr), from_d, to_d, count,
+            kernels::launch_copy_slot_rows(slot_view(l, nullptr, nullptr), from_d, to_d, count,
                                            act_.copy_rows.data(), stream);
             continue;
         }
         const std::int32_t* before = StagingLayout::at<std::int32_t>(arrays, at_before);
-        const kernels::PagedKvView sources = layer_view(l, before, before);
+        const kernels::PagedKvView sources = slot_view(l, before, before);
         const kernels::PagedKvView destinations =
-            layer_view(l, StagingLayout::at<std::int32_t>(arrays, at_write),
-                       StagingLayout::at<std::int32_t>(arrays, at_read));
+            slot_view(l, StagingLayout::at<std::int32_t>(arrays, at_write),
+                      StagingLayout::at<std::int32_t>(arrays, at_read));
         // Within a layer every source is read before any destination is
         // written (stream order), and layers do not share bytes.
         kernels::launch_gather_slots_fp32(sources, from_d, count, act_.copy_keys.data(),

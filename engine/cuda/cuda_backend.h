@@ -1,4 +1,5 @@
-// The CUDA backend: the same Llama forward pass as the CPU backend, on one
+// The CUDA backend: the same forward pass as the CPU backend (every
+// architecture of model/architecture.h, a hybrid cache's groups), on one
 // GPU. Weights in fp16 (CudaWeights), linear layers through cuBLAS, the rest
 // through the kernels of kernels/, K/V in a paged pool laid out as the CPU
 // KvStore's, in the same formats, encoded by the same shared math. One
@@ -17,6 +18,7 @@
 #include "engine/runner/captured_attention.h"
 #include "kernels/paged_attention.cuh"
 #include "kernels/paged_kv_view.cuh"
+#include "kernels/rope_kv_write.cuh"
 
 #include <cstddef>
 #include <cstdint>
@@ -36,6 +38,10 @@ struct CudaBackendOptions {
     // Replay plain decode steps from captured CUDA graphs (bucketed batch
     // sizes); off: every step launches its kernels one by one.
     bool cuda_graphs = true;
+    // Layers grouped by attention kind, each group with its own block
+    // tables (kv_groups.h), where the model has sliding-window layers; off:
+    // one group of every layer (a plain cache; the windows still apply).
+    bool hybrid_kv = true;
 };
 
 class CudaBackend final : public runner::Backend {
@@ -55,10 +61,11 @@ public:
     int layers() const override { return model_->config().layers; }
     int num_blocks() const override { return options_.num_blocks; }
     kv::KvCacheFormat cache_format() const override { return options_.cache_format; }
+    kv::KvGroupLayout kv_groups() const override { return groups_; }
     // The KV manager's blocks (the spare padding block not counted).
     std::int64_t kv_cache_bytes() const override {
         return (key_plane_bytes_ + value_plane_bytes_) / (options_.num_blocks + 1) *
-               options_.num_blocks * model_->config().layers;
+               options_.num_blocks * groups_.layers_per_block;
     }
     // Decode graphs captured so far and steps replayed from them (tests).
     std::size_t decode_graph_count() const { return graphs_.size(); }
@@ -88,7 +95,7 @@ public:
     // tier costs is what it measures.
     std::int64_t block_bytes() const override {
         return (key_plane_bytes_ + value_plane_bytes_) / (options_.num_blocks + 1) *
-               model_->config().layers;
+               groups_.layers_per_block;
     }
     void read_block(kv::BlockId block, std::span<std::byte> bytes) const override;
     void write_block(kv::BlockId block, std::span<const std::byte> bytes) override;
@@ -115,10 +122,18 @@ private:
     // the sampled tokens to `tokens`.
     void run_step(const runner::ForwardBatch& requested, float* logits,
                   std::span<const runner::RowSampling> sampling, std::int32_t* sampled_tokens);
-    // The kernels' view of layer `layer` of the pool, with the open blocks'
-    // slot arrays given (null when no plane is KIVI).
+    // The kernels' view of model layer `layer`'s K/V in the pool (its slot in
+    // its group's blocks, its window), with the open blocks' slot arrays
+    // given (null when no plane is KIVI).
     kernels::PagedKvView layer_view(int layer, const std::int32_t* write_slot,
                                     const std::int32_t* read_slot) const;
+    // The view of layer slot `slot` of every block (no window): what block
+    // copies move.
+    kernels::PagedKvView slot_view(int slot, const std::int32_t* write_slot,
+                                   const std::int32_t* read_slot) const;
+    // The angle table of RoPE base `base` (empty when the cache takes the
+    // unfused path).
+    kernels::RopeTableView rope_table_of(float base) const;
     bool has_kivi_plane() const { return open_blocks_.has_value(); }
     void validate(const runner::ForwardBatch& batch) const;
     // Makes room in the open pool for `slots` slots, keeping its contents.
@@ -146,8 +161,11 @@ private:
     CublasHandle cublas_;
     std::shared_ptr<const CudaWeights> weights_; // shared with the model's other CUDA backends
 
-    // (layers, [K, V], num_blocks + 1, kv_heads, head_block_bytes): the CPU
-    // KvStore's layout, so both address it through engine/math/paged_slots.h.
+    // How the layers share blocks: each layer's group and slot.
+    kv::KvGroupLayout groups_;
+    // (layers_per_block, [K, V], num_blocks + 1, kv_heads, head_block_bytes):
+    // the CPU KvStore's layout, so both address it through
+    // engine/math/paged_slots.h.
     // Block num_blocks is a spare the KV manager never hands out: padded
     // decode rows (decode_padding.h) write there.
     DeviceBuffer<std::uint8_t> pool_;
@@ -156,10 +174,16 @@ private:
     std::int64_t max_copy_pitch_ = 0;    // the largest pitch cudaMemcpy2D takes here
     int multiprocessors_ = 1;            // the device's, for the attention's split length
     // cos and sin of RoPE per (position, pair) below the trained context, the
-    // CPU's angles computed once (kernels/rope_kv_write.cuh); only for 16-bit
-    // caches, whose RoPE and KV write are one kernel (empty otherwise).
-    DeviceBuffer<math::RopeCosSin> rope_angles_;
+    // CPU's angles computed once (kernels/rope_kv_write.cuh), a table per
+    // RoPE base the layers use (Gemma 3: two); only for 16-bit caches, whose
+    // RoPE and KV write are one kernel (empty otherwise).
+    struct RopeAngles {
+        float base = 0.0f;
+        DeviceBuffer<math::RopeCosSin> angles;
+    };
+    std::vector<RopeAngles> rope_angles_;
     int rope_positions_ = 0;
+    bool rope_halves_ = false; // pairs (i, i + head_dim/2): math::rope_pair_dims
     // How attention splits may be cut, for steps without and with attention
     // capture (kernels/paged_attention.cuh).
     kernels::AttentionSplitLimits step_splits_;
@@ -181,6 +205,7 @@ private:
     // Per-step activations, grown to the largest batch so far and kept.
     struct Activations {
         DeviceBuffer<float> x;       // (tokens, hidden): the residual stream
+        DeviceBuffer<float> h;       // (tokens, hidden): a block's output before its post-norm
         DeviceBuffer<float> qkv;     // (tokens, (heads + 2 kv_heads) * head_dim): fused QKV
         DeviceBuffer<float> q;       // (tokens, heads, head_dim): the attention's queries
         DeviceBuffer<float> k;       // (tokens, kv_heads, head_dim): unfused path only

@@ -30,6 +30,19 @@ CudaWeights::CudaWeights(const model::LlamaModel& model, int device)
         const std::string blk = "blk." + std::to_string(i) + ".";
         CudaLayerWeights layer;
         layer.attn_norm = upload_norm(l.attn_norm);
+        if (!l.q_bias.empty()) { // one vector, as the fused QKV rows are laid out
+            std::vector<float> bias = l.q_bias;
+            bias.insert(bias.end(), l.k_bias.begin(), l.k_bias.end());
+            bias.insert(bias.end(), l.v_bias.begin(), l.v_bias.end());
+            layer.qkv_bias = upload_norm(bias);
+            layer.q_bias = layer.qkv_bias;
+            layer.k_bias = layer.q_bias + l.q_bias.size();
+            layer.v_bias = layer.k_bias + l.k_bias.size();
+        }
+        layer.q_norm = upload_norm(l.q_norm);
+        layer.k_norm = upload_norm(l.k_norm);
+        layer.post_attn_norm = upload_norm(l.post_attn_norm);
+        layer.post_ffn_norm = upload_norm(l.post_ffn_norm);
         layer.wqkv = upload_stacked({&l.wq, &l.wk, &l.wv}, blk + "attn_q/k/v");
         const int q_rows = static_cast<int>(l.wq.rows);
         const int kv_rows = static_cast<int>(l.wk.rows);
@@ -118,6 +131,9 @@ HalfMatrix CudaWeights::upload_stacked(const std::vector<const model::TensorView
 }
 
 const float* CudaWeights::upload_norm(const std::vector<float>& norm) {
+    if (norm.empty()) {
+        return nullptr;
+    }
     DeviceBuffer<float> device(norm.size());
     KVSCOPE_CUDA_CHECK(
         cudaMemcpy(device.data(), norm.data(), device.bytes(), cudaMemcpyHostToDevice));

@@ -18,18 +18,28 @@ namespace kvscope::cuda {
 // The projections that read the same input are stacked into one matrix, so
 // one matrix product computes them (wqkv, w_gate_up); the single ones are
 // views of its rows.
+// The optional vectors (a bias, a QK norm, a post-norm) are null where the
+// architecture has none (model/architecture.h).
 struct CudaLayerWeights {
     const float* attn_norm = nullptr; // (hidden)
-    HalfMatrix wqkv;                  // ((heads + 2 kv_heads) * head_dim, hidden): wq, wk, wv
-    HalfMatrix wq;                    // (heads * head_dim, hidden)
-    HalfMatrix wk;                    // (kv_heads * head_dim, hidden)
-    HalfMatrix wv;                    // (kv_heads * head_dim, hidden)
-    HalfMatrix wo;                    // (hidden, heads * head_dim)
-    const float* ffn_norm = nullptr;  // (hidden)
-    HalfMatrix w_gate_up;             // (2 ffn_hidden, hidden): w_gate, w_up
-    HalfMatrix w_gate;                // (ffn_hidden, hidden)
-    HalfMatrix w_up;                  // (ffn_hidden, hidden)
-    HalfMatrix w_down;                // (hidden, ffn_hidden)
+    const float* qkv_bias = nullptr;  // ((heads + 2 kv_heads) * head_dim): q, k, v biases
+    const float* q_bias = nullptr;    // views of qkv_bias
+    const float* k_bias = nullptr;
+    const float* v_bias = nullptr;
+    const float* q_norm = nullptr;         // (head_dim): each query head's RMSNorm
+    const float* k_norm = nullptr;         // (head_dim): each key head's
+    const float* post_attn_norm = nullptr; // (hidden): of the attention's output
+    HalfMatrix wqkv;                       // ((heads + 2 kv_heads) * head_dim, hidden): wq, wk, wv
+    HalfMatrix wq;                         // (heads * head_dim, hidden)
+    HalfMatrix wk;                         // (kv_heads * head_dim, hidden)
+    HalfMatrix wv;                         // (kv_heads * head_dim, hidden)
+    HalfMatrix wo;                         // (hidden, heads * head_dim)
+    const float* ffn_norm = nullptr;       // (hidden)
+    HalfMatrix w_gate_up;                  // (2 ffn_hidden, hidden): w_gate, w_up
+    HalfMatrix w_gate;                     // (ffn_hidden, hidden)
+    HalfMatrix w_up;                       // (ffn_hidden, hidden)
+    HalfMatrix w_down;                     // (hidden, ffn_hidden)
+    const float* post_ffn_norm = nullptr;  // (hidden): of the FFN's output
 };
 
 class CudaWeights {
@@ -60,6 +70,7 @@ private:
     // The tensors' rows one after another in one matrix (equal widths).
     HalfMatrix upload_stacked(const std::vector<const model::TensorView*>& tensors,
                               const std::string& name);
+    // Null for an empty vector (a weight the architecture does not have).
     const float* upload_norm(const std::vector<float>& norm);
 
     int device_ = 0;

@@ -62,17 +62,31 @@ runner::ForwardBatch pad_decode_batch(const runner::ForwardBatch& batch, int buc
     if (bucket < real) {
         throw std::invalid_argument("pad_decode_batch: bucket smaller than the batch");
     }
+    const auto extra = static_cast<std::size_t>(bucket - real);
     runner::ForwardBatch padded = batch;
     padded.capture_attention_from.resize(static_cast<std::size_t>(real), INT32_MAX);
+    // Slots and tables are group-major: each group's gets its own padded rows.
+    padded.slot_mapping.clear();
+    padded.block_tables.clear();
+    const auto tables = static_cast<std::size_t>(batch.block_table_offsets.back());
+    for (int g = 0; g < batch.kv_groups; ++g) {
+        const std::span<const std::int32_t> slots = batch.group_slots(g);
+        padded.slot_mapping.insert(padded.slot_mapping.end(), slots.begin(), slots.end());
+        padded.slot_mapping.insert(padded.slot_mapping.end(), extra,
+                                   spare_block * batch.block_size);
+        const auto first = batch.block_tables.begin() +
+                           static_cast<std::ptrdiff_t>(static_cast<std::size_t>(g) * tables);
+        padded.block_tables.insert(padded.block_tables.end(), first,
+                                   first + static_cast<std::ptrdiff_t>(tables));
+        padded.block_tables.insert(padded.block_tables.end(), extra, spare_block);
+    }
     for (int t = real; t < bucket; ++t) {
         padded.token_ids.push_back(0);
         padded.positions.push_back(0);
         padded.cache_positions.push_back(0);
-        padded.slot_mapping.push_back(spare_block * batch.block_size);
         padded.sequence_of.push_back(t);
         padded.context_lengths.push_back(1);
-        padded.block_tables.push_back(spare_block);
-        padded.block_table_offsets.push_back(static_cast<std::int32_t>(padded.block_tables.size()));
+        padded.block_table_offsets.push_back(padded.block_table_offsets.back() + 1);
         padded.capture_attention_from.push_back(INT32_MAX);
         padded.logit_tokens.push_back(t);
     }

@@ -39,8 +39,10 @@ int attention_split_length(int tokens, int kv_heads, int context, int multiproce
 bool is_plain_decode(const runner::ForwardBatch& batch);
 
 // `batch` (a plain decode) padded to `bucket` sequences with decodes of
-// token 0 at position 0 into slot 0 of `spare_block`. block_tables stays the
-// last-growing array: the rest of the layout depends on the bucket alone.
+// token 0 at position 0 into slot 0 of `spare_block`, in every KV group's
+// slots and tables (each group's padded rows after its real ones).
+// block_tables stays the last-growing array: the rest of the layout depends
+// on the bucket alone.
 runner::ForwardBatch pad_decode_batch(const runner::ForwardBatch& batch, int bucket,
                                       kv::BlockId spare_block);
 

@@ -32,4 +32,11 @@ KVSCOPE_HD inline std::int32_t block_of_entry(const std::int32_t* table, std::in
     return table[entry / block_size];
 }
 
+// The first cache entry a query with `context` entries attends: 0, or for a
+// sliding window of `window` positions (the query's own included) the
+// oldest one still inside it.
+KVSCOPE_HD inline std::int32_t attended_first(std::int32_t context, std::int32_t window) {
+    return window > 0 && context > window ? context - window : 0;
+}
+
 } // namespace kvscope::math

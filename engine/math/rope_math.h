@@ -45,4 +45,16 @@ KVSCOPE_HD inline void rope_rotate_pair(float* pair, RopeCosSin angle) {
     rope_rotate(pair[0], pair[1], angle);
 }
 
+// The two dimensions of a head that pair `pair` rotates together: (2i, 2i+1)
+// (llama.cpp's "NORM", `halves` false) or (i, i + head_dim/2) ("NEOX": Qwen,
+// Gemma). The angle is the pair's either way.
+struct RopePairDims {
+    int first;
+    int second;
+};
+
+KVSCOPE_HD inline RopePairDims rope_pair_dims(bool halves, int pair, int head_dim) {
+    return halves ? RopePairDims{pair, pair + head_dim / 2} : RopePairDims{2 * pair, 2 * pair + 1};
+}
+
 } // namespace kvscope::math

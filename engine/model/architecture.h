@@ -36,12 +36,6 @@ struct Architecture {
     float sliding_rope_base = 0.0f;
 };
 
-// Whether the CUDA backend runs this block: so far Llama's alone (the CPU
-// backend runs them all).
-bool runs_on_cuda(const Architecture& arch);
-// "the CUDA backend does not run gemma3 models yet (it runs llama, mistral)".
-std::string cuda_architecture_problem(const Architecture& arch);
-
 // The entry for `name`, or nullptr when kvscope cannot run it.
 const Architecture* find_architecture(std::string_view name);
 

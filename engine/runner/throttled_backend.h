@@ -26,7 +26,10 @@ public:
     std::string name() const override { return inner_->name(); }
     int vocab_size() const override { return inner_->vocab_size(); }
     int block_size() const override { return inner_->block_size(); }
+    int layers() const override { return inner_->layers(); }
     int num_blocks() const override { return inner_->num_blocks(); }
+    kv::KvGroupLayout kv_groups() const override { return inner_->kv_groups(); }
+    BatchDetail batch_detail() const override { return inner_->batch_detail(); }
     kv::KvCacheFormat cache_format() const override { return inner_->cache_format(); }
     std::int64_t kv_cache_bytes() const override { return inner_->kv_cache_bytes(); }
     void forward(const ForwardBatch& batch, float* logits) override {

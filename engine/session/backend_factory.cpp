@@ -2,6 +2,7 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/matmul.h"
+#include "engine/cuda/cuda_cache_support.h"
 #include "engine/gpu_devices.h"
 #include "engine/runner/throttled_backend.h"
 #include "engine/session/cache_size.h"
@@ -67,8 +68,12 @@ std::string cuda_unavailable_reason() {
 #endif
 }
 
+std::string cuda_cache_problem(const model::LlamaConfig& model, const KvCacheSpec& cache) {
+    return cuda::cache_problem(model::kv_group_layout(model, cache.hybrid), cache.format);
+}
+
 ResolvedBackend resolve_backend_kind_with_reason(BackendKind kind,
-                                                 const model::LlamaConfig* model) {
+                                                 const std::string& cuda_problem) {
     switch (kind) {
     case BackendKind::cpu:
         return {BackendKind::cpu, {}};
@@ -79,9 +84,8 @@ ResolvedBackend resolve_backend_kind_with_reason(BackendKind kind,
             throw std::runtime_error("the CUDA backend cannot run: " + reason +
                                      "; use --backend cpu or auto");
         }
-        if (model != nullptr && !model::runs_on_cuda(model->traits)) {
-            throw std::runtime_error(model::cuda_architecture_problem(model->traits) +
-                                     "; use --backend cpu or auto");
+        if (!cuda_problem.empty()) {
+            throw std::runtime_error(cuda_problem + "; or use --backend cpu or auto");
         }
         return {BackendKind::cuda, {}};
     case BackendKind::automatic:
@@ -89,9 +93,8 @@ ResolvedBackend resolve_backend_kind_with_reason(BackendKind kind,
             return {BackendKind::cpu, "backend auto: running on the CPU, the CUDA backend " +
                                           std::string("cannot run here (") + reason + ")"};
         }
-        if (model != nullptr && !model::runs_on_cuda(model->traits)) {
-            return {BackendKind::cpu, "backend auto: running on the CPU (" +
-                                          model::cuda_architecture_problem(model->traits) + ")"};
+        if (!cuda_problem.empty()) {
+            return {BackendKind::cpu, "backend auto: running on the CPU (" + cuda_problem + ")"};
         }
         return {BackendKind::cuda, {}};
     }
@@ -120,8 +123,8 @@ std::unique_ptr<runner::Backend> make_backend(const BackendSpec& spec,
                                               std::shared_ptr<const model::LlamaModel> model,
                                               const KvCacheSpec& cache) {
     std::unique_ptr<runner::Backend> backend;
-    // A caller asking only whether the kind can run here passes no model.
-    switch (resolve_backend_kind_with_reason(spec.kind, model ? &model->config() : nullptr).kind) {
+    const std::string cuda_problem = model ? cuda_cache_problem(model->config(), cache) : "";
+    switch (resolve_backend_kind_with_reason(spec.kind, cuda_problem).kind) {
     case BackendKind::cuda: {
 #if KVSCOPE_HAVE_CUDA
         cuda::CudaBackendOptions options;
@@ -129,6 +132,7 @@ std::unique_ptr<runner::Backend> make_backend(const BackendSpec& spec,
         options.num_blocks = cache.num_blocks;
         options.cache_format = cache.format;
         options.device = kCudaDevice;
+        options.hybrid_kv = cache.hybrid;
         // KVSCOPE_CUDA_GRAPHS=0 runs every step eagerly (to compare, or to
         // rule graphs out when something looks wrong).
         if (const char* graphs = std::getenv("KVSCOPE_CUDA_GRAPHS")) {

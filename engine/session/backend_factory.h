@@ -56,10 +56,14 @@ struct ResolvedBackend {
 };
 
 // resolve_backend_kind() with the reason `auto` fell back to the CPU. Given
-// the model, also whether the CUDA backend runs its architecture: `auto`
-// falls back to the CPU for one it does not (saying so), `cuda` throws.
+// why the CUDA backend cannot hold the run's cache (cuda_cache_problem),
+// `auto` takes the CPU for it, saying so, and `cuda` throws.
 ResolvedBackend resolve_backend_kind_with_reason(BackendKind kind,
-                                                 const model::LlamaConfig* model = nullptr);
+                                                 const std::string& cuda_problem = {});
+
+// Why the CUDA backend cannot hold `cache` for `model` (the CPU can); empty
+// when it can.
+std::string cuda_cache_problem(const model::LlamaConfig& model, const KvCacheSpec& cache);
 
 // Why the CUDA backend cannot run here (not compiled in, no driver, no
 // device); empty when it can.

@@ -30,8 +30,12 @@ ServingSession::ServingSession(const RunConfig& config, events::EventSink* sink,
         !problem.empty()) {
         throw std::runtime_error(problem);
     }
-    const ResolvedBackend resolved =
-        resolve_backend_kind_with_reason(config_.backend.kind, &model_->config());
+    KvCacheSpec cache;
+    cache.block_size = config_.block_size;
+    cache.format = config_.cache_format;
+    cache.hybrid = config_.hybrid_kv;
+    const ResolvedBackend resolved = resolve_backend_kind_with_reason(
+        config_.backend.kind, cuda_cache_problem(model_->config(), cache));
     backend_note_ = resolved.fallback_note;
     const model::LlamaConfig& shape = model_->config();
     const int max_model_len =
@@ -55,10 +59,6 @@ ServingSession::ServingSession(const RunConfig& config, events::EventSink* sink,
         }
     }
 
-    KvCacheSpec cache;
-    cache.block_size = config_.block_size;
-    cache.format = config_.cache_format;
-    cache.hybrid = config_.hybrid_kv;
     cache.num_blocks =
         resolve_num_blocks(config_.cache, shape, config_.cache_format, config_.block_size,
                            kDefaultCacheTokens, backend_memory_bytes(resolved.kind), cache.hybrid);

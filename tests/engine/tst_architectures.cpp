@@ -10,6 +10,7 @@
 #include "engine/gguf/gguf_file.h"
 #include "engine/kv/eviction_policy.h"
 #include "engine/model/llama_model.h"
+#include "engine/session/backend_factory.h"
 #include "engine/tokenizer/chat_template.h"
 #include "tests/support/chunked_logits.h"
 
@@ -56,8 +57,8 @@ private slots:
     void logits_match_transformers();
     void the_loader_reads_each_architectures_shape();
     void an_unknown_architecture_names_the_supported_ones();
-    void the_cuda_backend_refuses_what_it_does_not_run();
     void eviction_refuses_sliding_windows();
+    void the_cuda_backend_says_which_caches_it_cannot_hold();
     void prompts_start_with_bos_where_the_file_asks();
     void conversations_without_chatml_are_plain_text();
 };
@@ -170,17 +171,28 @@ void TestArchitectures::an_unknown_architecture_names_the_supported_ones() {
     }
 }
 
-void TestArchitectures::the_cuda_backend_refuses_what_it_does_not_run() {
-    // Its forward pass is Llama's: anything else must be refused, never run
-    // as Llama (backend_factory falls back to the CPU for --backend auto).
-    QVERIFY(model::runs_on_cuda(*model::find_architecture("llama")));
-    QVERIFY(model::runs_on_cuda(*model::find_architecture("mistral")));
-    for (const char* name : {"qwen2", "qwen3", "gemma3"}) {
-        const model::Architecture& arch = *model::find_architecture(name);
-        QVERIFY2(!model::runs_on_cuda(arch), name);
-        const QString message = QString::fromStdString(model::cuda_architecture_problem(arch));
-        QVERIFY2(message.contains(name) && message.contains("llama, mistral"), qPrintable(message));
-    }
+void TestArchitectures::the_cuda_backend_says_which_caches_it_cannot_hold() {
+    // Every architecture runs on CUDA, but not KIVI in a hybrid cache: for
+    // that `--backend auto` takes the CPU (saying this) and `cuda` refuses.
+    const auto gemma = model::LlamaModel::load(data_path("tiny_gemma3.gguf").toStdString());
+    const auto llama = model::LlamaModel::load(data_path("tiny_llama.gguf").toStdString());
+    session::KvCacheSpec kivi;
+    kivi.format = {kv::KvFormat::kivi4, kv::KvFormat::kivi4};
+    const QString problem =
+        QString::fromStdString(session::cuda_cache_problem(gemma->config(), kivi));
+    QVERIFY2(problem.contains("KIVI") && problem.contains("--disable-hybrid-kv-cache-manager"),
+             qPrintable(problem));
+    kivi.hybrid = false;
+    QVERIFY(session::cuda_cache_problem(gemma->config(), kivi).empty());
+    kivi.hybrid = true; // one group: a plain cache
+    QVERIFY(session::cuda_cache_problem(llama->config(), kivi).empty());
+    QVERIFY(session::cuda_cache_problem(gemma->config(), {}).empty()); // f16
+    // With no GPU here, auto falls back for that reason first; either way
+    // it never resolves to a backend that would refuse the cache.
+    QCOMPARE(session::resolve_backend_kind_with_reason(session::BackendKind::automatic,
+                                                       problem.toStdString())
+                 .kind,
+             session::BackendKind::cpu);
 }
 
 void TestArchitectures::eviction_refuses_sliding_windows() {

@@ -1,10 +1,14 @@
 // The padding of decode steps to a CUDA graph's bucket (engine/cuda/
 // decode_padding.h), which needs no GPU: which steps qualify, the buckets,
-// and that a padded batch gives the real rows the logits of the unpadded one
-// when the CPU backend runs both over a pool with the spare block.
+// the group-major layout of a hybrid cache's padded batch, and that a padded
+// batch gives the real rows the logits of the unpadded one when the CPU
+// backend runs both over a pool with the spare block (a plain cache, and the
+// tiny Gemma 3's hybrid one with blocks its windows let go).
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cuda/decode_padding.h"
 #include "engine/kv/block_allocator.h"
+#include "engine/kv/kv_groups.h"
+#include "engine/kv/kv_manager.h"
 #include "engine/model/llama_model.h"
 #include "engine/runner/forward_batch.h"
 #include "tests/support/tiny_model.h"
@@ -18,6 +22,34 @@
 
 using namespace kvscope;
 
+namespace {
+
+// Empty when the real rows of `with_padding` ((bucket, vocab)) have the
+// logits of `plain` ((sequences, vocab)) and the padding rows are finite.
+// The CPU's matrix kernels may sum in another order for another batch size:
+// equal to rounding, against the logits' scale. A padding row that reached a
+// real row's cache would change its logits wholesale.
+QString padded_logits_problem(const std::vector<float>& plain,
+                              const std::vector<float>& with_padding) {
+    float scale = 0.0f;
+    float worst = 0.0f;
+    for (std::size_t i = 0; i < plain.size(); ++i) {
+        scale = std::max(scale, std::fabs(plain[i]));
+        worst = std::max(worst, std::fabs(plain[i] - with_padding[i]));
+    }
+    if (worst > 1e-3f * scale) {
+        return QString("largest difference %1 of scale %2").arg(double(worst)).arg(double(scale));
+    }
+    for (std::size_t i = plain.size(); i < with_padding.size(); ++i) {
+        if (!std::isfinite(with_padding[i])) {
+            return QString("padding logit %1 is %2").arg(i).arg(double(with_padding[i]));
+        }
+    }
+    return {};
+}
+
+} // namespace
+
 class TestDecodePadding : public QObject {
     Q_OBJECT
 
@@ -27,6 +59,8 @@ private slots:
     void only_plain_decodes_qualify();
     void padded_rows_leave_real_logits_unchanged_data();
     void padded_rows_leave_real_logits_unchanged();
+    void padding_keeps_the_group_major_layout();
+    void padded_hybrid_rows_leave_real_logits_unchanged();
 };
 
 void TestDecodePadding::buckets() {
@@ -156,22 +190,182 @@ void TestDecodePadding::padded_rows_leave_real_logits_unchanged() {
     backend.forward(decode, plain.data());
     std::vector<float> with_padding(static_cast<std::size_t>(bucket) * vocab);
     backend.forward(padded, with_padding.data());
-    // The CPU's matrix kernels may sum in another order for another batch
-    // size: equal to rounding, against the logits' scale. A padding row that
-    // reached a real row's cache would change its logits wholesale.
-    float scale = 0.0f;
-    float worst = 0.0f;
-    for (std::size_t i = 0; i < plain.size(); ++i) {
-        scale = std::max(scale, std::fabs(plain[i]));
-        worst = std::max(worst, std::fabs(plain[i] - with_padding[i]));
+    const QString problem = padded_logits_problem(plain, with_padding);
+    QVERIFY2(problem.isEmpty(), qPrintable(problem));
+}
+
+void TestDecodePadding::padding_keeps_the_group_major_layout() {
+    // A decode of three sequences over two KV groups (a global one and a
+    // sliding one that let go of its first blocks), blocks of 4, built by
+    // hand in ForwardBatch's layout: slot_mapping (groups, tokens),
+    // block_tables (groups, offsets.back()).
+    constexpr int kBlock = 4;
+    constexpr kv::BlockId kSpare = 20;
+    constexpr kv::BlockId kNo = kv::kNoBlock;
+    runner::ForwardBatch batch;
+    batch.block_size = kBlock;
+    batch.kv_groups = 2;
+    batch.token_ids = {11, 12, 13};
+    batch.positions = {5, 8, 2};
+    batch.cache_positions = {5, 8, 2};
+    batch.sequence_of = {0, 1, 2};
+    batch.context_lengths = {6, 9, 3};
+    batch.block_table_offsets = {0, 2, 5, 6};
+    // Group 0: {5, 7}, {1, 2, 3}, {0}; group 1: {-, 8}, {-, 4, 9}, {6}.
+    batch.block_tables = {5, 7, 1, 2, 3, 0, kNo, 8, kNo, 4, 9, 6};
+    // Entry 5 is block 1 offset 1, entry 8 block 2 offset 0, entry 2 block 0
+    // offset 2, in each group's table.
+    batch.slot_mapping = {7 * kBlock + 1, 3 * kBlock, 0 * kBlock + 2,
+                          8 * kBlock + 1, 9 * kBlock, 6 * kBlock + 2};
+    batch.capture_attention_from = {INT32_MAX, INT32_MAX, INT32_MAX};
+    batch.logit_tokens = {0, 1, 2};
+    QVERIFY(cuda::is_plain_decode(batch));
+    QCOMPARE(batch.group_slots(1)[1], 9 * kBlock);
+    QCOMPARE(batch.group_table(1, 1)[2], 9);
+
+    constexpr int kBucket = 8;
+    const runner::ForwardBatch padded = cuda::pad_decode_batch(batch, kBucket, kSpare);
+    QVERIFY(cuda::is_plain_decode(padded));
+    QCOMPARE(padded.kv_groups, 2);
+    QCOMPARE(padded.block_size, kBlock);
+    QCOMPARE(padded.token_count(), std::int64_t{kBucket});
+    QCOMPARE(padded.sequence_count(), std::int64_t{kBucket});
+    QCOMPARE(padded.positions.size(), std::size_t{kBucket});
+    QCOMPARE(padded.cache_positions.size(), std::size_t{kBucket});
+    QCOMPARE(padded.capture_attention_from.size(), std::size_t{kBucket});
+    QVERIFY(!padded.captures_attention());
+    QCOMPARE(padded.logit_tokens.size(), std::size_t{kBucket});
+
+    // Slots: each group's real slots, then one spare slot per padded row.
+    const int real = 3;
+    QCOMPARE(padded.slot_mapping.size(), std::size_t{2 * kBucket});
+    for (int g = 0; g < 2; ++g) {
+        for (int t = 0; t < kBucket; ++t) {
+            const std::int32_t expected =
+                t < real ? batch.slot_mapping[static_cast<std::size_t>(g * real + t)]
+                         : kSpare * kBlock;
+            QCOMPARE(padded.slot_mapping[static_cast<std::size_t>(g * kBucket + t)], expected);
+            QCOMPARE(padded.group_slots(g)[static_cast<std::size_t>(t)], expected);
+        }
+        QCOMPARE(padded.group_slots(g).size(), std::size_t{kBucket});
     }
-    QVERIFY2(
-        worst <= 1e-3f * scale,
-        qPrintable(
-            QString("largest difference %1 of scale %2").arg(double(worst)).arg(double(scale))));
-    for (std::size_t i = plain.size(); i < with_padding.size(); ++i) {
-        QVERIFY(std::isfinite(with_padding[i]));
+
+    // Tables: the offsets grow by one spare block per padded row; each
+    // group's real tables, then its padded rows' spare blocks.
+    QCOMPARE(padded.block_table_offsets.size(), std::size_t{kBucket + 1});
+    for (int s = 0; s <= kBucket; ++s) {
+        QCOMPARE(padded.block_table_offsets[static_cast<std::size_t>(s)],
+                 s <= real ? batch.block_table_offsets[static_cast<std::size_t>(s)]
+                           : 6 + (s - real));
     }
+    const int per_group = padded.block_table_offsets.back();
+    QCOMPARE(per_group, 6 + (kBucket - real));
+    QCOMPARE(padded.block_tables.size(), static_cast<std::size_t>(2 * per_group));
+    for (int g = 0; g < 2; ++g) {
+        for (int i = 0; i < per_group; ++i) {
+            const kv::BlockId expected =
+                i < 6 ? batch.block_tables[static_cast<std::size_t>(g * 6 + i)] : kSpare;
+            QCOMPARE(padded.block_tables[static_cast<std::size_t>(g * per_group + i)], expected);
+        }
+        for (int s = 0; s < kBucket; ++s) {
+            if (s < real) {
+                const std::int32_t length = batch.block_table_offsets[std::size_t(s) + 1] -
+                                            batch.block_table_offsets[std::size_t(s)];
+                for (std::int32_t i = 0; i < length; ++i) {
+                    QCOMPARE(padded.group_table(g, s)[i], batch.group_table(g, s)[i]);
+                }
+            } else {
+                QCOMPARE(padded.group_table(g, s)[0], kSpare);
+            }
+        }
+    }
+    // The padded rows: token 0 at position 0, a context of one entry.
+    for (int t = real; t < kBucket; ++t) {
+        const auto i = static_cast<std::size_t>(t);
+        QCOMPARE(padded.token_ids[i], 0);
+        QCOMPARE(padded.positions[i], 0);
+        QCOMPARE(padded.cache_positions[i], 0);
+        QCOMPARE(padded.sequence_of[i], t);
+        QCOMPARE(padded.context_lengths[i], 1);
+        QCOMPARE(padded.logit_tokens[i], t);
+    }
+
+    // A full bucket changes nothing.
+    const runner::ForwardBatch same = cuda::pad_decode_batch(batch, real, kSpare);
+    QCOMPARE(same.kv_groups, 2);
+    QCOMPARE(same.slot_mapping, batch.slot_mapping);
+    QCOMPARE(same.block_tables, batch.block_tables);
+    QCOMPARE(same.block_table_offsets, batch.block_table_offsets);
+}
+
+void TestDecodePadding::padded_hybrid_rows_leave_real_logits_unchanged() {
+    // The tiny Gemma 3 (a window of 8 in five layers of six) with its hybrid
+    // cache, blocks of 4: three sequences prefilled through a KV manager
+    // whose sliding groups let go of what their windows left (kNoBlock in
+    // their tables), then one decode step plain and padded to 8.
+    const auto model =
+        model::LlamaModel::load(KVSCOPE_SOURCE_DIR "/tests/engine/data/tiny_gemma3.gguf");
+    constexpr int kBlock = 4;
+    constexpr int kBucket = 8;
+    const int num_blocks = 120;
+    cpu::CpuBackendOptions options;
+    options.num_blocks = num_blocks + 1; // the spare, as the CUDA pool has
+    options.block_size = kBlock;
+    options.threads = 2;
+    options.cache_format = {kv::KvFormat::f32, kv::KvFormat::f32};
+    options.hybrid_kv = true;
+    cpu::CpuBackend backend(model, options);
+    const kv::KvGroupLayout groups = backend.kv_groups();
+    QVERIFY(groups.hybrid());
+    const int vocab = backend.vocab_size();
+    kv::KvManager manager(num_blocks, kBlock, false, kv::CachePolicy::lru, groups.windows());
+
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<std::int32_t> token(3, vocab - 1);
+    std::vector<kv::SequenceBlocks> blocks(3);
+    std::vector<float> logits(static_cast<std::size_t>(vocab));
+    for (std::size_t s = 0; s < blocks.size(); ++s) {
+        std::vector<std::int32_t> prompt(10 + 9 * s);
+        for (std::int32_t& t : prompt) {
+            t = token(rng);
+        }
+        kv::SequenceBlocks& b = blocks[s];
+        QVERIFY(manager.grow(static_cast<std::int64_t>(s), b,
+                             static_cast<std::int32_t>(prompt.size())));
+        const runner::SequenceStep step{&b, prompt};
+        backend.forward(runner::build_forward_batch({&step, 1}, kBlock), logits.data());
+        b.length = static_cast<std::int32_t>(prompt.size());
+        backend.release_blocks(manager.release_outside_window(static_cast<std::int64_t>(s), b));
+    }
+    std::vector<std::vector<std::int32_t>> next(blocks.size());
+    std::vector<runner::SequenceStep> steps;
+    for (std::size_t s = 0; s < blocks.size(); ++s) {
+        QVERIFY(manager.grow(static_cast<std::int64_t>(s), blocks[s], blocks[s].length + 1));
+        next[s] = {token(rng)};
+        steps.push_back({&blocks[s], next[s]});
+    }
+    const runner::ForwardBatch decode = runner::build_forward_batch(steps, kBlock);
+    QVERIFY(cuda::is_plain_decode(decode));
+    QCOMPARE(decode.kv_groups, groups.group_count());
+    QVERIFY2(std::count(decode.block_tables.begin(), decode.block_tables.end(), kv::kNoBlock) > 0,
+             "the windows should have let blocks go");
+    const runner::ForwardBatch padded = cuda::pad_decode_batch(decode, kBucket, num_blocks);
+    QCOMPARE(padded.kv_groups, groups.group_count());
+    QCOMPARE(padded.slot_mapping.size(),
+             static_cast<std::size_t>(groups.group_count()) * std::size_t{kBucket});
+    for (int g = 0; g < groups.group_count(); ++g) {
+        for (std::int64_t t = 3; t < kBucket; ++t) {
+            QCOMPARE(padded.group_slots(g)[static_cast<std::size_t>(t)] / kBlock, num_blocks);
+            QCOMPARE(padded.group_table(g, t)[0], num_blocks);
+        }
+    }
+
+    std::vector<float> plain(blocks.size() * static_cast<std::size_t>(vocab));
+    backend.forward(decode, plain.data());
+    std::vector<float> with_padding(std::size_t{kBucket} * static_cast<std::size_t>(vocab));
+    backend.forward(padded, with_padding.data());
+    const QString problem = padded_logits_problem(plain, with_padding);
+    QVERIFY2(problem.isEmpty(), qPrintable(problem));
 }
 
 QTEST_GUILESS_MAIN(TestDecodePadding)

@@ -10,6 +10,7 @@
 #include "engine/kv/kv_groups.h"
 #include "engine/kv/kv_manager.h"
 #include "engine/model/llama_model.h"
+#include "engine/runner/throttled_backend.h"
 #include "engine/sched/llm_engine.h"
 
 #include <algorithm>
@@ -545,16 +546,23 @@ void TestHybridKv::the_engine_on_gemma_matches_a_plain_cache() {
     // six, block size 4): the same tokens with either cache, while the
     // hybrid one holds the window groups' blocks only.
     const auto model = model::LlamaModel::load(data_path("tiny_gemma3.gguf").toStdString());
-    const auto serve = [&](bool hybrid, Recorder& recorder, std::int64_t& peak_layer_blocks) {
+    // `throttled`: through --throttle-ms's wrapper, which must pass the
+    // groups on (without them the engine would build one table a sequence).
+    const auto serve = [&](bool hybrid, bool throttled, Recorder& recorder,
+                           std::int64_t& peak_layer_blocks) {
         cpu::CpuBackendOptions options;
         options.num_blocks = 512;
         options.block_size = 4;
         options.threads = 1;
         options.cache_format = {kv::KvFormat::f32, kv::KvFormat::f32};
         options.hybrid_kv = hybrid;
-        cpu::CpuBackend backend(model, options);
+        std::unique_ptr<runner::Backend> backend =
+            std::make_unique<cpu::CpuBackend>(model, options);
+        if (throttled) {
+            backend = std::make_unique<runner::ThrottledBackend>(std::move(backend), 0);
+        }
         sched::EngineConfig config;
-        sched::LlmEngine engine(backend, config, &recorder);
+        sched::LlmEngine engine(*backend, config, &recorder);
         std::vector<std::int64_t> ids;
         for (int r = 0; r < 3; ++r) {
             sched::RequestSpec spec;
@@ -571,9 +579,9 @@ void TestHybridKv::the_engine_on_gemma_matches_a_plain_cache() {
             if (!problem.empty()) {
                 qFatal("%s", problem.c_str());
             }
-            peak_layer_blocks =
-                std::max<std::int64_t>(peak_layer_blocks, std::int64_t{engine.kv().stats().used} *
-                                                              backend.kv_groups().layers_per_block);
+            peak_layer_blocks = std::max<std::int64_t>(peak_layer_blocks,
+                                                       std::int64_t{engine.kv().stats().used} *
+                                                           backend->kv_groups().layers_per_block);
         }
         std::vector<std::vector<std::int32_t>> outputs;
         for (const std::int64_t id : ids) {
@@ -585,9 +593,13 @@ void TestHybridKv::the_engine_on_gemma_matches_a_plain_cache() {
     Recorder plain_events;
     std::int64_t hybrid_peak = 0;
     std::int64_t plain_peak = 0;
-    const auto hybrid = serve(true, hybrid_events, hybrid_peak);
-    const auto plain = serve(false, plain_events, plain_peak);
+    const auto hybrid = serve(true, false, hybrid_events, hybrid_peak);
+    const auto plain = serve(false, false, plain_events, plain_peak);
     QCOMPARE(hybrid, plain);
+    Recorder throttled_events;
+    std::int64_t throttled_peak = 0;
+    QCOMPARE(serve(true, true, throttled_events, throttled_peak), hybrid);
+    QCOMPARE(throttled_peak, hybrid_peak);
     QVERIFY(hybrid_events.freed_leaving_window() > 0);
     QCOMPARE(plain_events.freed_leaving_window(), 0);
     // Per layer, blocks of 4 tokens at the peak: the plain cache holds 6

@@ -9,6 +9,8 @@
 #include "engine/cpu/thread_pool.h"
 #include "engine/gpu_devices.h"
 #include "engine/kv/kv_format.h"
+#include "engine/math/paged_slots.h"
+#include "engine/math/rope_math.h"
 #include "engine/runner/captured_attention.h"
 #include "engine/runner/forward_batch.h"
 #include "engine/sampling/sampler.h"
@@ -20,6 +22,7 @@
 #include "kernels/kv_append.cuh"
 #include "kernels/paged_attention.cuh"
 #include "kernels/residual_add.cuh"
+#include "kernels/rms_norm.cuh"
 #include "kernels/rope.cuh"
 #include "kernels/rope_kv_write.cuh"
 #include "kernels/sampling.cuh"
@@ -130,14 +133,17 @@ struct TestGeometry {
 
 // The batches that fill a sequence set's cache: `history` writes the cached
 // entries, `step` the fresh tokens (the one attention runs over). Blocks are
-// taken from a shuffled pool, so tables are not contiguous.
+// taken from a shuffled pool, so tables are not contiguous. With `groups`
+// KV groups (a hybrid cache, kv_groups.h) every sequence has a table per
+// group, each of blocks of its own: group 0's are taken first, as with one.
 struct TestBatches {
     runner::ForwardBatch history;
     runner::ForwardBatch step;
 };
 
 TestBatches make_batches(const std::vector<SequenceShape>& shapes, const TestGeometry& g,
-                         std::uint32_t seed, std::int32_t capture_from = INT32_MAX) {
+                         std::uint32_t seed, std::int32_t capture_from = INT32_MAX,
+                         int groups = 1) {
     std::vector<kv::BlockId> pool(static_cast<std::size_t>(g.num_blocks));
     std::iota(pool.begin(), pool.end(), 0);
     std::mt19937 rng(seed);
@@ -146,11 +152,18 @@ TestBatches make_batches(const std::vector<SequenceShape>& shapes, const TestGeo
     std::vector<kv::SequenceBlocks> blocks(shapes.size());
     std::vector<std::vector<std::int32_t>> history_tokens(shapes.size());
     std::vector<std::vector<std::int32_t>> step_tokens(shapes.size());
-    for (std::size_t s = 0; s < shapes.size(); ++s) {
-        const int total = shapes[s].cached + shapes[s].fresh;
-        for (int b = 0; b < (total + g.block_size - 1) / g.block_size; ++b) {
-            blocks[s].block_table.push_back(pool.at(next++));
+    for (kv::SequenceBlocks& sequence : blocks) {
+        sequence.set_groups(groups);
+    }
+    for (int group = 0; group < groups; ++group) {
+        for (std::size_t s = 0; s < shapes.size(); ++s) {
+            const int total = shapes[s].cached + shapes[s].fresh;
+            for (int b = 0; b < (total + g.block_size - 1) / g.block_size; ++b) {
+                blocks[s].table(group).push_back(pool.at(next++));
+            }
         }
+    }
+    for (std::size_t s = 0; s < shapes.size(); ++s) {
         history_tokens[s].assign(static_cast<std::size_t>(shapes[s].cached), 1);
         step_tokens[s].assign(static_cast<std::size_t>(shapes[s].fresh), 1);
     }
@@ -309,6 +322,70 @@ const std::vector<SequenceShape> kMixedBatch = {
     {15, 2},   // a decode that fills a block and opens the next
 };
 
+// Sliding-window attention (Gemma 3's local layers, windows of 8 and 37
+// below): contexts of up to 301 entries, far past either window, cut into
+// splits of 32 or 64 entries.
+const std::vector<SequenceShape> kWindowBatch = {
+    {0, 45},   // a prefill whose first tokens see less than a window
+    {300, 1},  // a decode whose window starts inside a block
+    {280, 20}, // a chunk whose tokens' windows start in different blocks
+    {36, 1},   // a context of 37 entries: exactly one window of 37
+    {7, 1},    // a context of 8: exactly one window of 8
+    {15, 2},   // a decode that fills a block and opens the next
+};
+
+// What a sliding group's tables hold once its blocks have left the window
+// (kv_manager.h): kNoBlock for every block of `group`'s tables wholly before
+// the first entry any of the sequence's tokens attends, so a kernel that read
+// one would read far outside the pool. Returns how many were let go.
+int let_go_outside_window(runner::ForwardBatch& batch, int group, int window) {
+    int let_go = 0;
+    for (std::int64_t s = 0; s < batch.sequence_count(); ++s) {
+        std::int32_t first = INT32_MAX;
+        for (std::size_t t = 0; t < batch.sequence_of.size(); ++t) {
+            if (batch.sequence_of[t] == s) {
+                first = std::min(first, math::attended_first(batch.cache_positions[t] + 1, window));
+            }
+        }
+        kv::BlockId* table =
+            batch.block_tables.data() +
+            static_cast<std::size_t>(group) *
+                static_cast<std::size_t>(batch.block_table_offsets.back()) +
+            static_cast<std::size_t>(batch.block_table_offsets[static_cast<std::size_t>(s)]);
+        for (std::int32_t b = 0; (b + 1) * batch.block_size <= first; ++b) {
+            table[b] = kv::kNoBlock;
+            ++let_go;
+        }
+    }
+    return let_go;
+}
+
+// Writes random K and V for every token of `batches` (the cached entries,
+// then the step's) into layer 0 of `store`, in KV group `group`'s slots.
+void fill_store(cpu::KvStore& store, const TestBatches& batches, const TestGeometry& g,
+                std::uint32_t seed, int group = 0) {
+    for (const runner::ForwardBatch* b : {&batches.history, &batches.step}) {
+        const auto n = static_cast<std::size_t>(b->token_count()) * g.kv_heads * g.head_dim;
+        const std::vector<float> k = random_floats(n, seed + static_cast<unsigned>(n), 2.0f);
+        const std::vector<float> v = random_floats(n, seed + 1 + static_cast<unsigned>(n));
+        store.write(0, *b, k.data(), v.data(), group);
+    }
+}
+
+// A workspace for splits of `split` entries over what a query of the batch
+// attends: at most `window` entries of a sliding layer (0: the whole context).
+struct TestWorkspace {
+    TestWorkspace(int tokens, int heads, int head_dim, int context, int window, int split)
+        : splits(((window > 0 ? std::min(context, window) : context) + split - 1) / split)
+        , scratch(kernels::AttentionWorkspace::floats(tokens, heads, splits, head_dim))
+        , workspace(kernels::AttentionWorkspace::carve(scratch.get(), tokens, heads, splits,
+                                                       head_dim, split)) {}
+
+    int splits;
+    DeviceArray<float> scratch;
+    kernels::AttentionWorkspace workspace;
+};
+
 } // namespace
 
 class TestCudaKernels : public QObject {
@@ -317,6 +394,11 @@ class TestCudaKernels : public QObject {
 private slots:
     void initTestCase();
     void elementwise_ops_match_the_cpu();
+    void rms_norm_heads_matches_the_cpu();
+    void rms_norm_add_matches_the_cpu();
+    void geglu_half_matches_the_cpu();
+    void add_bias_matches_the_cpu();
+    void rope_matches_the_cpu_data();
     void rope_matches_the_cpu();
     void rope_kv_write_matches_the_cpu_data();
     void rope_kv_write_matches_the_cpu();
@@ -328,6 +410,12 @@ private slots:
     void paged_attention_matches_the_cpu();
     void attention_capture_matches_the_cpu_data();
     void attention_capture_matches_the_cpu();
+    void windowed_attention_matches_the_cpu_data();
+    void windowed_attention_matches_the_cpu();
+    void windowed_attention_capture_matches_the_cpu_data();
+    void windowed_attention_capture_matches_the_cpu();
+    void attention_reads_the_layers_kv_group_data();
+    void attention_reads_the_layers_kv_group();
     void copy_slot_rows_match_the_cpu_store();
     void sampling_matches_the_cpu_sampler();
 };
@@ -395,7 +483,7 @@ void TestCudaKernels::elementwise_ops_match_the_cpu() {
                           model::GateActivation::silu);
     DeviceArray<float> d_gate_up(gate_up);
     DeviceArray<__half> swiglu(cpu_swiglu.size());
-    kernels::launch_silu_mul_half(d_gate_up.get(), gate_tokens, ffn, swiglu.get(), nullptr);
+    kernels::launch_gated_half(d_gate_up.get(), gate_tokens, ffn, false, swiglu.get(), nullptr);
     const std::vector<__half> swiglu_got = swiglu.download(cpu_swiglu.size());
     for (std::size_t i = 0; i < cpu_swiglu.size(); ++i) {
         const float got_value = fp16_to_fp32(static_cast<__half_raw>(swiglu_got[i]).x);
@@ -420,46 +508,191 @@ void TestCudaKernels::elementwise_ops_match_the_cpu() {
     }
 }
 
-void TestCudaKernels::rope_matches_the_cpu() {
-    for (const int head_dim : {64, 128}) {
-        const int tokens = 29, heads = 9, kv_heads = 3;
-        std::vector<std::int32_t> positions(tokens);
+void TestCudaKernels::rms_norm_heads_matches_the_cpu() {
+    // Qwen 3's QK norms (groups of 2 and 4 at 128), Gemma 3's MQA at 256, and
+    // heads of no multiple of a warp's 32 values.
+    for (const auto& [heads, kv_heads, head_dim] : std::vector<std::tuple<int, int, int>>{
+             {16, 8, 128}, {4, 1, 256}, {9, 3, 64}, {6, 2, 80}}) {
+        const int tokens = 37; // rows of heads not a multiple of a block's 4
+        const float eps = 1e-6f;
+        const std::int64_t stride = std::int64_t{heads + 2 * kv_heads} * head_dim;
+        const std::vector<float> qkv =
+            random_floats(static_cast<std::size_t>(tokens * stride), 70, 2.0f);
+        const std::vector<float> q_weight = random_floats(static_cast<std::size_t>(head_dim), 71);
+        const std::vector<float> k_weight = random_floats(static_cast<std::size_t>(head_dim), 72);
+        // The CPU: each token's Q heads, then its K heads, as rows of head_dim.
+        std::vector<float> cpu_qkv = qkv;
         for (int t = 0; t < tokens; ++t) {
-            positions[static_cast<std::size_t>(t)] = t * 283; // up to ~8k
+            float* q = cpu_qkv.data() + t * stride;
+            float* k = q + std::int64_t{heads} * head_dim;
+            cpu::rms_norm(q, q_weight.data(), q, heads, head_dim, eps);
+            cpu::rms_norm(k, k_weight.data(), k, kv_heads, head_dim, eps);
         }
-        const std::vector<float> q = random_floats(std::size_t{tokens} * heads * head_dim, 3);
-        const std::vector<float> k = random_floats(std::size_t{tokens} * kv_heads * head_dim, 4);
-        std::vector<float> cos(std::size_t{tokens} * head_dim / 2), sin(cos.size());
-        cpu::rope_tables(positions.data(), tokens, head_dim, 100000.0f, cos.data(), sin.data());
-        std::vector<float> cpu_q = q, cpu_k = k;
-        cpu::rope(cpu_q.data(), cos.data(), sin.data(), tokens, heads, head_dim,
-                  model::RopePairing::adjacent);
-        cpu::rope(cpu_k.data(), cos.data(), sin.data(), tokens, kv_heads, head_dim,
-                  model::RopePairing::adjacent);
-        DeviceArray<float> d_q(q), d_k(k);
-        DeviceArray<std::int32_t> d_positions(positions);
-        kernels::launch_rope(d_q.get(), d_k.get(), d_positions.get(), tokens, heads, kv_heads,
-                             head_dim, 100000.0f, nullptr);
-        // Same angles (shared code, double precision); fma contraction may differ.
-        QVERIFY(relative_error(d_q.download(q.size()), cpu_q) < 1e-6);
-        QVERIFY(relative_error(d_k.download(k.size()), cpu_k) < 1e-6);
+        // The device: in place on the fused QKV rows, K at offset heads * head_dim.
+        DeviceArray<float> d_qkv(qkv), d_q_weight(q_weight), d_k_weight(k_weight);
+        kernels::launch_rms_norm_heads(d_qkv.get(), d_q_weight.get(), tokens, heads, head_dim,
+                                       stride, eps, nullptr);
+        kernels::launch_rms_norm_heads(d_qkv.get() + std::int64_t{heads} * head_dim,
+                                       d_k_weight.get(), tokens, kv_heads, head_dim, stride, eps,
+                                       nullptr);
+        const std::vector<float> got = d_qkv.download(qkv.size());
+        // fp32 sums in another order and rsqrtf: a few units in the last place.
+        const double error = relative_error(got, cpu_qkv);
+        QVERIFY2(error < 1e-5, qPrintable(QString("%1 heads of %2, %3 KV heads: relative error %4")
+                                              .arg(heads)
+                                              .arg(head_dim)
+                                              .arg(kv_heads)
+                                              .arg(error)));
+        // V is left as it was.
+        for (int t = 0; t < tokens; ++t) {
+            const std::int64_t v = t * stride + std::int64_t{heads + kv_heads} * head_dim;
+            QVERIFY(std::equal(got.begin() + v, got.begin() + v + std::int64_t{kv_heads} * head_dim,
+                               qkv.begin() + v));
+        }
     }
+}
+
+void TestCudaKernels::rms_norm_add_matches_the_cpu() {
+    // Gemma 3 1B's width, and one no multiple of the block's 256 threads.
+    for (const int dim : {1152, 1000}) {
+        const int rows = 7;
+        const float eps = 1e-6f;
+        const auto n = static_cast<std::size_t>(rows) * dim;
+        const std::vector<float> h = random_floats(n, 73, 3.0f);
+        const std::vector<float> weight = random_floats(static_cast<std::size_t>(dim), 74);
+        const std::vector<float> x = random_floats(n, 75);
+        // The CPU: the post-norm into a buffer, then the residual add.
+        std::vector<float> normed(n), cpu_x = x;
+        cpu::rms_norm(h.data(), weight.data(), normed.data(), rows, dim, eps);
+        cpu::add_in_place(cpu_x.data(), normed.data(), static_cast<std::int64_t>(n));
+        DeviceArray<float> d_h(h), d_weight(weight), d_x(x);
+        kernels::launch_rms_norm_add(d_h.get(), d_weight.get(), d_x.get(), rows, dim, eps, nullptr);
+        const double error = relative_error(d_x.download(n), cpu_x);
+        QVERIFY2(error < 1e-5,
+                 qPrintable(QString("width %1: relative error %2").arg(dim).arg(error)));
+        QVERIFY(d_h.download(n) == h); // the layer's output is only read
+    }
+}
+
+void TestCudaKernels::geglu_half_matches_the_cpu() {
+    // GeGLU of the fused gate_up rows into fp16: the CPU's gated_activation
+    // with gelu_tanh, rounded (as the SwiGLU check in elementwise_ops).
+    const int tokens = 7, ffn = 1531; // odd widths: rows do not line up with blocks
+    const auto n = static_cast<std::size_t>(tokens) * ffn;
+    const std::vector<float> gate = random_floats(n, 76, 3.0f);
+    const std::vector<float> up = random_floats(n, 77);
+    std::vector<float> gate_up(2 * n);
+    for (int t = 0; t < tokens; ++t) {
+        for (int j = 0; j < ffn; ++j) {
+            const std::size_t at = static_cast<std::size_t>(t) * ffn + j;
+            gate_up[static_cast<std::size_t>(t) * 2 * ffn + j] = gate[at];
+            gate_up[static_cast<std::size_t>(t) * 2 * ffn + ffn + j] = up[at];
+        }
+    }
+    std::vector<float> cpu_geglu = gate;
+    cpu::gated_activation(cpu_geglu.data(), up.data(), static_cast<std::int64_t>(n),
+                          model::GateActivation::gelu_tanh);
+    DeviceArray<float> d_gate_up(gate_up);
+    DeviceArray<__half> geglu(n);
+    kernels::launch_gated_half(d_gate_up.get(), tokens, ffn, /*gelu_tanh=*/true, geglu.get(),
+                               nullptr);
+    const std::vector<__half> got = geglu.download(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const float got_value = fp16_to_fp32(static_cast<__half_raw>(got[i]).x);
+        const float want = fp16_to_fp32(fp32_to_fp16(cpu_geglu[i]));
+        // At most one fp16 step apart (tanhf and the cubic's contraction may
+        // differ in the last place), plus where 1 + tanh cancels (gates near
+        // -4) a few fp32 units of 1 times |gate * up| / 2.
+        const float slack = std::fabs(want) * 1e-3f + 1e-6f * (1.0f + std::fabs(gate[i] * up[i]));
+        QVERIFY2(std::fabs(got_value - want) <= slack,
+                 qPrintable(QString("value %1 (gate %2, up %3): %4 against %5")
+                                .arg(i)
+                                .arg(gate[i])
+                                .arg(up[i])
+                                .arg(got_value)
+                                .arg(want)));
+    }
+}
+
+void TestCudaKernels::add_bias_matches_the_cpu() {
+    // Qwen 2's QKV bias over the fused rows: one add per value, exactly the CPU's.
+    const int rows = 7, width = 1531;
+    const std::vector<float> x = random_floats(static_cast<std::size_t>(rows) * width, 78, 3.0f);
+    const std::vector<float> bias = random_floats(static_cast<std::size_t>(width), 79);
+    std::vector<float> cpu_x = x;
+    cpu::add_bias(cpu_x.data(), bias.data(), rows, width);
+    DeviceArray<float> d_x(x), d_bias(bias);
+    kernels::launch_add_bias(d_x.get(), d_bias.get(), rows, width, nullptr);
+    QCOMPARE(d_x.download(x.size()), cpu_x);
+}
+
+void TestCudaKernels::rope_matches_the_cpu_data() {
+    QTest::addColumn<int>("head_dim");
+    QTest::addColumn<bool>("halves");
+    QTest::addColumn<float>("theta_base");
+    QTest::newRow("adjacent, d64") << 64 << false << 100000.0f;
+    QTest::newRow("adjacent, d128") << 128 << false << 100000.0f;
+    // NEOX pairing (i, i + head_dim/2): Qwen's base of 1e6, Gemma 3's head of
+    // 256 with its local layers' base of 1e4.
+    QTest::newRow("halves, d64") << 64 << true << 1000000.0f;
+    QTest::newRow("halves, d256") << 256 << true << 10000.0f;
+}
+
+void TestCudaKernels::rope_matches_the_cpu() {
+    QFETCH(int, head_dim);
+    QFETCH(bool, halves);
+    QFETCH(float, theta_base);
+    const int tokens = 29, heads = 9, kv_heads = 3;
+    std::vector<std::int32_t> positions(tokens);
+    for (int t = 0; t < tokens; ++t) {
+        positions[static_cast<std::size_t>(t)] = t * 283; // up to ~8k
+    }
+    const std::vector<float> q = random_floats(std::size_t{tokens} * heads * head_dim, 3);
+    const std::vector<float> k = random_floats(std::size_t{tokens} * kv_heads * head_dim, 4);
+    std::vector<float> cos(std::size_t{tokens} * head_dim / 2), sin(cos.size());
+    cpu::rope_tables(positions.data(), tokens, head_dim, theta_base, cos.data(), sin.data());
+    const model::RopePairing pairing =
+        halves ? model::RopePairing::halves : model::RopePairing::adjacent;
+    std::vector<float> cpu_q = q, cpu_k = k;
+    cpu::rope(cpu_q.data(), cos.data(), sin.data(), tokens, heads, head_dim, pairing);
+    cpu::rope(cpu_k.data(), cos.data(), sin.data(), tokens, kv_heads, head_dim, pairing);
+    DeviceArray<float> d_q(q), d_k(k);
+    DeviceArray<std::int32_t> d_positions(positions);
+    kernels::launch_rope(d_q.get(), d_k.get(), d_positions.get(), tokens, heads, kv_heads, head_dim,
+                         theta_base, halves, nullptr);
+    // Same angles (shared code, double precision); fma contraction may differ.
+    QVERIFY(relative_error(d_q.download(q.size()), cpu_q) < 1e-6);
+    QVERIFY(relative_error(d_k.download(k.size()), cpu_k) < 1e-6);
 }
 
 void TestCudaKernels::rope_kv_write_matches_the_cpu_data() {
     QTest::addColumn<KvFormat>("format");
     QTest::addColumn<int>("head_dim");
     QTest::addColumn<int>("table_positions");
-    QTest::newRow("f16, d64") << KvFormat::f16 << 64 << 8192;
-    QTest::newRow("bf16, d128") << KvFormat::bf16 << 128 << 8192;
+    QTest::addColumn<bool>("halves");
+    QTest::newRow("f16, d64") << KvFormat::f16 << 64 << 8192 << false;
+    QTest::newRow("bf16, d128") << KvFormat::bf16 << 128 << 8192 << false;
     // Positions past the table: the kernel computes their angles itself.
-    QTest::newRow("f16, d64, short table") << KvFormat::f16 << 64 << 1000;
+    QTest::newRow("f16, d64, short table") << KvFormat::f16 << 64 << 1000 << false;
+    // NEOX pairing (Qwen, Gemma): a thread's two pairs (2i, 2i+1) and their
+    // partners d/2 on, at the smallest head the kernel pairs so, Qwen's 128
+    // and Gemma 3's 256.
+    QTest::newRow("f16, d32, halves") << KvFormat::f16 << 32 << 8192 << true;
+    QTest::newRow("bf16, d32, halves") << KvFormat::bf16 << 32 << 8192 << true;
+    QTest::newRow("f16, d128, halves") << KvFormat::f16 << 128 << 8192 << true;
+    QTest::newRow("bf16, d128, halves") << KvFormat::bf16 << 128 << 8192 << true;
+    QTest::newRow("f16, d256, halves") << KvFormat::f16 << 256 << 8192 << true;
+    QTest::newRow("bf16, d256, halves") << KvFormat::bf16 << 256 << 8192 << true;
+    QTest::newRow("bf16, d128, halves, short table") << KvFormat::bf16 << 128 << 1000 << true;
 }
 
 void TestCudaKernels::rope_kv_write_matches_the_cpu() {
     QFETCH(KvFormat, format);
     QFETCH(int, head_dim);
     QFETCH(int, table_positions);
+    QFETCH(bool, halves);
+    const model::RopePairing pairing =
+        halves ? model::RopePairing::halves : model::RopePairing::adjacent;
     const int heads = 9;
     const TestGeometry g{heads, 3, head_dim, 16, 64};
     const TestBatches batches = make_batches({{0, 37}, {0, 16}, {0, 5}, {0, 70}}, g, 21);
@@ -478,17 +711,20 @@ void TestCudaKernels::rope_kv_write_matches_the_cpu() {
     std::vector<float> cos(static_cast<std::size_t>(tokens) * head_dim / 2), sin(cos.size());
     cpu::rope_tables(batch.positions.data(), tokens, head_dim, 100000.0f, cos.data(), sin.data());
     std::vector<float> cpu_q = q, cpu_k = k;
-    cpu::rope(cpu_q.data(), cos.data(), sin.data(), tokens, heads, head_dim,
-              model::RopePairing::adjacent);
-    cpu::rope(cpu_k.data(), cos.data(), sin.data(), tokens, g.kv_heads, head_dim,
-              model::RopePairing::adjacent);
+    cpu::rope(cpu_q.data(), cos.data(), sin.data(), tokens, heads, head_dim, pairing);
+    cpu::rope(cpu_k.data(), cos.data(), sin.data(), tokens, g.kv_heads, head_dim, pairing);
     cpu::KvStore store({1, g.kv_heads, head_dim, g.block_size, g.num_blocks}, {format, format});
     store.write(0, batch, cpu_k.data(), v.data());
 
     DevicePool pool(store, g);
     pool.keys.zero();
     pool.values.zero();
-    QVERIFY(kernels::rope_kv_write_fits(pool.view));
+    QVERIFY(kernels::rope_kv_write_fits(pool.view, halves));
+    // Halves pairing stores two whole pairs a thread: head_dim a multiple of 4.
+    kernels::PagedKvView odd_head = pool.view;
+    odd_head.head_dim = 34;
+    QVERIFY(kernels::rope_kv_write_fits(odd_head, false));
+    QVERIFY(!kernels::rope_kv_write_fits(odd_head, true));
     DeviceBatch d_batch(batch);
     // The fused QKV layer's rows: each token's Q heads, then K, then V.
     const std::size_t q_row = static_cast<std::size_t>(heads) * head_dim;
@@ -509,7 +745,7 @@ void TestCudaKernels::rope_kv_write_matches_the_cpu() {
     DeviceArray<math::RopeCosSin> d_angles(angles);
     kernels::RopeTableView table{d_angles.get(), table_positions, head_dim, 100000.0f};
     kernels::launch_rope_kv_write(pool.view, d_qkv.get(), d_q.get(), d_batch.view.positions,
-                                  d_batch.view.slot_mapping, table, tokens, heads, nullptr);
+                                  d_batch.view.slot_mapping, table, tokens, heads, halves, nullptr);
     QVERIFY(relative_error(d_q.download(q.size()), cpu_q) < 1e-6);
     // V is stored as it came: the CPU's bytes exactly. K went through the
     // rotation (products rounded alike, but the CPU compiler may contract):
@@ -592,27 +828,38 @@ void TestCudaKernels::gemv_matches_a_double_reference() {
 }
 
 void TestCudaKernels::embedding_gather_matches_the_table() {
-    const int vocab = 300, hidden = 576;
-    const std::vector<float> table = random_floats(std::size_t{vocab} * hidden, 5);
-    std::vector<__half> halves(table.size());
-    for (std::size_t i = 0; i < table.size(); ++i) {
-        __half_raw raw;
-        raw.x = fp32_to_fp16(table[i]);
-        halves[i] = __half(raw);
-    }
-    const std::vector<std::int32_t> ids = {0, 299, 17, 17, 150};
-    DeviceArray<__half> d_table(halves);
-    DeviceArray<std::int32_t> d_ids(ids);
-    DeviceArray<float> out(ids.size() * hidden);
-    kernels::launch_embedding_gather(d_table.get(), d_ids.get(), static_cast<int>(ids.size()),
-                                     hidden, vocab, out.get(), nullptr);
-    const std::vector<float> got = out.download(ids.size() * hidden);
-    for (std::size_t t = 0; t < ids.size(); ++t) {
-        for (int i = 0; i < hidden; ++i) {
-            QCOMPARE(got[t * hidden + static_cast<std::size_t>(i)],
-                     fp16_to_fp32(fp32_to_fp16(table[static_cast<std::size_t>(ids[t]) * hidden +
-                                                     static_cast<std::size_t>(i)])));
+    const int vocab = 300;
+    // Each row as stored, and times Gemma's sqrt(hidden) as the backends
+    // compute it in fp32: 24 at 576, whose products are exact, and 33.94...
+    // at Gemma 3 1B's 1152, whose products round (once, as on the CPU).
+    for (const int hidden : {576, 1152}) {
+        const std::vector<float> table = random_floats(std::size_t{vocab} * hidden, 5);
+        std::vector<__half> halves(table.size());
+        for (std::size_t i = 0; i < table.size(); ++i) {
+            __half_raw raw;
+            raw.x = fp32_to_fp16(table[i]);
+            halves[i] = __half(raw);
         }
+        const std::vector<std::int32_t> ids = {0, 299, 17, 17, 150};
+        DeviceArray<__half> d_table(halves);
+        DeviceArray<std::int32_t> d_ids(ids);
+        DeviceArray<float> out(ids.size() * hidden), scaled(ids.size() * hidden);
+        kernels::launch_embedding_gather(d_table.get(), d_ids.get(), static_cast<int>(ids.size()),
+                                         hidden, vocab, out.get(), nullptr);
+        const float scale = std::sqrt(static_cast<float>(hidden));
+        kernels::launch_embedding_gather(d_table.get(), d_ids.get(), static_cast<int>(ids.size()),
+                                         hidden, vocab, scaled.get(), nullptr, scale);
+        // Whole rows compared (vectors compare exactly, single floats fuzzily).
+        std::vector<float> stored, times_scale;
+        for (const std::int32_t id : ids) {
+            for (int i = 0; i < hidden; ++i) {
+                stored.push_back(fp16_to_fp32(fp32_to_fp16(
+                    table[static_cast<std::size_t>(id) * hidden + static_cast<std::size_t>(i)])));
+                times_scale.push_back(stored.back() * scale);
+            }
+        }
+        QCOMPARE(out.download(ids.size() * hidden), stored);
+        QCOMPARE(scaled.download(ids.size() * hidden), times_scale);
     }
 }
 
@@ -863,6 +1110,217 @@ void TestCudaKernels::attention_capture_matches_the_cpu() {
     qDebug("capture relative error %.3g", error);
     QVERIFY(error < 1e-4);
     QVERIFY(std::any_of(cpu_sums.begin(), cpu_sums.end(), [](float s) { return s > 0.0f; }));
+}
+
+void TestCudaKernels::windowed_attention_matches_the_cpu_data() {
+    QTest::addColumn<KvFormat>("format");
+    QTest::addColumn<int>("heads");
+    QTest::addColumn<int>("kv_heads");
+    QTest::addColumn<int>("head_dim");
+    QTest::addColumn<int>("window");
+    QTest::addColumn<bool>("vector"); // whether the cache takes the vector path
+    for (const int window : {8, 37}) {
+        const QString of = QString(", window %1").arg(window);
+        QTest::newRow(qPrintable("q4_1" + of + " (general path)"))
+            << KvFormat::q4_1 << 9 << 3 << 64 << window << false;
+        QTest::newRow(qPrintable("kivi2" + of + " (general path, open blocks)"))
+            << KvFormat::kivi2 << 9 << 3 << 64 << window << false;
+        QTest::newRow(qPrintable("f16" + of + " (vector path)"))
+            << KvFormat::f16 << 9 << 3 << 64 << window << true;
+        QTest::newRow(qPrintable("q8_0" + of + " (vector path, staged rows)"))
+            << KvFormat::q8_0 << 9 << 3 << 64 << window << true;
+        // Gemma 3: one KV head of 256 for 4 query heads.
+        QTest::newRow(qPrintable("f16, d256, MQA group 4" + of + " (vector path)"))
+            << KvFormat::f16 << 4 << 1 << 256 << window << true;
+        QTest::newRow(qPrintable("q4_1, d256, MQA group 4" + of + " (general path)"))
+            << KvFormat::q4_1 << 4 << 1 << 256 << window << false;
+    }
+    // A window of several splits of every length tried.
+    QTest::newRow("bf16, d256, MQA group 4, window 200 (vector path)")
+        << KvFormat::bf16 << 4 << 1 << 256 << 200 << true;
+}
+
+void TestCudaKernels::windowed_attention_matches_the_cpu() {
+    QFETCH(KvFormat, format);
+    QFETCH(int, heads);
+    QFETCH(int, kv_heads);
+    QFETCH(int, head_dim);
+    QFETCH(int, window);
+    QFETCH(bool, vector);
+    const TestGeometry g{heads, kv_heads, head_dim, 16, 128};
+    const TestBatches batches = make_batches(kWindowBatch, g, 25);
+    cpu::KvStore store({1, kv_heads, head_dim, g.block_size, g.num_blocks}, {format, format});
+    fill_store(store, batches, g, 26);
+    const auto tokens = static_cast<int>(batches.step.token_count());
+    const std::vector<float> q =
+        random_floats(static_cast<std::size_t>(tokens) * heads * head_dim, 27);
+    const float scale = 0.0625f; // not 1/sqrt(head_dim): Gemma 3's query_pre_attn_scalar of 256
+    cpu::ThreadPool threads(2);
+    std::vector<float> cpu_whole(q.size());
+    cpu::paged_attention(store.layer(0), batches.step, q.data(), heads, cpu_whole.data(), threads,
+                         {}, {scale, 0});
+    // The tables of a sliding layer's group: the blocks before every window let go.
+    runner::ForwardBatch batch = batches.step;
+    QVERIFY(let_go_outside_window(batch, 0, window) > 0);
+    std::vector<float> cpu_out(q.size());
+    cpu::paged_attention(store.layer(0), batch, q.data(), heads, cpu_out.data(), threads, {},
+                         {scale, window});
+    QVERIFY(relative_error(cpu_whole, cpu_out) > 1e-2); // the window matters here
+
+    DevicePool pool(store, g);
+    pool.mirror(store);
+    pool.view.window = window;
+    QCOMPARE(kernels::attention_takes_vector_path(pool.view, heads), vector);
+    DeviceBatch d_batch(batch);
+    DeviceArray<float> d_q(q);
+    const int context = max_context(batch);
+    QVERIFY(context > window);
+    // Splits shorter than the contexts (and than the window of 37); the
+    // workspace holds only the window's splits.
+    for (const int split : {kernels::kShortestAttentionSplit, 64, kernels::kAttentionSplit}) {
+        const TestWorkspace work(tokens, heads, head_dim, context, window, split);
+        DeviceArray<float> out(q.size());
+        kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(), heads, scale, context,
+                                        work.workspace, out.get(), nullptr);
+        const std::vector<float> floats = out.download(q.size());
+        const double error = relative_error(floats, cpu_out);
+        qDebug("window %d, splits of %d: relative error %.3g", window, split, error);
+        QVERIFY2(error < 1e-4, qPrintable(QString("window %1, splits of %2: relative error %3")
+                                              .arg(window)
+                                              .arg(split)
+                                              .arg(error)));
+        DeviceArray<__half> halves(q.size());
+        kernels::launch_paged_attention_half(pool.view, d_batch.view, d_q.get(), heads, scale,
+                                             context, work.workspace, halves.get(), nullptr);
+        const std::vector<__half> got = halves.download(q.size());
+        for (std::size_t i = 0; i < q.size(); ++i) {
+            QCOMPARE(static_cast<__half_raw>(got[i]).x, fp32_to_fp16(floats[i]));
+        }
+    }
+}
+
+void TestCudaKernels::windowed_attention_capture_matches_the_cpu_data() {
+    QTest::addColumn<KvFormat>("format");
+    QTest::addColumn<int>("window");
+    for (const int window : {8, 37}) {
+        const QString of = QString(", window %1").arg(window);
+        QTest::newRow(qPrintable("q4_1" + of + " (general path)")) << KvFormat::q4_1 << window;
+        QTest::newRow(qPrintable("f16" + of + " (vector path)")) << KvFormat::f16 << window;
+    }
+}
+
+void TestCudaKernels::windowed_attention_capture_matches_the_cpu() {
+    QFETCH(KvFormat, format);
+    QFETCH(int, window);
+    const TestGeometry g{9, 3, 64, 16, 128};
+    const TestBatches batches = make_batches(kWindowBatch, g, 28, /*capture_from=*/10);
+    cpu::KvStore store({1, 3, 64, 16, 128}, {format, format});
+    fill_store(store, batches, g, 29);
+    runner::ForwardBatch batch = batches.step;
+    QVERIFY(let_go_outside_window(batch, 0, window) > 0);
+    const auto tokens = static_cast<int>(batch.token_count());
+    const std::vector<float> q = random_floats(static_cast<std::size_t>(tokens) * 9 * 64, 30);
+    const std::vector<std::int64_t> offsets = runner::capture_offsets(batch);
+    std::vector<float> cpu_sums(static_cast<std::size_t>(offsets.back()), 0.0f);
+    std::vector<float> cpu_out(q.size());
+    const float scale = 1.0f / 8.0f;
+    cpu::ThreadPool threads(2);
+    cpu::paged_attention(store.layer(0), batch, q.data(), 9, cpu_out.data(), threads,
+                         {cpu_sums.data(), offsets.data()}, {scale, window});
+    // The decode of the 301st entry: its 9 heads' probabilities, each summing
+    // to 1, all inside its window.
+    const float* decode = cpu_sums.data() + offsets[1];
+    QVERIFY(std::all_of(decode, decode + 301 - window, [](float p) { return p == 0.0f; }));
+    QVERIFY(std::fabs(std::accumulate(decode, decode + 301, 0.0f) - 9.0f) < 1e-3f);
+
+    DevicePool pool(store, g);
+    pool.mirror(store);
+    pool.view.window = window;
+    DeviceBatch d_batch(batch);
+    DeviceArray<float> d_q(q);
+    const int context = max_context(batch);
+    // Short splits: the capture's scores follow the split length too.
+    for (const int split : {kernels::kShortestAttentionSplit, 64}) {
+        const TestWorkspace work(tokens, 9, 64, context, window, split);
+        DeviceArray<float> out(q.size()), sums(cpu_sums.size());
+        sums.zero();
+        kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(), 9, scale, context,
+                                        work.workspace, out.get(), nullptr);
+        kernels::launch_attention_capture(pool.view, d_batch.view, d_q.get(), 9, scale, context,
+                                          work.workspace, sums.get(), nullptr);
+        const double out_error = relative_error(out.download(q.size()), cpu_out);
+        const double error = relative_error(sums.download(cpu_sums.size()), cpu_sums);
+        qDebug("window %d, splits of %d: capture relative error %.3g", window, split, error);
+        QVERIFY2(out_error < 1e-4 && error < 1e-4,
+                 qPrintable(QString("window %1, splits of %2: relative error %3, capture %4")
+                                .arg(window)
+                                .arg(split)
+                                .arg(out_error)
+                                .arg(error)));
+    }
+}
+
+void TestCudaKernels::attention_reads_the_layers_kv_group_data() {
+    QTest::addColumn<KvFormat>("format");
+    QTest::newRow("f16 (vector path)") << KvFormat::f16;
+    QTest::newRow("q4_1 (general path)") << KvFormat::q4_1;
+    QTest::newRow("kivi4 (general path, open blocks)") << KvFormat::kivi4;
+}
+
+void TestCudaKernels::attention_reads_the_layers_kv_group() {
+    QFETCH(KvFormat, format);
+    // A hybrid cache as Gemma 3's: group 0 attends the whole context, group 1
+    // a window of 37, each sequence's tables of its own blocks, holding
+    // different entries; group 1's let the blocks before the window go.
+    const int windows[2] = {0, 37};
+    const TestGeometry g{9, 3, 64, 16, 128};
+    const TestBatches batches =
+        make_batches(kWindowBatch, g, 31, /*capture_from=*/INT32_MAX, /*groups=*/2);
+    QCOMPARE(batches.step.kv_groups, 2);
+    QCOMPARE(batches.step.block_tables.size(),
+             2 * static_cast<std::size_t>(batches.step.block_table_offsets.back()));
+    cpu::KvStore store({1, 3, 64, 16, 128}, {format, format});
+    fill_store(store, batches, g, 32, /*group=*/0);
+    fill_store(store, batches, g, 33, /*group=*/1);
+    runner::ForwardBatch batch = batches.step;
+    QVERIFY(let_go_outside_window(batch, 1, windows[1]) > 0);
+    const auto tokens = static_cast<int>(batch.token_count());
+    const std::vector<float> q = random_floats(static_cast<std::size_t>(tokens) * 9 * 64, 34);
+    const float scale = 1.0f / 8.0f;
+    cpu::ThreadPool threads(2);
+    std::vector<std::vector<float>> cpu_out(2, std::vector<float>(q.size()));
+    for (int group = 0; group < 2; ++group) {
+        cpu::paged_attention(store.layer(0, group), batch, q.data(), 9,
+                             cpu_out[static_cast<std::size_t>(group)].data(), threads, {},
+                             {scale, windows[group]});
+    }
+    // Group 0's entries over group 1's window: not group 1's result.
+    std::vector<float> other_group(q.size());
+    cpu::paged_attention(store.layer(0, 0), batch, q.data(), 9, other_group.data(), threads, {},
+                         {scale, windows[1]});
+    QVERIFY(relative_error(other_group, cpu_out[1]) > 1e-2);
+
+    DevicePool pool(store, g);
+    pool.mirror(store);
+    DeviceBatch d_batch(batch);
+    DeviceArray<float> d_q(q);
+    const int context = max_context(batch);
+    for (int group = 0; group < 2; ++group) {
+        kernels::PagedKvView cache = pool.view;
+        cache.window = windows[group];
+        kernels::DeviceBatchView layer_batch = d_batch.view;
+        layer_batch.kv_group = group;
+        const TestWorkspace work(tokens, 9, 64, context, windows[group],
+                                 kernels::kShortestAttentionSplit);
+        DeviceArray<float> out(q.size());
+        kernels::launch_paged_attention(cache, layer_batch, d_q.get(), 9, scale, context,
+                                        work.workspace, out.get(), nullptr);
+        const double error =
+            relative_error(out.download(q.size()), cpu_out[static_cast<std::size_t>(group)]);
+        qDebug("group %d: relative error %.3g", group, error);
+        QVERIFY2(error < 1e-4,
+                 qPrintable(QString("group %1: relative error %2").arg(group).arg(error)));
+    }
 }
 
 void TestCudaKernels::copy_slot_rows_match_the_cpu_store() {
