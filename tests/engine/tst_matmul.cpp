@@ -4,6 +4,7 @@
 // remainders, one thread and several. Also the packed row layouts against
 // gguf-py's values, for every type they take.
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/ops.h"
 #include "engine/cpu/packed_rows.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/util/cpu_features.h"
@@ -46,6 +47,7 @@ private slots:
     void matches_double_reference_data();
     void matches_double_reference();
     void shared_input_mixes_fused_and_expanded_matrices();
+    void gated_activations_match_the_scalar_math();
 };
 
 void TestMatmul::initTestCase() {
@@ -235,6 +237,57 @@ void TestMatmul::shared_input_mixes_fused_and_expanded_matrices() {
     cpu::matmul_shared_input(outputs, x.data(), kTokens, pool);
     QCOMPARE(both_fused, alone_fused);
     QCOMPARE(both_expanded, alone_expanded);
+}
+
+void TestMatmul::gated_activations_match_the_scalar_math() {
+    // ops.h's gated_activation (vectorised where the CPU has AVX2) against
+    // the shared scalar math (the CUDA kernels' too), over the range FFN
+    // gates take and past it: both tails of the sigmoid, zero, and counts
+    // that leave a remainder.
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    for (const int count : {1, 7, 8, 61, 2048}) {
+        std::vector<float> gate(static_cast<std::size_t>(count));
+        std::vector<float> up(gate.size());
+        for (std::size_t i = 0; i < gate.size(); ++i) {
+            gate[i] = normal(rng);
+            up[i] = normal(rng);
+        }
+        const float extremes[] = {0.0f,   -0.0f,   1e-30f, -1e-30f, 40.0f, -40.0f,
+                                  100.0f, -100.0f, 1e4f,   -1e4f,   1e30f, -1e30f};
+        for (std::size_t i = 0; i < std::size(extremes) && i < gate.size(); ++i) {
+            gate[i] = extremes[i];
+        }
+        for (const auto activation :
+             {model::GateActivation::gelu_tanh, model::GateActivation::silu}) {
+            std::vector<float> got = gate;
+            cpu::gated_activation(got.data(), up.data(), count, activation);
+            for (std::size_t i = 0; i < gate.size(); ++i) {
+                const float x = gate[i];
+                // In double: the float formula 0.5 x (1 + tanh u) cancels for
+                // negative gates (1 + tanh u near 0), so it is no reference.
+                const double xd = x;
+                const double act =
+                    activation == model::GateActivation::gelu_tanh
+                        ? 0.5 * xd *
+                              (1.0 + std::tanh(0.7978845608028654 * (xd + 0.044715 * xd * xd * xd)))
+                        : xd / (1.0 + std::exp(-xd));
+                const double expected = act * up[i];
+                const double error = std::abs(static_cast<double>(got[i]) - expected);
+                // A few float ulps of the value, and (the scalar path's
+                // cancellation) of x * up.
+                const double allowed =
+                    4e-7 * std::abs(expected) + 2e-7 * std::abs(xd * up[i]) + 1e-37;
+                QVERIFY2(std::isfinite(got[i]) && error <= allowed,
+                         qPrintable(QString("act(%1) * %2: %3, expected %4 (count %5)")
+                                        .arg(x)
+                                        .arg(up[i])
+                                        .arg(got[i])
+                                        .arg(expected)
+                                        .arg(count)));
+            }
+        }
+    }
 }
 
 QTEST_GUILESS_MAIN(TestMatmul)
