@@ -4,6 +4,7 @@
 #include "app/cli/engine_options.h"
 #include "engine/kv/block_allocator.h"
 #include "engine/runner/forward_batch.h"
+#include "engine/sampling/sampler.h"
 
 #include <chrono>
 #include <cstdio>
@@ -38,8 +39,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 // `batch` sequences of `context` random tokens each are prefilled (one
 // sequence at a time, in chunks), then all decode `steps` tokens together,
-// one batched step per token. Greedy feedback of the argmax keeps the work
-// realistic without sampling costs.
+// one batched step per token. Greedy feedback of the argmax (the engine's
+// greedy pick) keeps the work realistic without sampling costs.
 BenchRow run_case(const EngineOptions& engine, std::shared_ptr<const model::LlamaModel> model,
                   int batch, int context, const BenchOptions& options) {
     const int per_sequence = context + options.decode_steps;
@@ -123,10 +124,9 @@ BenchRow run_case(const EngineOptions& engine, std::shared_ptr<const model::Llam
     for (int s = 0; s < options.decode_steps; ++s) {
         step(all, one_each);
         for (int b = 0; b < batch; ++b) {
-            const float* row_logits =
-                logits.data() + static_cast<std::size_t>(b) * static_cast<std::size_t>(vocab);
-            next[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(
-                std::max_element(row_logits, row_logits + vocab) - row_logits);
+            next[static_cast<std::size_t>(b)] = sampling::greedy_token(std::span<const float>(
+                logits.data() + static_cast<std::size_t>(b) * static_cast<std::size_t>(vocab),
+                static_cast<std::size_t>(vocab)));
         }
     }
     const double decode_seconds = seconds_since(decode_start);

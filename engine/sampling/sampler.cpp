@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <limits>
 #include <string>
 #include <unordered_set>
 
@@ -142,7 +144,42 @@ Distribution distribution_of(std::vector<std::pair<float, std::int32_t>>& candid
 
 } // namespace
 
+std::int32_t greedy_token(std::span<const float> logits) {
+    const std::size_t n = logits.size();
+    if (n == 0 || std::isnan(logits[0])) {
+        return 0;
+    }
+    // Lane-wise maxima (x > m ? x : m is one max instruction; NaNs lose),
+    // then the first logit equal to the largest.
+    constexpr std::size_t kLanes = 16;
+    float lanes[kLanes];
+    std::fill(std::begin(lanes), std::end(lanes), -std::numeric_limits<float>::infinity());
+    std::size_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        for (std::size_t j = 0; j < kLanes; ++j) {
+            const float x = logits[i + j];
+            lanes[j] = x > lanes[j] ? x : lanes[j];
+        }
+    }
+    float best = -std::numeric_limits<float>::infinity();
+    for (const float lane : lanes) {
+        best = lane > best ? lane : best;
+    }
+    for (; i < n; ++i) {
+        best = logits[i] > best ? logits[i] : best;
+    }
+    for (i = 0; i < n; ++i) {
+        if (logits[i] == best) {
+            return static_cast<std::int32_t>(i);
+        }
+    }
+    return 0; // not reached: logits[0] is a number, so `best` is one of them
+}
+
 std::int32_t pick_token(std::span<const float> logits, const SamplingParams& params, double u) {
+    if (params.temperature <= 0.0f) {
+        return greedy_token(logits);
+    }
     std::vector<std::pair<float, std::int32_t>> candidates(logits.size());
     for (std::size_t i = 0; i < logits.size(); ++i) {
         candidates[i] = {logits[i], static_cast<std::int32_t>(i)};
@@ -177,6 +214,10 @@ void Sampler::load_candidates(std::span<const float> logits,
 }
 
 std::int32_t Sampler::sample(std::span<const float> logits, std::span<const std::int32_t> history) {
+    if (params_.temperature <= 0.0f &&
+        (params_.repetition_penalty == 1.0f || params_.repetition_window <= 0)) {
+        return greedy_token(logits); // no penalty to apply: straight off the logits
+    }
     load_candidates(logits, history);
     return pick_from(candidates_, params_, params_.temperature > 0.0f ? draw_uniform() : 0.0);
 }

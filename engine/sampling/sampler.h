@@ -33,6 +33,12 @@ struct SamplingParams {
 // function, so the two agree given the same u.
 std::int32_t pick_token(std::span<const float> logits, const SamplingParams& params, double u);
 
+// The greedy pick: the first token of the largest logit (NaNs never win, but
+// a NaN first logit picks token 0, as a stable sort by logit would). Over the
+// logits in place, sixteen lanes at a time: at a vocabulary of 262,144 (Gemma
+// 3) copying them into (logit, id) pairs first took milliseconds a row.
+std::int32_t greedy_token(std::span<const float> logits);
+
 // One token's probability in a (sparse) distribution.
 struct TokenProbability {
     std::int32_t token = 0;

@@ -4,11 +4,14 @@
 #include "engine/sampling/sampler.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
+#include <random>
 #include <vector>
 
 #include <QTest>
 
+using kvscope::sampling::greedy_token;
 using kvscope::sampling::Sampler;
 using kvscope::sampling::SamplingParams;
 
@@ -47,6 +50,7 @@ class TestSampler : public QObject {
 
 private slots:
     void greedy_is_argmax_lowest_id_on_ties();
+    void greedy_token_is_the_sorted_candidates_first();
     void follows_softmax_at_temperature_data();
     void follows_softmax_at_temperature();
     void top_k_top_p_min_p_keep_the_right_tokens_data();
@@ -63,6 +67,48 @@ void TestSampler::greedy_is_argmax_lowest_id_on_ties() {
     Sampler sampler(plain(0.0f));
     QCOMPARE(sampler.sample(std::vector<float>{0.1f, 2.0f, -1.0f, 1.9f}, {}), 1);
     QCOMPARE(sampler.sample(std::vector<float>{3.0f, 1.0f, 3.0f}, {}), 0);
+}
+
+void TestSampler::greedy_token_is_the_sorted_candidates_first() {
+    // greedy_token scans the logits in lanes; the rule it must keep is the
+    // candidates' order (descending logit, lower id first; a comparison with
+    // NaN is false, so a NaN never wins and a NaN first logit stays first).
+    const auto by_sort = [](const std::vector<float>& logits) {
+        std::int32_t best = 0;
+        for (std::size_t i = 1; i < logits.size(); ++i) {
+            if (logits[i] > logits[static_cast<std::size_t>(best)]) {
+                best = static_cast<std::int32_t>(i);
+            }
+        }
+        return best;
+    };
+    std::mt19937 rng(9);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const float inf = std::numeric_limits<float>::infinity();
+    for (const std::size_t n : {1, 2, 15, 16, 17, 33, 1000, 262144}) {
+        for (int trial = 0; trial < 20; ++trial) {
+            // Few distinct values, so ties are common; some NaNs and infinities.
+            std::uniform_int_distribution<int> value(-4, 4);
+            std::vector<float> logits(n);
+            for (float& x : logits) {
+                x = static_cast<float>(value(rng));
+            }
+            std::uniform_int_distribution<std::size_t> at(0, n - 1);
+            if (trial % 4 == 1) {
+                logits[at(rng)] = nan;
+            } else if (trial % 4 == 2) {
+                std::fill(logits.begin(), logits.end(), -inf);
+                logits[at(rng)] = nan;
+            } else if (trial % 4 == 3) {
+                logits[0] = nan;
+            }
+            if (trial == 7) {
+                logits[at(rng)] = inf;
+            }
+            QCOMPARE(greedy_token(logits), by_sort(logits));
+            QCOMPARE(Sampler(plain(0.0f)).sample(logits, {}), by_sort(logits));
+        }
+    }
 }
 
 void TestSampler::follows_softmax_at_temperature_data() {
