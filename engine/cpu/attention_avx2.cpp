@@ -64,6 +64,88 @@ void for_each_block_run(const SegmentWork& w, Visit&& visit) {
     }
 }
 
+// Query heads whose scores and value sums share each widened K or V row:
+// four heads of two 8-wide accumulators each, with the rows, fit AVX2's
+// sixteen registers.
+constexpr int kHeadsAtOnce = 4;
+
+// Scores of `count` consecutive key rows for G query heads (queries (G, d)),
+// into scores[h * stride + j].
+template <bool Half, int G>
+void score_rows(const std::byte* rows, std::int64_t row_bytes, int count, const float* queries,
+                int d, float* scores, std::int32_t stride) {
+    for (int j = 0; j < count; ++j) {
+        const std::byte* key = rows + j * row_bytes;
+        __m256 acc[G][2];
+#pragma GCC unroll 4
+        for (int h = 0; h < G; ++h) {
+            acc[h][0] = _mm256_setzero_ps();
+            acc[h][1] = _mm256_setzero_ps();
+        }
+        for (int i = 0; i < d; i += 16) {
+            const __m256 k0 = load8<Half>(key, i);
+            const __m256 k1 = load8<Half>(key, i + 8);
+#pragma GCC unroll 4
+            for (int h = 0; h < G; ++h) {
+                const float* query = queries + h * d + i;
+                acc[h][0] = _mm256_fmadd_ps(_mm256_loadu_ps(query), k0, acc[h][0]);
+                acc[h][1] = _mm256_fmadd_ps(_mm256_loadu_ps(query + 8), k1, acc[h][1]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int h = 0; h < G; ++h) {
+            scores[static_cast<std::size_t>(h) * stride + j] =
+                horizontal_sum(_mm256_add_ps(acc[h][0], acc[h][1]));
+        }
+    }
+}
+
+// The segment's weighted values of query heads [g, g + G) (their softmax
+// numerators in w.scores), into w.out.
+template <bool Half, int G>
+void weigh_values(const SegmentWork& w, int g, std::int32_t n) {
+    const LayerKvView& cache = *w.cache;
+    const int d = cache.head_dim;
+    const int block_size = cache.block_size;
+    const float* weights[G];
+#pragma GCC unroll 4
+    for (int h = 0; h < G; ++h) {
+        weights[h] = w.scores + static_cast<std::size_t>(g + h) * n - w.begin;
+    }
+    for (int c = 0; c < d; c += 16) {
+        __m256 acc[G][2];
+#pragma GCC unroll 4
+        for (int h = 0; h < G; ++h) {
+            acc[h][0] = _mm256_setzero_ps();
+            acc[h][1] = _mm256_setzero_ps();
+        }
+        for (std::int32_t position = w.begin; position < w.end;) {
+            const int first = position % block_size;
+            const std::int32_t stop = position + std::min(block_size - first, w.end - position);
+            const std::byte* value =
+                cache.values.head_block(math::block_of_entry(w.table, position, block_size),
+                                        w.kv_head) +
+                first * cache.values.row_bytes;
+            for (; position < stop; ++position, value += cache.values.row_bytes) {
+                const __m256 v0 = load8<Half>(value, c);
+                const __m256 v1 = load8<Half>(value, c + 8);
+#pragma GCC unroll 4
+                for (int h = 0; h < G; ++h) {
+                    const __m256 weight = _mm256_broadcast_ss(weights[h] + position);
+                    acc[h][0] = _mm256_fmadd_ps(weight, v0, acc[h][0]);
+                    acc[h][1] = _mm256_fmadd_ps(weight, v1, acc[h][1]);
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int h = 0; h < G; ++h) {
+            float* out = w.out + (g + h) * d + c;
+            _mm256_storeu_ps(out, acc[h][0]);
+            _mm256_storeu_ps(out + 8, acc[h][1]);
+        }
+    }
+}
+
 template <bool KeyHalf, bool ValueHalf>
 void attend_segment_avx2(const SegmentWork& w) {
     const LayerKvView& cache = *w.cache;
@@ -71,24 +153,27 @@ void attend_segment_avx2(const SegmentWork& w) {
     const std::int32_t n = w.end - w.begin;
     const __m256 scale = _mm256_set1_ps(w.scale);
 
-    // Scores: each key row is read once for all query heads of the group.
+    // Scores: each key row is read and widened once for up to four query
+    // heads of the group at a time.
     for_each_block_run(w, [&](kv::BlockId block, int first, int count, std::int32_t at) {
         const std::byte* rows =
             cache.keys.head_block(block, w.kv_head) + first * cache.keys.row_bytes;
-        for (int j = 0; j < count; ++j) {
-            const std::byte* key = rows + j * cache.keys.row_bytes;
-            for (int g = 0; g < w.group; ++g) {
-                const float* query = w.q + g * d;
-                __m256 acc0 = _mm256_setzero_ps();
-                __m256 acc1 = _mm256_setzero_ps();
-                for (int i = 0; i < d; i += 16) {
-                    acc0 =
-                        _mm256_fmadd_ps(_mm256_loadu_ps(query + i), load8<KeyHalf>(key, i), acc0);
-                    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(query + i + 8),
-                                           load8<KeyHalf>(key, i + 8), acc1);
-                }
-                w.scores[static_cast<std::size_t>(g) * n + at + j] =
-                    horizontal_sum(_mm256_add_ps(acc0, acc1));
+        for (int g = 0; g < w.group; g += kHeadsAtOnce) {
+            const int heads = std::min(kHeadsAtOnce, w.group - g);
+            float* scores = w.scores + static_cast<std::size_t>(g) * n + at;
+            const float* queries = w.q + g * d;
+            switch (heads) {
+            case 4:
+                score_rows<KeyHalf, 4>(rows, cache.keys.row_bytes, count, queries, d, scores, n);
+                break;
+            case 3:
+                score_rows<KeyHalf, 3>(rows, cache.keys.row_bytes, count, queries, d, scores, n);
+                break;
+            case 2:
+                score_rows<KeyHalf, 2>(rows, cache.keys.row_bytes, count, queries, d, scores, n);
+                break;
+            default:
+                score_rows<KeyHalf, 1>(rows, cache.keys.row_bytes, count, queries, d, scores, n);
             }
         }
     });
@@ -127,36 +212,23 @@ void attend_segment_avx2(const SegmentWork& w) {
         w.sum_out[g] = horizontal_sum(total) + tail_total;
     }
 
-    // Weighted values, 32 dimensions at a time so each query head's
-    // accumulators stay in registers across the whole segment.
-    const int block_size = cache.block_size;
-    for (int c = 0; c < d; c += 32) {
-        for (int g = 0; g < w.group; ++g) {
-            const float* weights = w.scores + static_cast<std::size_t>(g) * n - w.begin;
-            __m256 acc0 = _mm256_setzero_ps();
-            __m256 acc1 = _mm256_setzero_ps();
-            __m256 acc2 = _mm256_setzero_ps();
-            __m256 acc3 = _mm256_setzero_ps();
-            for (std::int32_t position = w.begin; position < w.end;) {
-                const int first = position % block_size;
-                const std::int32_t stop = position + std::min(block_size - first, w.end - position);
-                const std::byte* value =
-                    cache.values.head_block(math::block_of_entry(w.table, position, block_size),
-                                            w.kv_head) +
-                    first * cache.values.row_bytes;
-                for (; position < stop; ++position, value += cache.values.row_bytes) {
-                    const __m256 weight = _mm256_broadcast_ss(weights + position);
-                    acc0 = _mm256_fmadd_ps(weight, load8<ValueHalf>(value, c), acc0);
-                    acc1 = _mm256_fmadd_ps(weight, load8<ValueHalf>(value, c + 8), acc1);
-                    acc2 = _mm256_fmadd_ps(weight, load8<ValueHalf>(value, c + 16), acc2);
-                    acc3 = _mm256_fmadd_ps(weight, load8<ValueHalf>(value, c + 24), acc3);
-                }
-            }
-            float* out = w.out + g * d + c;
-            _mm256_storeu_ps(out, acc0);
-            _mm256_storeu_ps(out + 8, acc1);
-            _mm256_storeu_ps(out + 16, acc2);
-            _mm256_storeu_ps(out + 24, acc3);
+    // Weighted values: each value row is widened once for up to four query
+    // heads at a time, 16 dimensions of each in registers across the whole
+    // segment.
+    for (int g = 0; g < w.group; g += kHeadsAtOnce) {
+        const int heads = std::min(kHeadsAtOnce, w.group - g);
+        switch (heads) {
+        case 4:
+            weigh_values<ValueHalf, 4>(w, g, n);
+            break;
+        case 3:
+            weigh_values<ValueHalf, 3>(w, g, n);
+            break;
+        case 2:
+            weigh_values<ValueHalf, 2>(w, g, n);
+            break;
+        default:
+            weigh_values<ValueHalf, 1>(w, g, n);
         }
     }
 }
