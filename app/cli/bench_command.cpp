@@ -88,7 +88,9 @@ BenchRow run_case(const EngineOptions& engine, std::shared_ptr<const model::Llam
     // threads, which a process that serves pays once, not per request.
     {
         const std::int32_t warm[] = {token(rng), token(rng), token(rng), token(rng)};
-        step({0}, {std::span<const std::int32_t>(warm)});
+        // No more than the sequence's own share of the cache holds.
+        const auto count = static_cast<std::size_t>(std::min(4, per_sequence));
+        step({0}, {std::span<const std::int32_t>(warm, count)});
         kv::SequenceBlocks& used = sequences[0];
         for (int g = 0; g < used.groups(); ++g) {
             backend->release_blocks(used.table(g));

@@ -101,23 +101,28 @@ void score_rows(const std::byte* rows, std::int64_t row_bytes, int count, const 
 }
 
 // The segment's weighted values of query heads [g, g + G) (their softmax
-// numerators in w.scores), into w.out.
+// numerators in w.scores), into w.out. Each head keeps 8 * kLanes[G]
+// dimensions in registers: 16 for several heads, 32 for one, so a lone head
+// still has four independent sums in flight.
 template <bool Half, int G>
 void weigh_values(const SegmentWork& w, int g, std::int32_t n) {
+    constexpr int kVectors = G == 1 ? 4 : 2;
     const LayerKvView& cache = *w.cache;
     const int d = cache.head_dim;
     const int block_size = cache.block_size;
-    const float* weights[G];
+    const float* weights[G]; // each head's numerators, indexed from the segment's first key
 #pragma GCC unroll 4
     for (int h = 0; h < G; ++h) {
-        weights[h] = w.scores + static_cast<std::size_t>(g + h) * n - w.begin;
+        weights[h] = w.scores + static_cast<std::size_t>(g + h) * n;
     }
-    for (int c = 0; c < d; c += 16) {
-        __m256 acc[G][2];
+    for (int c = 0; c < d; c += 8 * kVectors) {
+        __m256 acc[G][kVectors];
 #pragma GCC unroll 4
         for (int h = 0; h < G; ++h) {
-            acc[h][0] = _mm256_setzero_ps();
-            acc[h][1] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+            for (int k = 0; k < kVectors; ++k) {
+                acc[h][k] = _mm256_setzero_ps();
+            }
         }
         for (std::int32_t position = w.begin; position < w.end;) {
             const int first = position % block_size;
@@ -127,21 +132,27 @@ void weigh_values(const SegmentWork& w, int g, std::int32_t n) {
                                         w.kv_head) +
                 first * cache.values.row_bytes;
             for (; position < stop; ++position, value += cache.values.row_bytes) {
-                const __m256 v0 = load8<Half>(value, c);
-                const __m256 v1 = load8<Half>(value, c + 8);
+                __m256 v[kVectors];
+#pragma GCC unroll 4
+                for (int k = 0; k < kVectors; ++k) {
+                    v[k] = load8<Half>(value, c + 8 * k);
+                }
 #pragma GCC unroll 4
                 for (int h = 0; h < G; ++h) {
-                    const __m256 weight = _mm256_broadcast_ss(weights[h] + position);
-                    acc[h][0] = _mm256_fmadd_ps(weight, v0, acc[h][0]);
-                    acc[h][1] = _mm256_fmadd_ps(weight, v1, acc[h][1]);
+                    const __m256 weight = _mm256_broadcast_ss(weights[h] + (position - w.begin));
+#pragma GCC unroll 4
+                    for (int k = 0; k < kVectors; ++k) {
+                        acc[h][k] = _mm256_fmadd_ps(weight, v[k], acc[h][k]);
+                    }
                 }
             }
         }
 #pragma GCC unroll 4
         for (int h = 0; h < G; ++h) {
-            float* out = w.out + (g + h) * d + c;
-            _mm256_storeu_ps(out, acc[h][0]);
-            _mm256_storeu_ps(out + 8, acc[h][1]);
+#pragma GCC unroll 4
+            for (int k = 0; k < kVectors; ++k) {
+                _mm256_storeu_ps(w.out + (g + h) * d + c + 8 * k, acc[h][k]);
+            }
         }
     }
 }

@@ -1,9 +1,9 @@
 #include "engine/cpu/matmul.h"
 
+#include "engine/cpu/kernel_set.h"
 #include "engine/cpu/matmul_kernels.h"
 #include "engine/cpu/packed_rows.h"
 #include "engine/gguf/dequantize.h"
-#include "engine/util/cpu_features.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -60,31 +60,19 @@ const MatmulKernels& scalar_kernels() {
 
 namespace {
 
-// The widest set this CPU runs, or a narrower one KVSCOPE_CPU_KERNELS asks
-// for ("avx512", "avx2", "scalar"): the tests run each set this machine has,
-// and a benchmark can compare them.
+// The matmul kernels of the set in use (kernel_set.h).
 const detail::MatmulKernels& kernels() {
     static const detail::MatmulKernels& chosen = []() -> const detail::MatmulKernels& {
-        const char* asked = std::getenv("KVSCOPE_CPU_KERNELS");
-        std::string_view limit = asked != nullptr ? asked : "";
-        if (limit == "avx512") {
-            limit = ""; // the widest there is, as unset
-        } else if (!limit.empty() && limit != "avx2" && limit != "scalar") {
-            std::fprintf(stderr,
-                         "KVSCOPE_CPU_KERNELS=%s is not avx512, avx2 or scalar: using the widest "
-                         "kernels this CPU runs\n",
-                         asked);
-            limit = "";
-        }
+        switch (kernel_set()) {
 #if defined(__x86_64__) // the vector sets are built only there
-        if (limit.empty() && cpu_has_avx512_kernels()) {
+        case KernelSet::avx512:
             return *detail::avx512_kernels();
-        }
-        if ((limit.empty() || limit == "avx2") && cpu_has_avx2_kernels()) {
+        case KernelSet::avx2:
             return *detail::avx2_kernels();
-        }
 #endif
-        return detail::scalar_kernels();
+        default:
+            return detail::scalar_kernels();
+        }
     }();
     return chosen;
 }
@@ -106,16 +94,6 @@ WeightMatrix prepare_for_matmul(const WeightMatrix& w, std::vector<std::byte>& s
         return w;
     }
     return pack_rows(w, storage);
-}
-
-const char* matmul_kernel_name() {
-#if defined(__x86_64__)
-    // Asked only where the CPU has it: building the set runs AVX-512 code.
-    if (cpu_has_avx512_kernels() && &kernels() == detail::avx512_kernels()) {
-        return "avx512-vnni";
-    }
-#endif
-    return &kernels() == &detail::scalar_kernels() ? "scalar" : "avx2";
 }
 
 void dequantize_row(const WeightMatrix& w, std::int64_t row, float* out) {

@@ -42,7 +42,4 @@ void matmul_shared_input(std::span<const MatmulOutput> outputs, const float* x, 
 // Expands row `row` of `w` to fp32 (used by matmul and by embedding look-ups).
 void dequantize_row(const WeightMatrix& w, std::int64_t row, float* out);
 
-// Which kernel set runs here: "avx512-vnni", "avx2" or "scalar".
-const char* matmul_kernel_name();
-
 } // namespace kvscope::cpu

@@ -1,9 +1,9 @@
 #include "engine/cpu/ops.h"
 
 #include "engine/cpu/activation_kernels.h"
+#include "engine/cpu/kernel_set.h"
 #include "engine/math/activation_math.h"
 #include "engine/math/rope_math.h"
-#include "engine/util/cpu_features.h"
 
 #include <algorithm>
 #include <cmath>
@@ -60,7 +60,7 @@ void rope(float* x, const float* cos, const float* sin, std::int64_t tokens, int
 void gated_activation(float* gate, const float* up, std::int64_t count,
                       model::GateActivation activation) {
 #if defined(__x86_64__)
-    if (cpu_has_avx2_kernels()) {
+    if (kernel_set() != KernelSet::scalar) {
         detail::gated_activation_avx2(gate, up, count,
                                       activation == model::GateActivation::gelu_tanh);
         return;

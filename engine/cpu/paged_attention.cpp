@@ -1,8 +1,8 @@
 #include "engine/cpu/paged_attention.h"
 
 #include "engine/cpu/attention_kernels.h"
+#include "engine/cpu/kernel_set.h"
 #include "engine/math/paged_slots.h"
-#include "engine/util/cpu_features.h"
 #include "engine/util/sanitizer_build.h"
 
 #include <algorithm>
@@ -29,7 +29,7 @@ struct Segment {
 // The kernel for this cache's formats on this CPU.
 detail::SegmentKernel segment_kernel(const LayerKvView& cache) {
 #if defined(__x86_64__)
-    if (cpu_has_avx2_kernels()) {
+    if (kernel_set() != KernelSet::scalar) {
         if (const detail::SegmentKernel kernel = detail::avx2_segment_kernel(
                 cache.keys.format, cache.values.format, cache.head_dim)) {
             return kernel;

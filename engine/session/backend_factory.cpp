@@ -1,7 +1,7 @@
 #include "engine/session/backend_factory.h"
 
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/matmul.h"
+#include "engine/cpu/kernel_set.h"
 #include "engine/cuda/cuda_cache_support.h"
 #include "engine/gpu_devices.h"
 #include "engine/runner/throttled_backend.h"
@@ -174,7 +174,7 @@ std::string describe_backend(const runner::Backend& backend) {
     std::string text = inner->name();
     if (const auto* cpu_backend = dynamic_cast<const cpu::CpuBackend*>(inner)) {
         text += ", " + std::to_string(cpu_backend->threads()) + " threads, " +
-                cpu::matmul_kernel_name() + " kernels";
+                cpu::kernel_set_name(cpu::kernel_set()) + " kernels";
     }
 #if KVSCOPE_HAVE_CUDA
     if (const auto* cuda_backend = dynamic_cast<const cuda::CudaBackend*>(inner)) {

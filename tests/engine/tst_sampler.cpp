@@ -3,6 +3,7 @@
 // draws); filters keep exactly the tokens they should; seeds repeat.
 #include "engine/sampling/sampler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -74,13 +75,16 @@ void TestSampler::greedy_token_is_the_sorted_candidates_first() {
     // candidates' order (descending logit, lower id first; a comparison with
     // NaN is false, so a NaN never wins and a NaN first logit stays first).
     const auto by_sort = [](const std::vector<float>& logits) {
-        std::int32_t best = 0;
-        for (std::size_t i = 1; i < logits.size(); ++i) {
-            if (logits[i] > logits[static_cast<std::size_t>(best)]) {
-                best = static_cast<std::int32_t>(i);
-            }
+        std::vector<std::pair<float, std::int32_t>> candidates;
+        for (std::size_t i = 0; i < logits.size(); ++i) {
+            candidates.emplace_back(logits[i], static_cast<std::int32_t>(i));
         }
-        return best;
+        return std::min_element(candidates.begin(), candidates.end(),
+                                [](const auto& a, const auto& b) {
+                                    return a.first > b.first ||
+                                           (a.first == b.first && a.second < b.second);
+                                })
+            ->second;
     };
     std::mt19937 rng(9);
     const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -102,13 +106,22 @@ void TestSampler::greedy_token_is_the_sorted_candidates_first() {
             } else if (trial % 4 == 3) {
                 logits[0] = nan;
             }
-            if (trial == 7) {
+            if (trial == 8) {
                 logits[at(rng)] = inf;
             }
             QCOMPARE(greedy_token(logits), by_sort(logits));
             QCOMPARE(Sampler(plain(0.0f)).sample(logits, {}), by_sort(logits));
         }
+        // The only maximum in the lanes' remainder, then +inf past a number.
+        std::vector<float> logits(n, 1.0f);
+        logits[n - 1] = 2.0f;
+        QCOMPARE(greedy_token(logits), static_cast<std::int32_t>(n - 1));
+        logits[n / 2] = inf;
+        QCOMPARE(greedy_token(logits), by_sort(logits));
     }
+    QCOMPARE(greedy_token(std::vector<float>{-0.0f, 0.0f}), 0);
+    QCOMPARE(greedy_token(std::vector<float>{-inf, -inf, -inf}), 0);
+    QCOMPARE(greedy_token(std::vector<float>{}), 0);
 }
 
 void TestSampler::follows_softmax_at_temperature_data() {
