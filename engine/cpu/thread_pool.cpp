@@ -1,6 +1,13 @@
 #include "engine/cpu/thread_pool.h"
 
+#include "engine/util/cpu_clock.h"
+#include "engine/util/host_clock.h"
+
 #include <algorithm>
+#if defined(__linux__)
+#include <pthread.h>
+#include <time.h>
+#endif
 #include <chrono>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -18,6 +25,45 @@ namespace {
 constexpr auto kSpinBeforeSleep = std::chrono::milliseconds(2);
 
 constexpr std::int64_t kChunksPerThread = 4;
+
+// Polls of a wait before it yields the core instead of pausing: past this a
+// thread it waits for has likely been preempted, and spinning on holds the
+// core that thread (or another process) could run on.
+constexpr int kPausesBeforeYield = 2048;
+
+// Sharing the machine. The pool's threads spin between loops, so while it
+// works all of them are runnable: where other processes keep the cores busy
+// too, the OS shares the cores out among everyone, the caller gets only its
+// share (two thirds of a core with two threads and one busy process on two
+// cores), the serial work between loops slows down with it, and a preempted
+// worker holds loops up. One thread alone would get a whole core. So the
+// caller measures, over windows of kWindowLoops parallel loops lasting
+// kWindowMinNs or more, how much of the wall time the pool's threads ran
+// (the caller's CPU time and the workers', which also catches a caller left
+// a core of its own while its worker shares the other). After
+// kLowWindows windows in a row under kSharedShare it runs loops alone for
+// a while (its workers go to sleep), then tries them again for one window:
+// kSoloLoops at first, four times as many each time the machine is still
+// busy, up to kMaxSoloLoops; a window at full share starts over. A passing hiccup on an
+// idle machine so costs a few steps' parallelism at most.
+constexpr int kWindowLoops = 64;
+constexpr std::int64_t kWindowMinNs = 1'000'000;
+constexpr double kSharedShare = 0.8;
+constexpr int kLowWindows = 2;
+constexpr int kSoloLoops = 1024;
+constexpr int kMaxSoloLoops = 16384;
+
+// Waits until `done()` with pauses, then yields.
+template <class Done>
+void wait_until(Done&& done) {
+    for (int polls = 0; !done(); ++polls) {
+        if (polls < kPausesBeforeYield) {
+            KVSCOPE_CPU_RELAX();
+        } else {
+            std::this_thread::yield();
+        }
+    }
+}
 } // namespace
 
 ThreadPool::ThreadPool(int threads) {
@@ -26,7 +72,31 @@ ThreadPool::ThreadPool(int threads) {
     }
     for (int i = 1; i < threads; ++i) {
         workers_.emplace_back([this] { worker_loop(); });
+#if defined(__linux__)
+        clockid_t clock{};
+        if (pthread_getcpuclockid(workers_.back().native_handle(), &clock) == 0) {
+            worker_clocks_.push_back(clock);
+        }
+#endif
     }
+#if defined(__linux__)
+    if (worker_clocks_.size() != workers_.size()) {
+        worker_clocks_.clear(); // the caller's share alone, then
+    }
+#endif
+}
+
+std::int64_t ThreadPool::pool_cpu_ns() const {
+    std::int64_t total = thread_cpu_ns();
+#if defined(__linux__)
+    for (const clockid_t clock : worker_clocks_) {
+        timespec now{};
+        if (clock_gettime(clock, &now) == 0) {
+            total += static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+        }
+    }
+#endif
+    return total;
 }
 
 ThreadPool::~ThreadPool() {
@@ -107,6 +177,15 @@ void ThreadPool::parallel_for(std::int64_t count, std::int64_t grain,
         body(0, count);
         return;
     }
+    if (solo_loops_ > 0) { // the machine is busy (see kSharedShare)
+        --solo_loops_;
+        body(0, count);
+        return;
+    }
+    if (window_loops_ == 0) {
+        window_wall_ns_ = host_now_ns();
+        window_cpu_ns_ = pool_cpu_ns();
+    }
     // A few chunks per thread, taken first come first served: on a shared
     // machine one core often runs slower, and even shares would wait for it.
     const std::int64_t chunk = std::max<std::int64_t>(std::max<std::int64_t>(1, grain),
@@ -134,10 +213,26 @@ void ThreadPool::parallel_for(std::int64_t count, std::int64_t grain,
     }
     run_chunks(static_cast<std::uint32_t>(generation));
     // Chunks a worker claimed may still be running.
-    while (done_.load(std::memory_order_acquire) != chunks) {
-        KVSCOPE_CPU_RELAX();
-    }
+    wait_until([&] { return done_.load(std::memory_order_acquire) == chunks; });
     body_.store(nullptr, std::memory_order_relaxed);
+    if (++window_loops_ >= kWindowLoops) {
+        const std::int64_t wall = host_now_ns() - window_wall_ns_;
+        if (wall >= kWindowMinNs) {
+            window_loops_ = 0;
+            const bool shared = static_cast<double>(pool_cpu_ns() - window_cpu_ns_) <
+                                kSharedShare * static_cast<double>(wall) * size();
+            low_windows_ = shared ? low_windows_ + 1 : 0;
+            if (!shared) {
+                solo_period_ = kSoloLoops;
+            } else if (low_windows_ >= kLowWindows) {
+                // One more low window after this period sheds again.
+                low_windows_ = kLowWindows - 1;
+                solo_loops_ = solo_period_;
+                solo_period_ = std::min(4 * solo_period_, kMaxSoloLoops);
+                ++sheds_;
+            }
+        }
+    }
 }
 
 } // namespace kvscope::cpu

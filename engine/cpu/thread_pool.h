@@ -4,12 +4,17 @@
 // A forward pass issues hundreds of short loops per token, so waking workers
 // through a condition variable (tens of microseconds each) would dominate:
 // workers spin briefly on an atomic generation counter and only sleep after
-// a stretch with no work.
+// a stretch with no work. A wait that goes on yields the core, and where
+// other processes keep the cores busy (the pool's threads get well under
+// their share of them) the pool goes on with the caller alone for a while,
+// its workers asleep: one thread with a core to itself is faster then than
+// several that share cores and wait on each other.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <ctime>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -36,13 +41,22 @@ public:
     void parallel_for(std::int64_t count, std::int64_t grain,
                       const std::function<void(std::int64_t, std::int64_t)>& body);
 
+    // Times the pool went on with the caller alone because the machine's
+    // cores were busy with other work too (see thread_pool.cpp).
+    std::int64_t sheds() const { return sheds_; }
+
 private:
     void worker_loop();
+    // CPU time of the caller's thread and the workers' so far.
+    std::int64_t pool_cpu_ns() const;
     // Claims and runs chunks of the loop of generation `generation` until
     // none is left or another loop has begun.
     void run_chunks(std::uint32_t generation);
 
     std::vector<std::thread> workers_;
+#if defined(__linux__)
+    std::vector<clockid_t> worker_clocks_; // each worker's CPU-time clock
+#endif
     std::atomic<std::uint64_t> generation_{0}; // bumped for each loop: wakes the workers
     std::atomic<bool> stopping_{false};
     std::mutex sleep_mutex_;
@@ -62,6 +76,17 @@ private:
     std::atomic<std::int64_t> count_{0};
     std::atomic<std::int64_t> chunk_{0};
     std::atomic<std::int64_t> chunks_{0};
+
+    // The caller's own (parallel_for is not reentrant): the window of
+    // parallel loops being measured, and loops to run alone before trying
+    // the workers again.
+    int window_loops_ = 0;
+    std::int64_t window_wall_ns_ = 0;
+    std::int64_t window_cpu_ns_ = 0;
+    int low_windows_ = 0; // in a row, the caller's share of the cores low
+    int solo_loops_ = 0;
+    int solo_period_ = 1024; // kSoloLoops
+    std::int64_t sheds_ = 0;
 };
 
 } // namespace kvscope::cpu

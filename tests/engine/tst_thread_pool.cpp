@@ -6,11 +6,14 @@
 // loop that has returned. Built and run under ThreadSanitizer too.
 #include "engine/cpu/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <random>
+#include <thread>
 #include <vector>
 
+#include <QElapsedTimer>
 #include <QTest>
 
 using kvscope::cpu::ThreadPool;
@@ -23,6 +26,7 @@ private slots:
     void every_index_runs_once();
     void loops_after_the_workers_slept();
     void no_chunk_runs_after_its_loop_returned();
+    void a_busy_machine_runs_loops_on_the_caller();
 };
 
 void TestThreadPool::every_index_runs_once_data() {
@@ -118,6 +122,63 @@ void TestThreadPool::no_chunk_runs_after_its_loop_returned() {
     QVERIFY2(!late_call.load(), "a chunk ran after its loop returned");
     for (int loop = 0; loop < kLoops; ++loop) {
         QCOMPARE(ran[static_cast<std::size_t>(loop)].load(), 2 + loop % 13);
+    }
+}
+
+void TestThreadPool::a_busy_machine_runs_loops_on_the_caller() {
+    // Twice as many spinning threads as the machine has cores, beside a
+    // pool of two: its threads get well under the share kSharedShare asks,
+    // so it goes on with the caller alone (sheds) and, alone or not, still
+    // runs every index of every loop once.
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> busy;
+    for (unsigned i = 0; i < 2 * cores; ++i) {
+        busy.emplace_back([&] {
+            volatile std::uint64_t spins = 0;
+            while (!stop.load(std::memory_order_relaxed)) {
+                spins = spins + 1;
+            }
+        });
+    }
+    ThreadPool pool(2);
+    std::vector<std::atomic<int>> hits(4096);
+    bool complete = true;
+    QElapsedTimer timer;
+    timer.start();
+    for (int loop = 0; timer.elapsed() < 1500 && pool.sheds() == 0; ++loop) {
+        for (std::atomic<int>& hit : hits) {
+            hit.store(0, std::memory_order_relaxed);
+        }
+        pool.parallel_for(static_cast<std::int64_t>(hits.size()), 64,
+                          [&](std::int64_t begin, std::int64_t end) {
+                              for (std::int64_t i = begin; i < end; ++i) {
+                                  volatile double x = 1.0;
+                                  for (int k = 0; k < 20; ++k) {
+                                      x = x * 1.0000001;
+                                  }
+                                  hits[static_cast<std::size_t>(i)].fetch_add(1);
+                              }
+                          });
+        for (const std::atomic<int>& hit : hits) {
+            complete = complete && hit.load() == 1;
+        }
+    }
+    stop.store(true);
+    for (std::thread& thread : busy) {
+        thread.join();
+    }
+    QVERIFY(complete);
+    QVERIFY2(pool.sheds() > 0, "the pool never noticed the machine was busy");
+    // Alone, it still runs loops correctly.
+    std::vector<std::atomic<int>> after(1000);
+    pool.parallel_for(1000, 1, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) {
+            after[static_cast<std::size_t>(i)].fetch_add(1);
+        }
+    });
+    for (const std::atomic<int>& hit : after) {
+        QCOMPARE(hit.load(), 1);
     }
 }
 
