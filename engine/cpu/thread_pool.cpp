@@ -38,27 +38,37 @@ constexpr int kPausesBeforeYield = 2048;
 // cores), the serial work between loops slows down with it, and a preempted
 // worker holds loops up. One thread alone would get a whole core. So the
 // caller measures, over windows of kWindowLoops parallel loops lasting
-// kWindowMinNs or more, how much of the wall time the pool's threads ran
-// (the caller's CPU time and the workers', which also catches a caller left
-// a core of its own while its worker shares the other). After
-// kLowWindows windows in a row under kSharedShare it runs loops alone for
-// a while (its workers go to sleep), then tries them again for one window:
-// kSoloLoops at first, four times as many each time the machine is still
-// busy, up to kMaxSoloLoops; a window at full share starts over. A passing hiccup on an
-// idle machine so costs a few steps' parallelism at most.
+// kWindowMinNs or more (more for larger pools, whose clocks cost more to
+// read), how much CPU time the pool's threads got (the caller's and the
+// workers', which also catches a caller left a core of its own while its
+// worker shares the other). When that is under kSharedShare of their wall
+// time and under kSoloCores cores (a pool still getting more than that
+// gains from its threads) in kLowWindows windows in a row, it runs loops
+// alone for a while (its workers go to sleep), then tries them again for
+// one window: kSoloLoops at first, four times as many each time the
+// machine is still busy, up to kMaxSoloLoops; a window at full share starts
+// over. A window restarts after a gap of kGapNs between loops (the engine
+// idle between requests: wall time that no thread wanted), and solo loops
+// end after kIdleNs of it. A passing hiccup on an idle machine so costs a
+// few steps' parallelism at most.
 constexpr int kWindowLoops = 64;
 constexpr std::int64_t kWindowMinNs = 1'000'000;
+constexpr std::int64_t kWindowNsPerThread = 100'000;
 constexpr double kSharedShare = 0.8;
+constexpr double kSoloCores = 1.5;
 constexpr int kLowWindows = 2;
 constexpr int kSoloLoops = 1024;
 constexpr int kMaxSoloLoops = 16384;
+constexpr std::int64_t kGapNs = 2'000'000; // the workers' spin before they sleep
+constexpr std::int64_t kIdleNs = 100'000'000;
 
 // Waits until `done()` with pauses, then yields.
 template <class Done>
 void wait_until(Done&& done) {
-    for (int polls = 0; !done(); ++polls) {
+    for (int polls = 0; !done();) {
         if (polls < kPausesBeforeYield) {
             KVSCOPE_CPU_RELAX();
+            ++polls;
         } else {
             std::this_thread::yield();
         }
@@ -66,16 +76,21 @@ void wait_until(Done&& done) {
 }
 } // namespace
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads)
+    : solo_period_(kSoloLoops) {
     if (threads <= 0) {
         threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     }
+    workers_.reserve(static_cast<std::size_t>(threads));
+#if defined(__linux__)
+    worker_clocks_.reserve(static_cast<std::size_t>(threads));
+#endif
     for (int i = 1; i < threads; ++i) {
         workers_.emplace_back([this] { worker_loop(); });
 #if defined(__linux__)
-        clockid_t clock{};
-        if (pthread_getcpuclockid(workers_.back().native_handle(), &clock) == 0) {
-            worker_clocks_.push_back(clock);
+        clockid_t cpu_clock{};
+        if (pthread_getcpuclockid(workers_.back().native_handle(), &cpu_clock) == 0) {
+            worker_clocks_.push_back(cpu_clock);
         }
 #endif
     }
@@ -86,17 +101,76 @@ ThreadPool::ThreadPool(int threads) {
 #endif
 }
 
+int ThreadPool::measured_threads() const {
+#if defined(__linux__)
+    return 1 + static_cast<int>(worker_clocks_.size());
+#else
+    return 1;
+#endif
+}
+
 std::int64_t ThreadPool::pool_cpu_ns() const {
     std::int64_t total = thread_cpu_ns();
 #if defined(__linux__)
-    for (const clockid_t clock : worker_clocks_) {
+    for (const clockid_t cpu_clock : worker_clocks_) {
         timespec now{};
-        if (clock_gettime(clock, &now) == 0) {
-            total += static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+        if (clock_gettime(cpu_clock, &now) != 0) {
+            return -1;
         }
+        total += static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
     }
 #endif
     return total;
+}
+
+bool ThreadPool::runs_alone(std::int64_t now) {
+    if (solo_loops_ > 0 && now - last_end_ns_ > kIdleNs) {
+        solo_loops_ = 0; // the machine may have changed: measure again
+        solo_period_ = kSoloLoops;
+        low_windows_ = 0;
+    }
+    if (solo_loops_ > 0) {
+        --solo_loops_;
+        return true;
+    }
+    if (!window_open_ || now - last_end_ns_ > kGapNs) {
+        window_open_ = true;
+        window_loops_ = 0;
+        window_wall_ns_ = now;
+        window_cpu_ns_ = pool_cpu_ns();
+    }
+    return false;
+}
+
+void ThreadPool::measure_window(std::int64_t now) {
+    if (++window_loops_ < kWindowLoops ||
+        now - window_wall_ns_ < std::max(kWindowMinNs, kWindowNsPerThread * size())) {
+        return;
+    }
+    const std::int64_t cpu = pool_cpu_ns();
+    const std::int64_t wall = now - window_wall_ns_;
+    const std::int64_t ran = cpu - window_cpu_ns_;
+    // The next window starts here, on these samples.
+    window_loops_ = 0;
+    window_wall_ns_ = now;
+    window_cpu_ns_ = cpu;
+    if (cpu < 0 || ran < 0) {
+        return; // a clock could not be read: no verdict
+    }
+    const double wall_ns = static_cast<double>(wall);
+    const bool shared = static_cast<double>(ran) <
+                        std::min(kSharedShare * measured_threads(), kSoloCores) * wall_ns;
+    low_windows_ = shared ? low_windows_ + 1 : 0;
+    if (!shared) {
+        solo_period_ = kSoloLoops;
+    } else if (low_windows_ >= kLowWindows) {
+        // One more low window after this period sheds again.
+        low_windows_ = kLowWindows - 1;
+        solo_loops_ = solo_period_;
+        solo_period_ = std::min(4 * solo_period_, kMaxSoloLoops);
+        window_open_ = false;
+        ++sheds_;
+    }
 }
 
 ThreadPool::~ThreadPool() {
@@ -177,14 +251,10 @@ void ThreadPool::parallel_for(std::int64_t count, std::int64_t grain,
         body(0, count);
         return;
     }
-    if (solo_loops_ > 0) { // the machine is busy (see kSharedShare)
-        --solo_loops_;
+    if (runs_alone(host_now_ns())) { // the machine is busy (see kSharedShare)
         body(0, count);
+        last_end_ns_ = host_now_ns();
         return;
-    }
-    if (window_loops_ == 0) {
-        window_wall_ns_ = host_now_ns();
-        window_cpu_ns_ = pool_cpu_ns();
     }
     // A few chunks per thread, taken first come first served: on a shared
     // machine one core often runs slower, and even shares would wait for it.
@@ -215,24 +285,8 @@ void ThreadPool::parallel_for(std::int64_t count, std::int64_t grain,
     // Chunks a worker claimed may still be running.
     wait_until([&] { return done_.load(std::memory_order_acquire) == chunks; });
     body_.store(nullptr, std::memory_order_relaxed);
-    if (++window_loops_ >= kWindowLoops) {
-        const std::int64_t wall = host_now_ns() - window_wall_ns_;
-        if (wall >= kWindowMinNs) {
-            window_loops_ = 0;
-            const bool shared = static_cast<double>(pool_cpu_ns() - window_cpu_ns_) <
-                                kSharedShare * static_cast<double>(wall) * size();
-            low_windows_ = shared ? low_windows_ + 1 : 0;
-            if (!shared) {
-                solo_period_ = kSoloLoops;
-            } else if (low_windows_ >= kLowWindows) {
-                // One more low window after this period sheds again.
-                low_windows_ = kLowWindows - 1;
-                solo_loops_ = solo_period_;
-                solo_period_ = std::min(4 * solo_period_, kMaxSoloLoops);
-                ++sheds_;
-            }
-        }
-    }
+    last_end_ns_ = host_now_ns();
+    measure_window(last_end_ns_);
 }
 
 } // namespace kvscope::cpu

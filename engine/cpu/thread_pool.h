@@ -42,13 +42,23 @@ public:
                       const std::function<void(std::int64_t, std::int64_t)>& body);
 
     // Times the pool went on with the caller alone because the machine's
-    // cores were busy with other work too (see thread_pool.cpp).
+    // cores were busy with other work too (see thread_pool.cpp). Read it
+    // from the thread that calls parallel_for.
     std::int64_t sheds() const { return sheds_; }
 
 private:
     void worker_loop();
-    // CPU time of the caller's thread and the workers' so far.
+    // CPU time of the caller's thread and the workers' so far; -1 when a
+    // clock cannot be read.
     std::int64_t pool_cpu_ns() const;
+    // Threads pool_cpu_ns() counts: the caller and the workers it can.
+    int measured_threads() const;
+    // Whether the loop starting at `now` runs on the caller alone; opens
+    // (or restarts, after a gap) the window being measured if not.
+    bool runs_alone(std::int64_t now);
+    // Closes the window when it is long enough, and sheds the workers when
+    // the pool got too little of the cores in it.
+    void measure_window(std::int64_t now);
     // Claims and runs chunks of the loop of generation `generation` until
     // none is left or another loop has begun.
     void run_chunks(std::uint32_t generation);
@@ -77,15 +87,17 @@ private:
     std::atomic<std::int64_t> chunk_{0};
     std::atomic<std::int64_t> chunks_{0};
 
-    // The caller's own (parallel_for is not reentrant): the window of
-    // parallel loops being measured, and loops to run alone before trying
-    // the workers again.
+    // The caller's own (parallel_for is not reentrant; one calling thread,
+    // whose CPU clock the windows read): the window of parallel loops being
+    // measured, and loops to run alone before trying the workers again.
+    bool window_open_ = false;
     int window_loops_ = 0;
     std::int64_t window_wall_ns_ = 0;
     std::int64_t window_cpu_ns_ = 0;
-    int low_windows_ = 0; // in a row, the caller's share of the cores low
+    std::int64_t last_end_ns_ = 0; // when the last loop ended
+    int low_windows_ = 0;          // in a row, the pool's share of the cores low
     int solo_loops_ = 0;
-    int solo_period_ = 1024; // kSoloLoops
+    int solo_period_;
     std::int64_t sheds_ = 0;
 };
 

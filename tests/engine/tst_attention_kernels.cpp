@@ -86,7 +86,7 @@ void TestAttentionKernels::avx2_matches_the_portable_kernel() {
         x = normal(rng);
     }
     // A segment inside one block, one across several, and one to the end.
-    for (const auto [begin, end] : {std::pair{3, 11}, std::pair{13, 70}, std::pair{0, tokens}}) {
+    for (const auto& [begin, end] : {std::pair{3, 11}, std::pair{13, 70}, std::pair{0, tokens}}) {
         struct Result {
             std::vector<float> scores, tile, max, sum, out;
         };
