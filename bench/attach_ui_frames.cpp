@@ -1,10 +1,9 @@
 // Attach UI frames: the desktop app attached (File > Attach to engine, as
 // MainWindow::start_attach) to N paced vLLM-style publishers, every view
 // live, rendered offscreen at 1440x900. What it measures is how long the
-// window's event loop stays busy at a stretch: a 1 ms timer's lateness is
-// the time input and paints waited, so a stretch under 16 ms is a frame
-// kept at 60 Hz. Beside it: how much of the stream the window applied, what
-// the attach let the publishers drop (counted lost), and the app's RSS.
+// window's event loop stays busy at a stretch (bench/event_loop_probe.h).
+// Beside it: how much of the stream the window applied, what the attach let
+// the publishers drop (counted lost), and the app's RSS.
 // Prints a Markdown table.
 //
 //   kvscope-bench-attach-ui [--publishers 8] [--rate 100000] [--duration 30]
@@ -14,7 +13,7 @@
 // the throughput benchmark.
 #include "app/ui/main_window.h"
 #include "app/ui/run/attach_controller.h"
-#include "bench/process_stats.h"
+#include "bench/event_loop_probe.h"
 #include "bench/publisher_process.h"
 #include "profiler/run_store.h"
 
@@ -45,15 +44,6 @@ struct Options {
     double warmup_s = 2; // connecting and the first frames: not counted
     std::size_t resident = 20'000;
 };
-
-double percentile(std::vector<double> values, double p) {
-    if (values.empty()) {
-        return 0;
-    }
-    std::sort(values.begin(), values.end());
-    const auto index = static_cast<std::size_t>(p * static_cast<double>(values.size() - 1));
-    return values[index];
-}
 
 int run(const Options& o, int argc, char** argv) {
     if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) {
@@ -92,70 +82,15 @@ int run(const Options& o, int argc, char** argv) {
 
     // The probe: how late each 1 ms tick comes is how long the loop was busy
     // (or waiting for a core: the publishers, the attach and the window share
-    // this machine's); the window thread's CPU time between two ticks is the
-    // work it did at a stretch.
-    std::vector<double> stalls_ms;
-    std::vector<double> work_ms;
-    double worst_at_s = 0;
-    double worst_ms = 0;
-    const auto thread_cpu_ns = [] {
-        return static_cast<qint64>(std::llround(bench::thread_cpu_seconds() * 1e9));
-    };
-    qint64 last_cpu_ns = thread_cpu_ns();
-    // The thread's time waiting for a core (the kernel's schedstat).
-    const auto runqueue_wait_ns = [] {
-        std::ifstream in("/proc/thread-self/schedstat");
-        long long on_cpu = 0;
-        long long waiting = 0;
-        in >> on_cpu >> waiting;
-        return static_cast<qint64>(waiting);
-    };
-    qint64 last_wait_ns = runqueue_wait_ns();
-    double late_ms = 0;         // over all stretches later than 16 ms:
-    double late_work_ms = 0;    // the window's work in them
-    double late_waiting_ms = 0; // and its waiting for a core
-    std::vector<std::int64_t> rss;
-    QElapsedTimer clock;
-    clock.start();
-    qint64 last_ns = clock.nsecsElapsed();
-    qint64 next_rss_ns = 0;
-    QTimer probe;
-    probe.setTimerType(Qt::PreciseTimer);
-    probe.setInterval(1);
-    QObject::connect(&probe, &QTimer::timeout, [&] {
-        const qint64 now = clock.nsecsElapsed();
-        const qint64 cpu = thread_cpu_ns();
-        const qint64 wait = runqueue_wait_ns();
-        if (static_cast<double>(now) > o.warmup_s * 1e9) {
-            const double stall = static_cast<double>(now - last_ns) / 1e6;
-            stalls_ms.push_back(stall);
-            work_ms.push_back(static_cast<double>(cpu - last_cpu_ns) / 1e6);
-            if (stall > 16) {
-                late_ms += stall;
-                late_work_ms += work_ms.back();
-                late_waiting_ms += static_cast<double>(wait - last_wait_ns) / 1e6;
-            }
-            if (stall > worst_ms) {
-                worst_ms = stall;
-                worst_at_s = static_cast<double>(now) / 1e9;
-            }
-        }
-        last_cpu_ns = cpu;
-        last_wait_ns = wait;
-        if (now >= next_rss_ns) {
-            rss.push_back(bench::rss_kib());
-            next_rss_ns = now + 1'000'000'000;
-        }
-        last_ns = now;
-    });
-    probe.start();
+    // this machine's).
+    bench::EventLoopProbe probe(o.warmup_s);
     QTimer::singleShot(static_cast<int>((o.warmup_s + o.duration_s) * 1000), [&] {
         probe.stop();
         window.attacher()->stop();
     });
     // Waiting for events, not spinning: the window's thread's CPU time is
     // then the window's work.
-    while (probe.isActive() || window.attacher()->running()) {
+    while (probe.active() || window.attacher()->running()) {
         QApplication::processEvents(QEventLoop::AllEvents | QEventLoop::WaitForMoreEvents);
     }
     QApplication::processEvents(); // the finished() signal and the last events
@@ -176,44 +111,11 @@ int run(const Options& o, int argc, char** argv) {
             resident += static_cast<std::int64_t>(source.blocks.size());
         }
     }
-    const double over_16 = static_cast<double>(std::count_if(stalls_ms.begin(), stalls_ms.end(),
-                                                             [](double s) { return s > 16; })) /
-                           static_cast<double>(std::max<std::size_t>(stalls_ms.size(), 1));
-    std::int64_t max_rss = 0;
-    for (const std::int64_t kib : rss) {
-        max_rss = std::max(max_rss, kib);
-    }
     std::printf("| what | value |\n| --- | ---: |\n");
     std::printf("| publishers x target rate | %d x %.0f ev/s = %.0f ev/s |\n", o.publishers,
                 o.rate / o.publishers, o.rate);
     std::printf("| watched (s, after %.0f s of warm-up) | %.0f |\n", o.warmup_s, o.duration_s);
-    std::printf("| event loop busy at a stretch, ms: median / p99 / p99.9 / max | %.2f / %.2f / "
-                "%.2f / %.2f |\n",
-                percentile(stalls_ms, 0.5), percentile(stalls_ms, 0.99),
-                percentile(stalls_ms, 0.999), percentile(stalls_ms, 1.0));
-    std::printf("| the longest, at (s from the start) | %.1f |\n", worst_at_s);
-    double work_total_ms = 0;
-    for (const double w : work_ms) {
-        work_total_ms += w;
-    }
-    std::printf("| stretches over 16 ms: the window's work / waiting for a core / the rest | "
-                "%.0f%% / %.0f%% / %.0f%% |\n",
-                100.0 * late_work_ms / std::max(late_ms, 1e-9),
-                100.0 * late_waiting_ms / std::max(late_ms, 1e-9),
-                100.0 * (late_ms - late_work_ms - late_waiting_ms) / std::max(late_ms, 1e-9));
-    std::printf("| window thread's share of a core while watched | %.0f%% |\n",
-                100.0 * work_total_ms / (o.duration_s * 1e3));
-    std::printf("| window thread's CPU time at a stretch, ms: median / p99 / p99.9 / max | %.2f / "
-                "%.2f / %.2f / %.2f |\n",
-                percentile(work_ms, 0.5), percentile(work_ms, 0.99), percentile(work_ms, 0.999),
-                percentile(work_ms, 1.0));
-    const double work_over_16 =
-        static_cast<double>(
-            std::count_if(work_ms.begin(), work_ms.end(), [](double s) { return s > 16; })) /
-        static_cast<double>(std::max<std::size_t>(work_ms.size(), 1));
-    std::printf("| share of 1 ms probes later than 16 ms / with over 16 ms of work | %.3f%% / "
-                "%.3f%% |\n",
-                100.0 * over_16, 100.0 * work_over_16);
+    probe.print_rows(o.duration_s);
     std::printf("| rows the window applied | %lld (%.0f/s) |\n",
                 static_cast<long long>(store != nullptr ? store->event_count() : 0),
                 store != nullptr
@@ -225,9 +127,6 @@ int run(const Options& o, int argc, char** argv) {
     std::printf("| resident blocks shown at the end | %lld |\n", static_cast<long long>(resident));
     std::printf("| attached rows kept for scrubbing | %zu |\n",
                 store != nullptr ? store->attached_rows_kept() : std::size_t{0});
-    std::printf("| app RSS MiB: last / max | %.1f / %.1f |\n",
-                rss.empty() ? 0.0 : static_cast<double>(rss.back()) / 1024.0,
-                static_cast<double>(max_rss) / 1024.0);
     return 0;
 }
 
