@@ -95,7 +95,9 @@ int serve_workload(ServeWorkloadOptions& options) {
     config.backend.slowdown_percent = options.slowdown_percent;
     const bool recording = !options.out_path.empty();
     config.record_ops = recording; // per-op CPU slices in recordings
-    config.token_text = recording; // text for the app's tooltips and requests table
+    // Text for the app's tooltips and requests table, and the sampled tokens
+    // (token_sampled) that --events promises: every event the engine emits.
+    config.token_text = recording || !options.events_path.empty();
 
     // Ctrl-C or SIGTERM from here on stops the run where it can and keeps
     // the recording, closed and marked interrupted (even during the model's

@@ -420,6 +420,18 @@ void TestCli::run_serves_a_trace_and_reports_prefix_hits() {
     QVERIFY(text.contains("\"cached_tokens\":"));
     QVERIFY(text.contains("\"generated_tokens\":3"));
     QVERIFY(!text.contains("\"a\":"));
+    // Every event the engine emits, the sampled tokens (with their text)
+    // included: 3 + 3 + 2 of them.
+    int sampled = 0;
+    for (const QByteArray& line : text.split('\n')) {
+        const QJsonObject event = QJsonDocument::fromJson(line).object();
+        if (event.value("kind").toString() == "token_sampled") {
+            ++sampled;
+            QVERIFY2(event.contains("piece") && event.value("generated").toInt() >= 1,
+                     line.constData());
+        }
+    }
+    QCOMPARE(sampled, 8);
 }
 
 void TestCli::run_sizes_the_cache_data() {
