@@ -7,28 +7,34 @@
 #include <cstdio>
 
 #include <QApplication>
+#include <QCoreApplication>
 #include <QIcon>
 #include <QTimer>
 
 int main(int argc, char** argv) {
-    QApplication application(argc, argv);
-    QApplication::setApplicationName("kvscope-ui");
-    QApplication::setOrganizationName("kvscope");
-    QApplication::setApplicationVersion(kvscope::build_info::version);
-    QApplication::setWindowIcon(QIcon(":/kvscope/icons/kvscope.svg"));
-
-    const kvscope::ui::UiOptionsResult parsed =
-        kvscope::ui::parse_ui_options(QApplication::arguments());
+    // The command line first, under an application that needs no display:
+    // --help, --version and a bad option answer on a machine without one.
+    kvscope::ui::UiOptionsResult parsed;
+    {
+        const QCoreApplication command_line(argc, argv);
+        parsed = kvscope::ui::parse_ui_options(QCoreApplication::arguments());
+    }
     if (!parsed.options) {
         std::fprintf(parsed.exit_code == 0 ? stdout : stderr, "%s\n", qPrintable(parsed.message));
         return parsed.exit_code;
     }
     const kvscope::ui::UiOptions& options = *parsed.options;
 
+    QApplication application(argc, argv);
+    QApplication::setApplicationName("kvscope-ui");
+    QApplication::setOrganizationName("kvscope");
+    QApplication::setApplicationVersion(kvscope::build_info::version);
+    QApplication::setWindowIcon(QIcon(":/kvscope/icons/kvscope.svg"));
+
     kvscope::ui::MainWindow window;
     window.show();
     if (options.demo) {
-        window.start_demo(options.record_path);
+        window.start_demo(options.record_path, options.demo_id);
     } else if (!options.recording_path.isEmpty()) {
         // A file that does not open is said on stderr too: the command line
         // asked for it.

@@ -468,14 +468,20 @@ void MainWindow::refresh_tab(QWidget* tab) {
     }
 }
 
-void MainWindow::start_demo(const QString& record_path) {
-    run_panel_->choose_preset(teaching_presets().front().id);
+void MainWindow::start_demo(const QString& record_path, const QString& demo_id) {
+    const TeachingPreset* preset =
+        demo_id.isEmpty() ? &teaching_presets().front() : find_teaching_preset(demo_id);
+    if (preset == nullptr) { // the command line checks names; a caller may not
+        statusBar()->showMessage(tr("No demo called %1").arg(demo_id));
+        return;
+    }
+    run_panel_->choose_preset(preset->id);
     RunSettings settings = run_panel_->settings();
     if (!record_path.isEmpty()) {
         settings.record_path = record_path.toStdString();
     }
     start_run_with(std::move(settings));
-    statusBar()->showMessage(tr("Live demo: %1").arg(teaching_presets().front().title));
+    statusBar()->showMessage(tr("Live demo: %1").arg(preset->title));
 }
 
 void MainWindow::start_run() {

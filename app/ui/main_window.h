@@ -71,9 +71,10 @@ public:
     CompareView* compare_view() const { return compare_; }
     QTabWidget* tabs() const { return tabs_; }
 
-    // Starts the default live demo (kvscope-ui --demo), recorded into
-    // `record_path` unless it is empty (--record).
-    void start_demo(const QString& record_path = {});
+    // Starts the live demo `demo_id` (a teaching preset's id; empty: the
+    // default one, kvscope-ui --demo), recorded into `record_path` unless it
+    // is empty (--record).
+    void start_demo(const QString& record_path = {}, const QString& demo_id = {});
     // Starts a live run with the run panel's settings.
     void start_run();
     // Starts a live run with these settings.

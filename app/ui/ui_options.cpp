@@ -1,5 +1,6 @@
 #include "app/ui/ui_options.h"
 
+#include "app/ui/run/teaching_presets.h"
 #include "kvscope/build_info.h"
 
 #include <QCommandLineParser>
@@ -11,7 +12,14 @@ UiOptionsResult parse_ui_options(const QStringList& arguments) {
     parser.setApplicationDescription("kvscope-ui: see how LLM inference uses its KV cache.");
     const QCommandLineOption help_option = parser.addHelpOption();
     const QCommandLineOption version_option = parser.addVersionOption();
-    const QCommandLineOption demo_option("demo", "Start the default live demo at once.");
+    QStringList demo_names;
+    for (const TeachingPreset& preset : teaching_presets()) {
+        demo_names << preset.id;
+    }
+    const QCommandLineOption demo_option(
+        "demo", QString("Start a live demo at once: the default one (%1), or the teaching demo "
+                        "NAME given after it (%2).")
+                    .arg(demo_names.first(), demo_names.join(", ")));
     const QCommandLineOption screenshot_option(
         "screenshot", "Render the main window to FILE (PNG) and exit.", "FILE");
     const QCommandLineOption after_option(
@@ -19,8 +27,9 @@ UiOptionsResult parse_ui_options(const QStringList& arguments) {
         "2");
     const QCommandLineOption record_option(
         "record", "With --demo: record the live run into FILE (.sqlite; a new file).", "FILE");
-    parser.addPositionalArgument("recording", "A recording (.sqlite) to open for replay.",
-                                 "[FILE.sqlite]");
+    parser.addPositionalArgument(
+        "recording", "A recording (.sqlite) to open for replay; after --demo, the demo's name.",
+        "[FILE.sqlite | NAME]");
     parser.addOption(demo_option);
     parser.addOption(record_option);
     parser.addOption(screenshot_option);
@@ -49,16 +58,26 @@ UiOptionsResult parse_ui_options(const QStringList& arguments) {
     }
 
     UiOptions options;
+    options.demo = parser.isSet(demo_option);
     if (!parser.positionalArguments().isEmpty()) {
-        options.recording_path = parser.positionalArguments().first();
-        if (parser.isSet(demo_option)) {
+        const QString argument = parser.positionalArguments().first();
+        // With --demo, a name of a teaching demo; a file is a recording.
+        if (options.demo && find_teaching_preset(argument) != nullptr) {
+            options.demo_id = argument;
+        } else if (options.demo && !argument.contains('.') && !argument.contains('/')) {
+            result.message = QString("No demo called '%1': the demos are %2")
+                                 .arg(argument, demo_names.join(", "));
+            result.exit_code = 2;
+            return result;
+        } else if (options.demo) {
             result.message = "--demo and a recording: choose one (the demo runs live, a "
                              "recording replays)";
             result.exit_code = 2;
             return result;
+        } else {
+            options.recording_path = argument;
         }
     }
-    options.demo = parser.isSet(demo_option);
     options.record_path = parser.value(record_option);
     if (!options.record_path.isEmpty() && !options.demo) {
         result.message = "--record needs --demo (a live run to record)";

@@ -9,7 +9,8 @@
 namespace kvscope::ui {
 
 struct UiOptions {
-    bool demo = false;       // start the default live demo at once
+    bool demo = false;       // start a live demo at once
+    QString demo_id;         // which teaching demo (teaching_presets.h); empty: the default
     QString record_path;     // with demo: record the live run into this file
     QString screenshot_path; // render the main window to this PNG, then exit
     double screenshot_after_s = 2.0;

@@ -1,5 +1,6 @@
 // kvscope-ui as a user starts it: --screenshot renders the real window and
-// exits; bad command lines exit with status 2 and a message.
+// exits; bad command lines exit with status 2 and a message; --help and
+// --version answer without a display.
 #include "tests/support/run_process.h"
 
 #include <QImage>
@@ -15,6 +16,7 @@ private slots:
     void demo_screenshot_renders_window();
     void bad_option_exits_two();
     void version_prints();
+    void help_and_version_need_no_display();
 };
 
 namespace {
@@ -47,6 +49,24 @@ void TestUiCommand::version_prints() {
     const auto result = run_process(KVSCOPE_UI_PATH, {"--version"}, offscreen());
     QCOMPARE(result.exit_code, 0);
     QVERIFY(result.out.startsWith("kvscope-ui 0."));
+}
+
+void TestUiCommand::help_and_version_need_no_display() {
+    // A machine without a display: the X11 platform and nowhere to connect.
+    // The app itself could not start there; its command line still answers.
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    environment.insert("QT_QPA_PLATFORM", "xcb");
+    environment.remove("DISPLAY");
+    environment.remove("WAYLAND_DISPLAY");
+    const auto help = run_process(KVSCOPE_UI_PATH, {"--help"}, environment);
+    QCOMPARE(help.exit_code, 0);
+    QVERIFY2(help.out.contains("Usage:") && help.out.contains("--demo"), qPrintable(help.err));
+    const auto version = run_process(KVSCOPE_UI_PATH, {"--version"}, environment);
+    QCOMPARE(version.exit_code, 0);
+    QVERIFY(version.out.startsWith("kvscope-ui 0."));
+    const auto bad = run_process(KVSCOPE_UI_PATH, {"--demo", "no-such-demo"}, environment);
+    QCOMPARE(bad.exit_code, 2);
+    QVERIFY2(bad.err.contains("No demo called"), qPrintable(bad.err));
 }
 
 QTEST_GUILESS_MAIN(TestUiCommand)

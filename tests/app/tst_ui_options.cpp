@@ -15,6 +15,7 @@ private slots:
     void refused_data();
     void refused();
     void help_and_version_exit_zero();
+    void demo_names_a_teaching_demo();
 };
 
 void TestUiOptions::accepted_data() {
@@ -66,6 +67,7 @@ void TestUiOptions::refused_data() {
     QTest::newRow("delay without file") << QStringList{"--screenshot-after", "1"} << "--screenshot";
     QTest::newRow("two recordings") << QStringList{"a.sqlite", "b.sqlite"} << "b.sqlite";
     QTest::newRow("demo and a recording") << QStringList{"--demo", "a.sqlite"} << "choose one";
+    QTest::newRow("no such demo") << QStringList{"--demo", "no-such-demo"} << "hybrid-attention";
     QTest::newRow("record without demo") << QStringList{"--record", "a.sqlite"} << "--demo";
 }
 
@@ -88,6 +90,24 @@ void TestUiOptions::help_and_version_exit_zero() {
     const auto version = parse_ui_options({"kvscope-ui", "--version"});
     QCOMPARE(version.exit_code, 0);
     QVERIFY(version.message.startsWith("kvscope-ui 0."));
+}
+
+void TestUiOptions::demo_names_a_teaching_demo() {
+    const auto named = parse_ui_options({"kvscope-ui", "--demo", "hybrid-attention"});
+    QVERIFY2(named.options.has_value(), qPrintable(named.message));
+    QVERIFY(named.options->demo);
+    QCOMPARE(named.options->demo_id, QString("hybrid-attention"));
+    QVERIFY(named.options->recording_path.isEmpty());
+    const auto plain = parse_ui_options({"kvscope-ui", "--demo"});
+    QVERIFY(plain.options.has_value());
+    QVERIFY(plain.options->demo_id.isEmpty()); // the default demo
+    // Without --demo a name is a recording's file name.
+    const auto file = parse_ui_options({"kvscope-ui", "paging"});
+    QVERIFY(file.options.has_value());
+    QCOMPARE(file.options->recording_path, QString("paging"));
+    QVERIFY(!file.options->demo);
+    const auto help = parse_ui_options({"kvscope-ui", "--help"});
+    QVERIFY2(help.message.contains("hybrid-attention"), qPrintable(help.message));
 }
 
 QTEST_GUILESS_MAIN(TestUiOptions)
