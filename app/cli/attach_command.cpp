@@ -7,6 +7,7 @@
 // same typed events a kvscope run records, so stats, export and the app
 // replay an attached engine like any other run.
 #include "app/cli/command.h"
+#include "app/cli/progress_line.h"
 #include "app/cli/stop_request.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -43,6 +44,7 @@ struct AttachCommandOptions {
     bool overwrite = false;
     double duration_s = 0;
     bool json = false;
+    bool quiet = false; // no progress lines
     int trees = 3;
 };
 
@@ -218,7 +220,8 @@ void print_summary(const AttachSession& session, const AttachCommandOptions& opt
                 "request owns a block,\nreference counts, or partly filled blocks.\n");
 }
 
-void print_status(const AttachSession& session, double seconds) {
+// One progress line: what has come in so far.
+std::string status_line(const AttachSession& session, double seconds) {
     std::int64_t events = 0;
     std::int64_t lost = 0;
     std::size_t resident = 0;
@@ -240,9 +243,11 @@ void print_status(const AttachSession& session, double seconds) {
             break;
         }
     }
-    std::fprintf(stderr, "\r%.0f s: %lld events, %zu blocks resident, %lld lost%s%s   ", seconds,
-                 static_cast<long long>(events), resident, static_cast<long long>(lost),
-                 silent > 5 ? " (a source is silent)" : "", metrics.c_str());
+    char line[160];
+    std::snprintf(line, sizeof line, "%.0f s: %lld events, %zu blocks resident, %lld lost%s",
+                  seconds, static_cast<long long>(events), resident, static_cast<long long>(lost),
+                  silent > 5 ? " (a source is silent)" : "");
+    return line + metrics;
 }
 
 int run_attach(const AttachCommandOptions& options) {
@@ -310,6 +315,7 @@ int run_attach(const AttachCommandOptions& options) {
     const StopRequest stop; // Ctrl-C or SIGTERM ends the watch and keeps the recording
     const auto start = std::chrono::steady_clock::now();
     auto next_status = start;
+    ProgressLine progress(options.quiet);
     const auto elapsed = [&] {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
@@ -317,13 +323,13 @@ int run_attach(const AttachCommandOptions& options) {
            (options.duration_s <= 0 || elapsed() < options.duration_s)) {
         session->poll(std::chrono::milliseconds(50));
         if (std::chrono::steady_clock::now() >= next_status) {
-            print_status(*session, elapsed());
+            progress.update(status_line(*session, elapsed()));
             next_status += std::chrono::seconds(1);
         }
     }
     session->emit_status();
     const double seconds = elapsed();
-    std::fputs("\n", stderr);
+    progress.finish();
 
     if (recorder) {
         recorder->set_metadata("summary", json_text(summary_json(*session, seconds)));
@@ -401,6 +407,7 @@ Command add_attach_command(CLI::App& app) {
         ->check(CLI::Range(0, 1000))
         ->capture_default_str();
     parser->add_flag("--json", options->json, "Print the summary as JSON");
+    parser->add_flag("--quiet", options->quiet, kQuietHelp);
     return {parser, [options] {
                 return run_attach(*options);
             }};

@@ -6,6 +6,7 @@
 
 #include "app/cli/command.h"
 #include "app/cli/gpu_capture.h"
+#include "app/cli/progress_line.h"
 #include "app/cli/run_report.h"
 #include "app/cli/step_turns.h"
 #include "app/cli/stop_request.h"
@@ -154,6 +155,7 @@ int serve_workload(ServeWorkloadOptions& options) {
 
     const auto start = std::chrono::steady_clock::now();
     int peak_used = 0;
+    ProgressLine progress(options.quiet);
     session::ServingSession::ServeOptions serve;
     const bool stop_on_write_error = options.on_write_error == "stop";
     bool write_failed = false;
@@ -180,9 +182,11 @@ int serve_workload(ServeWorkloadOptions& options) {
         }
         peak_used = std::max(peak_used, run.engine().kv().stats().used);
         if (s.step % 50 == 0) {
-            std::fprintf(stderr, "\rstep %lld: %zu of %zu requests done, %zu running  ",
-                         static_cast<long long>(s.step), run.ended_requests(), run.request_count(),
-                         run.engine().scheduler().running_count());
+            char line[128];
+            std::snprintf(line, sizeof line, "step %lld: %zu of %zu requests done, %zu running",
+                          static_cast<long long>(s.step), run.ended_requests(), run.request_count(),
+                          run.engine().scheduler().running_count());
+            progress.update(line);
         }
     };
     const std::vector<std::int64_t> ids = run.serve(serve);
@@ -192,9 +196,7 @@ int serve_workload(ServeWorkloadOptions& options) {
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (run.engine().steps() > 0) {
-        std::fputs("\n", stderr); // end the progress line
-    }
+    progress.finish();
 
     const model::LlamaConfig& shape = run.model().config();
     const session::RunSummary summary = session::summarize_run(
@@ -286,6 +288,7 @@ void add_workload_options(CLI::App* parser, const std::shared_ptr<ServeWorkloadO
     parser->add_option("--events", options->events_path,
                        "Write every engine event to this file as JSON lines");
     parser->add_flag("--json", options->json, "Print the summary as JSON");
+    parser->add_flag("--quiet", options->quiet, kQuietHelp);
     parser->add_flag("--per-request", options->per_request, "Also list every request");
     parser
         ->add_option("--throttle-ms", options->throttle_ms,

@@ -28,6 +28,7 @@ struct ServeWorkloadOptions {
     std::string events_path;
     bool json = false;
     bool per_request = false;
+    bool quiet = false;          // no progress lines
     int throttle_ms = 0;         // sleep in each forward pass: a stand-in for a slower build
     double slowdown_percent = 0; // CPU time spun in each forward pass, in percent of its own
     std::string out_path;        // record: the recording to write

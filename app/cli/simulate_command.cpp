@@ -6,6 +6,7 @@
 // without a GPU.
 #include "app/cli/command.h"
 #include "app/cli/model_option.h"
+#include "app/cli/progress_line.h"
 #include "app/cli/serving_options.h"
 #include "app/cli/svg_to_png.h"
 #include "app/cli/sweep_plot.h"
@@ -99,6 +100,7 @@ struct SimulateOptions {
     std::string save_cost_model_path;
     std::int64_t max_requests = 0;
     bool json = false;
+    bool quiet = false; // no progress lines
     std::string record_path;
     int nodes = 1;
     std::string router = "round-robin";
@@ -321,16 +323,13 @@ int run_simulate(const SimulateOptions& o) {
                 o.record_path,
                 profiler::simulate_metadata(o.trace, sim::config_json(config), "kvscope simulate"));
         }
+        ProgressLine progress(o.quiet || o.json);
         const sim::SimulationResult r =
-            sim::simulate(trace, config, recorder.get(), [&o](std::int64_t read) {
-                if (!o.json) {
-                    std::fprintf(stderr, "\r%lld requests replayed", static_cast<long long>(read));
-                }
+            sim::simulate(trace, config, recorder.get(), [&progress](std::int64_t read) {
+                progress.update(std::to_string(read) + " requests replayed");
                 return true;
             });
-        if (!o.json) {
-            std::fprintf(stderr, "\n");
-        }
+        progress.finish();
         if (recorder) {
             recorder->set_metadata("complete", "yes");
             recorder->close();
@@ -423,15 +422,13 @@ int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
             configs.push_back(config);
         }
     }
+    ProgressLine progress(o.quiet || o.json);
     const std::vector<sim::SimulationResult> results =
         sim::simulate_each(trace_opener(o), configs, [&](std::size_t done) {
-            if (!o.json) {
-                std::fprintf(stderr, "\r%zu of %zu configurations replayed", done, configs.size());
-            }
+            progress.update(std::to_string(done) + " of " + std::to_string(configs.size()) +
+                            " configurations replayed");
         });
-    if (!o.json) {
-        std::fprintf(stderr, "\n");
-    }
+    progress.finish();
     if (!results.empty() && results.front().trace_warnings > 0) {
         // Every replay read the same lines: say so once (one capacity alone
         // prints the lines themselves).
@@ -588,6 +585,7 @@ Command add_simulate_command(CLI::App& app) {
                     "Replay only the trace's first N requests")
         ->check(CLI::NonNegativeNumber);
     sub->add_flag("--json", options->json, "Print the results as JSON");
+    sub->add_flag("--quiet", options->quiet, kQuietHelp);
     sub->add_option("--nodes", options->nodes,
                     "Replay over a cluster of N engines, each with --capacity of its own, behind "
                     "a router")

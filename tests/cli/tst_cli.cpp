@@ -60,6 +60,7 @@ private slots:
     void run_sizes_the_cache_data();
     void run_sizes_the_cache();
     void run_counts_a_rejected_prompt_as_never_run();
+    void run_progress_in_a_log_is_a_line_each();
     void record_then_stats();
     void compare_gates_a_slower_run_data();
     void compare_gates_a_slower_run();
@@ -456,6 +457,28 @@ void TestCli::run_sizes_the_cache() {
     QVERIFY2(result.exit_code == 0, qPrintable(result.err));
     const QJsonObject summary = QJsonDocument::fromJson(result.out.toUtf8()).object();
     QCOMPARE(summary.value("total_blocks").toInt(), blocks);
+}
+
+void TestCli::run_progress_in_a_log_is_a_line_each() {
+    // stderr is a pipe here, as `2>log` makes it: the progress comes a line
+    // every 50 steps, ended, never rewritten in place; --quiet leaves it out.
+    // The tiny random-weight model: 120 greedy tokens in well under a second.
+    QTemporaryDir dir;
+    const QString trace = dir.filePath("trace.jsonl");
+    QVERIFY(write_file(trace, "{\"prompt_ids\": [1, 2, 3], \"max_tokens\": 120}\n"));
+    const QStringList args{
+        "run",        "-m",  KVSCOPE_SOURCE_DIR "/tests/engine/data/tiny_llama.gguf",
+        "--workload", trace, "--all-at-once"};
+    const auto log = run_process(KVSCOPE_CLI_PATH, args);
+    QVERIFY2(log.exit_code == 0, qPrintable(log.err));
+    QVERIFY2(!log.err.contains('\r'), qPrintable(log.err));
+    QVERIFY2(log.err.contains("step 50: 0 of 1 requests done, 1 running\n") &&
+                 log.err.contains("step 100: "),
+             qPrintable(log.err));
+    const auto quiet = run_process(KVSCOPE_CLI_PATH, args + QStringList{"--quiet"});
+    QVERIFY2(quiet.exit_code == 0, qPrintable(quiet.err));
+    QVERIFY2(!quiet.err.contains("step 50:"), qPrintable(quiet.err));
+    QVERIFY(quiet.out.contains("generated"));
 }
 
 void TestCli::run_counts_a_rejected_prompt_as_never_run() {

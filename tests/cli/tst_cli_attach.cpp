@@ -197,6 +197,25 @@ private slots:
         QVERIFY2(result.out.contains("nothing received"), qPrintable(result.out));
     }
 
+    void progressIsALinePerUpdateInALog() {
+        // stderr is a pipe here, as `2>log` makes it: one status line a
+        // second, each ended, none rewritten in place; --quiet prints none.
+        const test::ProcessResult log =
+            run_process(kCli, {"attach", "127.0.0.1:1", "--duration", "2.5"});
+        QCOMPARE(log.exit_code, 0);
+        QVERIFY2(!log.err.contains('\r'), qPrintable(log.err));
+        int status_lines = 0;
+        for (const QString& line : log.err.split('\n')) {
+            status_lines += line.contains(" s: 0 events, 0 blocks resident") ? 1 : 0;
+        }
+        QVERIFY2(status_lines >= 2, qPrintable(log.err));
+        const test::ProcessResult quiet =
+            run_process(kCli, {"attach", "127.0.0.1:1", "--duration", "1.5", "--quiet"});
+        QCOMPARE(quiet.exit_code, 0);
+        QVERIFY2(!quiet.err.contains(" s: 0 events"), qPrintable(quiet.err));
+        QVERIFY(quiet.out.contains("nothing received")); // the results still
+    }
+
     void badCommandLines_data() {
         QTest::addColumn<QStringList>("args");
         QTest::addColumn<QString>("message");
