@@ -128,6 +128,16 @@ def run_kvscope(binary: str, model: str, batch: int, context: int, steps: int, c
     return json.loads(result.stdout)[0]
 
 
+def write_table(lines: list[str], out: Path | None) -> None:
+    """Prints the Markdown table and writes it to `out` where given."""
+    table = "\n".join(lines) + "\n"
+    print("\n" + table)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(table)
+        print(f"wrote {out}")
+
+
 def main() -> None:
     default_model = os.environ.get("KVSCOPE_MODEL") or str(
         Path.home() / ".cache/kvscope/models/SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -190,12 +200,7 @@ def main() -> None:
             f"| {r['batch']} | {r['context']} | {r['kv_prefill']:.1f} | {r['ll_prefill']:.1f} | "
             f"{r['kv_prefill'] / r['ll_prefill']:.2f} | {r['kv_decode']:.1f} | "
             f"{r['ll_decode']:.1f} | {r['kv_decode'] / r['ll_decode']:.2f} |")
-    table = "\n".join(lines) + "\n"
-    print("\n" + table)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(table)
-        print(f"wrote {args.out}")
+    write_table(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ from datetime import date
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_llama_cpp import GGML_KV_TYPES, LlamaCpp, ll, machine_name, run_kvscope  # noqa: E402
+from compare_llama_cpp import (  # noqa: E402
+    GGML_KV_TYPES, LlamaCpp, ll, machine_name, run_kvscope, write_table)
 
 
 @contextmanager
@@ -125,12 +126,7 @@ def main() -> None:
                           f"{slow_ours:.2f} vs {slow_theirs:.2f} (target: kvscope's >= "
                           "llama.cpp's) |")
     lines += ["", "| check | result |", "| --- | --- |", *checks]
-    table = "\n".join(lines) + "\n"
-    print("\n" + table)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(table)
-        print(f"wrote {args.out}")
+    write_table(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@
 #include "engine/session/backend_factory.h"
 #include "engine/tokenizer/chat_template.h"
 #include "tests/support/chunked_logits.h"
+#include "tests/support/tiny_arch_golden.h"
 
 #include <algorithm>
 #include <cmath>
@@ -27,23 +28,6 @@
 using namespace kvscope;
 
 namespace {
-
-QString data_path(const QString& name) {
-    return QStringLiteral(KVSCOPE_SOURCE_DIR "/tests/engine/data/") + name;
-}
-
-QJsonObject golden_of(const QString& file) {
-    QFile golden(data_path("golden_tiny_archs.json"));
-    if (!golden.open(QIODevice::ReadOnly)) {
-        return {};
-    }
-    for (const QJsonValue& model : QJsonDocument::fromJson(golden.readAll())["models"].toArray()) {
-        if (model["model_file"].toString() == file) {
-            return model.toObject();
-        }
-    }
-    return {};
-}
 
 constexpr kv::KvCacheFormat kF32Cache{kv::KvFormat::f32, kv::KvFormat::f32};
 
@@ -64,22 +48,15 @@ private slots:
 };
 
 void TestArchitectures::logits_match_transformers_data() {
-    QTest::addColumn<QString>("file");
-    QTest::addColumn<QList<int>>("chunks");
-    for (const char* file :
-         {"tiny_llama.gguf", "tiny_qwen2.gguf", "tiny_qwen3.gguf", "tiny_gemma3.gguf"}) {
-        QTest::addRow("%s one pass", file) << QString(file) << QList<int>{32};
-        QTest::addRow("%s token by token", file) << QString(file) << QList<int>{1};
-        QTest::addRow("%s chunks of 5", file) << QString(file) << QList<int>{5};
-    }
+    test::add_tiny_arch_rows();
 }
 
 void TestArchitectures::logits_match_transformers() {
     QFETCH(QString, file);
     QFETCH(QList<int>, chunks);
-    const QJsonObject golden = golden_of(file);
+    const QJsonObject golden = test::tiny_arch_golden(file);
     QVERIFY2(!golden.isEmpty(), qPrintable("no golden logits for " + file));
-    const auto model = model::LlamaModel::load(data_path(file).toStdString());
+    const auto model = model::LlamaModel::load(test::engine_data_path(file).toStdString());
     std::vector<std::int32_t> ids;
     for (const QJsonValue& id : golden["ids"].toArray()) {
         ids.push_back(id.toInt());
@@ -117,7 +94,8 @@ void TestArchitectures::logits_match_transformers() {
 }
 
 void TestArchitectures::the_loader_reads_each_architectures_shape() {
-    const auto gemma = model::LlamaModel::load(data_path("tiny_gemma3.gguf").toStdString());
+    const auto gemma =
+        model::LlamaModel::load(test::engine_data_path("tiny_gemma3.gguf").toStdString());
     const model::LlamaConfig& g = gemma->config();
     QCOMPARE(g.architecture, std::string("gemma3"));
     QCOMPARE(g.head_dim, 32);
@@ -132,13 +110,15 @@ void TestArchitectures::the_loader_reads_each_architectures_shape() {
     }
     QVERIFY(!gemma->weights().layers[0].post_ffn_norm.empty());
 
-    const auto qwen3 = model::LlamaModel::load(data_path("tiny_qwen3.gguf").toStdString());
+    const auto qwen3 =
+        model::LlamaModel::load(test::engine_data_path("tiny_qwen3.gguf").toStdString());
     QCOMPARE(qwen3->config().head_dim, 128); // attention.key_length, not 64 / 2
     QVERIFY(!qwen3->config().hybrid());
     QVERIFY(qwen3->weights().layers[1].q_bias.empty());
     QCOMPARE(qwen3->weights().layers[1].q_norm.size(), std::size_t{128});
 
-    const auto qwen2 = model::LlamaModel::load(data_path("tiny_qwen2.gguf").toStdString());
+    const auto qwen2 =
+        model::LlamaModel::load(test::engine_data_path("tiny_qwen2.gguf").toStdString());
     QCOMPARE(qwen2->weights().layers[0].k_bias.size(), std::size_t{32});
     QCOMPARE(qwen2->config().traits.rope, model::RopePairing::halves);
 }
@@ -146,7 +126,7 @@ void TestArchitectures::the_loader_reads_each_architectures_shape() {
 void TestArchitectures::an_unknown_architecture_names_the_supported_ones() {
     // The tiny Llama with its architecture renamed (same length, so every
     // offset in the file stays valid).
-    QFile source(data_path("tiny_llama.gguf"));
+    QFile source(test::engine_data_path("tiny_llama.gguf"));
     QVERIFY(source.open(QIODevice::ReadOnly));
     QByteArray bytes = source.readAll();
     const QByteArray from = QByteArray("llama", 5);
@@ -174,8 +154,10 @@ void TestArchitectures::an_unknown_architecture_names_the_supported_ones() {
 void TestArchitectures::the_cuda_backend_says_which_caches_it_cannot_hold() {
     // Every architecture runs on CUDA, but not KIVI in a hybrid cache: for
     // that `--backend auto` takes the CPU (saying this) and `cuda` refuses.
-    const auto gemma = model::LlamaModel::load(data_path("tiny_gemma3.gguf").toStdString());
-    const auto llama = model::LlamaModel::load(data_path("tiny_llama.gguf").toStdString());
+    const auto gemma =
+        model::LlamaModel::load(test::engine_data_path("tiny_gemma3.gguf").toStdString());
+    const auto llama =
+        model::LlamaModel::load(test::engine_data_path("tiny_llama.gguf").toStdString());
     session::KvCacheSpec kivi;
     kivi.format = {kv::KvFormat::kivi4, kv::KvFormat::kivi4};
     const QString problem =
@@ -207,11 +189,12 @@ void TestArchitectures::eviction_refuses_sliding_windows() {
 
 void TestArchitectures::prompts_start_with_bos_where_the_file_asks() {
     // Byte-level BPE without add_bos_token: none (llama.cpp's default).
-    const auto bpe = model::LlamaModel::load(data_path("tiny_llama.gguf").toStdString());
+    const auto bpe =
+        model::LlamaModel::load(test::engine_data_path("tiny_llama.gguf").toStdString());
     QVERIFY(!bpe->tokenizer().adds_bos());
     QCOMPARE(bpe->tokenizer().encode_sequence("the", false), bpe->tokenizer().encode("the", false));
     // SentencePiece without add_bos_token: BOS first (llama.cpp's default).
-    const auto spm = gguf::GgufFile::open(data_path("tiny_spm.gguf").toStdString());
+    const auto spm = gguf::GgufFile::open(test::engine_data_path("tiny_spm.gguf").toStdString());
     const tokenizer::Tokenizer sp = tokenizer::Tokenizer::from_gguf(spm);
     QVERIFY(sp.adds_bos());
     const std::vector<std::int32_t> ids = sp.encode_sequence("hello", false);
@@ -220,7 +203,8 @@ void TestArchitectures::prompts_start_with_bos_where_the_file_asks() {
 }
 
 void TestArchitectures::conversations_without_chatml_are_plain_text() {
-    const auto chatml = model::LlamaModel::load(data_path("tiny_llama.gguf").toStdString());
+    const auto chatml =
+        model::LlamaModel::load(test::engine_data_path("tiny_llama.gguf").toStdString());
     const std::vector<tokenizer::ChatMessage> turns{
         {"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}};
     QVERIFY(tokenizer::speaks_chatml(chatml->tokenizer()));
@@ -228,7 +212,7 @@ void TestArchitectures::conversations_without_chatml_are_plain_text() {
     QCOMPARE(tokenizer::default_system_prompt(chatml->tokenizer()), std::string());
     QCOMPARE(tokenizer::render_conversation(chatml->tokenizer(), turns),
              tokenizer::render_chatml(turns, true, ""));
-    const auto spm = gguf::GgufFile::open(data_path("tiny_spm.gguf").toStdString());
+    const auto spm = gguf::GgufFile::open(test::engine_data_path("tiny_spm.gguf").toStdString());
     const tokenizer::Tokenizer sp = tokenizer::Tokenizer::from_gguf(spm);
     QVERIFY(!tokenizer::speaks_chatml(sp));
     QCOMPARE(tokenizer::render_conversation(sp, turns), std::string("Hi\n\nHello\n\nBye"));

@@ -36,6 +36,7 @@
 #include "engine/util/host_clock.h"
 #include "tests/support/chunked_logits.h"
 #include "tests/support/golden.h"
+#include "tests/support/tiny_arch_golden.h"
 #include "tests/support/tiny_model.h"
 
 #include <algorithm>
@@ -101,25 +102,6 @@ std::vector<std::int32_t> random_ids(int count, int vocab, unsigned seed) {
 
 using kvscope::test::lockstep_in_chunks;
 using kvscope::test::logits_in_chunks;
-
-QString data_path(const QString& name) {
-    return QStringLiteral(KVSCOPE_SOURCE_DIR "/tests/engine/data/") + name;
-}
-
-// The entry of golden_tiny_archs.json (transformers' fp32 logits) for one of
-// the tiny architecture files; empty when there is none.
-QJsonObject tiny_arch_golden(const QString& file) {
-    QFile golden(data_path("golden_tiny_archs.json"));
-    if (!golden.open(QIODevice::ReadOnly)) {
-        return {};
-    }
-    for (const QJsonValue& model : QJsonDocument::fromJson(golden.readAll())["models"].toArray()) {
-        if (model["model_file"].toString() == file) {
-            return model.toObject();
-        }
-    }
-    return {};
-}
 
 struct Agreement {
     double max_abs = 0;          // largest |logit difference|
@@ -1039,7 +1021,7 @@ void TestCudaBackend::tiny_architectures_match_the_cpu() {
     QFETCH(bool, graphs);
     QFETCH(kv::KvFormat, key);
     QFETCH(kv::KvFormat, value);
-    const auto model = model::LlamaModel::load(data_path(file).toStdString());
+    const auto model = model::LlamaModel::load(test::engine_data_path(file).toStdString());
     const int vocab = model->config().vocab;
     // Block size 4: Gemma's window of 8 spans blocks, and several leave it.
     // Room for the hybrid cache's six groups.
@@ -1104,14 +1086,7 @@ void TestCudaBackend::tiny_architectures_match_the_cpu() {
 }
 
 void TestCudaBackend::tiny_architectures_match_transformers_data() {
-    QTest::addColumn<QString>("file");
-    QTest::addColumn<QList<int>>("chunks");
-    for (const char* file :
-         {"tiny_llama.gguf", "tiny_qwen2.gguf", "tiny_qwen3.gguf", "tiny_gemma3.gguf"}) {
-        QTest::addRow("%s one pass", file) << QString(file) << QList<int>{32};
-        QTest::addRow("%s token by token", file) << QString(file) << QList<int>{1};
-        QTest::addRow("%s chunks of 5", file) << QString(file) << QList<int>{5};
-    }
+    test::add_tiny_arch_rows();
 }
 
 // tst_architectures' comparison with transformers in fp32, on the GPU (with
@@ -1120,9 +1095,9 @@ void TestCudaBackend::tiny_architectures_match_transformers_data() {
 void TestCudaBackend::tiny_architectures_match_transformers() {
     QFETCH(QString, file);
     QFETCH(QList<int>, chunks);
-    const QJsonObject golden = tiny_arch_golden(file);
+    const QJsonObject golden = test::tiny_arch_golden(file);
     QVERIFY2(!golden.isEmpty(), qPrintable("no golden logits for " + file));
-    const auto model = model::LlamaModel::load(data_path(file).toStdString());
+    const auto model = model::LlamaModel::load(test::engine_data_path(file).toStdString());
     const std::vector<std::int32_t> ids = to_ids(golden["ids"]);
     auto gpu = make_cuda(model, 64, 4, {F::f16, F::f16});
     const std::vector<float> ours =
