@@ -273,20 +273,36 @@ std::vector<std::int32_t> BlockMapState::block_table(std::int64_t request, int g
     return entries;
 }
 
-int BlockMapState::table_index(std::int64_t request, std::int32_t block) const {
+const BlockMapState::GroupTable* BlockMapState::table_holding(std::int64_t request,
+                                                              std::int32_t block) const {
     const auto found = tables_.find(request);
     if (found == tables_.end() || block < 0 || static_cast<std::size_t>(block) >= blocks_.size()) {
-        return -1;
+        return nullptr;
     }
     const auto group = static_cast<std::size_t>(blocks_[static_cast<std::size_t>(block)].group);
-    if (found->second.size() <= group) {
+    return group < found->second.size() ? &found->second[group] : nullptr;
+}
+
+int BlockMapState::table_index(std::int64_t request, std::int32_t block) const {
+    const GroupTable* table = table_holding(request, block);
+    if (table == nullptr) {
         return -1;
     }
-    const GroupTable& table = found->second[group];
-    const auto entry = std::find(table.blocks.begin(), table.blocks.end(), block);
-    return entry == table.blocks.end()
+    const auto entry = std::find(table->blocks.begin(), table->blocks.end(), block);
+    return entry == table->blocks.end()
                ? -1
-               : table.offset + static_cast<int>(entry - table.blocks.begin());
+               : table->offset + static_cast<int>(entry - table->blocks.begin());
+}
+
+std::int32_t BlockMapState::block_before(std::int64_t request, std::int32_t block) const {
+    // The block's own group's table, whatever group an event claims: a
+    // damaged recording can name another (fuzz_recording_rows found one).
+    const GroupTable* table = table_holding(request, block);
+    if (table == nullptr) {
+        return -1;
+    }
+    const auto entry = std::find(table->blocks.begin(), table->blocks.end(), block);
+    return entry == table->blocks.end() || entry == table->blocks.begin() ? -1 : *(entry - 1);
 }
 
 } // namespace kvscope::profiler

@@ -70,6 +70,9 @@ public:
     std::vector<std::int32_t> block_table(std::int64_t request, int group = 0) const;
     // Where `block` sits in `request`'s table of its group; -1 when it does not.
     int table_index(std::int64_t request, std::int32_t block) const;
+    // The block just before `block` in that same table; -1 when it is first,
+    // its predecessor left a window, or `block` is not in the table.
+    std::int32_t block_before(std::int64_t request, std::int32_t block) const;
     // Blocks in the offload tier, as its latest copy said (0: none yet).
     std::int64_t tier_blocks() const { return tier_blocks_; }
 
@@ -99,6 +102,8 @@ private:
     };
     // Per request, per group.
     std::unordered_map<std::int64_t, std::vector<GroupTable>> tables_;
+    // `request`'s table of `block`'s group; nullptr when there is none.
+    const GroupTable* table_holding(std::int64_t request, std::int32_t block) const;
 };
 
 } // namespace kvscope::profiler

@@ -267,14 +267,9 @@ void RunStore::apply_block_event(const EngineEvent& event) {
         n.cached_ns = event.time_ns;
         n.hash = cached.hash;
         // The parent is the block before it in the same request's table.
-        const std::vector<std::int32_t> table = block_map_.block_table(event.request, cached.group);
-        const int index = block_map_.table_index(event.request, event.block);
-        if (index > 0) {
-            const std::int32_t before = table[static_cast<std::size_t>(index) - 1];
-            const auto previous = static_cast<std::size_t>(before);
-            if (before >= 0 && previous < node_of_block_.size()) {
-                n.parent = node_of_block_[previous];
-            }
+        const std::int32_t before = block_map_.block_before(event.request, event.block);
+        if (before >= 0 && static_cast<std::size_t>(before) < node_of_block_.size()) {
+            n.parent = node_of_block_[static_cast<std::size_t>(before)];
         }
         node = static_cast<std::int32_t>(prefix_nodes_.size());
         if (n.parent >= 0) {
