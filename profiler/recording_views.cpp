@@ -119,6 +119,16 @@ std::string requests_view() {
         col(admitted, "blocks_hit") + " AS blocks_hit, " + col(admitted, "blocks_missed") +
         " AS blocks_missed FROM KVSCOPE_EVENTS AS e WHERE e.kind = " + id(admitted) +
         " GROUP BY e.request";
+    // The output: the sampled pieces in order. SQLite keeps a subquery's
+    // ORDER BY when the query above it aggregates (it does not flatten it),
+    // so group_concat sees them in `generated` order.
+    const std::string outputs = "SELECT request, group_concat(piece, '') AS output FROM (SELECT "
+                                "e.request AS request, " +
+                                col(sampled, "piece") +
+                                " AS piece FROM KVSCOPE_EVENTS AS e WHERE "
+                                "e.kind = " +
+                                id(sampled) + " ORDER BY e.request, " + col(sampled, "generated") +
+                                ") GROUP BY request";
     const std::string end_ns = "max(CASE WHEN e.kind IN (" + ended + ") THEN e.t_ns END)";
     return "CREATE VIEW IF NOT EXISTS KVSCOPE_REQUESTS AS\nSELECT e.request AS request,\n    "
            "CASE WHEN " +
@@ -141,8 +151,9 @@ std::string requests_view() {
            id(EventKind::tokens_evicted) + " THEN " + col(EventKind::tokens_evicted, "tokens") +
            " END), 0) AS evicted_tokens,\n    " + "max(CASE WHEN e.kind IN (" +
            kind_list({finished, rejected}) + ") THEN " + col(finished, "reason") +
-           " END) AS reason\nFROM KVSCOPE_EVENTS AS e LEFT JOIN (" + first_admission +
-           ") AS f ON f.request = e.request\nWHERE e.request IS NOT NULL AND e.request >= 0\n"
+           " END) AS reason,\n    o.output AS output\nFROM KVSCOPE_EVENTS AS e LEFT JOIN (" +
+           first_admission + ") AS f ON f.request = e.request LEFT JOIN (" + outputs +
+           ") AS o ON o.request = e.request\nWHERE e.request IS NOT NULL AND e.request >= 0\n"
            "GROUP BY e.request;\n";
 }
 

@@ -1,8 +1,16 @@
 #include "app/cli/run_report.h"
 
+#include "engine/tokenizer/printable_text.h"
+
 #include <cstdio>
 
 namespace kvscope::cli {
+namespace {
+
+// Characters of each request's output in the --per-request table.
+constexpr std::size_t kOutputChars = 72;
+
+} // namespace
 
 void print_summary(const session::RunSummary& s, const session::RunConfig& config,
                    bool per_request) {
@@ -54,6 +62,8 @@ void print_summary(const session::RunSummary& s, const session::RunConfig& confi
     if (!per_request) {
         return;
     }
+    // Each request's output on the line below its row, shortened to one
+    // line (--json has it whole): reasons and text are too long for columns.
     std::printf("\n%6s %-9s %7s %7s %8s %8s %6s %8s  %s\n", "id", "state", "prompt", "cached",
                 "computed", "recomp", "out", "ttft ms", "reason");
     for (const session::RequestSummary& r : s.requests) {
@@ -61,6 +71,10 @@ void print_summary(const session::RunSummary& s, const session::RunConfig& confi
                     r.state.c_str(), ll(r.prompt_tokens), ll(r.accounting.prefix_hit_tokens),
                     ll(r.accounting.computed_tokens), ll(r.accounting.recomputed_tokens),
                     ll(r.generated_tokens), r.ttft_ms, r.reason.c_str());
+        if (!r.output.empty()) {
+            std::printf("%6s \"%s\"\n", "",
+                        tokenizer::printable_text(r.output, kOutputChars).c_str());
+        }
     }
 }
 

@@ -202,7 +202,8 @@ int serve_workload(ServeWorkloadOptions& options) {
     const session::RunSummary summary = session::summarize_run(
         run.engine(), ids, options.workload, seconds, peak_used,
         kv::kv_bytes_per_token(run.backend().cache_format(), shape.layers, shape.kv_heads,
-                               shape.head_dim, run.backend().block_size()));
+                               shape.head_dim, run.backend().block_size()),
+        &run.model().tokenizer());
     std::string write_error;
     if (sink) {
         events_file.flush();

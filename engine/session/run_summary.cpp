@@ -26,7 +26,7 @@ double RunSummary::output_tokens_per_second() const {
 
 RunSummary summarize_run(const sched::LlmEngine& engine, const std::vector<std::int64_t>& ids,
                          const std::string& workload, double seconds, int peak_blocks_used,
-                         double kv_bytes_per_token) {
+                         double kv_bytes_per_token, const tokenizer::Tokenizer* tokenizer) {
     RunSummary s;
     s.workload = workload;
     std::vector<double> ttft_ms;
@@ -48,6 +48,12 @@ RunSummary summarize_run(const sched::LlmEngine& engine, const std::vector<std::
         if (r.first_token_ns >= 0) {
             row.ttft_ms = static_cast<double>(r.first_token_ns - r.arrival_ns) * 1e-6;
             ttft_ms.push_back(row.ttft_ms);
+        }
+        if (tokenizer != nullptr) {
+            const auto prompt = std::min(r.tokens.size(), r.spec.prompt.size());
+            const std::vector<std::int32_t> generated(
+                r.tokens.begin() + static_cast<std::ptrdiff_t>(prompt), r.tokens.end());
+            row.output = tokenizer->decode(generated, true);
         }
         s.prompt_tokens += row.prompt_tokens;
         s.prompt_computed_tokens += row.prompt_computed_tokens;
@@ -141,11 +147,12 @@ std::string RunSummary::to_json(bool per_request, int indent) const {
                             {"drafted_tokens", a.drafted_tokens},
                             {"accepted_tokens", a.accepted_tokens},
                             {"generated_tokens", r.generated_tokens},
-                            {"ttft_ms", r.ttft_ms}});
+                            {"ttft_ms", r.ttft_ms},
+                            {"output", r.output}});
         }
         j["per_request"] = rows;
     }
-    return j.dump(indent);
+    return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 } // namespace kvscope::session

@@ -5,6 +5,7 @@
 
 #include "engine/sched/llm_engine.h"
 #include "engine/spec/speculation_totals.h"
+#include "engine/tokenizer/tokenizer.h"
 
 #include <cstdint>
 #include <string>
@@ -21,6 +22,9 @@ struct RequestSummary {
     sched::RequestAccounting accounting;
     std::int64_t generated_tokens = 0;
     double ttft_ms = -1; // -1: no first token
+    // The generated tokens' bytes, control tokens as their text (as the
+    // recording's token_sampled pieces have them); empty without a tokenizer.
+    std::string output;
 };
 
 struct RunSummary {
@@ -56,14 +60,18 @@ struct RunSummary {
 
     double prefix_hit_rate() const; // of all prompt tokens
     double output_tokens_per_second() const;
-    // `per_request`: include the request rows. `indent` as nlohmann's dump.
+    // `per_request`: include the request rows, each with its whole output
+    // (bytes that are not UTF-8, as a token limit can leave, become U+FFFD).
+    // `indent` as nlohmann's dump.
     std::string to_json(bool per_request, int indent = -1) const;
 };
 
-// `ids` in workload order; `peak_blocks_used` as the caller sampled it.
+// `ids` in workload order; `peak_blocks_used` as the caller sampled it;
+// `tokenizer` (may be null) gives each request's output text.
 RunSummary summarize_run(const sched::LlmEngine& engine, const std::vector<std::int64_t>& ids,
                          const std::string& workload, double seconds, int peak_blocks_used,
-                         double kv_bytes_per_token);
+                         double kv_bytes_per_token,
+                         const tokenizer::Tokenizer* tokenizer = nullptr);
 
 // Nearest-rank percentile (p in [0, 1]) of `values`; 0 when empty.
 double percentile(std::vector<double> values, double p);

@@ -61,6 +61,7 @@ private slots:
     void run_sizes_the_cache();
     void run_counts_a_rejected_prompt_as_never_run();
     void run_progress_in_a_log_is_a_line_each();
+    void run_per_request_shows_each_output();
     void record_then_stats();
     void compare_gates_a_slower_run_data();
     void compare_gates_a_slower_run();
@@ -424,15 +425,26 @@ void TestCli::run_serves_a_trace_and_reports_prefix_hits() {
     // Every event the engine emits, the sampled tokens (with their text)
     // included: 3 + 3 + 2 of them.
     int sampled = 0;
+    QMap<int, QMap<int, QString>> pieces; // request -> generated -> piece
     for (const QByteArray& line : text.split('\n')) {
         const QJsonObject event = QJsonDocument::fromJson(line).object();
         if (event.value("kind").toString() == "token_sampled") {
             ++sampled;
             QVERIFY2(event.contains("piece") && event.value("generated").toInt() >= 1,
                      line.constData());
+            pieces[event.value("request").toInt()][event.value("generated").toInt()] =
+                event.value("piece").toString();
         }
     }
     QCOMPARE(sampled, 8);
+    // --per-request has each request's whole output: the pieces the events
+    // streamed, in order (two paths: the request's tokens, the events).
+    for (const QJsonValue& request : requests) {
+        const QJsonObject row = request.toObject();
+        const QStringList streamed = pieces.value(row.value("id").toInt()).values();
+        QCOMPARE(row.value("output").toString(), streamed.join(QString()));
+        QVERIFY(!row.value("output").toString().isEmpty());
+    }
 }
 
 void TestCli::run_sizes_the_cache_data() {
@@ -479,6 +491,45 @@ void TestCli::run_progress_in_a_log_is_a_line_each() {
     QVERIFY2(quiet.exit_code == 0, qPrintable(quiet.err));
     QVERIFY2(!quiet.err.contains("step 50:"), qPrintable(quiet.err));
     QVERIFY(quiet.out.contains("generated"));
+}
+
+void TestCli::run_per_request_shows_each_output() {
+    SKIP_WITHOUT_MODEL();
+    // The table shows each request's output on the line below its row, on one
+    // line and cut at 72 characters; --json has it whole.
+    QTemporaryDir dir;
+    const QString trace = dir.filePath("trace.jsonl");
+    QVERIFY(write_file(
+        trace, "{\"prompt\": \"Once upon a time, in a quiet forest, there lived a fox who\", "
+               "\"max_tokens\": 40, \"temperature\": 0}\n"
+               "{\"prompt\": \"Say hi.\", \"max_tokens\": 3, "
+               "\"temperature\": 0}\n"));
+    const QStringList args{"run", "--workload", trace, "--all-at-once", "--per-request", "--quiet"};
+    const auto json = run_process(KVSCOPE_CLI_PATH, args + QStringList{"--json"});
+    QVERIFY2(json.exit_code == 0, qPrintable(json.err));
+    const QJsonArray requests =
+        QJsonDocument::fromJson(json.out.toUtf8()).object().value("per_request").toArray();
+    QCOMPARE(requests.size(), 2);
+    const auto table = run_process(KVSCOPE_CLI_PATH, args);
+    QVERIFY2(table.exit_code == 0, qPrintable(table.err));
+    const QStringList lines = table.out.split('\n');
+    for (const QJsonValue& request : requests) {
+        const QString output = request.toObject().value("output").toString();
+        QVERIFY(!output.isEmpty());
+        QString shown = output.left(72);
+        shown.replace('\n', "\\n").replace('\t', "\\t");
+        if (output.size() > 72) {
+            shown += "...";
+        }
+        const QString id = QString::number(request.toObject().value("id").toInt());
+        const auto row = std::find_if(lines.begin(), lines.end(), [&](const QString& line) {
+            return line.simplified().startsWith(id + " finished ");
+        });
+        QVERIFY2(row != lines.end() && row + 1 != lines.end(), qPrintable(table.out));
+        QCOMPARE(*(row + 1), "       \"" + shown + "\"");
+    }
+    QVERIFY2(requests[0].toObject().value("output").toString().size() > 72,
+             "the long story is meant to be cut");
 }
 
 void TestCli::run_counts_a_rejected_prompt_as_never_run() {

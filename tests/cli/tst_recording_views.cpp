@@ -73,6 +73,7 @@ private slots:
     void initTestCase();
     void steps_match_stats();
     void requests_match_stats();
+    void requests_have_their_output();
     void op_slices_match_stats();
     void memory_matches_stats();
     void block_events_name_their_fields();
@@ -83,6 +84,7 @@ private:
     QTemporaryDir dir_;
     QString recording_;
     QJsonObject stats_;
+    QJsonObject summary_; // the run's own --json --per-request
 };
 
 void TestRecordingViews::initTestCase() {
@@ -90,11 +92,13 @@ void TestRecordingViews::initTestCase() {
     recording_ = dir_.filePath("views.sqlite");
     // 60 blocks of 16 tokens for byte-level prompts of about 540 tokens:
     // requests share prefixes, and some are preempted.
-    const auto recorded = run_process(
-        KVSCOPE_CLI_PATH, {"record", "--model", tiny_model_path(), "--workload", "shared-prefix",
-                           "--requests", "12", "--max-tokens", "40", "--num-gpu-blocks-override",
-                           "60", "--all-at-once", "--seed", "7", "--out", recording_});
+    const auto recorded =
+        run_process(KVSCOPE_CLI_PATH, {"record", "--model", tiny_model_path(), "--workload",
+                                       "shared-prefix", "--requests", "12", "--max-tokens", "40",
+                                       "--num-gpu-blocks-override", "60", "--all-at-once", "--seed",
+                                       "7", "--out", recording_, "--json", "--per-request"});
     QVERIFY2(recorded.exit_code == 0, qPrintable(recorded.err));
+    summary_ = QJsonDocument::fromJson(recorded.out.toUtf8()).object();
     const auto stats = run_process(KVSCOPE_CLI_PATH, {"stats", recording_, "--json"});
     QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
     stats_ = QJsonDocument::fromJson(stats.out.toUtf8()).object();
@@ -154,6 +158,35 @@ void TestRecordingViews::requests_match_stats() {
     QCOMPARE(one(recording_, "SELECT count(*) FROM KVSCOPE_REQUESTS WHERE state = 'finished' AND "
                              "(generated_tokens != 40 OR reason IS NULL)"),
              0.0);
+}
+
+void TestRecordingViews::requests_have_their_output() {
+    // The view joins the token_sampled pieces; the run's summary decodes the
+    // request's tokens: two paths to the same text, preempted requests (whose
+    // tokens were computed again, not sampled again) included.
+    const QJsonArray requests = summary_.value("per_request").toArray();
+    QCOMPARE(requests.size(), 12);
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open_v2(recording_.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr),
+             SQLITE_OK);
+    sqlite3_stmt* statement = nullptr;
+    QCOMPARE(sqlite3_prepare_v2(db, "SELECT output FROM KVSCOPE_REQUESTS WHERE request = ?", -1,
+                                &statement, nullptr),
+             SQLITE_OK);
+    for (const QJsonValue& request : requests) {
+        const QJsonObject row = request.toObject();
+        sqlite3_reset(statement);
+        sqlite3_bind_int64(statement, 1, row.value("id").toInteger());
+        QCOMPARE(sqlite3_step(statement), SQLITE_ROW);
+        // The tiny model's random tokens are often not UTF-8: the summary's
+        // JSON has U+FFFD for each such byte, as QString makes of the view's.
+        const QByteArray bytes(static_cast<const char*>(sqlite3_column_blob(statement, 0)),
+                               sqlite3_column_bytes(statement, 0));
+        QVERIFY(!bytes.isEmpty());
+        QCOMPARE(QString::fromUtf8(bytes), row.value("output").toString());
+    }
+    sqlite3_finalize(statement);
+    sqlite3_close(db);
 }
 
 void TestRecordingViews::op_slices_match_stats() {

@@ -1,5 +1,7 @@
 // The streaming UTF-8 decoder: characters split across tokens come out whole,
-// bytes that can never form a character become U+FFFD, nothing is lost.
+// bytes that can never form a character become U+FFFD, nothing is lost. And
+// the one-line printable form of generated text the terminal tables use.
+#include "engine/tokenizer/printable_text.h"
 #include "engine/tokenizer/utf8_stream.h"
 
 #include <QTest>
@@ -15,6 +17,8 @@ private slots:
     void invalid_bytes_become_replacement_data();
     void invalid_bytes_become_replacement();
     void cut_off_character_at_end();
+    void printable_text_is_one_safe_line_data();
+    void printable_text_is_one_safe_line();
 };
 
 void TestUtf8Stream::split_characters_wait_for_their_end_data() {
@@ -71,6 +75,33 @@ void TestUtf8Stream::cut_off_character_at_end() {
     QVERIFY(decoder.has_pending());
     QCOMPARE(decoder.finish(), std::string("\xEF\xBF\xBD"));
     QVERIFY(!decoder.has_pending());
+}
+
+void TestUtf8Stream::printable_text_is_one_safe_line_data() {
+    QTest::addColumn<QByteArray>("bytes");
+    QTest::addColumn<int>("max_chars");
+    QTest::addColumn<QString>("shown");
+    QTest::newRow("plain") << QByteArray("Hello") << 10 << "Hello";
+    QTest::newRow("cut") << QByteArray("Hello") << 4 << "Hell...";
+    QTest::newRow("exactly") << QByteArray("Hello") << 5 << "Hello";
+    QTest::newRow("lines and tabs") << QByteArray("a\nb\tc") << 10 << "a\\nb\\tc";
+    QTest::newRow("control") << QByteArray("a\x1b[2Jb") << 10 << "a\\x1b[2Jb";
+    // Whole characters count as one, and a cut never splits one.
+    QTest::newRow("characters") << QByteArray("café 你好") << 6 << "café 你...";
+    // A token limit can leave half a character; lone bytes are escaped.
+    QTest::newRow("half a character") << QByteArray("ok\xe4\xbd") << 10 << "ok\\xe4\\xbd";
+    QTest::newRow("stray bytes") << QByteArray("\x86\xf8") << 10 << "\\x86\\xf8";
+    QTest::newRow("empty") << QByteArray() << 10 << "";
+}
+
+void TestUtf8Stream::printable_text_is_one_safe_line() {
+    QFETCH(QByteArray, bytes);
+    QFETCH(int, max_chars);
+    QFETCH(QString, shown);
+    const std::string printed = kvscope::tokenizer::printable_text(
+        std::string_view(bytes.constData(), static_cast<std::size_t>(bytes.size())),
+        static_cast<std::size_t>(max_chars));
+    QCOMPARE(QString::fromStdString(printed), shown);
 }
 
 QTEST_GUILESS_MAIN(TestUtf8Stream)
