@@ -1,9 +1,12 @@
-// `kvscope generate`: one prompt through the engine, the text streamed as it
-// is produced, then prefill and decode speed.
+// `kvscope generate`: one prompt through the serving engine
+// (session::generate), the text streamed as it is produced, then prefill and
+// decode speed and, with speculative decoding, what the drafts came to.
 #include "app/cli/command.h"
 #include "app/cli/engine_options.h"
+#include "app/cli/run_report.h"
+#include "app/cli/speculative_options.h"
 #include "app/cli/stop_request.h"
-#include "engine/runner/generate.h"
+#include "engine/session/generation.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/utf8_stream.h"
 
@@ -16,6 +19,7 @@ namespace {
 
 struct GenerateOptions {
     EngineOptions engine;
+    SpeculativeOptions speculative;
     std::string prompt;
     bool chat = false;
     std::string system;
@@ -29,6 +33,10 @@ int run_generate(GenerateOptions& options) {
         std::cerr << "kvscope generate: " << problem << "\n";
         return exit_usage;
     }
+    if (const std::string problem = options.speculative.resolve(); !problem.empty()) {
+        std::cerr << "kvscope generate: " << problem << "\n";
+        return exit_usage;
+    }
     sampling::SamplingParams sampling = options.sampling;
     sampling.seed = options.seed.value_or(std::random_device{}());
     if (const std::string problem = sampling.problem(); !problem.empty()) {
@@ -38,47 +46,47 @@ int run_generate(GenerateOptions& options) {
 
     const auto model = options.engine.load_model();
     const tokenizer::Tokenizer& tok = model->tokenizer();
-    std::string text = options.prompt;
     if (options.chat && !tokenizer::speaks_chatml(tok)) {
         std::cerr << "--chat renders ChatML, and this model's vocabulary has no <|im_start|> "
                      "token (its chat template differs); give the prompt as plain text\n";
         return exit_usage;
     }
-    if (options.chat) {
-        std::vector<tokenizer::ChatMessage> messages;
-        if (!options.system.empty()) {
-            messages.push_back({"system", options.system});
-        }
-        messages.push_back({"user", options.prompt});
-        text = tokenizer::render_conversation(tok, messages);
-    }
     // In chat mode the template's markers are special tokens; a plain prompt
     // is taken literally.
-    const std::vector<std::int32_t> prompt = tok.encode_sequence(text, options.chat);
-    if (prompt.empty()) {
-        std::cerr << "kvscope generate: the prompt is empty\n";
-        return exit_usage;
-    }
-    const int needed = static_cast<int>(prompt.size()) + options.max_tokens;
-    auto backend = options.engine.make_backend(model, needed);
+    workload::WorkloadRequest request;
+    request.text = options.prompt;
+    request.chat = options.chat;
+    request.system = options.system;
+    request.max_tokens = options.max_tokens;
+    request.sampling = sampling;
+    session::RunConfig config = options.engine.config;
+    config.speculative = options.speculative.config;
+    config.draft_model_path = options.speculative.draft_model;
 
     const StopRequest stop; // Ctrl-C ends the text where it got to
     tokenizer::Utf8StreamDecoder decoder;
-    sampling::Sampler sampler(sampling);
-    const runner::GenerationStats stats = runner::generate(
-        *backend, tok, prompt, {options.max_tokens, 512}, sampler, [&](std::int32_t id) {
+    const session::GenerationStats stats =
+        session::generate(config, model, request, [&](std::int32_t id) {
             std::cout << decoder.push(tok.token_bytes(id)) << std::flush;
             return !StopRequest::requested();
         });
     std::cout << decoder.finish() << "\n" << std::flush;
 
+    if (!stats.backend_note.empty()) {
+        std::fprintf(stderr, "\n%s", stats.backend_note.c_str());
+    }
     std::fprintf(stderr,
-                 "\nprompt: %d tokens, prefill %.1f tokens/s (%.3f s)\n"
-                 "output: %d tokens, decode %.1f tokens/s (%.3f s), stopped by %s\n"
-                 "seed: %llu\n",
-                 stats.prompt_tokens, stats.prefill_tokens_per_second(), stats.prefill_seconds,
-                 stats.generated_tokens, stats.decode_tokens_per_second(), stats.decode_seconds,
-                 stats.stop_reason.c_str(), static_cast<unsigned long long>(sampling.seed));
+                 "\nbackend: %s\n"
+                 "prompt: %d tokens, prefill %.1f tokens/s (%.3f s)\n"
+                 "output: %d tokens, decode %.1f tokens/s (%.3f s), stopped by %s\n",
+                 stats.backend.c_str(), stats.prompt_tokens, stats.prefill_tokens_per_second(),
+                 stats.prefill_seconds, stats.generated_tokens, stats.decode_tokens_per_second(),
+                 stats.decode_seconds, stats.stop_reason.c_str());
+    if (config.speculative.enabled()) {
+        std::fprintf(stderr, "speculation: %s\n",
+                     speculation_text(config.speculative, stats.speculation).c_str());
+    }
+    std::fprintf(stderr, "seed: %llu\n", static_cast<unsigned long long>(sampling.seed));
     return StopRequest::requested() ? 128 + StopRequest::signal() : exit_ok;
 }
 
@@ -127,6 +135,7 @@ Command add_generate_command(CLI::App& app) {
     parser->add_option("-s,--seed", options->seed,
                        "Random seed (default: random, printed at the end)");
     options->engine.add_to(*parser);
+    options->speculative.add_to(*parser);
     return {parser, [options] {
                 return run_generate(*options);
             }};

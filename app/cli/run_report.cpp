@@ -12,6 +12,16 @@ constexpr std::size_t kOutputChars = 72;
 
 } // namespace
 
+std::string speculation_text(const spec::SpeculativeConfig& config,
+                             const spec::SpeculationTotals& totals) {
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  ": %lld tokens drafted, %lld kept (%.1f%%), %.2f tokens per verifying pass",
+                  static_cast<long long>(totals.drafted), static_cast<long long>(totals.accepted),
+                  100 * totals.acceptance_rate(), totals.tokens_per_verify());
+    return config.describe() + line;
+}
+
 void print_summary(const session::RunSummary& s, const session::RunConfig& config,
                    bool per_request) {
     const auto ll = [](std::int64_t v) {
@@ -37,11 +47,8 @@ void print_summary(const session::RunSummary& s, const session::RunConfig& confi
                     config.eviction.describe().c_str());
     }
     if (config.speculative.enabled()) {
-        const spec::SpeculationTotals& t = s.speculation;
-        std::printf("speculation     %s: %lld tokens drafted, %lld kept (%.1f%%), %.2f tokens "
-                    "per verifying pass\n",
-                    config.speculative.describe().c_str(), ll(t.drafted), ll(t.accepted),
-                    100 * t.acceptance_rate(), t.tokens_per_verify());
+        std::printf("speculation     %s\n",
+                    speculation_text(config.speculative, s.speculation).c_str());
     }
     if (config.offload.capacity_blocks > 0) {
         const kv::OffloadTierStats& t = s.tier;

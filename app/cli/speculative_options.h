@@ -1,4 +1,4 @@
-// Speculative decoding's options (kvscope run and record): --speculative
+// Speculative decoding's options (kvscope run, record and generate): --speculative
 // ngram:K | draft:K | off, and for draft:K a drafter: --draft-layers N (the
 // self-draft) or --draft-model FILE.gguf; either alone means draft:4.
 #pragma once

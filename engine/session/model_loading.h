@@ -12,8 +12,8 @@
 namespace kvscope::session {
 
 // The file `option` names (a path, or a name named_model_path() knows), or
-// $KVSCOPE_MODEL, or the model setup.sh fetched (when `option` is empty). Throws std::runtime_error saying what to run
-// when the file is missing or unreadable.
+// $KVSCOPE_MODEL, or the model setup.sh fetched (when `option` is empty). Throws std::runtime_error
+// saying what to run when the file is missing or unreadable.
 std::filesystem::path model_file(const std::string& option);
 
 // Throws gguf::GgufError naming the file and the problem.

@@ -14,6 +14,7 @@
 #include "engine/workload/workload.h"
 
 #include <string>
+#include <vector>
 
 namespace kvscope::session {
 
@@ -25,7 +26,10 @@ struct RunConfig {
     std::string model_path; // empty: $KVSCOPE_MODEL or the model setup.sh fetched
     BackendSpec backend;
     int block_size = 16;
-    CacheSize cache; // none given: kDefaultCacheTokens
+    CacheSize cache; // none given: default_cache_tokens
+    // The run's own need when `cache` gives no size (kvscope generate: its
+    // one prompt and output).
+    std::int64_t default_cache_tokens = kDefaultCacheTokens;
     kv::KvCacheFormat cache_format;
     // Sliding-window layers in their own block tables (kv_groups.h); off:
     // every layer keeps the whole context, as a plain paged cache does.
@@ -44,9 +48,12 @@ struct RunConfig {
     bool offload_write_through = false;
 
     std::string workload = "shared-prefix"; // a preset name or a .jsonl trace
-    workload::PresetOptions preset;         // its seed also seeds each request's sampling
-    float temperature = 0.0f;               // for requests that set none; 0 is greedy
-    bool real_time = true;                  // arrivals on the wall clock, else all at once
+    // Requests given directly (kvscope generate's one prompt): served
+    // instead of `workload` when not empty.
+    std::vector<workload::WorkloadRequest> requests;
+    workload::PresetOptions preset; // its seed also seeds each request's sampling
+    float temperature = 0.0f;       // for requests that set none; 0 is greedy
+    bool real_time = true;          // arrivals on the wall clock, else all at once
 
     bool record_ops = false; // per-op CPU slices as events (recordings, the app's timeline)
     bool token_text = false; // prompt and sampled token text in events

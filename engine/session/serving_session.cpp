@@ -43,7 +43,8 @@ ServingSession::ServingSession(const RunConfig& config, events::EventSink* sink,
     config_.scheduler.max_model_len = max_model_len;
 
     const std::vector<workload::WorkloadRequest> requests =
-        workload::load_workload(config_.workload, config_.preset);
+        config_.requests.empty() ? workload::load_workload(config_.workload, config_.preset)
+                                 : config_.requests;
     sampling::SamplingParams sampling;
     sampling.temperature = config_.temperature;
     specs_ = to_request_specs(requests, model_->tokenizer(), sampling);
@@ -59,9 +60,9 @@ ServingSession::ServingSession(const RunConfig& config, events::EventSink* sink,
         }
     }
 
-    cache.num_blocks =
-        resolve_num_blocks(config_.cache, shape, config_.cache_format, config_.block_size,
-                           kDefaultCacheTokens, backend_memory_bytes(resolved.kind), cache.hybrid);
+    cache.num_blocks = resolve_num_blocks(config_.cache, shape, config_.cache_format,
+                                          config_.block_size, config_.default_cache_tokens,
+                                          backend_memory_bytes(resolved.kind), cache.hybrid);
     backend_ = make_backend(config_.backend, model_, cache);
     if (config_.speculative.enabled() && config_.speculative.method == spec::DraftMethod::model) {
         if (config_.draft_model_path.empty()) {

@@ -18,6 +18,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -51,6 +52,9 @@ private slots:
     void info_states_the_cuda_verification_of_the_repository();
     void generate_streams_text_and_reports_speed();
     void generate_is_repeatable_with_a_seed();
+    void generate_drafts_speculatively_data();
+    void generate_drafts_speculatively();
+    void generate_reports_a_rejected_prompt();
     void generate_reports_an_invalid_model_file();
     void bench_prints_json_rows();
     void eval_lossy_formats_rank_and_text_matches_json();
@@ -234,6 +238,52 @@ void TestCli::generate_is_repeatable_with_a_seed() {
     QCOMPARE(first.exit_code, 0);
     QCOMPARE(first.out, second.out);
     QVERIFY(first.err.contains("seed: 42"));
+}
+
+void TestCli::generate_drafts_speculatively_data() {
+    QTest::addColumn<QStringList>("options");
+    QTest::addColumn<QString>("method");
+    QTest::newRow("prompt lookup") << QStringList{"--speculative", "ngram:4"} << "ngram:4";
+    QTest::newRow("self-draft") << QStringList{"--draft-layers", "16"} << "draft:4";
+}
+
+void TestCli::generate_drafts_speculatively() {
+    SKIP_WITHOUT_MODEL();
+    QFETCH(QStringList, options);
+    QFETCH(QString, method);
+    // Greedy speculative decoding keeps exactly the target's tokens: the
+    // same text as without drafts, and the drafts counted beside the speed.
+    const QStringList arguments{"generate",
+                                "--chat",
+                                "-p",
+                                "Write the numbers from 1 to 20, separated by commas.",
+                                "-n",
+                                "40",
+                                "--temperature",
+                                "0"};
+    const auto plain = run_process(KVSCOPE_CLI_PATH, arguments);
+    QVERIFY2(plain.exit_code == 0, qPrintable(plain.err));
+    QVERIFY(!plain.err.contains("speculation:"));
+    const auto drafted = run_process(KVSCOPE_CLI_PATH, arguments + options);
+    QVERIFY2(drafted.exit_code == 0, qPrintable(drafted.err));
+    QCOMPARE(drafted.out, plain.out);
+    const QRegularExpression line("speculation: " + QRegularExpression::escape(method) +
+                                  "[^:]*: (\\d+) tokens drafted, (\\d+) kept");
+    const QRegularExpressionMatch match = line.match(drafted.err);
+    QVERIFY2(match.hasMatch(), qPrintable(drafted.err));
+    QVERIFY(match.captured(1).toInt() > 0);
+    QVERIFY(match.captured(2).toInt() <= match.captured(1).toInt());
+    QVERIFY(drafted.err.contains("decode") && drafted.err.contains("tokens/s"));
+}
+
+void TestCli::generate_reports_a_rejected_prompt() {
+    SKIP_WITHOUT_MODEL();
+    const auto result =
+        run_process(KVSCOPE_CLI_PATH, {"generate", "-p", "Once upon a time there was",
+                                       "--max-model-len", "4", "-n", "3"});
+    QCOMPARE(result.exit_code, 1);
+    QVERIFY2(result.err.contains("rejected the prompt") && result.err.contains("--max-model-len"),
+             qPrintable(result.err));
 }
 
 void TestCli::generate_reports_an_invalid_model_file() {
