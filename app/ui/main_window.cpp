@@ -497,6 +497,7 @@ void MainWindow::start_run_with(RunSettings settings) {
         *cancel_load_ = true; // a recording still loading must not replace the live run
     }
     run_panel_->quality()->cancel(); // its threads would distort the run's timings
+    run_panel_->explain_preset();    // after an attach's text
     recording_path_.clear();
     last_run_ = std::move(settings);
     engine_->start(last_run_);
@@ -561,6 +562,7 @@ void MainWindow::open_recording(const QString& path) {
             self->recording_path_ = path;
             self->set_store(store, Mode::replay);
             if (!store->attached().empty()) {
+                self->explain_attached(false);
                 // The tokenizer the attach was given, when it is still there.
                 std::string tokenizer;
                 try {
@@ -680,7 +682,23 @@ void MainWindow::start_attach(const AttachSettings& settings) {
     if (cancel_load_) {
         *cancel_load_ = true;
     }
+    explain_attached(true);
     attach_->start(settings);
+}
+
+void MainWindow::explain_attached(bool live) {
+    // The run panel's demo text is about a run of kvscope's engine; here
+    // none runs, so it says what is shown instead.
+    run_panel_->explain_other(
+        live ? tr("Attached to engines") : tr("Replaying attached engines"),
+        tr("<p>%1 what serving engines published about their KV caches (vLLM's and SGLang's "
+           "KV events, TensorRT-LLM's), not a run of kvscope's engine: there are no steps or "
+           "requests, only the blocks each engine holds.</p>"
+           "<p><b>Watch:</b> the block view draws each engine's resident blocks by prefix "
+           "tree, <i>Attached prefixes</i> lists the trees with their tokens, and the "
+           "timeline and chart follow how many blocks are resident.</p>"
+           "<p>The settings below start a new run of kvscope's own engine.</p>")
+            .arg(live ? tr("The window follows") : tr("This recording holds")));
 }
 
 void MainWindow::stop_live() {

@@ -102,6 +102,9 @@ signals:
     void run_finished(const QString& summary);
 
 private:
+    // The run panel's explanation while engines are attached (`live`) or an
+    // attach's recording replays.
+    void explain_attached(bool live);
     void create_views();
     void create_menus();
     void set_store(std::shared_ptr<profiler::RunStore> store, Mode mode);

@@ -8,12 +8,17 @@
 #include "app/ui/panels/attach_dialog.h"
 #include "app/ui/panels/attached_prefix_panel.h"
 #include "app/ui/panels/requests_panel.h"
+#include "app/ui/panels/run_panel.h"
 #include "app/ui/run/attach_controller.h"
+#include "app/ui/run/teaching_presets.h"
 #include "app/ui/views/attached_blocks_view.h"
 #include "app/ui/views/block_map_view.h"
+#include "app/ui/views/occupancy_chart.h"
 #include "app/ui/views/timeline_view.h"
+#include "app/ui/views/wrapping_legend.h"
 #include "engine/gguf/gguf_file.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/support/cut_chart_text.h"
 #include "tests/support/http_server.h"
 #include "tests/support/kv_event_publisher.h"
 #include "tests/support/metrics_pages.h"
@@ -229,6 +234,19 @@ private slots:
                  QString("source 0 · rank 0 · GPU: 3 of 10 blocks resident"));
         QCOMPARE(window.tabs()->currentWidget(), window.attached_prefixes());
         check_forest(3); // with the tokenizer the recording names, loaded again
+        // The run panel says what is replayed, not the demo it had chosen
+        // (about a run that is not there); a demo chosen brings that back.
+        const QString explained = window.run_panel()->explanation_text();
+        QVERIFY2(explained.contains("Replaying attached engines") &&
+                     !explained.contains(teaching_presets().front().title),
+                 qPrintable(explained));
+        // At the README screenshot's size every chart names what it shows
+        // in full ("Used (not in KV events)" was cut).
+        window.resize(1440, 900);
+        QTest::qWait(100);
+        const QStringList cut = test::cut_chart_texts(window);
+        QVERIFY2(cut.isEmpty(), qPrintable(cut.join("; ")));
+        QVERIFY(window.occupancy()->legend()->entries().contains("Used (not in KV events)"));
         window.show_time(before_removal);
         QCOMPARE(view->sections().at(0).title,
                  QString("source 0 · rank 0 · GPU: 4 of 10 blocks resident"));

@@ -3,7 +3,6 @@
 // that each view draws what the recording holds, and writes the images the
 // README shows. KVSCOPE_SCREENSHOT_DIR=docs/images (scripts/update-screenshots.sh)
 // puts them there; otherwise they go to the build directory.
-#include "../support/run_process.h"
 #include "app/ui/export/plot_export.h"
 #include "app/ui/main_window.h"
 #include "app/ui/panels/replay_bar.h"
@@ -13,9 +12,12 @@
 #include "app/ui/views/prefix_view.h"
 #include "app/ui/views/request_colors.h"
 #include "app/ui/views/timeline_view.h"
+#include "app/ui/views/wrapping_legend.h"
 #include "engine/events/typed_events.h"
 #include "engine/model_path.h"
 #include "profiler/run_store.h"
+#include "tests/support/cut_chart_text.h"
+#include "tests/support/run_process.h"
 
 #include <algorithm>
 #include <array>
@@ -46,6 +48,7 @@ private slots:
     void each_view_renders_the_recording_data();
     void each_view_renders_the_recording();
     void block_marks_are_painted();
+    void no_chart_text_is_cut_at_the_screenshot_size();
 
 private:
     QTemporaryDir dir_;
@@ -552,6 +555,27 @@ void TestViewRenders::block_marks_are_painted() {
     QVERIFY2(legend.contains("Rolled-back draft slots"), qPrintable(legend.join(" | ")));
     QVERIFY2(legend.contains("Offload tier (memory): 1 of 8 blocks"),
              qPrintable(legend.join(" | ")));
+}
+
+void TestViewRenders::no_chart_text_is_cut_at_the_screenshot_size() {
+    MainWindow window;
+    window.resize(1440, 900);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QSignalSpy opened(&window, &MainWindow::recording_opened);
+    window.open_recording(recording_);
+    QTRY_VERIFY_WITH_TIMEOUT(opened.count() == 1, 60000);
+    // Each tab in turn: the charts under the window's tabs too.
+    for (int tab = 0; tab < window.tabs()->count(); ++tab) {
+        if (!window.tabs()->isTabVisible(tab)) {
+            continue;
+        }
+        window.tabs()->setCurrentIndex(tab);
+        QTest::qWait(50); // charts lay out on the next event loop turn
+        const QStringList cut = kvscope::test::cut_chart_texts(window);
+        QVERIFY2(cut.isEmpty(), qPrintable(window.tabs()->tabText(tab) + ": " + cut.join("; ")));
+    }
+    QVERIFY(window.occupancy()->legend()->entries().contains("Fragmentation (%)"));
 }
 
 QTEST_MAIN(TestViewRenders)

@@ -508,17 +508,32 @@ void RunPanel::choose_preset(const QString& id) {
     const TeachingPreset* preset = find_teaching_preset(id);
     const int index = preset_->findData(id);
     preset_->setCurrentIndex(index >= 0 ? index : preset_->count() - 1);
+    if (preset != nullptr) {
+        const bool recording = record_->isChecked();
+        const QString path = record_path_->text();
+        apply_settings(preset->settings);
+        record_->setChecked(recording); // a preset does not decide where runs are saved
+        record_path_->setText(path);
+    }
+    explain_preset();
+}
+
+void RunPanel::explain_preset() {
+    const TeachingPreset* preset = find_teaching_preset(preset_->currentData().toString());
     if (preset == nullptr) {
         explanation_->setHtml(tr("<p>Your own settings. Each control's tooltip says what it "
                                  "does; the demos above set them up to show one effect each.</p>"));
         return;
     }
-    const bool recording = record_->isChecked();
-    const QString path = record_path_->text();
-    apply_settings(preset->settings);
-    record_->setChecked(recording); // a preset does not decide where runs are saved
-    record_path_->setText(path);
     explanation_->setHtml(QString("<h3>%1</h3>%2").arg(preset->title, preset->explanation));
+}
+
+void RunPanel::explain_other(const QString& title, const QString& html) {
+    explanation_->setHtml(QString("<h3>%1</h3>%2").arg(title.toHtmlEscaped(), html));
+}
+
+QString RunPanel::explanation_text() const {
+    return explanation_->toPlainText();
 }
 
 void RunPanel::set_running(bool running) {

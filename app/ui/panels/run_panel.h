@@ -31,6 +31,12 @@ public:
     void apply_settings(const RunSettings& settings);
     // Fills in a teaching preset's settings and shows its explanation.
     void choose_preset(const QString& id);
+    // The explanation box about what the window shows when it is not a run
+    // of these settings (attached engines, live or replayed); the next demo
+    // chosen or run started brings the demo's text back (explain_preset).
+    void explain_other(const QString& title, const QString& html);
+    void explain_preset();
+    QString explanation_text() const;
 
     void set_running(bool running);
     void set_paused(bool paused);

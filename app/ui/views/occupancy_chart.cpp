@@ -2,6 +2,7 @@
 
 #include "app/ui/export/plot_export.h"
 #include "app/ui/views/chart_series.h"
+#include "app/ui/views/wrapping_legend.h"
 #include "profiler/run_store.h"
 
 #include <algorithm>
@@ -9,8 +10,6 @@
 #include <QAreaSeries>
 #include <QChart>
 #include <QChartView>
-#include <QLegend>
-#include <QLegendMarker>
 #include <QLineSeries>
 #include <QPen>
 #include <QVBoxLayout>
@@ -50,7 +49,6 @@ OccupancyChart::OccupancyChart(QWidget* parent)
     , chart_(new QChart) {
     chart_->setTitle("KV-cache blocks");
     chart_->setAnimationOptions(QChart::NoAnimation);
-    chart_->legend()->setAlignment(Qt::AlignBottom);
     chart_->setMargins(QMargins(4, 4, 4, 4));
 
     // The line series are the areas' edges, not series of the chart; the
@@ -86,9 +84,11 @@ OccupancyChart::OccupancyChart(QWidget* parent)
     blocks_axis_->setTitleText("Blocks");
     blocks_axis_->setLabelFormat("%d");
     percent_axis_ = new QValueAxis(chart_);
-    percent_axis_->setTitleText("Fragmentation (%)");
+    // No title: a vertical one as long as "Fragmentation (%)" is cut in the
+    // chart's room at 1440x900; the labels say percent, the legend names
+    // the lines that use them.
     percent_axis_->setRange(0, 100);
-    percent_axis_->setLabelFormat("%d");
+    percent_axis_->setLabelFormat("%d%%");
     chart_->addAxis(x_axis_, Qt::AlignBottom);
     chart_->addAxis(blocks_axis_, Qt::AlignLeft);
     chart_->addAxis(percent_axis_, Qt::AlignRight);
@@ -108,7 +108,11 @@ OccupancyChart::OccupancyChart(QWidget* parent)
     view_->setContextMenuPolicy(Qt::NoContextMenu);
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(view_);
+    layout->setSpacing(0);
+    layout->addWidget(view_, 1);
+    legend_ = new WrappingLegend(chart_, this);
+    legend_->set_left_out(cursor_, true);
+    layout->addWidget(legend_);
 
     setObjectName("block_occupancy");
     add_export_menu(this);
@@ -152,6 +156,7 @@ void OccupancyChart::update_series() {
         x_axis_->setRange(0, 1);
         blocks_axis_->setRange(0, 1);
         blocks_max_ = 1;
+        legend_->refresh();
         return;
     }
     // An attached engine's events tell which blocks are resident (hashed, in
@@ -244,6 +249,7 @@ void OccupancyChart::update_series() {
     blocks_max_ = std::max(1.0, top);
     blocks_axis_->setRange(0, blocks_max_);
     set_time_range(x_axis_, seconds_since(store_->start_ns(), store_->end_ns()));
+    legend_->refresh();
 }
 
 QLineSeries* OccupancyChart::add_blocks_line(const QPen& pen) {
@@ -343,18 +349,11 @@ double OccupancyChart::update_group_lines() {
         plain_line_->clear();
     }
     plain_line_->setVisible(plain_drawn);
-    for (QLegendMarker* marker : chart_->legend()->markers(plain_line_)) {
-        marker->setVisible(plain_drawn);
-    }
     return highest;
 }
 
 void OccupancyChart::show_tier(bool shown) {
     tier_fill_->setVisible(shown);
-    for (QLegendMarker* marker : chart_->legend()->markers(tier_fill_)) {
-        marker->setVisible(shown);
-    }
-    percent_axis_->setTitleText(shown ? "Fragmentation, tier fill (%)" : "Fragmentation (%)");
 }
 
 void OccupancyChart::update_cursor() {

@@ -28,6 +28,8 @@ class RunStore;
 
 namespace kvscope::ui {
 
+class WrappingLegend;
+
 class OccupancyChart : public QWidget {
     Q_OBJECT
 public:
@@ -50,11 +52,13 @@ public:
     // "Used, global" and "Used, window W" (the groups of that window summed;
     // "(N groups)" when several).
     QChart* chart() const { return chart_; }
+    // The legend under the chart (it wraps; Qt's own would cut names).
+    const WrappingLegend* legend() const { return legend_; }
 
 private:
     void update_series();
     void update_cursor();
-    // Shows the offload tier's line, its legend entry and axis title, or not.
+    // Shows the offload tier's line and its legend entry, or not.
     void show_tier(bool shown);
     // One line per window of a hybrid cache's groups (none for a plain one).
     // Draws a hybrid cache's lines; returns the highest block count drawn.
@@ -74,6 +78,7 @@ private:
 
     QChart* chart_ = nullptr;
     QChartView* view_ = nullptr;
+    WrappingLegend* legend_ = nullptr;
     QValueAxis* x_axis_ = nullptr;
     QValueAxis* blocks_axis_ = nullptr;
     QValueAxis* percent_axis_ = nullptr;

@@ -3,6 +3,7 @@
 #include "app/ui/export/plot_export.h"
 #include "app/ui/models/prefix_tree_model.h"
 #include "app/ui/views/chart_series.h"
+#include "app/ui/views/wrapping_legend.h"
 #include "profiler/run_store.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QFontMetricsF>
 #include <QHeaderView>
 #include <QHorizontalStackedBarSeries>
 #include <QLineSeries>
@@ -25,13 +27,16 @@ namespace {
 const QColor kCachedColour(242, 193, 78);
 const QColor kComputedColour(76, 120, 168);
 
+// The tab these charts live in is short at 1440x900 (the README's size):
+// no margins, and a legend that wraps (WrappingLegend) or none where the
+// title names the one series, leave their axes the room to be read.
 QChartView* chart_view(QChart* chart, QWidget* parent) {
     chart->setAnimationOptions(QChart::NoAnimation);
-    chart->setMargins(QMargins(4, 4, 4, 4));
-    chart->legend()->setAlignment(Qt::AlignBottom);
+    chart->setMargins(QMargins(0, 0, 0, 0));
+    chart->legend()->hide();
     auto* view = new QChartView(chart, parent);
     view->setRenderHint(QPainter::Antialiasing);
-    view->setMinimumHeight(180);
+    view->setMinimumHeight(150);
     // The owning view offers the context menu (plot export).
     view->setContextMenuPolicy(Qt::NoContextMenu);
     return view;
@@ -62,15 +67,25 @@ PrefixView::PrefixView(QWidget* parent)
     });
 
     auto* charts = new QSplitter(Qt::Horizontal);
-    charts->addWidget(chart_view(requests_chart_, charts));
+    auto* requests = new QWidget(charts);
+    auto* requests_layout = new QVBoxLayout(requests);
+    requests_layout->setContentsMargins(0, 0, 0, 0);
+    requests_layout->setSpacing(0);
+    requests_layout->addWidget(chart_view(requests_chart_, requests), 1);
+    requests_legend_ = new WrappingLegend(requests_chart_, requests);
+    requests_legend_->refresh();
+    requests_layout->addWidget(requests_legend_);
+    charts->addWidget(requests);
     charts->addWidget(chart_view(hit_rate_chart_, charts));
+    // The request ids only where each bar is tall enough for one.
+    connect(requests_chart_, &QChart::plotAreaChanged, this, &PrefixView::fit_request_labels);
     auto* split = new QSplitter(Qt::Vertical);
     split->addWidget(charts);
     split->addWidget(tree_view_);
     // Charts need height for their axes; the tree scrolls.
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
-    split->setSizes({360, 240});
+    split->setStretchFactor(0, 4);
+    split->setStretchFactor(1, 1);
+    split->setSizes({480, 120});
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(split);
@@ -94,7 +109,8 @@ void PrefixView::create_requests_chart() {
     requests_chart_->addSeries(bars_);
 
     request_axis_ = new QBarCategoryAxis(requests_chart_);
-    request_axis_->setTitleText("Request");
+    // No title: the chart's says "per request", and a vertical one is cut
+    // in the short tab.
     tokens_axis_ = new QValueAxis(requests_chart_);
     tokens_axis_->setTitleText("Prompt tokens");
     tokens_axis_->setLabelFormat("%d");
@@ -213,6 +229,13 @@ void PrefixView::update_requests() {
     request_axis_->setCategories(categories);
     tokens_axis_->setRange(0, widest);
     tokens_axis_->applyNiceNumbers();
+    fit_request_labels();
+}
+
+void PrefixView::fit_request_labels() {
+    const qreal per_bar = requests_chart_->plotArea().height() /
+                          std::max<qreal>(1, static_cast<qreal>(bar_rows_.size()));
+    request_axis_->setLabelsVisible(per_bar >= QFontMetricsF(request_axis_->labelsFont()).height());
 }
 
 void PrefixView::update_hit_rate() {

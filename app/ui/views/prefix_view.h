@@ -24,6 +24,7 @@ class RunStore;
 namespace kvscope::ui {
 
 class PrefixTreeModel;
+class WrappingLegend;
 
 class PrefixView : public QWidget {
     Q_OBJECT
@@ -68,6 +69,9 @@ private:
     void update_requests();
     void update_hit_rate();
     void update_tree();
+    // Shows the requests' ids beside their bars only when each bar is as
+    // tall as a label (else Qt Charts cuts each to "...").
+    void fit_request_labels();
 
     const profiler::RunStore* store_ = nullptr;
     qint64 time_ns_ = std::numeric_limits<qint64>::max(); // the latest until set
@@ -82,6 +86,7 @@ private:
     QBarSet* computed_set_ = nullptr;
     QBarCategoryAxis* request_axis_ = nullptr;
     QValueAxis* tokens_axis_ = nullptr;
+    WrappingLegend* requests_legend_ = nullptr; // "Cached", "Computed"
 
     QChart* hit_rate_chart_ = nullptr;
     QLineSeries* hit_rate_ = nullptr;
