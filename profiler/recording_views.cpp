@@ -119,16 +119,6 @@ std::string requests_view() {
         col(admitted, "blocks_hit") + " AS blocks_hit, " + col(admitted, "blocks_missed") +
         " AS blocks_missed FROM KVSCOPE_EVENTS AS e WHERE e.kind = " + id(admitted) +
         " GROUP BY e.request";
-    // The output: the sampled pieces in order. SQLite keeps a subquery's
-    // ORDER BY when the query above it aggregates (it does not flatten it),
-    // so group_concat sees them in `generated` order.
-    const std::string outputs = "SELECT request, group_concat(piece, '') AS output FROM (SELECT "
-                                "e.request AS request, " +
-                                col(sampled, "piece") +
-                                " AS piece FROM KVSCOPE_EVENTS AS e WHERE "
-                                "e.kind = " +
-                                id(sampled) + " ORDER BY e.request, " + col(sampled, "generated") +
-                                ") GROUP BY request";
     const std::string end_ns = "max(CASE WHEN e.kind IN (" + ended + ") THEN e.t_ns END)";
     return "CREATE VIEW IF NOT EXISTS KVSCOPE_REQUESTS AS\nSELECT e.request AS request,\n    "
            "CASE WHEN " +
@@ -151,10 +141,24 @@ std::string requests_view() {
            id(EventKind::tokens_evicted) + " THEN " + col(EventKind::tokens_evicted, "tokens") +
            " END), 0) AS evicted_tokens,\n    " + "max(CASE WHEN e.kind IN (" +
            kind_list({finished, rejected}) + ") THEN " + col(finished, "reason") +
-           " END) AS reason,\n    o.output AS output\nFROM KVSCOPE_EVENTS AS e LEFT JOIN (" +
-           first_admission + ") AS f ON f.request = e.request LEFT JOIN (" + outputs +
-           ") AS o ON o.request = e.request\nWHERE e.request IS NOT NULL AND e.request >= 0\n"
+           " END) AS reason\nFROM KVSCOPE_EVENTS AS e LEFT JOIN (" + first_admission +
+           ") AS f ON f.request = e.request\nWHERE e.request IS NOT NULL AND e.request >= 0\n"
            "GROUP BY e.request;\n";
+}
+
+// Each request's generated text: its token_sampled pieces joined in the
+// order it sampled them. A window's ORDER BY fixes the order group_concat
+// sees (a plain group_concat's is unspecified; its own ORDER BY needs SQLite
+// 3.44). Its own view, so KVSCOPE_REQUESTS does not join every piece.
+std::string outputs_view() {
+    const EventKind sampled = EventKind::token_sampled;
+    return "CREATE VIEW IF NOT EXISTS KVSCOPE_OUTPUTS AS\nSELECT request, count(*) AS tokens, "
+           "max(output) AS output FROM (SELECT e.request AS request, group_concat(" +
+           col(sampled, "piece") + ", '') OVER (PARTITION BY e.request ORDER BY " +
+           col(sampled, "generated") +
+           " ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS output\n"
+           "FROM KVSCOPE_EVENTS AS e WHERE e.kind = " +
+           id(sampled) + ")\nGROUP BY request;\n";
 }
 
 std::string op_slices_view() {
@@ -249,7 +253,7 @@ std::string attached_metrics_view() {
 } // namespace
 
 std::string recording_views_sql() {
-    return steps_view() + requests_view() +
+    return steps_view() + requests_view() + outputs_view() +
            events_view("KVSCOPE_BLOCK_EVENTS",
                        {EventKind::block_allocated, EventKind::block_shared,
                         EventKind::block_unshared, EventKind::block_freed, EventKind::block_cached,

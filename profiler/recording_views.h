@@ -1,6 +1,6 @@
 // The SQL views a new recording carries so that a person with `sqlite3` can
 // query it without reading kvscope's code: KVSCOPE_STEPS, KVSCOPE_REQUESTS,
-// KVSCOPE_BLOCK_EVENTS, KVSCOPE_OP_SLICES and KVSCOPE_MEMORY, their columns
+// KVSCOPE_OUTPUTS, KVSCOPE_BLOCK_EVENTS, KVSCOPE_OP_SLICES and KVSCOPE_MEMORY, their columns
 // named from the typed events' fields (engine/events/typed_events.h), so
 // they cannot drift from what the engine writes. docs/recordings.md shows
 // them with example queries.

@@ -6,6 +6,7 @@
 #include "app/cli/run_report.h"
 #include "app/cli/speculative_options.h"
 #include "app/cli/stop_request.h"
+#include "engine/session/backend_factory.h"
 #include "engine/session/generation.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/utf8_stream.h"
@@ -65,23 +66,35 @@ int run_generate(GenerateOptions& options) {
 
     const StopRequest stop; // Ctrl-C ends the text where it got to
     tokenizer::Utf8StreamDecoder decoder;
-    const session::GenerationStats stats =
-        session::generate(config, model, request, [&](std::int32_t id) {
-            std::cout << decoder.push(tok.token_bytes(id)) << std::flush;
-            return !StopRequest::requested();
-        });
+    session::GenerateHooks hooks;
+    hooks.on_token = [&](std::int32_t id) {
+        std::cout << decoder.push(tok.token_bytes(id)) << std::flush;
+        return !StopRequest::requested();
+    };
+    hooks.stop_requested = [] {
+        return StopRequest::requested();
+    };
+    hooks.on_ready = [](const session::ServingSession& run) { // before a long generation
+        if (!run.backend_note().empty()) {
+            std::cerr << run.backend_note() << "\n";
+        }
+        std::cerr << "backend: " << session::describe_backend(run.backend()) << "\n";
+    };
+    session::GenerationStats stats;
+    try {
+        stats = session::generate(config, model, request, hooks);
+    } catch (const std::invalid_argument& error) { // the prompt: a usage error
+        std::cerr << "kvscope generate: " << error.what() << "\n";
+        return exit_usage;
+    }
     std::cout << decoder.finish() << "\n" << std::flush;
 
-    if (!stats.backend_note.empty()) {
-        std::fprintf(stderr, "\n%s", stats.backend_note.c_str());
-    }
     std::fprintf(stderr,
-                 "\nbackend: %s\n"
-                 "prompt: %d tokens, prefill %.1f tokens/s (%.3f s)\n"
+                 "\nprompt: %d tokens, prefill %.1f tokens/s (%.3f s)\n"
                  "output: %d tokens, decode %.1f tokens/s (%.3f s), stopped by %s\n",
-                 stats.backend.c_str(), stats.prompt_tokens, stats.prefill_tokens_per_second(),
-                 stats.prefill_seconds, stats.generated_tokens, stats.decode_tokens_per_second(),
-                 stats.decode_seconds, stats.stop_reason.c_str());
+                 stats.prompt_tokens, stats.prefill_tokens_per_second(), stats.prefill_seconds,
+                 stats.generated_tokens, stats.decode_tokens_per_second(), stats.decode_seconds,
+                 stats.stop_reason.c_str());
     if (config.speculative.enabled()) {
         std::fprintf(stderr, "speculation: %s\n",
                      speculation_text(config.speculative, stats.speculation).c_str());

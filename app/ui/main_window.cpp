@@ -112,6 +112,7 @@ MainWindow::MainWindow(QWidget* parent)
         if (attach_->running()) {
             return;
         }
+        run_panel_->explain_preset(); // nothing attached after all
         live_ended(tr("Attach failed: %1").arg(message));
         auto* box = new QMessageBox(QMessageBox::Warning, tr("Cannot attach"), message,
                                     QMessageBox::Ok, this);
@@ -561,7 +562,9 @@ void MainWindow::open_recording(const QString& path) {
             }
             self->recording_path_ = path;
             self->set_store(store, Mode::replay);
-            if (!store->attached().empty()) {
+            if (store->attached().empty()) {
+                self->run_panel_->explain_preset(); // not an attach's text
+            } else {
                 self->explain_attached(false);
                 // The tokenizer the attach was given, when it is still there.
                 std::string tokenizer;

@@ -3,9 +3,10 @@
 #include "engine/events/typed_events.h"
 #include "engine/session/backend_factory.h"
 #include "engine/session/serving_loop.h"
-#include "engine/session/serving_session.h"
 
+#include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 namespace kvscope::session {
 namespace {
@@ -14,37 +15,36 @@ namespace {
 // times the speeds come from.
 class TokenStream : public events::EventSink {
 public:
-    explicit TokenStream(const std::function<bool(std::int32_t)>& on_token)
-        : on_token_(on_token) {}
+    explicit TokenStream(std::function<bool(std::int32_t)> on_token)
+        : on_token_(std::move(on_token)) {}
 
     void on_event(const events::EngineEvent& event) override {
         if (event.kind == events::EventKind::request_admitted && admitted_ns < 0) {
             admitted_ns = event.time_ns;
-        } else if (event.kind == events::EventKind::token_sampled) {
+        } else if (event.kind == events::EventKind::token_sampled && !stopped) {
+            // A verifying pass can keep several tokens: none after a stop.
             first_token_ns = first_token_ns < 0 ? event.time_ns : first_token_ns;
             last_token_ns = event.time_ns;
-            // A verifying pass can keep several tokens: none after a stop.
-            if (!stopped) {
-                stopped = !on_token_(
-                    static_cast<std::int32_t>(events::as<events::TokenSampled>(event).token));
-            }
+            ++handed;
+            stopped = on_token_ && !on_token_(static_cast<std::int32_t>(
+                                       events::as<events::TokenSampled>(event).token));
         }
     }
 
     std::int64_t admitted_ns = -1;
     std::int64_t first_token_ns = -1;
     std::int64_t last_token_ns = -1;
+    int handed = 0; // tokens given to on_token
     bool stopped = false;
 
 private:
-    const std::function<bool(std::int32_t)>& on_token_;
+    std::function<bool(std::int32_t)> on_token_;
 };
 
 } // namespace
 
 GenerationStats generate(RunConfig config, std::shared_ptr<const model::LlamaModel> model,
-                         const workload::WorkloadRequest& request,
-                         const std::function<bool(std::int32_t)>& on_token) {
+                         const workload::WorkloadRequest& request, const GenerateHooks& hooks) {
     sampling::SamplingParams default_sampling;
     default_sampling.temperature = config.temperature;
     // Tokenized here first: an empty prompt fails before the backend is made,
@@ -60,27 +60,39 @@ GenerationStats generate(RunConfig config, std::shared_ptr<const model::LlamaMod
     tokenized.chat = false;
     tokenized.sampling = spec.sampling;
     tokenized.arrival_seconds = 0;
+    // The output stops at the model's length (ServingSession cuts
+    // max_tokens there): no room past it.
+    const auto prompt = static_cast<std::int64_t>(spec.prompt.size());
+    const std::int64_t model_length =
+        config.max_model_len > 0 ? config.max_model_len : model->config().context_length;
     config.default_cache_tokens =
-        static_cast<std::int64_t>(spec.prompt.size()) + request.max_tokens;
+        std::max(prompt, std::min<std::int64_t>(prompt + request.max_tokens, model_length));
     config.requests = {tokenized};
     config.real_time = false;
     config.token_text = true; // token_sampled events carry the ids streamed
 
-    TokenStream stream(on_token);
+    TokenStream stream(hooks.on_token);
     ServingSession run(config, &stream, std::move(model));
+    if (hooks.on_ready) {
+        hooks.on_ready(run);
+    }
     ServingSession::ServeOptions serve;
-    serve.stop_requested = [&stream] {
-        return stream.stopped;
+    serve.stop_requested = [&] {
+        return stream.stopped || (hooks.stop_requested && hooks.stop_requested());
     };
-    const std::int64_t id = run.serve(serve).front();
+    const std::vector<std::int64_t> ids = run.serve(serve);
+    if (ids.size() != 1) {
+        throw std::logic_error("generate: the session served " + std::to_string(ids.size()) +
+                               " requests, not 1");
+    }
 
-    const sched::Request& r = run.engine().request(id);
+    const sched::Request& r = run.engine().request(ids.front());
     if (r.state == sched::RequestState::rejected) {
         throw std::runtime_error("the engine rejected the prompt: " + r.finish_reason);
     }
     GenerationStats stats;
     stats.prompt_tokens = r.prompt_length();
-    stats.generated_tokens = r.generated;
+    stats.generated_tokens = stream.handed;
     stats.stop_reason = r.state == sched::RequestState::aborted ? "stopped" : r.finish_reason;
     if (stream.admitted_ns >= 0 && stream.first_token_ns >= 0) {
         stats.prefill_seconds =
@@ -90,8 +102,6 @@ GenerationStats generate(RunConfig config, std::shared_ptr<const model::LlamaMod
     }
     stats.speculation.add(r.accounting.drafted_tokens, r.accounting.accepted_tokens,
                           r.accounting.verify_steps);
-    stats.backend = describe_backend(run.backend());
-    stats.backend_note = run.backend_note();
     return stats;
 }
 

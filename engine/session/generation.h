@@ -6,6 +6,7 @@
 
 #include "engine/model/llama_model.h"
 #include "engine/session/run_config.h"
+#include "engine/session/serving_session.h"
 #include "engine/spec/speculation_totals.h"
 #include "engine/workload/workload.h"
 
@@ -20,10 +21,10 @@ struct GenerationStats {
     int generated_tokens = 0;
     double prefill_seconds = 0; // admission to the first token
     double decode_seconds = 0;  // from the first to the last generated token
-    std::string stop_reason;    // "end token", "token limit" (or the model's length), "stopped"
+    // "end token", "token limit" (or the model's length), "cache full",
+    // "stopped"
+    std::string stop_reason;
     spec::SpeculationTotals speculation;
-    std::string backend;      // the backend that ran it, described
-    std::string backend_note; // why `auto` fell back to the CPU, when it did
 
     double prefill_tokens_per_second() const {
         return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0;
@@ -35,14 +36,21 @@ struct GenerationStats {
     }
 };
 
-// Serves `request` alone, all at once; `on_token` gets each generated token
-// id in order (end tokens included) and returns false to stop. The cache
-// holds the prompt and the request's max_tokens unless `config.cache` sizes
-// it. Throws std::invalid_argument (an empty prompt, ids outside the
-// vocabulary) or std::runtime_error (settings that cannot run, a prompt the
-// engine rejected, with its reason).
+struct GenerateHooks {
+    // Each generated token id in order (end tokens included); false stops.
+    std::function<bool(std::int32_t)> on_token;
+    // Checked between steps (a long prefill too): true stops.
+    std::function<bool()> stop_requested;
+    // The session is loaded, before the first step: what it runs on.
+    std::function<void(const ServingSession&)> on_ready;
+};
+
+// Serves `request` alone, all at once, through a ServingSession. The cache
+// holds the prompt and the output the model's length allows, unless
+// `config.cache` sizes it. Throws std::invalid_argument (an empty prompt,
+// ids outside the vocabulary) or std::runtime_error (settings that cannot
+// run, a prompt the engine rejected, with its reason).
 GenerationStats generate(RunConfig config, std::shared_ptr<const model::LlamaModel> model,
-                         const workload::WorkloadRequest& request,
-                         const std::function<bool(std::int32_t)>& on_token);
+                         const workload::WorkloadRequest& request, const GenerateHooks& hooks);
 
 } // namespace kvscope::session

@@ -1,5 +1,7 @@
 #include "engine/session/run_summary.h"
 
+#include "engine/util/json_text.h"
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -152,7 +154,7 @@ std::string RunSummary::to_json(bool per_request, int indent) const {
         }
         j["per_request"] = rows;
     }
-    return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+    return json_text(j, indent);
 }
 
 } // namespace kvscope::session

@@ -11,8 +11,9 @@
 namespace kvscope::tokenizer {
 
 // At most `max_chars` characters of `bytes` (an ellipsis "..." marks a cut);
-// newlines and tabs as \n and \t, other control characters and bytes that
-// are not UTF-8 as \xNN, so the text is always printable and one line.
+// newlines and tabs as \n and \t, a backslash as \\, other control
+// characters (C0 and C1) and bytes that are not well-formed UTF-8 as \xNN,
+// so the text is always printable and one line.
 std::string printable_text(std::string_view bytes, std::size_t max_chars);
 
 } // namespace kvscope::tokenizer

@@ -243,10 +243,13 @@ private slots:
         // At the README screenshot's size every chart names what it shows
         // in full ("Used (not in KV events)" was cut).
         window.resize(1440, 900);
-        QTest::qWait(100);
+        QTest::qWait(50);
+        QTRY_VERIFY(test::charts_laid_out(window));
         const QStringList cut = test::cut_chart_texts(window);
         QVERIFY2(cut.isEmpty(), qPrintable(cut.join("; ")));
         QVERIFY(window.occupancy()->legend()->entries().contains("Used (not in KV events)"));
+        window.run_panel()->choose_preset(teaching_presets().front().id);
+        QVERIFY(window.run_panel()->explanation_text().contains(teaching_presets().front().title));
         window.show_time(before_removal);
         QCOMPARE(view->sections().at(0).title,
                  QString("source 0 · rank 0 · GPU: 4 of 10 blocks resident"));

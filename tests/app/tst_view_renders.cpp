@@ -571,7 +571,7 @@ void TestViewRenders::no_chart_text_is_cut_at_the_screenshot_size() {
             continue;
         }
         window.tabs()->setCurrentIndex(tab);
-        QTest::qWait(50); // charts lay out on the next event loop turn
+        QTRY_VERIFY(kvscope::test::charts_laid_out(window)); // on the next event loop turns
         const QStringList cut = kvscope::test::cut_chart_texts(window);
         QVERIFY2(cut.isEmpty(), qPrintable(window.tabs()->tabText(tab) + ": " + cut.join("; ")));
     }

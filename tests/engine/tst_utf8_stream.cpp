@@ -91,6 +91,13 @@ void TestUtf8Stream::printable_text_is_one_safe_line_data() {
     // A token limit can leave half a character; lone bytes are escaped.
     QTest::newRow("half a character") << QByteArray("ok\xe4\xbd") << 10 << "ok\\xe4\\xbd";
     QTest::newRow("stray bytes") << QByteArray("\x86\xf8") << 10 << "\\x86\\xf8";
+    QTest::newRow("backslash") << QByteArray("a\\nb") << 10 << "a\\\\nb";
+    // Not well-formed UTF-8 (Unicode's table 3-7), each byte escaped.
+    QTest::newRow("overlong") << QByteArray("\xe0\x80\xaf") << 10 << "\\xe0\\x80\\xaf";
+    QTest::newRow("surrogate") << QByteArray("\xed\xa0\x80") << 10 << "\\xed\\xa0\\x80";
+    QTest::newRow("past U+10FFFF")
+        << QByteArray("\xf4\x90\x80\x80") << 10 << "\\xf4\\x90\\x80\\x80";
+    QTest::newRow("C1 control") << QByteArray("a\xc2\x85") << 10 << "a\\xc2\\x85";
     QTest::newRow("empty") << QByteArray() << 10 << "";
 }
 

@@ -65,6 +65,7 @@ private slots:
     void freed_block_has_no_owner_data();
     void freed_block_has_no_owner();
     void damaged_block_id_is_refused();
+    void cached_block_naming_another_group_finds_its_parent();
     void recording_reads_back_text_and_lanes();
     void recording_past_the_replay_budget_is_refused();
     void attached_history_is_bounded_and_scrubs_exactly();
@@ -209,6 +210,32 @@ void TestRunStore::freed_block_has_no_owner() {
     QCOMPARE(store.block_map_at(6).blocks().at(0).ref_count(), 2);
     QCOMPARE(store.prefix_nodes().size(), std::size_t{1});
     QCOMPARE(store.prefix_nodes()[0].reuses, std::int64_t{1});
+}
+
+void TestRunStore::cached_block_naming_another_group_finds_its_parent() {
+    // A prefix node's parent is the block before it in its request's table
+    // of the block's own KV group, whatever group a (damaged) block_cached
+    // names: fuzz_recording_rows found one naming a group with no table,
+    // which read past that table's end.
+    namespace ev = kvscope::events;
+    const auto at = [](std::int64_t t, auto typed) {
+        EngineEvent event = ev::to_event(typed);
+        event.time_ns = t;
+        return event;
+    };
+    RunStore store;
+    store.append(engine_event(1, EventKind::run_config, -1, -1, 8, 2));
+    store.append(at(2, ev::BlockAllocated{.block = 6, .request = 0, .group = 1}));
+    store.append(at(3, ev::BlockAllocated{.block = 7, .request = 0, .group = 1}));
+    store.append(at(4, ev::BlockCached{.block = 6, .request = 0, .hash = 11, .group = 1}));
+    store.append(at(5, ev::BlockCached{.block = 7, .request = 0, .hash = 12, .group = 3}));
+    QCOMPARE(store.prefix_nodes().size(), std::size_t{2});
+    QCOMPARE(store.prefix_nodes()[0].block, 6);
+    QCOMPARE(store.prefix_nodes()[0].parent, -1);
+    QCOMPARE(store.prefix_nodes()[1].parent, 0); // block 6's node
+    QCOMPARE(store.block_map_now().block_before(0, 7), 6);
+    QCOMPARE(store.block_map_now().block_before(0, 6), -1); // first in its table
+    QCOMPARE(store.block_map_now().block_before(1, 7), -1); // not that request's
 }
 
 void TestRunStore::damaged_block_id_is_refused() {

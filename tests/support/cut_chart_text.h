@@ -39,4 +39,15 @@ inline QStringList cut_chart_texts(const QWidget& root) {
     return cut;
 }
 
+// Whether every visible chart under `root` has laid out (its plot area has
+// a size): before that, nothing is cut yet and a check would prove nothing.
+inline bool charts_laid_out(const QWidget& root) {
+    for (const QChartView* view : root.findChildren<QChartView*>()) {
+        if (view->isVisible() && view->chart()->plotArea().isEmpty()) {
+            return false;
+        }
+    }
+    return true;
+}
+
 } // namespace kvscope::test

@@ -21,8 +21,8 @@ QString square(const QColor& colour) {
 QString swatch(const QAbstractSeries* series) {
     if (const auto* line = qobject_cast<const QLineSeries*>(series)) {
         const QPen pen = line->pen();
-        const QString stroke = pen.style() == Qt::SolidLine ? QString::fromUtf8("\u2501\u2501")
-                                                            : QString::fromUtf8("\u254D\u254D");
+        const QString stroke =
+            pen.style() == Qt::SolidLine ? QString("\u2501\u2501") : QString("\u254D\u254D");
         return QString("<span style=\"color:%1\">%2</span>").arg(pen.color().name(), stroke);
     }
     const auto* area = qobject_cast<const QAreaSeries*>(series);
@@ -71,11 +71,13 @@ void WrappingLegend::refresh() {
             add(series->name(), swatch(series));
         }
     }
-    if (names == entries_) {
-        return;
-    }
     entries_ = names;
-    setText(items.join("&nbsp;&nbsp; "));
+    // The whole text, so a colour or pen that changed under the same names
+    // is redrawn too; setText() with the same text is cheap to skip.
+    const QString html = items.join("&nbsp;&nbsp; ");
+    if (html != text()) {
+        setText(html);
+    }
 }
 
 } // namespace kvscope::ui
