@@ -14,8 +14,7 @@
 #include "engine/util/json_text.h"
 #include "profiler/attach/attach_session.h"
 #include "profiler/attach/token_text.h"
-#include "profiler/recorder.h"
-#include "profiler/run_metadata.h"
+#include "profiler/recorded_attach.h"
 
 #include <algorithm>
 #include <chrono>
@@ -36,9 +35,9 @@ struct AttachCommandOptions {
     std::int64_t block_size = 0;
     std::int64_t num_blocks = 0;
     std::vector<std::string> metrics_urls;
-    double metrics_interval_s = 1.0;
+    double metrics_interval_s = attach::kMetricsPollSeconds;
     std::vector<std::string> trtllm_urls;
-    double trtllm_interval_s = 0.5;
+    double trtllm_interval_s = attach::kTrtllmPollSeconds;
     std::string tokenizer_path;
     std::string record_path;
     bool overwrite = false;
@@ -62,25 +61,6 @@ std::string prefix_text(const ResidentBlocks& blocks, const TierKey& key,
     }
     return tokenizer != nullptr ? "\"" + attach::tokens_text(*tokenizer, root->token_ids, 60) + "\""
                                 : attach::token_ids_text(root->token_ids);
-}
-
-nlohmann::json metrics_json(const attach::MetricSeriesMap& series) {
-    const attach::MetricsSummary m = attach::summarize_metrics(series);
-    nlohmann::json j = nlohmann::json::object();
-    const auto put = [&](const char* key, const auto& value) {
-        if (value) {
-            j[key] = *value;
-        }
-    };
-    put("kv_usage", m.kv_usage);
-    put("prefix_cache_queries", m.prefix_queries);
-    put("prefix_cache_hits", m.prefix_hits);
-    put("prefix_cache_hit_rate", m.prefix_hit_rate);
-    put("prefix_cache_hit_rate_since_attach", m.prefix_hit_rate_since);
-    put("preemptions", m.preemptions);
-    put("num_gpu_blocks", m.num_gpu_blocks);
-    put("block_size", m.block_size);
-    return j;
 }
 
 // "metrics (URL): KV usage 25.0%, prefix cache hit rate 40.0% (...)".
@@ -125,35 +105,6 @@ void print_metrics(const AttachedState::Source& s, const attach::MetricsEndpoint
         }
     }
     std::printf("\n");
-}
-
-nlohmann::json summary_json(const AttachSession& session, double seconds) {
-    nlohmann::json sources = nlohmann::json::array();
-    for (const auto& [id, s] : session.state().sources()) {
-        nlohmann::json tiers = nlohmann::json::array();
-        for (const auto& [key, tier] : s.blocks.tiers()) {
-            const std::vector<attach::PrefixTree> trees = s.blocks.trees(key);
-            tiers.push_back({{"rank", key.rank},
-                             {"medium", key.medium},
-                             {"resident_blocks", tier.blocks.size()},
-                             {"prefix_trees", trees.size()},
-                             {"largest_tree_blocks", trees.empty() ? 0 : trees.front().blocks}});
-        }
-        const attach::ResidencyCounts& c = s.blocks.counts();
-        sources.push_back({{"source", id},
-                           {"endpoints", nlohmann::json::parse(s.info.endpoints, nullptr, false)},
-                           {"stream", nlohmann::json::parse(s.status.counts, nullptr, false)},
-                           {"silent_ms", s.status.silent_ms},
-                           {"blocks_stored", c.stored},
-                           {"blocks_removed", c.removed},
-                           {"removed_not_resident", c.unknown_removed},
-                           {"cleared", c.clears},
-                           {"restarts", c.resets},
-                           {"capacity_blocks", s.capacity_blocks()},
-                           {"metrics", metrics_json(s.metrics)},
-                           {"tiers", tiers}});
-    }
-    return {{"seconds", seconds}, {"sources", sources}};
 }
 
 void print_summary(const AttachSession& session, const AttachCommandOptions& options,
@@ -263,52 +214,31 @@ int run_attach(const AttachCommandOptions& options) {
         }
     }
 
-    attach::AttachOptions attach_options;
-    attach_options.block_size = options.block_size;
-    attach_options.num_blocks = options.num_blocks;
-    std::string problem =
-        options.endpoints.empty() && options.trtllm_urls.empty()
-            ? "give a publisher's ENDPOINT, or a TensorRT-LLM server with --trtllm"
-        : options.endpoints.empty()
-            ? (options.replays.empty() ? "" : "--replay needs the publishers' ENDPOINTs")
-            : attach::add_sources(options.endpoints, options.replays, options.topic,
-                                  attach_options);
-    if (problem.empty()) {
-        problem = attach::add_trtllm_sources(options.trtllm_urls, options.trtllm_interval_s,
-                                             attach_options);
-    }
-    if (problem.empty()) {
-        problem = attach::add_metrics_urls(options.metrics_urls, options.metrics_interval_s,
-                                           attach_options);
-    }
-    if (!problem.empty()) {
-        std::cerr << "kvscope attach: " << problem << "\n";
-        return exit_usage;
-    }
-    std::vector<std::string> endpoints;
-    for (const attach::KvEventSourceOptions& source : attach_options.sources) {
-        endpoints.push_back(source.endpoint);
-    }
-    for (const attach::TrtllmSourceOptions& source : attach_options.trtllm_sources) {
-        endpoints.push_back(source.url);
-    }
-
-    std::unique_ptr<profiler::Recorder> recorder;
-    if (!options.record_path.empty()) {
-        recorder = std::make_unique<profiler::Recorder>(
-            options.record_path,
-            profiler::attach_metadata(endpoints, "kvscope attach", options.tokenizer_path),
-            options.overwrite);
-    }
-
-    std::unique_ptr<AttachSession> session;
+    attach::AttachTargets targets;
+    targets.endpoints = options.endpoints;
+    targets.replays = options.replays;
+    targets.topic = options.topic;
+    targets.trtllm_urls = options.trtllm_urls;
+    targets.trtllm_interval_s = options.trtllm_interval_s;
+    targets.metrics_urls = options.metrics_urls;
+    targets.metrics_interval_s = options.metrics_interval_s;
+    targets.block_size = options.block_size;
+    targets.num_blocks = options.num_blocks;
+    profiler::AttachRecording recording;
+    recording.path = options.record_path;
+    recording.overwrite = options.overwrite;
+    recording.recorded_by = "kvscope attach";
+    recording.tokenizer_path = options.tokenizer_path;
+    std::unique_ptr<profiler::RecordedAttach> attached;
     try {
-        session = std::make_unique<AttachSession>(attach_options, recorder.get());
+        attached = std::make_unique<profiler::RecordedAttach>(targets, recording,
+                                                              std::vector<events::EventSink*>{});
     } catch (const std::invalid_argument& error) {
-        std::cerr << "kvscope attach: " << error.what()
-                  << " (endpoints look like tcp://HOST:PORT or HOST:PORT)\n";
+        std::cerr << "kvscope attach: " << error.what() << "\n";
         return exit_usage;
     }
+    const AttachSession& session = attached->session();
+    const std::vector<std::string>& endpoints = attached->endpoints();
     std::fprintf(stderr, "attached to %s; %s\n", json_text(nlohmann::json(endpoints)).c_str(),
                  options.duration_s > 0 ? "stopping after --duration" : "Ctrl-C stops");
 
@@ -321,30 +251,25 @@ int run_attach(const AttachCommandOptions& options) {
     };
     while (!StopRequest::requested() &&
            (options.duration_s <= 0 || elapsed() < options.duration_s)) {
-        session->poll(std::chrono::milliseconds(50));
+        attached->session().poll(std::chrono::milliseconds(50));
         if (std::chrono::steady_clock::now() >= next_status) {
-            progress.update(status_line(*session, elapsed()));
+            progress.update(status_line(session, elapsed()));
             next_status += std::chrono::seconds(1);
         }
     }
-    session->emit_status();
     const double seconds = elapsed();
+    // Ctrl-C is how an attach ends: the recording is whole either way.
+    const profiler::RecorderStats written = attached->finish(seconds);
     progress.finish();
-
-    if (recorder) {
-        recorder->set_metadata("summary", json_text(summary_json(*session, seconds)));
-        // Ctrl-C is how an attach ends: the recording is whole either way.
-        recorder->set_metadata("complete", "yes");
-        recorder->close();
+    if (attached->recording()) {
         std::fprintf(stderr, "recorded %lld events in %lld commits to %s\n",
-                     static_cast<long long>(recorder->stats().events),
-                     static_cast<long long>(recorder->stats().commits),
-                     options.record_path.c_str());
+                     static_cast<long long>(written.events),
+                     static_cast<long long>(written.commits), options.record_path.c_str());
     }
     if (options.json) {
-        std::cout << json_text(summary_json(*session, seconds), 2) << "\n";
+        std::cout << json_text(profiler::attach_summary_json(session, seconds), 2) << "\n";
     } else {
-        print_summary(*session, options, tokenizer ? &*tokenizer : nullptr, seconds);
+        print_summary(session, options, tokenizer ? &*tokenizer : nullptr, seconds);
     }
     return exit_ok;
 }

@@ -52,7 +52,7 @@ struct GateArgs {
 // gate's CPUs: it inherits them); with `turns`, the record takes its steps
 // when the gate hands them over.
 pid_t start_record(const std::string& program, const std::vector<std::string>& args,
-                   const fs::path& recording, const fs::path& log, const TurnTaker* turns) {
+                   const fs::path& recording, const fs::path& log, const TurnGiver* turns) {
     std::vector<std::string> argv = {program, "record"};
     argv.insert(argv.end(), args.begin(), args.end());
     argv.insert(argv.end(), {"--out", recording.string(), "--force"});
@@ -185,8 +185,8 @@ struct RecordJob {
 double record_in_step(const std::vector<std::string>& args, const RecordJob& first,
                       const RecordJob& second) {
     const std::int64_t start = host_now_ns();
-    TurnTaker first_turns;
-    TurnTaker second_turns;
+    TurnGiver first_turns;
+    TurnGiver second_turns;
     const pid_t first_pid =
         start_record(first.program, args, first.recording, first.log, &first_turns);
     first_turns.close_child_end();

@@ -1,10 +1,16 @@
 // `kvscope record`: serves a workload like run and records every engine
 // event (and, on a GPU, CUPTI activity) into an SQLite recording.
 #include "app/cli/command.h"
-#include "app/cli/gpu_capture.h"
 #include "app/cli/serve_workload.h"
 
 namespace kvscope::cli {
+namespace {
+
+constexpr const char* kGpuCaptureHelp =
+    "GPU activity capture through CUPTI (kernels, copies, memory, NVTX ranges): auto (when a "
+    "CUDA GPU is present), on, off";
+
+} // namespace
 
 Command add_record_command(CLI::App& app) {
     auto options = std::make_shared<ServeWorkloadOptions>();

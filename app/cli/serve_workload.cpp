@@ -5,21 +5,16 @@
 #include "app/cli/serve_workload.h"
 
 #include "app/cli/command.h"
-#include "app/cli/gpu_capture.h"
 #include "app/cli/progress_line.h"
 #include "app/cli/run_report.h"
 #include "app/cli/step_turns.h"
 #include "app/cli/stop_request.h"
-#include "engine/events/tee_sink.h"
 #include "engine/events/typed_events.h"
-#include "engine/gpu_devices.h"
 #include "engine/session/model_loading.h"
 #include "engine/session/run_summary.h"
 #include "engine/session/serving_session.h"
 #include "engine/util/json_text.h"
-#include "engine/util/perf_counters.h"
-#include "profiler/recorder.h"
-#include "profiler/run_metadata.h"
+#include "profiler/recorded_run.h"
 
 #include <algorithm>
 #include <chrono>
@@ -104,28 +99,6 @@ int serve_workload(ServeWorkloadOptions& options) {
     // the recording, closed and marked interrupted (even during the model's
     // load: the run then serves nothing).
     const StopRequest stop;
-    // The recording and GPU capture start before the model loads: a file in
-    // the way fails at once, and the weights' upload is captured too.
-    std::unique_ptr<profiler::Recorder> recorder;
-    std::unique_ptr<profiler::CuptiTracer> tracer;
-    const std::filesystem::path model_file = session::run_model_file(config);
-    if (recording) {
-        recorder = std::make_unique<profiler::Recorder>(
-            options.out_path, profiler::run_metadata(config, model_file, "kvscope record"),
-            options.overwrite);
-        recorder->set_gpu_devices(query_gpu_devices().devices);
-        tracer = start_gpu_capture(options.gpu_capture, *recorder);
-        if (turns) {
-            recorder->set_metadata("steps_in_turns", "yes"); // compare pairs their steps
-        }
-        // Steps record CPU time always; instructions and cycles where allowed.
-        if (const std::string why = perf_counters_unavailable_reason(); why.empty()) {
-            std::fprintf(stderr, "Hardware counters: instructions and cycles per step\n");
-        } else {
-            std::fprintf(stderr, "Hardware counters: not counted (%s); steps record CPU time\n",
-                         why.c_str());
-        }
-    }
     std::ofstream events_file;
     std::unique_ptr<JsonlEventSink> sink;
     if (!options.events_path.empty()) {
@@ -135,108 +108,70 @@ int serve_workload(ServeWorkloadOptions& options) {
         }
         sink = std::make_unique<JsonlEventSink>(events_file);
     }
-    events::TeeSink tee;
-    tee.add(sink.get());
-    tee.add(recorder.get());
-
-    config.model_path = model_file.string();
-    session::ServingSession run(config, tee.empty() ? nullptr : &tee);
-    std::cerr << "model: " << model_file.string() << " (" << session::describe_model(run.model())
-              << ")\n";
-    if (!run.backend_note().empty()) {
-        std::cerr << run.backend_note() << "\n";
+    profiler::RecordingOptions recording_options;
+    recording_options.path = options.out_path;
+    recording_options.overwrite = options.overwrite;
+    recording_options.recorded_by = "kvscope record";
+    recording_options.gpu_capture =
+        profiler::parse_gpu_capture(options.gpu_capture).value_or(profiler::GpuCapture::automatic);
+    recording_options.stop_on_write_error = options.on_write_error == "stop";
+    const std::string command = "kvscope " + options.command;
+    profiler::RecordedRun run(
+        config, recording_options, {sink.get()},
+        [&command](const std::string& text, bool warning) {
+            if (warning) {
+                std::fprintf(stderr, "%s: %s\n", command.c_str(), text.c_str());
+            } else {
+                std::fprintf(stderr, "%s\n", text.c_str());
+            }
+        },
+        turns.get());
+    const session::ServingSession& session = run.session();
+    std::cerr << "model: " << run.model_file().string() << " ("
+              << session::describe_model(session.model()) << ")\n";
+    if (!session.backend_note().empty()) {
+        std::cerr << session.backend_note() << "\n";
     }
-    std::cerr << "backend: " << session::describe_backend(run.backend()) << "\n";
-    if (recorder) {
-        profiler::add_session_metadata(*recorder, run);
-    }
-    std::fprintf(stderr, "serving %zu requests: %s\n", run.request_count(),
+    std::cerr << "backend: " << session::describe_backend(session.backend()) << "\n";
+    std::fprintf(stderr, "serving %zu requests: %s\n", session.request_count(),
                  config.describe().c_str());
 
-    const auto start = std::chrono::steady_clock::now();
-    int peak_used = 0;
     ProgressLine progress(options.quiet);
-    session::ServingSession::ServeOptions serve;
-    const bool stop_on_write_error = options.on_write_error == "stop";
-    bool write_failed = false;
-    serve.stop_requested = [&] {
-        if (recorder && !write_failed && recorder->failed()) {
-            write_failed = true;
-            std::fprintf(stderr, "\nkvscope %s: error: %s; %s\n", options.command.c_str(),
-                         recorder->error().c_str(),
-                         stop_on_write_error ? "stopping the run (--on-write-error stop)"
-                                             : "the run goes on unrecorded "
-                                               "(--on-write-error continue)");
-        }
-        return StopRequest::requested() || (stop_on_write_error && write_failed) ||
-               (turns && turns->let_go());
+    profiler::RecordedRun::ServeOptions serve;
+    serve.stop_requested = [] {
+        return StopRequest::requested();
     };
-    if (turns) {
-        serve.before_step = [&] {
-            turns->wait();
-        };
-    }
     serve.on_step = [&](const sched::StepStats& s) {
-        if (turns) {
-            turns->done();
-        }
-        peak_used = std::max(peak_used, run.engine().kv().stats().used);
         if (s.step % 50 == 0) {
             char line[128];
             std::snprintf(line, sizeof line, "step %lld: %zu of %zu requests done, %zu running",
-                          static_cast<long long>(s.step), run.ended_requests(), run.request_count(),
-                          run.engine().scheduler().running_count());
+                          static_cast<long long>(s.step), session.ended_requests(),
+                          session.request_count(), session.engine().scheduler().running_count());
             progress.update(line);
         }
     };
-    const std::vector<std::int64_t> ids = run.serve(serve);
-    if (turns) { // the gate hands the other build its turns while this one saves
-        turns->finish(!StopRequest::requested() && !(stop_on_write_error && write_failed) &&
-                      !turns->let_go());
-    }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const profiler::ServedRun served = run.serve(serve);
     progress.finish();
 
-    const model::LlamaConfig& shape = run.model().config();
-    const session::RunSummary summary = session::summarize_run(
-        run.engine(), ids, options.workload, seconds, peak_used,
-        kv::kv_bytes_per_token(run.backend().cache_format(), shape.layers, shape.kv_heads,
-                               shape.head_dim, run.backend().block_size()),
-        &run.model().tokenizer());
     std::string write_error;
     if (sink) {
         events_file.flush();
         if (!events_file) { // a full disk or a file-size limit (SIGXFSZ is ignored)
             write_error = "writing " + options.events_path + " failed: it is incomplete";
-            std::fprintf(stderr, "kvscope %s: error: %s\n", options.command.c_str(),
-                         write_error.c_str());
+            std::fprintf(stderr, "%s: error: %s\n", command.c_str(), write_error.c_str());
         }
     }
-    if (recorder) {
-        if (tracer) {
-            tracer->stop(); // hands the last GPU records over before the file closes
-        }
-        recorder->set_metadata("summary", summary.to_json(false));
-        const bool interrupted = StopRequest::requested() || (turns && turns->let_go());
-        recorder->set_metadata("complete", interrupted ? "interrupted" : "yes");
-        std::string recording_error;
-        try {
-            recorder->close();
-        } catch (const profiler::RecordingError& error) {
-            recording_error = error.what();
-        }
-        const profiler::RecorderStats written = recorder->stats();
-        if (recording_error.empty()) {
+    if (run.recording()) {
+        const profiler::RecorderStats& written = served.written;
+        if (served.write_error.empty()) {
             std::fprintf(
                 stderr, "recorded %lld events and %lld GPU records in %lld commits to %s\n",
                 static_cast<long long>(written.events), static_cast<long long>(written.gpu_records),
                 static_cast<long long>(written.commits), options.out_path.c_str());
         } else {
             // Said again at the end, where a reader of the output looks.
-            std::fprintf(stderr, "kvscope %s: error: %s\n", options.command.c_str(),
-                         recording_error.c_str());
-            write_error = recording_error;
+            std::fprintf(stderr, "%s: error: %s\n", command.c_str(), served.write_error.c_str());
+            write_error = served.write_error;
         }
         if (written.dropped_gpu_records > 0) {
             std::fprintf(stderr,
@@ -245,18 +180,18 @@ int serve_workload(ServeWorkloadOptions& options) {
         }
     }
     if (options.json) {
-        std::cout << summary.to_json(options.per_request, 2) << "\n";
+        std::cout << served.summary.to_json(options.per_request, 2) << "\n";
     } else {
-        print_summary(summary, config, options.per_request);
+        print_summary(served.summary, config, options.per_request);
     }
     if (StopRequest::requested()) {
         return 128 + StopRequest::signal(); // 130 after Ctrl-C, 143 after SIGTERM
     }
-    if (turns && turns->let_go()) {
+    if (served.let_go) {
         std::fprintf(stderr,
-                     "kvscope %s: kvscope gate stopped handing over steps; the run "
-                     "stopped with them (the recording is marked interrupted)\n",
-                     options.command.c_str());
+                     "%s: kvscope gate stopped handing over steps; the run stopped with them "
+                     "(the recording is marked interrupted)\n",
+                     command.c_str());
         return exit_failure;
     }
     return write_error.empty() ? exit_ok : exit_failure;

@@ -185,7 +185,7 @@ struct ChosenCost {
 };
 
 ChosenCost choose_cost_model(const SimulateOptions& o) {
-    ChosenCost chosen{sim::CostModel::llama3_8b_h100_estimate(), 131'072};
+    ChosenCost chosen{sim::deployment_config(o.block_size).cost, sim::kDeploymentBytesPerToken};
     if (!o.cost_model_path.empty()) {
         std::ifstream in(o.cost_model_path);
         if (!in) {
@@ -277,8 +277,7 @@ int run_simulate(const SimulateOptions& o) {
         if (o.sweep && capacities.size() == 1) {
             capacities = sim::halving_capacities(capacities.front());
         }
-        sim::SimulationConfig config;
-        config.block_size = o.block_size;
+        sim::SimulationConfig config = sim::deployment_config(o.block_size);
         config.num_blocks = static_cast<int>(capacities.front());
         config.bytes_per_block = bytes_per_block;
         session::RunConfig serving;
@@ -413,15 +412,8 @@ int run_simulate(const SimulateOptions& o) {
 int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
               const std::vector<std::int64_t>& capacities,
               const std::vector<kv::CachePolicy>& policies) {
-    std::vector<sim::SimulationConfig> configs;
-    for (const kv::CachePolicy policy : policies) {
-        for (const std::int64_t blocks : capacities) {
-            sim::SimulationConfig config = base;
-            config.num_blocks = static_cast<int>(blocks);
-            config.cache_policy = policy;
-            configs.push_back(config);
-        }
-    }
+    const std::vector<sim::SimulationConfig> configs =
+        sim::sweep_configs(base, capacities, policies, false);
     ProgressLine progress(o.quiet || o.json);
     const std::vector<sim::SimulationResult> results =
         sim::simulate_each(trace_opener(o), configs, [&](std::size_t done) {
@@ -526,8 +518,8 @@ int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
 Command add_simulate_command(CLI::App& app) {
     auto options = std::make_shared<SimulateOptions>();
     // A deployment's scheduler, not this machine's: vLLM's defaults.
-    options->serving.max_num_seqs = 256;
-    options->serving.max_num_batched_tokens = 8192;
+    options->serving.max_num_seqs = sim::kDeploymentMaxSeqs;
+    options->serving.max_num_batched_tokens = sim::kDeploymentMaxBatchedTokens;
     CLI::App* sub = app.add_subcommand(
         "simulate", "Replay a request trace (Mooncake, Qwen-Bailian or kvscope JSONL) through the "
                     "KV manager and "

@@ -67,13 +67,13 @@ StepTurns::~StepTurns() {
     }
 }
 
-void StepTurns::wait() {
+void StepTurns::before_step() {
     if (!let_go_ && socket_ >= 0 && receive_byte(socket_) != kTurn) {
         let_go_ = true;
     }
 }
 
-void StepTurns::done() {
+void StepTurns::after_step() {
     if (!let_go_ && socket_ >= 0 && !send_byte(socket_)) {
         let_go_ = true;
     }
@@ -90,7 +90,7 @@ void StepTurns::finish(bool completed) {
     socket_ = -1;
 }
 
-TurnTaker::TurnTaker() {
+TurnGiver::TurnGiver() {
     int ends[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
         throw std::runtime_error(std::string("cannot make a socket for turns: ") +
@@ -108,19 +108,19 @@ TurnTaker::TurnTaker() {
     }
 }
 
-TurnTaker::~TurnTaker() {
+TurnGiver::~TurnGiver() {
     release();
     close_child_end();
 }
 
-void TurnTaker::close_child_end() {
+void TurnGiver::close_child_end() {
     if (child_ >= 0) {
         close(child_);
         child_ = -1;
     }
 }
 
-Turn TurnTaker::step() {
+Turn TurnGiver::step() {
     if (gate_ < 0) {
         return Turn::ended;
     }
@@ -136,7 +136,7 @@ Turn TurnTaker::step() {
     return answer == kEnd ? Turn::ended : Turn::gone;
 }
 
-void TurnTaker::release() {
+void TurnGiver::release() {
     if (gate_ >= 0) {
         close(gate_);
         gate_ = -1;

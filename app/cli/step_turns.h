@@ -9,33 +9,38 @@
 // the gate stops the round rather than let the other build run on unpaired.
 #pragma once
 
+#include "profiler/recorded_run.h"
+
 #include <string>
 #include <sys/types.h>
 
 namespace kvscope::cli {
 
-// The record's side (`kvscope record --step-turns 3`).
-class StepTurns {
+// The record's side (`kvscope record --step-turns 3`): the recorded run's
+// step hook (profiler/recorded_run.h).
+class StepTurns final : public profiler::StepHook {
 public:
     // The descriptor the gate passed. Throws std::invalid_argument when it is
     // not an open socket.
     explicit StepTurns(const std::string& descriptor);
-    ~StepTurns();
+    ~StepTurns() override;
     StepTurns(const StepTurns&) = delete;
     StepTurns& operator=(const StepTurns&) = delete;
 
     // Blocks until the gate hands over the next step. Once the gate has let
     // go, every wait returns at once.
-    void wait();
+    void before_step() override;
     // The step is over: the turn goes back to the gate.
-    void done();
+    void after_step() override;
     // The run is over: says so when it served every step (`completed`; a
     // gate sees a record that ends without saying as failed) and lets go of
     // the socket, so the gate need not wait for the recording to be saved.
-    void finish(bool completed);
+    void finish(bool completed) override;
     // The gate let go while the run had steps to take: it is stopping, or
     // it is gone. Either way the run stops (the gate can no longer pair it).
-    bool let_go() const { return let_go_; }
+    bool let_go() const override { return let_go_; }
+    // Compare pairs steps taken in turns.
+    std::string metadata_key() const override { return "steps_in_turns"; }
 
 private:
     int socket_ = -1;
@@ -50,15 +55,15 @@ enum class Turn {
 };
 
 // The gate's side of one record started with turns.
-class TurnTaker {
+class TurnGiver {
 public:
     // A socket pair: the gate's end (close-on-exec) stays here, the record's
     // end is child_end(), to place at kChildTurns in the record. Throws
     // std::runtime_error.
-    TurnTaker();
-    ~TurnTaker();
-    TurnTaker(const TurnTaker&) = delete;
-    TurnTaker& operator=(const TurnTaker&) = delete;
+    TurnGiver();
+    ~TurnGiver();
+    TurnGiver(const TurnGiver&) = delete;
+    TurnGiver& operator=(const TurnGiver&) = delete;
 
     int child_end() const { return child_; }
     // Once the record has been started: the gate needs its end no more.

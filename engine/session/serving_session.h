@@ -1,8 +1,9 @@
 // One serving run, wired once for every caller: from a RunConfig to the
 // loaded model, the backend (through the backend factory), the requests
 // (with their reproducible per-request seeds) and the LlmEngine, events
-// flowing to the sink given. `kvscope run` and `record`, and the app's engine
-// controller, start runs here and nowhere else.
+// flowing to the sink given. `kvscope run`, `record` and `generate` (through
+// profiler/recorded_run.h and session/generation.h) and the app's engine
+// controller start runs here and nowhere else.
 #pragma once
 
 #include "engine/events/engine_event.h"

@@ -353,6 +353,35 @@ std::vector<std::int64_t> halving_capacities(std::int64_t top) {
     return capacities;
 }
 
+SimulationConfig deployment_config(int block_size) {
+    SimulationConfig config;
+    config.block_size = block_size;
+    config.bytes_per_block = kDeploymentBytesPerToken * block_size;
+    config.scheduler.max_num_seqs = kDeploymentMaxSeqs;
+    config.scheduler.max_num_batched_tokens = kDeploymentMaxBatchedTokens;
+    config.cost = CostModel::llama3_8b_h100_estimate();
+    return config;
+}
+
+std::vector<SimulationConfig> sweep_configs(const SimulationConfig& base,
+                                            std::vector<std::int64_t> capacities,
+                                            const std::vector<kv::CachePolicy>& policies,
+                                            bool halving) {
+    if (halving && capacities.size() == 1) {
+        capacities = halving_capacities(capacities.front());
+    }
+    std::vector<SimulationConfig> configs;
+    for (const kv::CachePolicy policy : policies) {
+        for (const std::int64_t blocks : capacities) {
+            SimulationConfig config = base;
+            config.num_blocks = static_cast<int>(blocks);
+            config.cache_policy = policy;
+            configs.push_back(config);
+        }
+    }
+    return configs;
+}
+
 std::string config_json(const SimulationConfig& config) {
     return nlohmann::json{{"block_size", config.block_size},
                           {"capacity_blocks", config.num_blocks},

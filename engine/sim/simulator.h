@@ -106,6 +106,22 @@ std::vector<SimulationResult> simulate_each(const TraceOpener& open_trace,
 // (ascending; a small top's repeated 1 block given once).
 std::vector<std::int64_t> halving_capacities(std::int64_t top);
 
+// The deployment a trace is replayed against unless told otherwise, not
+// this machine: vLLM's scheduler defaults (256 sequences, 8,192 tokens a
+// step) and Llama-3-8B at f16 on an H100 (its cost estimate, 131,072 bytes
+// of K/V a token). kvscope simulate and the app's dialog both start here.
+inline constexpr int kDeploymentMaxSeqs = 256;
+inline constexpr int kDeploymentMaxBatchedTokens = 8192;
+inline constexpr std::int64_t kDeploymentBytesPerToken = 131'072;
+SimulationConfig deployment_config(int block_size);
+
+// What a sweep replays: each policy with each capacity, policy by policy;
+// one capacity with `halving` becomes halving_capacities() of it.
+std::vector<SimulationConfig> sweep_configs(const SimulationConfig& base,
+                                            std::vector<std::int64_t> capacities,
+                                            const std::vector<kv::CachePolicy>& policies,
+                                            bool halving);
+
 // The configuration as one JSON object (a recording's settings, reports).
 std::string config_json(const SimulationConfig& config);
 

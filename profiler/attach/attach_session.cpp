@@ -82,6 +82,39 @@ std::string add_trtllm_sources(const std::vector<std::string>& urls, double inte
     return "";
 }
 
+AttachOptions attach_options(const AttachTargets& targets) {
+    AttachOptions options;
+    options.block_size = targets.block_size;
+    options.num_blocks = targets.num_blocks;
+    std::string problem =
+        targets.endpoints.empty() && targets.trtllm_urls.empty()
+            ? "give a publisher's ENDPOINT, or a TensorRT-LLM server with --trtllm"
+        : targets.endpoints.empty()
+            ? (targets.replays.empty() ? "" : "--replay needs the publishers' ENDPOINTs")
+            : add_sources(targets.endpoints, targets.replays, targets.topic, options);
+    if (problem.empty()) {
+        problem = add_trtllm_sources(targets.trtllm_urls, targets.trtllm_interval_s, options);
+    }
+    if (problem.empty()) {
+        problem = add_metrics_urls(targets.metrics_urls, targets.metrics_interval_s, options);
+    }
+    if (!problem.empty()) {
+        throw std::invalid_argument(problem);
+    }
+    return options;
+}
+
+std::vector<std::string> source_endpoints(const AttachOptions& options) {
+    std::vector<std::string> endpoints;
+    for (const KvEventSourceOptions& source : options.sources) {
+        endpoints.push_back(source.endpoint);
+    }
+    for (const TrtllmSourceOptions& source : options.trtllm_sources) {
+        endpoints.push_back(source.url);
+    }
+    return endpoints;
+}
+
 std::string add_sources(const std::vector<std::string>& endpoints,
                         const std::vector<std::string>& replays, const std::string& topic,
                         AttachOptions& out) {

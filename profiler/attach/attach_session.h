@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 #include <zmq.hpp>
 
@@ -99,6 +100,30 @@ std::string add_trtllm_sources(const std::vector<std::string>& urls, double inte
 // the check the CLI and the app share. Call after adding the sources.
 std::string add_metrics_urls(const std::vector<std::string>& urls, double interval_s,
                              AttachOptions& out);
+
+// How often TensorRT-LLM servers and metrics URLs are polled unless told.
+inline constexpr double kTrtllmPollSeconds = 0.5;
+inline constexpr double kMetricsPollSeconds = 1.0;
+
+// What to attach to, as `kvscope attach`'s options and the app's dialog
+// give it.
+struct AttachTargets {
+    std::vector<std::string> endpoints; // ZeroMQ publishers (vLLM, SGLang)
+    std::vector<std::string> replays;   // their replay endpoints, same order (or none)
+    std::string topic;
+    std::vector<std::string> trtllm_urls; // TensorRT-LLM servers
+    double trtllm_interval_s = kTrtllmPollSeconds;
+    std::vector<std::string> metrics_urls; // one per publisher, or none
+    double metrics_interval_s = kMetricsPollSeconds;
+    std::int64_t block_size = 0; // 0: from the events
+    std::int64_t num_blocks = 0; // the engines' capacity; 0: unknown
+};
+
+// The session's options for `targets`; throws std::invalid_argument saying
+// what is wrong with them (the one check the CLI and the app share).
+AttachOptions attach_options(const AttachTargets& targets);
+// Every source's endpoint or URL, in source order (ZeroMQ, then TensorRT-LLM).
+std::vector<std::string> source_endpoints(const AttachOptions& options);
 
 // "host:port" -> "http://host:port/metrics" ("host:port/path" keeps its
 // path); an http:// or https:// URL is left alone; empty for anything else

@@ -36,10 +36,6 @@
 namespace kvscope::ui {
 namespace {
 
-// Llama-3-8B at f16, the default cost model's model (kvscope simulate's
-// --bytes-per-token default).
-constexpr std::int64_t kBytesPerToken = 131'072;
-
 enum Column {
     column_policy,
     column_blocks,
@@ -228,7 +224,7 @@ bool SimulateDialog::read_form(std::vector<sim::SimulationConfig>& configs, QStr
         why = tr("Choose a trace.");
         return false;
     }
-    std::vector<int> capacities;
+    std::vector<std::int64_t> capacities;
     for (const QString& part : capacities_->text().split(',', Qt::SkipEmptyParts)) {
         bool ok = false;
         const long long blocks = part.trimmed().toLongLong(&ok);
@@ -236,18 +232,11 @@ bool SimulateDialog::read_form(std::vector<sim::SimulationConfig>& configs, QStr
             why = tr("'%1' is not a capacity of 1 to %2 blocks.").arg(part.trimmed()).arg(1 << 24);
             return false;
         }
-        capacities.push_back(static_cast<int>(blocks));
+        capacities.push_back(blocks);
     }
     if (capacities.empty()) {
         why = tr("Give a capacity in blocks.");
         return false;
-    }
-    if (sweep_->isChecked() && capacities.size() == 1) {
-        const int top = capacities.front();
-        capacities.clear();
-        for (const std::int64_t blocks : sim::halving_capacities(top)) {
-            capacities.push_back(static_cast<int>(blocks));
-        }
     }
     std::vector<kv::CachePolicy> policies;
     if (lru_->isChecked()) {
@@ -260,25 +249,11 @@ bool SimulateDialog::read_form(std::vector<sim::SimulationConfig>& configs, QStr
         why = tr("Choose a cache policy.");
         return false;
     }
-    sim::SimulationConfig base;
-    base.block_size = block_size_->value();
-    base.bytes_per_block = kBytesPerToken * base.block_size;
-    // A deployment's scheduler (vLLM's defaults), as kvscope simulate's.
-    base.scheduler.max_num_seqs = 256;
-    base.scheduler.max_num_batched_tokens = 8192;
-    base.cost = sim::CostModel::llama3_8b_h100_estimate();
+    sim::SimulationConfig base = sim::deployment_config(block_size_->value());
     base.nodes = nodes_->value();
     base.router = static_cast<sim::RouterKind>(router_->currentData().toInt());
     base.max_requests = max_requests_->value();
-    configs.clear();
-    for (const kv::CachePolicy policy : policies) {
-        for (const int blocks : capacities) {
-            sim::SimulationConfig config = base;
-            config.cache_policy = policy;
-            config.num_blocks = blocks;
-            configs.push_back(config);
-        }
-    }
+    configs = sim::sweep_configs(base, capacities, policies, sweep_->isChecked());
     return true;
 }
 

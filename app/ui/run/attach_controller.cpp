@@ -2,14 +2,13 @@
 
 #include "app/ui/workers/free_on_worker.h"
 #include "app/ui/workers/thread_handoff.h"
-#include "engine/events/tee_sink.h"
 #include "profiler/attach/attach_session.h"
-#include "profiler/recorder.h"
-#include "profiler/run_metadata.h"
+#include "profiler/recorded_attach.h"
 
 #include <algorithm>
 #include <chrono>
 #include <utility>
+#include <vector>
 
 namespace kvscope::ui {
 namespace {
@@ -178,47 +177,23 @@ void AttachController::stop() {
 void AttachController::run(AttachSettings settings,
                            std::shared_ptr<profiler::LiveEventQueue> queue) {
     try {
-        attach::AttachOptions options;
-        options.block_size = settings.block_size;
-        options.num_blocks = settings.num_blocks;
-        if (!settings.endpoints.isEmpty()) {
-            if (const std::string problem =
-                    attach::add_sources(to_std(settings.endpoints), to_std(settings.replays),
-                                        settings.topic.toStdString(), options);
-                !problem.empty()) {
-                throw std::invalid_argument(problem);
-            }
-        }
-        if (const std::string problem =
-                attach::add_trtllm_sources(to_std(settings.trtllm_urls), 0.5, options);
-            !problem.empty()) {
-            throw std::invalid_argument(problem);
-        }
-        if (const std::string problem =
-                attach::add_metrics_urls(to_std(settings.metrics_urls), 1.0, options);
-            !problem.empty()) {
-            throw std::invalid_argument(problem);
-        }
-        std::vector<std::string> endpoints;
-        for (const attach::KvEventSourceOptions& source : options.sources) {
-            endpoints.push_back(source.endpoint);
-        }
-        for (const attach::TrtllmSourceOptions& source : options.trtllm_sources) {
-            endpoints.push_back(source.url);
-        }
+        attach::AttachTargets targets;
+        targets.endpoints = to_std(settings.endpoints);
+        targets.replays = to_std(settings.replays);
+        targets.topic = settings.topic.toStdString();
+        targets.trtllm_urls = to_std(settings.trtllm_urls);
+        targets.metrics_urls = to_std(settings.metrics_urls);
+        targets.block_size = settings.block_size;
+        targets.num_blocks = settings.num_blocks;
         // Never over an existing file: it may be the recording to compare with.
-        std::unique_ptr<profiler::Recorder> recorder;
-        if (!settings.record_path.isEmpty()) {
-            recorder = std::make_unique<profiler::Recorder>(
-                settings.record_path.toStdString(),
-                profiler::attach_metadata(endpoints, "kvscope-ui",
-                                          settings.tokenizer_path.toStdString()),
-                false);
-        }
-        events::TeeSink tee;
-        tee.add(queue.get());
-        tee.add(recorder.get());
-        attach::AttachSession session(options, &tee);
+        profiler::AttachRecording recording;
+        recording.path = settings.record_path.toStdString();
+        recording.overwrite = false;
+        recording.recorded_by = "kvscope-ui";
+        recording.tokenizer_path = settings.tokenizer_path.toStdString();
+        profiler::RecordedAttach attached(targets, recording,
+                                          std::vector<events::EventSink*>{queue.get()});
+        attach::AttachSession& session = attached.session();
         emit_on_own_thread(
             this, &AttachController::status,
             tr("Attached to %1").arg((settings.endpoints + settings.trtllm_urls).join(", ")));
@@ -285,18 +260,14 @@ void AttachController::run(AttachSettings settings,
             }
             emit_on_own_thread(this, &AttachController::status, text);
         }
-        session.emit_status();
-        snapshot(); // the final state, status rows included
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        attached.finish(seconds); // the last status rows, then the recording closes
+        snapshot();               // the final state, status rows included
         qint64 events = 0;
         for (const auto& source : session.sources()) {
             events += source->counts().events;
         }
-        if (recorder) {
-            recorder->set_metadata("complete", "yes");
-            recorder->close();
-        }
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         QString summary = tr("Detached after %1 s: %2 events").arg(seconds, 0, 'f', 1).arg(events);
         if (!settings.record_path.isEmpty()) {
             summary += tr("; recorded to %1").arg(settings.record_path);
