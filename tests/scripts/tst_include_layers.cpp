@@ -79,6 +79,12 @@ void TestIncludeLayers::includes_point_one_way_data() {
         {"engine/util/", "engine/cpu/", {}, "utilities are backend-neutral"},
         {"profiler/", "engine/cpu/", {}, "the profiler sees backends through their interface"},
         {"app/", "engine/cpu/", {}, "backends are made by the factory"},
+        // Decoding other engines' events needs the typed events, the
+        // tokenizer and utilities of the engine, never a model or a run.
+        {"profiler/attach/", "engine/model/", {}, "attach decodes events, runs no model"},
+        {"profiler/attach/", "engine/session/", {}, "attach decodes events, serves nothing"},
+        {"profiler/attach/", "engine/sched/", {}, "attach decodes events, schedules nothing"},
+        {"profiler/attach/", "engine/kv/", {}, "attached blocks are the engines', not ours"},
         {"app/ui/views/", "app/ui/panels/", {}, "panels sit above views"},
         {"app/ui/models/", "app/ui/panels/", {}, "panels sit above models"},
         {"app/ui/run/", "app/ui/panels/", {}, "panels sit above the run controller"},
