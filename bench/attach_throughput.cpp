@@ -20,7 +20,7 @@
 #include "bench/process_stats.h"
 #include "bench/publisher_process.h"
 #include "profiler/attach/attach_session.h"
-#include "profiler/recorder.h"
+#include "profiler/recording/recorder.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>

@@ -15,7 +15,7 @@
 #include "app/ui/run/attach_controller.h"
 #include "bench/event_loop_probe.h"
 #include "bench/publisher_process.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>

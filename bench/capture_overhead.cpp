@@ -10,7 +10,7 @@
 #include "engine/model_path.h"
 #include "engine/sched/llm_engine.h"
 #include "engine/session/backend_factory.h"
-#include "profiler/recorder.h"
+#include "profiler/recording/recorder.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -107,7 +107,7 @@ def swapped(r):
 def floor_permutation(rounds, alpha, threshold, draws=4095, rng=random.Random(7)):
     """The floor ratio, with the randomisation test that swaps the labels
     within rounds (exact up to 12 rounds, else the observed labelling and
-    4095 random ones, as profiler/step_floors.cpp does)."""
+    4095 random ones, as profiler/gate/step_floors.cpp does)."""
     observed = floor_log_ratio(rounds)
     if observed <= math.log1p(threshold):
         return False

@@ -10,7 +10,7 @@
 #include "app/ui/main_window.h"
 #include "app/ui/run/engine_controller.h"
 #include "bench/event_loop_probe.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 
 #include <CLI/CLI.hpp>
 #include <csignal>

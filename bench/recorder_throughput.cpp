@@ -3,7 +3,7 @@
 // the bytes each kind of event takes in the file. Prints a Markdown table.
 //
 //   kvscope-bench-recorder [--events N] [--dir DIR]
-#include "profiler/recorder.h"
+#include "profiler/recording/recorder.h"
 
 #include <chrono>
 #include <cstdio>

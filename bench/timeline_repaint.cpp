@@ -12,7 +12,7 @@
 // 150, a memory sample and a KV-bytes sample after every step.
 #include "app/ui/views/span_folding.h"
 #include "app/ui/views/timeline_view.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 #include "tests/support/engine_events.h"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 #include "profiler/recorded_attach.h"
 
 #include "engine/util/json_text.h"
-#include "profiler/run_metadata.h"
+#include "profiler/recording/run_metadata.h"
 
 #include <nlohmann/json.hpp>
 #include <stdexcept>

@@ -10,7 +10,7 @@
 #include "engine/events/engine_event.h"
 #include "engine/events/tee_sink.h"
 #include "profiler/attach/attach_session.h"
-#include "profiler/recorder.h"
+#include "profiler/recording/recorder.h"
 
 #include <filesystem>
 #include <memory>

@@ -3,7 +3,7 @@
 #include "engine/gpu_devices.h"
 #include "engine/kv/kv_format.h"
 #include "engine/util/perf_counters.h"
-#include "profiler/run_metadata.h"
+#include "profiler/recording/run_metadata.h"
 
 #include <algorithm>
 #include <chrono>

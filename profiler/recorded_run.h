@@ -13,8 +13,8 @@
 #include "engine/session/run_config.h"
 #include "engine/session/run_summary.h"
 #include "engine/session/serving_session.h"
-#include "profiler/cupti_tracer.h"
-#include "profiler/recorder.h"
+#include "profiler/gpu/cupti_tracer.h"
+#include "profiler/recording/recorder.h"
 
 #include <filesystem>
 #include <functional>

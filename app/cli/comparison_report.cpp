@@ -2,7 +2,7 @@
 
 #include "app/cli/command.h"
 #include "engine/util/json_text.h"
-#include "profiler/recording_set.h"
+#include "profiler/recording/recording_set.h"
 
 #include <cmath>
 #include <cstdio>

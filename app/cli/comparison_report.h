@@ -2,7 +2,7 @@
 // JSON), the criteria, and the verdict; the exit status the gate returns.
 #pragma once
 
-#include "profiler/compare.h"
+#include "profiler/gate/compare.h"
 
 #include <CLI/CLI.hpp>
 #include <filesystem>

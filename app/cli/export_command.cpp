@@ -1,7 +1,7 @@
 // `kvscope export FILE --chrome-trace OUT.json`: a recording as a Chrome
 // trace for Perfetto (ui.perfetto.dev) or chrome://tracing.
 #include "app/cli/command.h"
-#include "profiler/chrome_trace.h"
+#include "profiler/export/chrome_trace.h"
 
 #include <cstdio>
 #include <fstream>

@@ -16,8 +16,8 @@
 #include "engine/sim/kvscope_trace.h"
 #include "engine/sim/simulator.h"
 #include "engine/util/json_text.h"
-#include "profiler/recorder.h"
-#include "profiler/run_metadata.h"
+#include "profiler/recording/recorder.h"
+#include "profiler/recording/run_metadata.h"
 
 #include <algorithm>
 #include <cctype>

@@ -5,7 +5,7 @@
 #include "app/cli/command.h"
 #include "engine/kv/kv_groups.h"
 #include "engine/util/json_text.h"
-#include "profiler/recording_stats.h"
+#include "profiler/recording/recording_stats.h"
 
 #include <cstdio>
 #include <iostream>

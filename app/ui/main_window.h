@@ -7,7 +7,7 @@
 
 #include "app/ui/run/attach_controller.h"
 #include "app/ui/run/run_settings.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 
 #include <atomic>
 #include <chrono>

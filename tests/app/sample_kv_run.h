@@ -19,7 +19,7 @@
 #pragma once
 
 #include "engine/events/engine_event.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 #include "tests/support/engine_events.h"
 
 #include <cstdint>

@@ -7,7 +7,7 @@
 #include "app/ui/views/attached_blocks_view.h"
 #include "app/ui/views/request_colors.h"
 #include "profiler/attach/kv_event_source.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 
 #include <QTest>
 #include <QTreeView>

@@ -5,7 +5,7 @@
 #include "app/ui/views/block_map_view.h"
 #include "app/ui/views/request_colors.h"
 #include "engine/events/typed_events.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 #include "tests/app/sample_kv_run.h"
 
 #include <memory>

@@ -5,7 +5,7 @@
 #include "app/ui/models/compare_model.h"
 #include "app/ui/panels/compare_view.h"
 #include "engine/events/engine_event.h"
-#include "profiler/recorder.h"
+#include "profiler/recording/recorder.h"
 
 #include <fstream>
 

@@ -4,9 +4,9 @@
 // path that cannot be written end in a message, never a crash, and leave the
 // controller ready for the next run.
 #include "app/ui/run/engine_controller.h"
-#include "profiler/recording.h"
-#include "profiler/recording_events.h"
-#include "profiler/recording_stats.h"
+#include "profiler/recording/recording.h"
+#include "profiler/recording/recording_events.h"
+#include "profiler/recording/recording_stats.h"
 #include "tests/support/tiny_model.h"
 
 #include <QDir>

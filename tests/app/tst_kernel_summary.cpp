@@ -5,7 +5,7 @@
 #include "app/ui/models/kernel_summary_model.h"
 #include "app/ui/panels/kernel_summary_panel.h"
 #include "engine/events/engine_event.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 
 #include <cmath>
 

@@ -11,8 +11,8 @@
 #include "app/ui/views/block_map_view.h"
 #include "app/ui/views/occupancy_chart.h"
 #include "engine/model_path.h"
-#include "profiler/recording_events.h"
-#include "profiler/run_store.h"
+#include "profiler/recording/recording_events.h"
+#include "profiler/store/run_store.h"
 #include "tests/support/sanitized_build.h"
 
 #include <algorithm>

@@ -5,7 +5,7 @@
 #include "app/ui/views/chart_series.h"
 #include "app/ui/views/occupancy_chart.h"
 #include "engine/events/typed_events.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 #include "tests/app/sample_kv_run.h"
 
 #include <QAbstractAxis>

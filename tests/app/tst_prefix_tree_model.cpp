@@ -5,7 +5,7 @@
 // request and the hit rate over time.
 #include "app/ui/models/prefix_tree_model.h"
 #include "app/ui/views/prefix_view.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 #include "tests/app/sample_kv_run.h"
 
 #include <QAbstractItemModelTester>

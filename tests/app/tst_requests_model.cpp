@@ -6,7 +6,7 @@
 #include "app/ui/models/requests_model.h"
 #include "app/ui/panels/requests_panel.h"
 #include "engine/events/engine_event.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 #include "tests/support/engine_events.h"
 
 #include <cmath>

@@ -7,7 +7,7 @@
 #include "app/ui/main_window.h"
 #include "app/ui/panels/simulate_dialog.h"
 #include "engine/model_path.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 #include "tests/support/run_process.h"
 
 #include <QChart>

@@ -4,7 +4,7 @@
 // what is under the pointer (or how many events a folded block holds).
 #include "app/ui/views/timeline_view.h"
 #include "engine/events/typed_events.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 #include "tests/support/engine_events.h"
 
 #include <algorithm>

@@ -15,7 +15,7 @@
 #include "app/ui/views/wrapping_legend.h"
 #include "engine/events/typed_events.h"
 #include "engine/model_path.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 #include "tests/support/cut_chart_text.h"
 #include "tests/support/run_process.h"
 

@@ -13,7 +13,7 @@
 #include "engine/events/typed_events.h"
 #include "engine/sched/llm_engine.h"
 #include "engine/util/host_clock.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 #include "tests/support/sanitized_build.h"
 
 #include <algorithm>

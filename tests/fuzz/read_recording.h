@@ -5,11 +5,11 @@
 // nothing else, whatever the file holds.
 #pragma once
 
-#include "profiler/chrome_trace.h"
-#include "profiler/recording.h"
-#include "profiler/recording_events.h"
-#include "profiler/recording_stats.h"
-#include "profiler/run_store.h"
+#include "profiler/export/chrome_trace.h"
+#include "profiler/recording/recording.h"
+#include "profiler/recording/recording_events.h"
+#include "profiler/recording/recording_stats.h"
+#include "profiler/store/run_store.h"
 
 #include <filesystem>
 #include <ostream>

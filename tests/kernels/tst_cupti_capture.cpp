@@ -5,9 +5,9 @@
 #include "engine/gpu_devices.h"
 #include "engine/util/host_clock.h"
 #include "kernels/rms_norm.cuh"
-#include "profiler/cupti_tracer.h"
-#include "profiler/recorder.h"
-#include "profiler/sqlite_util.h"
+#include "profiler/gpu/cupti_tracer.h"
+#include "profiler/recording/recorder.h"
+#include "profiler/recording/sqlite_util.h"
 
 #include <cuda_runtime_api.h>
 #include <sqlite3.h>

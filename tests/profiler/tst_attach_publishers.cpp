@@ -10,8 +10,8 @@
 #include "profiler/attach/attached_events.h"
 #include "profiler/attach/kv_event_source.h"
 #include "profiler/attach/resident_blocks.h"
-#include "profiler/event_rows.h"
-#include "profiler/sqlite_util.h"
+#include "profiler/recording/event_rows.h"
+#include "profiler/recording/sqlite_util.h"
 
 #include <arpa/inet.h>
 #include <array>

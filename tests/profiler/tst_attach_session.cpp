@@ -3,10 +3,10 @@
 // rows into an AttachedState, the SQL views a person would query, and
 // `stats`) must all tell what the publishers sent.
 #include "profiler/attach/attach_session.h"
-#include "profiler/event_rows.h"
-#include "profiler/recorder.h"
-#include "profiler/recording_stats.h"
-#include "profiler/sqlite_util.h"
+#include "profiler/recording/event_rows.h"
+#include "profiler/recording/recorder.h"
+#include "profiler/recording/recording_stats.h"
+#include "profiler/recording/sqlite_util.h"
 #include "tests/support/kv_event_publisher.h"
 
 #include <QTemporaryDir>

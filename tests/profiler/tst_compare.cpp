@@ -1,7 +1,7 @@
 // The regression gate's statistics: the one-sided Mann-Whitney test against
 // SciPy's p-values, and compare_stats on noisy samples: the same distribution
 // twice must pass, a real slow-down must be flagged, small shifts ignored.
-#include "profiler/compare.h"
+#include "profiler/gate/compare.h"
 
 #include <cmath>
 #include <numeric>

@@ -2,11 +2,11 @@
 // it runs without a GPU): the Nsight-named tables hold what was captured and
 // answer Nsight-style queries; stats and the Chrome trace read them back;
 // a schema-1 recording without those tables still opens.
-#include "profiler/chrome_trace.h"
-#include "profiler/nsight_tables.h"
-#include "profiler/recorder.h"
-#include "profiler/recording_stats.h"
-#include "profiler/sqlite_util.h"
+#include "profiler/export/chrome_trace.h"
+#include "profiler/gpu/nsight_tables.h"
+#include "profiler/recording/recorder.h"
+#include "profiler/recording/recording_stats.h"
+#include "profiler/recording/sqlite_util.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>

@@ -5,9 +5,9 @@
 // refuses connections, answers 404 or answers garbage is a counted error
 // with a clear reason, and the attach goes on.
 #include "profiler/attach/attach_session.h"
-#include "profiler/event_rows.h"
-#include "profiler/recorder.h"
-#include "profiler/sqlite_util.h"
+#include "profiler/recording/event_rows.h"
+#include "profiler/recording/recorder.h"
+#include "profiler/recording/sqlite_util.h"
 #include "tests/support/http_server.h"
 #include "tests/support/kv_event_publisher.h"
 #include "tests/support/metrics_pages.h"

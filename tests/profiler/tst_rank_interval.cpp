@@ -2,9 +2,9 @@
 // distributions of the Mann-Whitney U and Wilcoxon signed-rank statistics,
 // and the Hodges-Lehmann ratios with their exact intervals and p-values, all
 // from tests/profiler/data/rank_interval_reference.py (brute-force
-// enumeration, no formula shared with profiler/rank_interval.cpp) and, for
+// enumeration, no formula shared with profiler/gate/rank_interval.cpp) and, for
 // the distributions, the printed tables of Hollander & Wolfe.
-#include "profiler/rank_interval.h"
+#include "profiler/gate/rank_interval.h"
 
 #include <cmath>
 #include <random>

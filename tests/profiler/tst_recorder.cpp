@@ -3,7 +3,7 @@
 // are not recordings, are truncated or come from a newer kvscope are refused
 // with a clear message.
 #include "engine/util/host_clock.h"
-#include "profiler/recorder.h"
+#include "profiler/recording/recorder.h"
 #include "tests/support/sqlite_query.h"
 
 #include <algorithm>

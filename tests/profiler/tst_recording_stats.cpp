@@ -4,8 +4,8 @@
 // Distribution::of's definition, TTFT, TPOT, the prefix hit rate at first
 // admission, preemptions, block occupancy).
 #include "engine/events/typed_events.h"
-#include "profiler/recorder.h"
-#include "profiler/recording_stats.h"
+#include "profiler/recording/recorder.h"
+#include "profiler/recording/recording_stats.h"
 
 #include <algorithm>
 #include <cstdint>

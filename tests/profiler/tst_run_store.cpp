@@ -3,9 +3,9 @@
 // a speculative step's rolled-back slots.
 #include "engine/events/typed_events.h"
 #include "profiler/attach/kv_event_source.h"
-#include "profiler/recorder.h"
-#include "profiler/recording_events.h"
-#include "profiler/run_store.h"
+#include "profiler/recording/recorder.h"
+#include "profiler/recording/recording_events.h"
+#include "profiler/store/run_store.h"
 #include "tests/support/engine_events.h"
 
 #include <algorithm>

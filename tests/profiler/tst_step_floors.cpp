@@ -4,8 +4,8 @@
 // and cover the planted ratio, runs that do not line up refused, and, on a
 // machine that slows down in spells (the way this project's CI machine does),
 // floors catching a 5% slowdown that run totals miss, without false alarms.
-#include "profiler/rank_interval.h"
-#include "profiler/step_floors.h"
+#include "profiler/gate/rank_interval.h"
+#include "profiler/gate/step_floors.h"
 #include "tests/support/sanitized_build.h"
 
 #include <cmath>

@@ -2,7 +2,7 @@
 // medians worked by hand (odd and even step counts), a step one side took far
 // slower leaving the median alone, and rounds that do not pair up or hold a
 // cost that is not a time refused.
-#include "profiler/step_ratios.h"
+#include "profiler/gate/step_ratios.h"
 
 #include <cmath>
 #include <limits>

@@ -6,9 +6,9 @@
 // answers 404 or answers something that is not JSON is a reason, never a
 // crash.
 #include "profiler/attach/attach_session.h"
-#include "profiler/event_rows.h"
-#include "profiler/recorder.h"
-#include "profiler/recording_stats.h"
+#include "profiler/recording/event_rows.h"
+#include "profiler/recording/recorder.h"
+#include "profiler/recording/recording_stats.h"
 #include "tests/support/http_server.h"
 
 #include <chrono>

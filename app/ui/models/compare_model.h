@@ -6,7 +6,7 @@
 #pragma once
 
 #include "app/ui/models/table_model.h"
-#include "profiler/compare.h"
+#include "profiler/gate/compare.h"
 
 #include <vector>
 

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "app/ui/models/table_model.h"
-#include "profiler/time_by_name.h"
+#include "profiler/gate/time_by_name.h"
 
 #include <vector>
 

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "app/ui/models/table_model.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 
 #include <cstdint>
 #include <vector>

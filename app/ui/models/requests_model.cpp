@@ -1,6 +1,6 @@
 #include "app/ui/models/requests_model.h"
 
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 
 #include <algorithm>
 

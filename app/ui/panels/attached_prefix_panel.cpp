@@ -2,7 +2,7 @@
 
 #include "app/ui/models/attached_forest_model.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 
 #include <QHeaderView>
 #include <QLabel>

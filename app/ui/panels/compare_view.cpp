@@ -2,8 +2,8 @@
 
 #include "app/ui/models/compare_model.h"
 #include "app/ui/workers/thread_handoff.h"
-#include "profiler/recording.h"
-#include "profiler/recording_set.h"
+#include "profiler/recording/recording.h"
+#include "profiler/recording/recording_set.h"
 
 #include <exception>
 

@@ -5,7 +5,7 @@
 // and a bad file shows its reason instead of a table.
 #pragma once
 
-#include "profiler/compare.h"
+#include "profiler/gate/compare.h"
 
 #include <memory>
 #include <vector>

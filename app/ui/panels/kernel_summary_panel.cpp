@@ -1,7 +1,7 @@
 #include "app/ui/panels/kernel_summary_panel.h"
 
 #include "app/ui/models/kernel_summary_model.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 
 #include <QHeaderView>
 #include <QSortFilterProxyModel>

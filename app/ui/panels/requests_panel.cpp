@@ -1,7 +1,7 @@
 #include "app/ui/panels/requests_panel.h"
 
 #include "app/ui/models/requests_model.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 
 #include <QFont>
 #include <QHeaderView>

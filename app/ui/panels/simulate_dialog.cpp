@@ -3,8 +3,8 @@
 #include "app/ui/workers/thread_handoff.h"
 #include "engine/sim/cost_model.h"
 #include "engine/sim/kvscope_trace.h"
-#include "profiler/recorder.h"
-#include "profiler/run_metadata.h"
+#include "profiler/recording/recorder.h"
+#include "profiler/recording/run_metadata.h"
 
 #include <algorithm>
 #include <cmath>

@@ -5,7 +5,7 @@
 // finished(summary), a failure as failed(reason); never a crash.
 #pragma once
 
-#include "profiler/live_event_queue.h"
+#include "profiler/store/live_event_queue.h"
 
 #include <atomic>
 #include <cstdint>

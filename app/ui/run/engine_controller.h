@@ -6,7 +6,7 @@
 #pragma once
 
 #include "app/ui/run/run_settings.h"
-#include "profiler/live_event_queue.h"
+#include "profiler/store/live_event_queue.h"
 
 #include <atomic>
 #include <condition_variable>

@@ -2,7 +2,7 @@
 
 #include "app/ui/views/request_colors.h"
 #include "app/ui/workers/free_on_worker.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 
 #include <algorithm>
 #include <cmath>

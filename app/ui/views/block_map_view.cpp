@@ -2,7 +2,7 @@
 
 #include "app/ui/export/plot_export.h"
 #include "app/ui/views/request_colors.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 
 #include <algorithm>
 #include <limits>

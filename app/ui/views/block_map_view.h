@@ -10,7 +10,7 @@
 // group's band grows with the context while the window groups' stay flat.
 #pragma once
 
-#include "profiler/block_map_state.h"
+#include "profiler/store/block_map_state.h"
 
 #include <limits>
 #include <optional>

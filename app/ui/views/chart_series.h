@@ -3,7 +3,7 @@
 // refreshing a live chart ten times a second stays cheap.
 #pragma once
 
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 
 #include <cstddef>
 #include <cstdint>

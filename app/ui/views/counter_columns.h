@@ -7,7 +7,7 @@
 #pragma once
 
 #include "app/ui/views/time_axis.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 
 #include <cstddef>
 #include <vector>

@@ -3,7 +3,7 @@
 #include "app/ui/export/plot_export.h"
 #include "app/ui/views/chart_series.h"
 #include "app/ui/views/wrapping_legend.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 
 #include <algorithm>
 

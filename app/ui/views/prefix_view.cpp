@@ -4,7 +4,7 @@
 #include "app/ui/models/prefix_tree_model.h"
 #include "app/ui/views/chart_series.h"
 #include "app/ui/views/wrapping_legend.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 
 #include <algorithm>
 

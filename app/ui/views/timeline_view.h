@@ -11,7 +11,7 @@
 
 #include "app/ui/views/counter_columns.h"
 #include "app/ui/views/time_axis.h"
-#include "profiler/run_store.h"
+#include "profiler/store/run_store.h"
 
 #include <array>
 #include <optional>

@@ -2,7 +2,7 @@
 # Reference values for tests/profiler/tst_rank_interval.cpp, computed by brute
 # force: the null distributions of the Mann-Whitney U and Wilcoxon signed-rank
 # statistics by enumerating every ordering or sign assignment (no formula
-# shared with profiler/rank_interval.cpp), then the Hodges-Lehmann ratios and
+# shared with profiler/gate/rank_interval.cpp), then the Hodges-Lehmann ratios and
 # their intervals from the sorted pairwise differences or Walsh averages.
 # Half ranks (ties) round toward no difference: the p-values are conservative.
 # Run: python3 tests/profiler/data/rank_interval_reference.py
