@@ -1,10 +1,12 @@
 #include "profiler/recorded_attach.h"
 
 #include "engine/util/json_text.h"
+#include "profiler/recording/recording.h"
 #include "profiler/recording/run_metadata.h"
 
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <system_error>
 
 namespace kvscope::profiler {
 namespace {
@@ -48,6 +50,12 @@ RecordedAttach::RecordedAttach(const attach::AttachTargets& targets,
     try {
         session_ = std::make_unique<attach::AttachSession>(std::move(options), &tee_);
     } catch (const std::invalid_argument& error) {
+        // A usage error: no recording of an attach that never began.
+        if (recorder_) {
+            recorder_.reset();
+            std::error_code ignored;
+            std::filesystem::remove(recording.path, ignored);
+        }
         throw std::invalid_argument(std::string(error.what()) +
                                     " (endpoints look like tcp://HOST:PORT or HOST:PORT)");
     }
@@ -57,15 +65,28 @@ RecordedAttach::~RecordedAttach() {
     session_.reset(); // it holds the tee
 }
 
-RecorderStats RecordedAttach::finish(double seconds) {
-    session_->emit_status();
-    if (!recorder_) {
-        return {};
+void RecordedAttach::end() {
+    if (!ended_) {
+        ended_ = true;
+        session_->emit_status();
     }
-    recorder_->set_metadata("summary", json_text(attach_summary_json(*session_, seconds)));
-    recorder_->set_metadata("complete", "yes");
-    recorder_->close();
-    return recorder_->stats();
+}
+
+RecordedAttach::Closed RecordedAttach::close(double seconds) {
+    end();
+    Closed closed;
+    if (!recorder_) {
+        return closed;
+    }
+    try {
+        recorder_->set_metadata("summary", json_text(attach_summary_json(*session_, seconds)));
+        recorder_->set_metadata("complete", "yes");
+        recorder_->close();
+    } catch (const RecordingError& error) {
+        closed.write_error = error.what();
+    }
+    closed.written = recorder_->stats();
+    return closed;
 }
 
 nlohmann::json attach_summary_json(const attach::AttachSession& session, double seconds) {

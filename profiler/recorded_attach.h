@@ -3,8 +3,8 @@
 // metrics pollers (their checks in attach_session.h); the recording opens
 // with the endpoints and tokenizer in its metadata; the attached events go
 // to it and to the caller's sinks (the app's live view). The caller polls
-// as it likes (a status line, a window's snapshots); finish() writes the
-// final status and the summary and closes the recording.
+// as it likes (a status line, a window's snapshots); end() writes the final
+// status, close() the summary, and the recording closes.
 #pragma once
 
 #include "engine/events/engine_event.h"
@@ -44,16 +44,23 @@ public:
     const std::vector<std::string>& endpoints() const { return endpoints_; }
     bool recording() const { return recorder_ != nullptr; }
 
-    // The attach ends (it ends when stopped: the recording is whole): the
-    // sources' last status rows, then the summary (attach_summary_json) in
-    // the recording, which closes. What was written; all zero unrecorded.
-    RecorderStats finish(double seconds);
+    // The attach ends (it ends when stopped: the recording is whole): each
+    // source's last status rows. Once; close() calls it when not yet done.
+    void end();
+    struct Closed {
+        RecorderStats written;   // all zero unrecorded
+        std::string write_error; // the recording could not be closed; empty: fine
+    };
+    // Ends the attach, writes its summary (attach_summary_json) into the
+    // recording and closes it.
+    Closed close(double seconds);
 
 private:
     std::vector<std::string> endpoints_;
     std::unique_ptr<Recorder> recorder_;
     events::TeeSink tee_;
     std::unique_ptr<attach::AttachSession> session_;
+    bool ended_ = false;
 };
 
 // What each attached engine held after `seconds`: per source its stream's

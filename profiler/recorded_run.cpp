@@ -34,13 +34,14 @@ std::unique_ptr<CuptiTracer> start_capture(GpuCapture mode, GpuActivitySink& sin
     if (started.tracer) {
         notice("GPU capture: CUPTI (kernels, copies, memsets, memory); " +
                    started.tracer->nvtx_note(),
-               false);
+               RecordedRun::NoticeKind::info);
     } else if (mode == GpuCapture::on) {
         notice("GPU capture unavailable: " + started.unavailable_reason +
                    "; recording engine events and CPU op slices only",
-               true);
+               RecordedRun::NoticeKind::warning);
     } else {
-        notice("GPU capture: off (" + started.unavailable_reason + ")", false);
+        notice("GPU capture: off (" + started.unavailable_reason + ")",
+               RecordedRun::NoticeKind::info);
     }
     return std::move(started.tracer);
 }
@@ -55,7 +56,7 @@ RecordedRun::RecordedRun(session::RunConfig config, const RecordingOptions& reco
     , stop_on_write_error_(recording.stop_on_write_error)
     , model_file_(session::run_model_file(config)) {
     if (!notice_) {
-        notice_ = [](const std::string&, bool) {
+        notice_ = [](const std::string&, NoticeKind) {
         };
     }
     // The recording opens before the model loads: a file in the way fails
@@ -71,9 +72,10 @@ RecordedRun::RecordedRun(session::RunConfig config, const RecordingOptions& reco
         }
         // Steps record CPU time always; instructions and cycles where allowed.
         if (const std::string why = perf_counters_unavailable_reason(); why.empty()) {
-            notice_("Hardware counters: instructions and cycles per step", false);
+            notice_("Hardware counters: instructions and cycles per step", NoticeKind::info);
         } else {
-            notice_("Hardware counters: not counted (" + why + "); steps record CPU time", false);
+            notice_("Hardware counters: not counted (" + why + "); steps record CPU time",
+                    NoticeKind::info);
         }
     }
     for (events::EventSink* sink : sinks) {
@@ -105,7 +107,7 @@ ServedRun RecordedRun::serve(const ServeOptions& options) {
             write_failed = true;
             notice_("error: " + recorder_->error() + "; " +
                         (stop_on_write_error_ ? "stopping the run" : "the run goes on unrecorded"),
-                    true);
+                    NoticeKind::write_failed);
         }
         return stop_asked() || (stop_on_write_error_ && write_failed) ||
                (step_hook_ != nullptr && step_hook_->let_go());

@@ -15,6 +15,7 @@
 #include "engine/session/serving_session.h"
 #include "profiler/gpu/cupti_tracer.h"
 #include "profiler/recording/recorder.h"
+#include "profiler/step_hook.h"
 
 #include <filesystem>
 #include <functional>
@@ -42,23 +43,6 @@ struct RecordingOptions {
     bool stop_on_write_error = true;
 };
 
-// What happens around each step besides serving: kvscope gate's turns
-// (cli/step_turns.h), where a record waits for its turn and hands it back.
-class StepHook {
-public:
-    virtual ~StepHook() = default;
-    virtual void before_step() = 0;
-    virtual void after_step() = 0;
-    // The other side let go: the run stops (its steps can no longer be paired).
-    virtual bool let_go() const = 0;
-    // The run is over, before its recording is saved; `completed`: it
-    // served every step.
-    virtual void finish(bool completed) = 0;
-    // Written into the recording's metadata ("steps_in_turns": compare
-    // pairs such steps); empty: nothing.
-    virtual std::string metadata_key() const { return {}; }
-};
-
 struct ServedRun {
     session::RunSummary summary;
     bool interrupted = false; // the caller stopped it, or the step hook let go
@@ -71,10 +55,15 @@ struct ServedRun {
 
 class RecordedRun {
 public:
-    // A line for the user (GPU capture, hardware counters, a recording that
-    // failed mid-run): the CLI prints it to stderr (`warning`: after its
-    // name, as its errors are), the app shows it.
-    using Notice = std::function<void(const std::string& text, bool warning)>;
+    // A line for the user: the CLI prints it to stderr, the app shows all
+    // but the info ones in its status line.
+    enum class NoticeKind {
+        info,         // GPU capture, hardware counters
+        warning,      // GPU capture asked for and unavailable
+        write_failed, // the recording can no longer be written (the run stops
+                      // or goes on unrecorded, as RecordingOptions says)
+    };
+    using Notice = std::function<void(const std::string& text, NoticeKind kind)>;
 
     // Opens the recording and loads the session. Throws RecordingError (the
     // file) or what ServingSession throws (settings, model, workload).

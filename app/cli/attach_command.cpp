@@ -259,19 +259,21 @@ int run_attach(const AttachCommandOptions& options) {
     }
     const double seconds = elapsed();
     // Ctrl-C is how an attach ends: the recording is whole either way.
-    const profiler::RecorderStats written = attached->finish(seconds);
+    const profiler::RecordedAttach::Closed closed = attached->close(seconds);
     progress.finish();
-    if (attached->recording()) {
+    if (attached->recording() && closed.write_error.empty()) {
         std::fprintf(stderr, "recorded %lld events in %lld commits to %s\n",
-                     static_cast<long long>(written.events),
-                     static_cast<long long>(written.commits), options.record_path.c_str());
+                     static_cast<long long>(closed.written.events),
+                     static_cast<long long>(closed.written.commits), options.record_path.c_str());
+    } else if (attached->recording()) {
+        std::fprintf(stderr, "kvscope attach: error: %s\n", closed.write_error.c_str());
     }
     if (options.json) {
         std::cout << json_text(profiler::attach_summary_json(session, seconds), 2) << "\n";
     } else {
         print_summary(session, options, tokenizer ? &*tokenizer : nullptr, seconds);
     }
-    return exit_ok;
+    return closed.write_error.empty() ? exit_ok : exit_failure;
 }
 
 } // namespace

@@ -16,8 +16,6 @@
 #include "engine/util/json_text.h"
 #include "profiler/recorded_run.h"
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -116,27 +114,31 @@ int serve_workload(ServeWorkloadOptions& options) {
         profiler::parse_gpu_capture(options.gpu_capture).value_or(profiler::GpuCapture::automatic);
     recording_options.stop_on_write_error = options.on_write_error == "stop";
     const std::string command = "kvscope " + options.command;
-    profiler::RecordedRun run(
-        config, recording_options, {sink.get()},
-        [&command](const std::string& text, bool warning) {
-            if (warning) {
-                std::fprintf(stderr, "%s: %s\n", command.c_str(), text.c_str());
-            } else {
-                std::fprintf(stderr, "%s\n", text.c_str());
-            }
-        },
-        turns.get());
-    const session::ServingSession& session = run.session();
+    // Made first: a notice mid-run ends its line before it is printed.
+    ProgressLine progress(options.quiet);
+    using NoticeKind = profiler::RecordedRun::NoticeKind;
+    const auto notice = [&](const std::string& text, NoticeKind kind) {
+        progress.finish();
+        if (kind == NoticeKind::info) {
+            std::fprintf(stderr, "%s\n", text.c_str());
+        } else if (kind == NoticeKind::warning) {
+            std::fprintf(stderr, "%s: %s\n", command.c_str(), text.c_str());
+        } else {
+            std::fprintf(stderr, "%s: %s (--on-write-error %s)\n", command.c_str(), text.c_str(),
+                         options.on_write_error.c_str());
+        }
+    };
+    profiler::RecordedRun run(config, recording_options, {sink.get()}, notice, turns.get());
+    const session::ServingSession& serving = run.session();
     std::cerr << "model: " << run.model_file().string() << " ("
-              << session::describe_model(session.model()) << ")\n";
-    if (!session.backend_note().empty()) {
-        std::cerr << session.backend_note() << "\n";
+              << session::describe_model(serving.model()) << ")\n";
+    if (!serving.backend_note().empty()) {
+        std::cerr << serving.backend_note() << "\n";
     }
-    std::cerr << "backend: " << session::describe_backend(session.backend()) << "\n";
-    std::fprintf(stderr, "serving %zu requests: %s\n", session.request_count(),
+    std::cerr << "backend: " << session::describe_backend(serving.backend()) << "\n";
+    std::fprintf(stderr, "serving %zu requests: %s\n", serving.request_count(),
                  config.describe().c_str());
 
-    ProgressLine progress(options.quiet);
     profiler::RecordedRun::ServeOptions serve;
     serve.stop_requested = [] {
         return StopRequest::requested();
@@ -145,8 +147,8 @@ int serve_workload(ServeWorkloadOptions& options) {
         if (s.step % 50 == 0) {
             char line[128];
             std::snprintf(line, sizeof line, "step %lld: %zu of %zu requests done, %zu running",
-                          static_cast<long long>(s.step), session.ended_requests(),
-                          session.request_count(), session.engine().scheduler().running_count());
+                          static_cast<long long>(s.step), serving.ended_requests(),
+                          serving.request_count(), serving.engine().scheduler().running_count());
             progress.update(line);
         }
     };
@@ -184,7 +186,9 @@ int serve_workload(ServeWorkloadOptions& options) {
     } else {
         print_summary(served.summary, config, options.per_request);
     }
-    if (StopRequest::requested()) {
+    // The status says what the recording does: a stop that came while it was
+    // saved did not cut the run short.
+    if (served.interrupted && StopRequest::requested()) {
         return 128 + StopRequest::signal(); // 130 after Ctrl-C, 143 after SIGTERM
     }
     if (served.let_go) {

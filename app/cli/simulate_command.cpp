@@ -163,8 +163,7 @@ nlohmann::json result_json(const std::string& trace, const sim::SimulationConfig
          }()}};
 }
 
-int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
-              const std::vector<std::int64_t>& capacities,
+int run_sweep(const SimulateOptions& o, const std::vector<sim::SimulationConfig>& configs,
               const std::vector<kv::CachePolicy>& policies);
 
 // The trace's reader; text prompts (kvscope traces) read with the tokenizer
@@ -274,9 +273,6 @@ int run_simulate(const SimulateOptions& o) {
             }
             capacities.push_back(blocks);
         }
-        if (o.sweep && capacities.size() == 1) {
-            capacities = sim::halving_capacities(capacities.front());
-        }
         sim::SimulationConfig config = sim::deployment_config(o.block_size);
         config.num_blocks = static_cast<int>(capacities.front());
         config.bytes_per_block = bytes_per_block;
@@ -300,13 +296,14 @@ int run_simulate(const SimulateOptions& o) {
             std::cerr << "kvscope simulate: --record records one engine: leave out --nodes\n";
             return exit_usage;
         }
-        if (capacities.size() > 1 || policies.size() > 1) {
+        if (capacities.size() > 1 || policies.size() > 1 || o.sweep) {
             if (!o.record_path.empty()) {
                 std::cerr << "kvscope simulate: --record takes one capacity and one policy, "
                              "not a sweep\n";
                 return exit_usage;
             }
-            return run_sweep(o, config, capacities, policies);
+            return run_sweep(o, sim::sweep_configs(config, capacities, policies, o.sweep),
+                             policies);
         }
         if (!o.plot_path.empty()) {
             std::cerr << "kvscope simulate: --plot draws a sweep: give --sweep or several "
@@ -409,11 +406,11 @@ int run_simulate(const SimulateOptions& o) {
     }
 }
 
-int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
-              const std::vector<std::int64_t>& capacities,
+// `configs`: sim::sweep_configs(), each policy's capacities in turn.
+int run_sweep(const SimulateOptions& o, const std::vector<sim::SimulationConfig>& configs,
               const std::vector<kv::CachePolicy>& policies) {
-    const std::vector<sim::SimulationConfig> configs =
-        sim::sweep_configs(base, capacities, policies, false);
+    const sim::SimulationConfig& base = configs.front();
+    const std::size_t per_policy = configs.size() / policies.size();
     ProgressLine progress(o.quiet || o.json);
     const std::vector<sim::SimulationResult> results =
         sim::simulate_each(trace_opener(o), configs, [&](std::size_t done) {
@@ -439,8 +436,8 @@ int run_sweep(const SimulateOptions& o, const sim::SimulationConfig& base,
             if (policies.size() == 1) {
                 series.push_back({.name = name + ", per request", .points = {}, .dashed = true});
             }
-            for (std::size_t c = 0; c < capacities.size(); ++c) {
-                const std::size_t i = p * capacities.size() + c;
+            for (std::size_t c = 0; c < per_policy; ++c) {
+                const std::size_t i = p * per_policy + c;
                 const sim::SimulationResult& r = results[i];
                 if (r.finished == 0) {
                     continue; // every request rejected: no ratio to draw
@@ -553,7 +550,9 @@ Command add_simulate_command(CLI::App& app) {
                     "Write the sweep's hit ratio against capacity: FILE.svg, or FILE.png");
     sub->add_option("--bytes-per-token", options->bytes_per_token,
                     "K/V bytes per token, for capacities in bytes (default: the cost model's "
-                    "model: Llama-3-8B at f16, 131072; with --calibrate, the calibrated model's)")
+                    "model: Llama-3-8B at f16, " +
+                        std::to_string(sim::kDeploymentBytesPerToken) +
+                        "; with --calibrate, the calibrated model's)")
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
     CLI::Option* cost_model =
         sub->add_option("--cost-model", options->cost_model_path,

@@ -9,7 +9,7 @@
 // the gate stops the round rather than let the other build run on unpaired.
 #pragma once
 
-#include "profiler/recorded_run.h"
+#include "profiler/step_hook.h"
 
 #include <string>
 #include <sys/types.h>

@@ -157,6 +157,28 @@ class TestSimulator : public QObject {
     QTemporaryDir dir_;
 
 private slots:
+    void sweepsEachPolicyOverItsCapacities() {
+        // The deployment both front ends replay against, and the order
+        // their tables and plots read the results in: policy by policy.
+        const SimulationConfig base = deployment_config(16);
+        QCOMPARE(base.scheduler.max_num_seqs, 256);
+        QCOMPARE(base.scheduler.max_num_batched_tokens, 8192);
+        QCOMPARE(base.bytes_per_block, std::int64_t{131'072} * 16);
+        const std::vector<kv::CachePolicy> policies = {kv::CachePolicy::lru, kv::CachePolicy::lfu};
+        const std::vector<SimulationConfig> listed = sweep_configs(base, {100, 50}, policies, true);
+        QCOMPARE(listed.size(), std::size_t{4}); // two capacities given: no halving
+        QCOMPARE(listed[1].num_blocks, 50);
+        QVERIFY(listed[1].cache_policy == kv::CachePolicy::lru);
+        QVERIFY(listed[2].cache_policy == kv::CachePolicy::lfu);
+        const std::vector<SimulationConfig> halved = sweep_configs(base, {4096}, policies, true);
+        QCOMPARE(halved.size(), std::size_t{20});
+        QCOMPARE(halved.front().num_blocks, 8); // 4096 >> 9, ascending
+        QCOMPARE(halved[9].num_blocks, 4096);
+        QVERIFY(halved[10].cache_policy == kv::CachePolicy::lfu);
+        QCOMPARE(halved[10].num_blocks, 8);
+        QCOMPARE(sweep_configs(base, {4096}, policies, false).size(), std::size_t{2});
+    }
+
     void readsRequestsAndSaysWhereLinesAreWrong() {
         const std::string path =
             write_file(dir_, "good.jsonl",

@@ -4,6 +4,7 @@
 #include "app/ui/workers/thread_handoff.h"
 #include "profiler/attach/attach_session.h"
 #include "profiler/recorded_attach.h"
+#include "profiler/recording/recording.h"
 
 #include <algorithm>
 #include <chrono>
@@ -262,8 +263,12 @@ void AttachController::run(AttachSettings settings,
         }
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        attached.finish(seconds); // the last status rows, then the recording closes
-        snapshot();               // the final state, status rows included
+        attached.end(); // the last status rows
+        snapshot();     // the final state, status rows included, before the file closes
+        const profiler::RecordedAttach::Closed closed = attached.close(seconds);
+        if (!closed.write_error.empty()) {
+            throw profiler::RecordingError(closed.write_error);
+        }
         qint64 events = 0;
         for (const auto& source : session.sources()) {
             events += source->counts().events;

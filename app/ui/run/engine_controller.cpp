@@ -90,10 +90,11 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
         recording.overwrite = false;
         recording.recorded_by = "kvscope-ui";
         // A recording that can no longer be written stops the run, as
-        // `kvscope record` does by default; the summary then says why.
+        // `kvscope record` does by default; the run then fails with why.
         recording.stop_on_write_error = true;
-        const auto notice = [this](const std::string& text, bool warning) {
-            if (warning) {
+        const auto notice = [this](const std::string& text,
+                                   profiler::RecordedRun::NoticeKind kind) {
+            if (kind != profiler::RecordedRun::NoticeKind::info) {
                 emit_on_own_thread(this, &EngineController::status, QString::fromStdString(text));
             }
         };
