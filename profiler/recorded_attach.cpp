@@ -9,28 +9,6 @@
 #include <system_error>
 
 namespace kvscope::profiler {
-namespace {
-
-nlohmann::json metrics_json(const attach::MetricSeriesMap& series) {
-    const attach::MetricsSummary m = attach::summarize_metrics(series);
-    nlohmann::json j = nlohmann::json::object();
-    const auto put = [&](const char* key, const auto& value) {
-        if (value) {
-            j[key] = *value;
-        }
-    };
-    put("kv_usage", m.kv_usage);
-    put("prefix_cache_queries", m.prefix_queries);
-    put("prefix_cache_hits", m.prefix_hits);
-    put("prefix_cache_hit_rate", m.prefix_hit_rate);
-    put("prefix_cache_hit_rate_since_attach", m.prefix_hit_rate_since);
-    put("preemptions", m.preemptions);
-    put("num_gpu_blocks", m.num_gpu_blocks);
-    put("block_size", m.block_size);
-    return j;
-}
-
-} // namespace
 
 RecordedAttach::RecordedAttach(const attach::AttachTargets& targets,
                                const AttachRecording& recording,
@@ -89,6 +67,24 @@ RecordedAttach::Closed RecordedAttach::close(double seconds) {
     return closed;
 }
 
+nlohmann::json metrics_summary_json(const attach::MetricsSummary& m) {
+    nlohmann::json j = nlohmann::json::object();
+    const auto put = [&](const char* key, const auto& value) {
+        if (value) {
+            j[key] = *value;
+        }
+    };
+    put("kv_usage", m.kv_usage);
+    put("prefix_cache_queries", m.prefix_queries);
+    put("prefix_cache_hits", m.prefix_hits);
+    put("prefix_cache_hit_rate", m.prefix_hit_rate);
+    put("prefix_cache_hit_rate_since_attach", m.prefix_hit_rate_since);
+    put("preemptions", m.preemptions);
+    put("num_gpu_blocks", m.num_gpu_blocks);
+    put("block_size", m.block_size);
+    return j;
+}
+
 nlohmann::json attach_summary_json(const attach::AttachSession& session, double seconds) {
     nlohmann::json sources = nlohmann::json::array();
     for (const auto& [id, s] : session.state().sources()) {
@@ -112,7 +108,7 @@ nlohmann::json attach_summary_json(const attach::AttachSession& session, double 
                            {"cleared", c.clears},
                            {"restarts", c.resets},
                            {"capacity_blocks", s.capacity_blocks()},
-                           {"metrics", metrics_json(s.metrics)},
+                           {"metrics", metrics_summary_json(attach::summarize_metrics(s.metrics))},
                            {"tiers", tiers}});
     }
     return {{"seconds", seconds}, {"sources", sources}};

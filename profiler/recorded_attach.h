@@ -69,4 +69,8 @@ private:
 // --json` prints it; recordings keep it as their "summary".
 nlohmann::json attach_summary_json(const attach::AttachSession& session, double seconds);
 
+// An attached engine's own metrics as last polled (--metrics), the values
+// it reported only: `kvscope attach --json`, `kvscope stats --json`.
+nlohmann::json metrics_summary_json(const attach::MetricsSummary& metrics);
+
 } // namespace kvscope::profiler

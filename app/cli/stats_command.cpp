@@ -5,6 +5,7 @@
 #include "app/cli/command.h"
 #include "engine/kv/kv_groups.h"
 #include "engine/util/json_text.h"
+#include "profiler/recorded_attach.h"
 #include "profiler/recording/recording_stats.h"
 
 #include <cstdio>
@@ -56,22 +57,6 @@ void print_distribution(const char* name, const profiler::Distribution& d) {
                 static_cast<long long>(d.count), d.mean, d.p50, d.p90, d.p99, d.max);
 }
 
-// The engine's own metrics as last polled (kvscope attach --metrics).
-nlohmann::json metrics_json(const attach::MetricsSummary& m) {
-    nlohmann::json j = nlohmann::json::object();
-    const auto put = [&](const char* key, const auto& value) {
-        if (value) {
-            j[key] = *value;
-        }
-    };
-    put("kv_usage", m.kv_usage);
-    put("prefix_cache_hit_rate", m.prefix_hit_rate);
-    put("prefix_cache_hit_rate_since_attach", m.prefix_hit_rate_since);
-    put("preemptions", m.preemptions);
-    put("num_gpu_blocks", m.num_gpu_blocks);
-    return j;
-}
-
 nlohmann::json attached_json(const std::vector<profiler::AttachedSourceStats>& sources) {
     nlohmann::json out = nlohmann::json::array();
     for (const profiler::AttachedSourceStats& a : sources) {
@@ -94,7 +79,7 @@ nlohmann::json attached_json(const std::vector<profiler::AttachedSourceStats>& s
                        {"bad_rows", a.bad_rows},
                        {"capacity_blocks", a.capacity_blocks},
                        {"metric_samples", a.metric_samples},
-                       {"metrics", metrics_json(a.metrics)},
+                       {"metrics", profiler::metrics_summary_json(a.metrics)},
                        {"tiers", tiers}});
     }
     return out;

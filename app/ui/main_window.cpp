@@ -25,7 +25,7 @@
 #include "engine/gguf/gguf_file.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "kvscope/build_info.h"
-#include "profiler/recording/recording_events.h"
+#include "profiler/recording/recording_reader.h"
 
 #include <limits>
 #include <utility>

@@ -5,7 +5,7 @@
 // controller ready for the next run.
 #include "app/ui/run/engine_controller.h"
 #include "profiler/recording/recording.h"
-#include "profiler/recording/recording_events.h"
+#include "profiler/recording/recording_reader.h"
 #include "profiler/recording/recording_stats.h"
 #include "tests/support/tiny_model.h"
 

@@ -11,7 +11,7 @@
 #include "app/ui/views/block_map_view.h"
 #include "app/ui/views/occupancy_chart.h"
 #include "engine/model_path.h"
-#include "profiler/recording/recording_events.h"
+#include "profiler/recording/recording_reader.h"
 #include "profiler/store/run_store.h"
 #include "tests/support/sanitized_build.h"
 

@@ -3,7 +3,7 @@
 // memory samples, and the timeline's store reads a GPU track per stream.
 // Skips where no GPU is present.
 #include "engine/gpu_devices.h"
-#include "profiler/recording/recording_events.h"
+#include "profiler/recording/recording_reader.h"
 #include "profiler/store/run_store.h"
 #include "tests/support/run_process.h"
 #include "tests/support/tiny_model.h"

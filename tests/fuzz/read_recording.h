@@ -7,7 +7,7 @@
 
 #include "profiler/export/chrome_trace.h"
 #include "profiler/recording/recording.h"
-#include "profiler/recording/recording_events.h"
+#include "profiler/recording/recording_reader.h"
 #include "profiler/recording/recording_stats.h"
 #include "profiler/store/run_store.h"
 

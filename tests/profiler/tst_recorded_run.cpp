@@ -4,7 +4,7 @@
 // and when, and an attach whose endpoint is wrong leaving no file behind.
 #include "profiler/recorded_attach.h"
 #include "profiler/recorded_run.h"
-#include "profiler/recording/recording_events.h"
+#include "profiler/recording/recording_reader.h"
 #include "tests/support/tiny_model.h"
 
 #include <filesystem>

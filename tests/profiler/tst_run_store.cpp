@@ -4,7 +4,7 @@
 #include "engine/events/typed_events.h"
 #include "profiler/attach/kv_event_source.h"
 #include "profiler/recording/recorder.h"
-#include "profiler/recording/recording_events.h"
+#include "profiler/recording/recording_reader.h"
 #include "profiler/store/run_store.h"
 #include "tests/support/engine_events.h"
 

@@ -1,4 +1,4 @@
-#include "profiler/recording/recording_events.h"
+#include "profiler/recording/recording_reader.h"
 
 #include "profiler/recording/event_rows.h"
 #include "profiler/recording/sqlite_util.h"
