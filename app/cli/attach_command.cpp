@@ -29,15 +29,7 @@ namespace kvscope::cli {
 namespace {
 
 struct AttachCommandOptions {
-    std::vector<std::string> endpoints;
-    std::vector<std::string> replays;
-    std::string topic;
-    std::int64_t block_size = 0;
-    std::int64_t num_blocks = 0;
-    std::vector<std::string> metrics_urls;
-    double metrics_interval_s = attach::kMetricsPollSeconds;
-    std::vector<std::string> trtllm_urls;
-    double trtllm_interval_s = attach::kTrtllmPollSeconds;
+    attach::AttachTargets targets; // what to attach to, as the options give it
     std::string tokenizer_path;
     std::string record_path;
     bool overwrite = false;
@@ -141,7 +133,7 @@ void print_summary(const AttachSession& session, const AttachCommandOptions& opt
             print_metrics(s, metrics[static_cast<std::size_t>(id)]);
         }
         const std::int64_t capacity =
-            options.num_blocks > 0 ? options.num_blocks : s.capacity_blocks();
+            options.targets.num_blocks > 0 ? options.targets.num_blocks : s.capacity_blocks();
         const attach::ResidencyCounts& c = s.blocks.counts();
         std::printf("  blocks stored %lld, removed %lld (%lld removals of blocks stored before we "
                     "attached), cleared %lld time%s\n",
@@ -214,16 +206,6 @@ int run_attach(const AttachCommandOptions& options) {
         }
     }
 
-    attach::AttachTargets targets;
-    targets.endpoints = options.endpoints;
-    targets.replays = options.replays;
-    targets.topic = options.topic;
-    targets.trtllm_urls = options.trtllm_urls;
-    targets.trtllm_interval_s = options.trtllm_interval_s;
-    targets.metrics_urls = options.metrics_urls;
-    targets.metrics_interval_s = options.metrics_interval_s;
-    targets.block_size = options.block_size;
-    targets.num_blocks = options.num_blocks;
     profiler::AttachRecording recording;
     recording.path = options.record_path;
     recording.overwrite = options.overwrite;
@@ -231,7 +213,7 @@ int run_attach(const AttachCommandOptions& options) {
     recording.tokenizer_path = options.tokenizer_path;
     std::unique_ptr<profiler::RecordedAttach> attached;
     try {
-        attached = std::make_unique<profiler::RecordedAttach>(targets, recording,
+        attached = std::make_unique<profiler::RecordedAttach>(options.targets, recording,
                                                               std::vector<events::EventSink*>{});
     } catch (const std::invalid_argument& error) {
         std::cerr << "kvscope attach: " << error.what() << "\n";
@@ -283,39 +265,39 @@ Command add_attach_command(CLI::App& app) {
     CLI::App* parser = app.add_subcommand(
         "attach", "Watch the KV-cache events of running vLLM, SGLang (ZeroMQ) or TensorRT-LLM "
                   "(HTTP) engines, and record them");
-    parser->add_option("endpoints", options->endpoints,
+    parser->add_option("endpoints", options->targets.endpoints,
                        "Each publisher's event endpoint, tcp://HOST:PORT or HOST:PORT (one per "
                        "engine or data-parallel rank; vLLM's default port is 5557)");
-    parser->add_option("--replay", options->replays,
+    parser->add_option("--replay", options->targets.replays,
                        "Each publisher's replay endpoint, in the same order (vLLM: "
                        "replay_endpoint, e.g. HOST:5558); fills gaps in the stream");
-    parser->add_option("--topic", options->topic,
+    parser->add_option("--topic", options->targets.topic,
                        "Subscribe to this topic only (the engine's kv-events topic); default: all");
     parser
-        ->add_option("--block-size", options->block_size,
+        ->add_option("--block-size", options->targets.block_size,
                      "The engines' block size in tokens, for publishers that do not send it")
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
     parser
-        ->add_option("--num-blocks", options->num_blocks,
+        ->add_option("--num-blocks", options->targets.num_blocks,
                      "Each engine's KV capacity in blocks, to show occupancy (default: "
                      "num_gpu_blocks from vllm:cache_config_info when --metrics is given)")
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
-    parser->add_option("--metrics", options->metrics_urls,
+    parser->add_option("--metrics", options->targets.metrics_urls,
                        "Each publisher's Prometheus metrics URL, in the same order (vLLM: "
                        "http://HOST:8000/metrics; SGLang: http://HOST:30000/metrics with "
                        "--enable-metrics; HOST:PORT means http://HOST:PORT/metrics): KV usage, "
                        "prefix cache hit rate, preemptions, capacity");
     parser
-        ->add_option("--metrics-interval", options->metrics_interval_s,
+        ->add_option("--metrics-interval", options->targets.metrics_interval_s,
                      "Seconds between polls of each --metrics URL")
         ->check(CLI::Range(0.05, 3600.0))
         ->capture_default_str();
-    parser->add_option("--trtllm", options->trtllm_urls,
+    parser->add_option("--trtllm", options->targets.trtllm_urls,
                        "TensorRT-LLM servers to poll for KV-cache events (trtllm-serve's POST "
                        "/kv_cache_events; HOST:PORT or http://HOST:PORT), numbered after the "
                        "ENDPOINTs");
     parser
-        ->add_option("--trtllm-interval", options->trtllm_interval_s,
+        ->add_option("--trtllm-interval", options->targets.trtllm_interval_s,
                      "Seconds between polls of each --trtllm server")
         ->check(CLI::Range(0.01, 3600.0))
         ->capture_default_str();

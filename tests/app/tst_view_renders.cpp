@@ -51,6 +51,16 @@ private slots:
     void no_chart_text_is_cut_at_the_screenshot_size();
 
 private:
+    // `window` at the README screenshot's size, the recording open in it.
+    void open_at_screenshot_size(MainWindow& window) {
+        window.resize(1440, 900);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        QSignalSpy opened(&window, &MainWindow::recording_opened);
+        window.open_recording(recording_);
+        QTRY_VERIFY_WITH_TIMEOUT(opened.count() == 1, 60000);
+    }
+
     QTemporaryDir dir_;
     QString recording_;
     QDir output_;
@@ -420,12 +430,10 @@ void TestViewRenders::each_view_renders_the_recording_data() {
 void TestViewRenders::each_view_renders_the_recording() {
     QFETCH(QString, view);
     MainWindow window;
-    window.resize(1440, 900);
-    window.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&window));
-    QSignalSpy opened(&window, &MainWindow::recording_opened);
-    window.open_recording(recording_);
-    QTRY_VERIFY_WITH_TIMEOUT(opened.count() == 1, 60000);
+    open_at_screenshot_size(window);
+    if (QTest::currentTestFailed()) {
+        return;
+    }
     const kvscope::profiler::RunStore* store = window.store();
     QCOMPARE(store->requests().size(), std::size_t{8});
     // A moment with requests decoding and the prefix shared: 60% into the run,
@@ -559,12 +567,10 @@ void TestViewRenders::block_marks_are_painted() {
 
 void TestViewRenders::no_chart_text_is_cut_at_the_screenshot_size() {
     MainWindow window;
-    window.resize(1440, 900);
-    window.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&window));
-    QSignalSpy opened(&window, &MainWindow::recording_opened);
-    window.open_recording(recording_);
-    QTRY_VERIFY_WITH_TIMEOUT(opened.count() == 1, 60000);
+    open_at_screenshot_size(window);
+    if (QTest::currentTestFailed()) {
+        return;
+    }
     // Each tab in turn: the charts under the window's tabs too.
     for (int tab = 0; tab < window.tabs()->count(); ++tab) {
         if (!window.tabs()->isTabVisible(tab)) {
