@@ -1,7 +1,7 @@
 #include "kernels/attention_capture.cuh"
 #include "kernels/attention_scores.cuh"
 #include "kernels/cuda_check.cuh"
-#include "kernels/nvtx_range.cuh"
+#include "kernels/nvtx_range.h"
 
 namespace kvscope::kernels {
 
@@ -50,7 +50,7 @@ void launch_attention_capture(const PagedKvView& cache, const DeviceBatchView& b
                               const float* q, int heads, float scale, int max_context,
                               const AttentionWorkspace& workspace, float* sums,
                               cudaStream_t stream) {
-    NvtxRange range("attention_capture");
+    nvtx::Range range("attention_capture");
     if (batch.tokens <= 0 || max_context <= 0 || batch.capture_attention_from == nullptr) {
         return;
     }

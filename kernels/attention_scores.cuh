@@ -3,8 +3,8 @@
 // head group, computed the same way by both.
 #pragma once
 
-#include "engine/math/paged_slots.h"
 #include "kernels/kv_entry.cuh"
+#include "kernels/math/paged_slots.h"
 #include "kernels/paged_attention.cuh"
 
 #include <cstddef>

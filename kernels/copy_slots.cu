@@ -1,7 +1,7 @@
 #include "kernels/copy_slots.cuh"
 #include "kernels/cuda_check.cuh"
 #include "kernels/kv_entry.cuh"
-#include "kernels/nvtx_range.cuh"
+#include "kernels/nvtx_range.h"
 
 namespace kvscope::kernels {
 
@@ -72,7 +72,7 @@ __global__ void gather_slots_fp32_kernel(PagedKvView cache, const std::int32_t* 
 void launch_copy_slot_rows(const PagedKvView& cache, const std::int32_t* from,
                            const std::int32_t* to, int count, std::uint8_t* staging,
                            cudaStream_t stream) {
-    NvtxRange range("copy_slot_rows");
+    nvtx::Range range("copy_slot_rows");
     if (count <= 0 || (math::quantises_whole_blocks(cache.keys.format) &&
                        math::quantises_whole_blocks(cache.values.format))) {
         return;
@@ -86,7 +86,7 @@ void launch_copy_slot_rows(const PagedKvView& cache, const std::int32_t* from,
 
 void launch_gather_slots_fp32(const PagedKvView& cache, const std::int32_t* from, int count,
                               float* keys_out, float* values_out, cudaStream_t stream) {
-    NvtxRange range("gather_slots_fp32");
+    nvtx::Range range("gather_slots_fp32");
     if (count <= 0) {
         return;
     }

@@ -1,6 +1,6 @@
 #include "kernels/cuda_check.cuh"
 #include "kernels/embedding.cuh"
-#include "kernels/nvtx_range.cuh"
+#include "kernels/nvtx_range.h"
 
 namespace kvscope::kernels {
 
@@ -34,7 +34,7 @@ __global__ void embedding_gather_kernel(const __half* __restrict__ table,
 
 void launch_embedding_gather(const __half* table, const std::int32_t* token_ids, int tokens,
                              int hidden, int vocab, float* out, cudaStream_t stream, float scale) {
-    NvtxRange range("embedding_gather");
+    nvtx::Range range("embedding_gather");
     if (tokens <= 0 || hidden <= 0) {
         return;
     }

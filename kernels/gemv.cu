@@ -1,6 +1,6 @@
 #include "kernels/cuda_check.cuh"
 #include "kernels/gemv.cuh"
-#include "kernels/nvtx_range.cuh"
+#include "kernels/nvtx_range.h"
 
 #include <cstdint>
 #include <stdexcept>
@@ -91,7 +91,7 @@ bool gemv_fits(const __half* w, const __half* x, int tokens, int cols) {
 
 void launch_gemv(const __half* w, int rows, int cols, const __half* x, int tokens, float* y,
                  bool accumulate, cudaStream_t stream) {
-    NvtxRange range("gemv");
+    nvtx::Range range("gemv");
     if (!gemv_fits(w, x, tokens, cols) || rows <= 0) {
         throw std::invalid_argument("gemv: 1 to 8 tokens, a width that is a multiple of 8 and "
                                     "16-byte aligned operands are needed");

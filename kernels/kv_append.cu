@@ -1,8 +1,8 @@
-#include "engine/math/kv_codec_math.h"
-#include "engine/math/paged_slots.h"
 #include "kernels/cuda_check.cuh"
 #include "kernels/kv_append.cuh"
-#include "kernels/nvtx_range.cuh"
+#include "kernels/math/kv_codec_math.h"
+#include "kernels/math/paged_slots.h"
+#include "kernels/nvtx_range.h"
 
 namespace kvscope::kernels {
 
@@ -100,7 +100,7 @@ __global__ void kivi_finalize_kernel(PagedKvView cache, const std::int32_t* __re
 void launch_kv_append(const PagedKvView& cache, const float* k, const float* v,
                       const std::int32_t* slot_mapping, int tokens, cudaStream_t stream,
                       bool kivi_only) {
-    NvtxRange range("kv_append");
+    nvtx::Range range("kv_append");
     if (tokens <= 0) {
         return;
     }
@@ -110,7 +110,7 @@ void launch_kv_append(const PagedKvView& cache, const float* k, const float* v,
 
 void launch_kivi_finalize(const PagedKvView& cache, const std::int32_t* blocks, int count,
                           cudaStream_t stream) {
-    NvtxRange range("kivi_finalize");
+    nvtx::Range range("kivi_finalize");
     if (count <= 0 || (!math::quantises_whole_blocks(cache.keys.format) &&
                        !math::quantises_whole_blocks(cache.values.format))) {
         return;

@@ -1,5 +1,5 @@
 // Writes a step's K and V into their slots of the paged pool, encoding them
-// in the pool's formats (engine/math/kv_codec_math.h, the CPU's encoders).
+// in the pool's formats (kernels/math/kv_codec_math.h, the CPU's encoders).
 // KIVI planes: rows go to the block's fp32 open copy; launch_kivi_finalize
 // then quantises the blocks this step filled.
 #pragma once

@@ -1,11 +1,11 @@
 // Reading one value of one cache entry on the device, in any KV format: the
 // open fp32 copy of a KIVI block not yet full, else the pool's bytes decoded
-// by the CPU's decoders (engine/math/kv_codec_math.h). Device-only helper
+// by the CPU's decoders (kernels/math/kv_codec_math.h). Device-only helper
 // shared by the attention, capture and slot-copy kernels.
 #pragma once
 
-#include "engine/math/kv_codec_math.h"
-#include "engine/math/paged_slots.h"
+#include "kernels/math/kv_codec_math.h"
+#include "kernels/math/paged_slots.h"
 #include "kernels/paged_kv_view.cuh"
 
 namespace kvscope::kernels {

@@ -1,7 +1,7 @@
 #include "kernels/attention_scores.cuh"
 #include "kernels/cuda_check.cuh"
 #include "kernels/half_store.cuh"
-#include "kernels/nvtx_range.cuh"
+#include "kernels/nvtx_range.h"
 #include "kernels/paged_attention.cuh"
 #include "kernels/vector_attention.cuh"
 
@@ -277,7 +277,7 @@ template <typename Out>
 void launch_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
                       int heads, float scale, int max_context, const AttentionWorkspace& workspace,
                       Out* out, cudaStream_t stream) {
-    NvtxRange range("paged_attention");
+    nvtx::Range range("paged_attention");
     if (batch.tokens <= 0 || max_context <= 0) {
         return;
     }

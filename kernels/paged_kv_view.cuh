@@ -1,11 +1,11 @@
 // What a kernel needs of one layer of the paged KV pool, passed by value (as
 // flashinfer's paged_kv_t is). The pool's bytes use the CPU KV store's layout
-// (engine/math/kv_codec_math.h, engine/math/paged_slots.h): per plane
+// (kernels/math/kv_codec_math.h, kernels/math/paged_slots.h): per plane
 // (num_blocks, kv_heads, head_block_bytes).
 #pragma once
 
-#include "engine/kv/kv_format.h"
-#include "engine/math/host_device.h"
+#include "kernels/math/host_device.h"
+#include "kernels/math/kv_format_kind.h"
 
 #include <cstdint>
 

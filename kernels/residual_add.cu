@@ -1,6 +1,6 @@
 #include "kernels/cuda_check.cuh"
 #include "kernels/grid_stride.cuh"
-#include "kernels/nvtx_range.cuh"
+#include "kernels/nvtx_range.h"
 #include "kernels/residual_add.cuh"
 
 namespace kvscope::kernels {
@@ -32,7 +32,7 @@ __global__ void add_bias_kernel(float* __restrict__ x, const float* __restrict__
 // ---- Launcher -----------------------------------------------------------------
 
 void launch_residual_add(float* x, const float* y, std::int64_t count, cudaStream_t stream) {
-    NvtxRange range("residual_add");
+    nvtx::Range range("residual_add");
     if (count <= 0) {
         return;
     }
@@ -42,7 +42,7 @@ void launch_residual_add(float* x, const float* y, std::int64_t count, cudaStrea
 
 void launch_add_bias(float* x, const float* bias, std::int64_t rows, int width,
                      cudaStream_t stream) {
-    NvtxRange range("add_bias");
+    nvtx::Range range("add_bias");
     const std::int64_t count = rows * width;
     if (count <= 0) {
         return;

@@ -1,6 +1,6 @@
 #include "kernels/cuda_check.cuh"
 #include "kernels/half_store.cuh"
-#include "kernels/nvtx_range.cuh"
+#include "kernels/nvtx_range.h"
 #include "kernels/rms_norm.cuh"
 
 namespace kvscope::kernels {
@@ -90,7 +90,7 @@ __global__ void rms_norm_heads_kernel(float* x, const float* __restrict__ weight
 
 void launch_rms_norm(const float* x, const float* weight, float* out, int rows, int dim, float eps,
                      cudaStream_t stream) {
-    NvtxRange range("rms_norm");
+    nvtx::Range range("rms_norm");
     if (rows <= 0 || dim <= 0) {
         return;
     }
@@ -100,7 +100,7 @@ void launch_rms_norm(const float* x, const float* weight, float* out, int rows, 
 
 void launch_rms_norm_half(const float* x, const float* weight, __half* out, int rows, int dim,
                           float eps, cudaStream_t stream) {
-    NvtxRange range("rms_norm");
+    nvtx::Range range("rms_norm");
     if (rows <= 0 || dim <= 0) {
         return;
     }
@@ -110,7 +110,7 @@ void launch_rms_norm_half(const float* x, const float* weight, __half* out, int 
 
 void launch_rms_norm_add(const float* h, const float* weight, float* x, int rows, int dim,
                          float eps, cudaStream_t stream) {
-    NvtxRange range("rms_norm_add");
+    nvtx::Range range("rms_norm_add");
     if (rows <= 0 || dim <= 0) {
         return;
     }
@@ -120,7 +120,7 @@ void launch_rms_norm_add(const float* h, const float* weight, float* x, int rows
 
 void launch_rms_norm_heads(float* x, const float* weight, int tokens, int heads, int head_dim,
                            std::int64_t token_stride, float eps, cudaStream_t stream) {
-    NvtxRange range("rms_norm_heads");
+    nvtx::Range range("rms_norm_heads");
     const int rows = tokens * heads;
     if (rows <= 0 || head_dim <= 0) {
         return;

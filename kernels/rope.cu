@@ -1,6 +1,6 @@
-#include "engine/math/rope_math.h"
 #include "kernels/cuda_check.cuh"
-#include "kernels/nvtx_range.cuh"
+#include "kernels/math/rope_math.h"
+#include "kernels/nvtx_range.h"
 #include "kernels/rope.cuh"
 
 namespace kvscope::kernels {
@@ -40,7 +40,7 @@ __global__ void rope_kernel(float* __restrict__ q, float* __restrict__ k,
 
 void launch_rope(float* q, float* k, const std::int32_t* positions, int tokens, int heads,
                  int kv_heads, int head_dim, float theta_base, bool halves, cudaStream_t stream) {
-    NvtxRange range("rope");
+    nvtx::Range range("rope");
     if (tokens <= 0) {
         return;
     }

@@ -1,5 +1,5 @@
 // Rotary position embedding of Q and K in place, angles from
-// engine/math/rope_math.h (the CPU's).
+// kernels/math/rope_math.h (the CPU's).
 #pragma once
 
 #include <cstdint>

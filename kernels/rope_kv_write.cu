@@ -1,7 +1,7 @@
-#include "engine/math/kv_codec_math.h"
-#include "engine/math/paged_slots.h"
 #include "kernels/cuda_check.cuh"
-#include "kernels/nvtx_range.cuh"
+#include "kernels/math/kv_codec_math.h"
+#include "kernels/math/paged_slots.h"
+#include "kernels/nvtx_range.h"
 #include "kernels/rope_kv_write.cuh"
 
 #include <stdexcept>
@@ -140,7 +140,7 @@ void launch_rope_kv_write(const PagedKvView& cache, const float* qkv, float* q,
                           const std::int32_t* positions, const std::int32_t* slot_mapping,
                           const RopeTableView& table, int tokens, int heads, bool halves,
                           cudaStream_t stream) {
-    NvtxRange range("rope_kv_write");
+    nvtx::Range range("rope_kv_write");
     if (!rope_kv_write_fits(cache, halves) || table.head_dim != cache.head_dim) {
         throw std::invalid_argument("rope_kv_write: K and V must be f16 or bf16, the head_dim "
                                     "even (a multiple of 4 for halves pairing), and the angle "

@@ -7,7 +7,7 @@
 // formats take launch_rope, then launch_kv_append.
 #pragma once
 
-#include "engine/math/rope_math.h"
+#include "kernels/math/rope_math.h"
 #include "kernels/paged_kv_view.cuh"
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 #include "kernels/cuda_check.cuh"
-#include "kernels/nvtx_range.cuh"
+#include "kernels/nvtx_range.h"
 #include "kernels/sampling.cuh"
 
 #include <cfloat>
@@ -260,7 +260,7 @@ std::size_t sampling_scratch_bytes(int rows, int vocab) {
 
 void launch_sample(const float* logits, int rows, int vocab, const DeviceSamplingParams* params,
                    bool all_greedy, std::int32_t* tokens, void* scratch, cudaStream_t stream) {
-    NvtxRange range("sample");
+    nvtx::Range range("sample");
     if (rows <= 0 || vocab <= 0) {
         return;
     }

@@ -1,8 +1,8 @@
-#include "engine/math/activation_math.h"
 #include "kernels/cuda_check.cuh"
 #include "kernels/grid_stride.cuh"
 #include "kernels/half_store.cuh"
-#include "kernels/nvtx_range.cuh"
+#include "kernels/math/activation_math.h"
+#include "kernels/nvtx_range.h"
 #include "kernels/swiglu.cuh"
 
 namespace kvscope::kernels {
@@ -44,7 +44,7 @@ __global__ void gated_half_kernel(const float* __restrict__ gate_up, std::int64_
 // ---- Launcher -----------------------------------------------------------------
 
 void launch_silu_mul(float* gate, const float* up, std::int64_t count, cudaStream_t stream) {
-    NvtxRange range("silu_mul");
+    nvtx::Range range("silu_mul");
     if (count <= 0) {
         return;
     }
@@ -54,7 +54,7 @@ void launch_silu_mul(float* gate, const float* up, std::int64_t count, cudaStrea
 
 void launch_gated_half(const float* gate_up, std::int64_t tokens, int ffn, bool gelu_tanh,
                        __half* out, cudaStream_t stream) {
-    NvtxRange range(gelu_tanh ? "gelu_mul" : "silu_mul");
+    nvtx::Range range(gelu_tanh ? "gelu_mul" : "silu_mul");
     if (tokens <= 0 || ffn <= 0) {
         return;
     }

@@ -1,7 +1,7 @@
 #include "kernels/cuda_check.cuh"
 #include "kernels/grid_stride.cuh"
 #include "kernels/half_store.cuh"
-#include "kernels/nvtx_range.cuh"
+#include "kernels/nvtx_range.h"
 #include "kernels/to_half.cuh"
 
 namespace kvscope::kernels {
@@ -36,7 +36,7 @@ __global__ void gather_rows_kernel(const float* __restrict__ in,
 // ---- Launchers ----------------------------------------------------------------
 
 void launch_to_half(const float* in, __half* out, std::int64_t count, cudaStream_t stream) {
-    NvtxRange range("to_half");
+    nvtx::Range range("to_half");
     if (count <= 0) {
         return;
     }
@@ -46,7 +46,7 @@ void launch_to_half(const float* in, __half* out, std::int64_t count, cudaStream
 
 void launch_gather_rows(const float* in, const std::int32_t* rows, int count, int width, float* out,
                         cudaStream_t stream) {
-    NvtxRange range("gather_rows");
+    nvtx::Range range("gather_rows");
     if (count <= 0 || width <= 0) {
         return;
     }

@@ -1,7 +1,7 @@
-#include "engine/math/kv_codec_math.h"
-#include "engine/math/paged_slots.h"
 #include "kernels/attention_scores.cuh"
 #include "kernels/cuda_check.cuh"
+#include "kernels/math/kv_codec_math.h"
+#include "kernels/math/paged_slots.h"
 #include "kernels/vector_attention.cuh"
 
 #include <cfloat>

@@ -4,7 +4,7 @@
 #include "engine/cpu/ops.h"
 #include "engine/util/cpu_clock.h"
 #include "engine/util/host_clock.h"
-#include "engine/util/nvtx_range.h"
+#include "kernels/nvtx_range.h"
 
 #include <algorithm>
 #include <cmath>

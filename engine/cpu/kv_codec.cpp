@@ -1,8 +1,8 @@
 #include "engine/cpu/kv_codec.h"
 
-#include "engine/math/kv_codec_math.h"
 #include "engine/util/cpu_features.h"
-#include "engine/util/half.h"
+#include "kernels/math/half.h"
+#include "kernels/math/kv_codec_math.h"
 
 #include <algorithm>
 #include <array>

@@ -1,7 +1,7 @@
 #include "engine/cpu/kv_store.h"
 
 #include "engine/cpu/kv_codec.h"
-#include "engine/math/paged_slots.h"
+#include "kernels/math/paged_slots.h"
 
 #include <cstring>
 #include <stdexcept>

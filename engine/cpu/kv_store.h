@@ -5,8 +5,8 @@
 
 #include "engine/kv/block_allocator.h"
 #include "engine/kv/kv_format.h"
-#include "engine/math/paged_slots.h"
 #include "engine/runner/forward_batch.h"
+#include "kernels/math/paged_slots.h"
 
 #include <cstddef>
 #include <span>

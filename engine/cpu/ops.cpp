@@ -2,8 +2,8 @@
 
 #include "engine/cpu/activation_kernels.h"
 #include "engine/cpu/kernel_set.h"
-#include "engine/math/activation_math.h"
-#include "engine/math/rope_math.h"
+#include "kernels/math/activation_math.h"
+#include "kernels/math/rope_math.h"
 
 #include <algorithm>
 #include <cmath>

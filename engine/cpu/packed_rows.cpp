@@ -1,6 +1,6 @@
 #include "engine/cpu/packed_rows.h"
 
-#include "engine/util/half.h"
+#include "kernels/math/half.h"
 
 #include <algorithm>
 #include <cstring>

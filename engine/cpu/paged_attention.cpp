@@ -2,8 +2,8 @@
 
 #include "engine/cpu/attention_kernels.h"
 #include "engine/cpu/kernel_set.h"
-#include "engine/math/paged_slots.h"
 #include "engine/util/sanitizer_build.h"
+#include "kernels/math/paged_slots.h"
 
 #include <algorithm>
 #include <cmath>

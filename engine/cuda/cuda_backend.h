@@ -12,10 +12,10 @@
 #include "engine/cuda/decode_graphs.h"
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/kivi_open_blocks.h"
-#include "engine/math/rope_math.h"
 #include "engine/model/llama_model.h"
 #include "engine/runner/backend.h"
 #include "engine/runner/captured_attention.h"
+#include "kernels/math/rope_math.h"
 #include "kernels/paged_attention.cuh"
 #include "kernels/paged_kv_view.cuh"
 #include "kernels/rope_kv_write.cuh"
@@ -165,7 +165,7 @@ private:
     kv::KvGroupLayout groups_;
     // (layers_per_block, [K, V], num_blocks + 1, kv_heads, head_block_bytes):
     // the CPU KvStore's layout, so both address it through
-    // engine/math/paged_slots.h.
+    // kernels/math/paged_slots.h.
     // Block num_blocks is a spare the KV manager never hands out: padded
     // decode rows (decode_padding.h) write there.
     DeviceBuffer<std::uint8_t> pool_;

@@ -1,8 +1,8 @@
 #include "engine/cuda/cuda_weights.h"
 
 #include "engine/gguf/dequantize.h"
-#include "engine/util/half.h"
 #include "kernels/cuda_check.cuh"
+#include "kernels/math/half.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 #include "engine/gguf/dequantize.h"
 
-#include "engine/util/half.h"
+#include "kernels/math/half.h"
 
 #include <cstring>
 #include <stdexcept>

@@ -1,6 +1,6 @@
 #include "engine/kv/kv_format.h"
 
-#include "engine/math/kv_codec_math.h"
+#include "kernels/math/kv_codec_math.h"
 
 #include <array>
 
@@ -62,7 +62,7 @@ std::string kv_format_names() {
     return names;
 }
 
-// The layouts themselves live in engine/math/kv_codec_math.h, shared with the
+// The layouts themselves live in kernels/math/kv_codec_math.h, shared with the
 // CUDA kernels.
 bool quantises_whole_blocks(KvFormat format) {
     return math::quantises_whole_blocks(format);

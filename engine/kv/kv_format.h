@@ -1,6 +1,10 @@
-// The formats K and V can be stored in, and what each costs in bytes. Pure
-// description: the codecs that read and write them live with each backend.
+// The formats K and V can be stored in (the enum itself is in
+// kernels/math/kv_format_kind.h, below the kernels that switch on it): their
+// names, and what each costs in bytes. Pure description: the codecs that read
+// and write them live with each backend.
 #pragma once
+
+#include "kernels/math/kv_format_kind.h"
 
 #include <cstdint>
 #include <optional>
@@ -9,18 +13,6 @@
 #include <vector>
 
 namespace kvscope::kv {
-
-enum class KvFormat {
-    f32,
-    f16,
-    bf16,
-    fp8_e4m3, // one fp32 scale per (token, head): amax / 448
-    q8_0,     // groups of 32 values: fp16 scale + 32 int8
-    q4_0,     // groups of 32 values: fp16 scale + 32 4-bit codes (offset 8)
-    q4_1,     // groups of 32 values: fp16 scale and minimum + 32 4-bit codes
-    kivi4,    // KIVI, 4 bits: keys per channel across a block, values per token
-    kivi2,    // KIVI, 2 bits
-};
 
 // The names the command line takes (llama.cpp's where it has one).
 std::string_view kv_format_name(KvFormat format);
@@ -33,10 +25,6 @@ std::string kv_format_names(); // "f32, f16, ..." for help and errors
 // encoded at once, because its keys are grouped per channel across tokens.
 bool quantises_whole_blocks(KvFormat format);
 int kivi_bits(KvFormat format); // 4 or 2; 0 for other formats
-
-// Values per quantisation group of the grouped formats (q8_0, q4_*, KIVI's
-// per-token values): head_dim must be a multiple of it.
-inline constexpr int kKvGroupSize = 32;
 
 // Why heads of `head_dim` values cannot be stored in `format`; empty if they can.
 std::string kv_format_problem(KvFormat format, int head_dim);

@@ -5,7 +5,7 @@
 #include "engine/sched/token_eviction.h"
 #include "engine/util/cpu_clock.h"
 #include "engine/util/host_clock.h"
-#include "engine/util/nvtx_range.h"
+#include "kernels/nvtx_range.h"
 
 #include <algorithm>
 #include <cstdio>

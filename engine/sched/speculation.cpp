@@ -10,7 +10,7 @@
 #include "engine/sched/llm_engine.h"
 #include "engine/spec/ngram_proposer.h"
 #include "engine/spec/rejection_sampling.h"
-#include "engine/util/nvtx_range.h"
+#include "kernels/nvtx_range.h"
 
 namespace kvscope::sched {
 

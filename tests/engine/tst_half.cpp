@@ -1,7 +1,7 @@
 // fp16 and bf16 conversions: exhaustive over every 16-bit pattern, and
 // fp32 -> fp16 rounding checked against the CPU's own F16C instruction.
 #include "engine/util/cpu_features.h"
-#include "engine/util/half.h"
+#include "kernels/math/half.h"
 
 #include <cmath>
 #include <immintrin.h>

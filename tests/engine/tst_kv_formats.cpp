@@ -5,8 +5,8 @@
 #include "engine/cpu/kv_store.h"
 #include "engine/gguf/dequantize.h"
 #include "engine/kv/kv_format.h"
-#include "engine/math/kv_codec_math.h"
-#include "engine/math/rope_math.h"
+#include "kernels/math/kv_codec_math.h"
+#include "kernels/math/rope_math.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // The CUDA RMSNorm against a CPU reference in double precision, on random rows
 // of several shapes. Skips where no GPU is present.
 #include "engine/gpu_devices.h"
-#include "engine/util/half.h"
+#include "kernels/math/half.h"
 #include "kernels/rms_norm.cuh"
 
 #include <cmath>

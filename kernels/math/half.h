@@ -3,7 +3,7 @@
 // codec and the CUDA kernels round the same way).
 #pragma once
 
-#include "engine/math/host_device.h"
+#include "kernels/math/host_device.h"
 
 #include <cstdint>
 

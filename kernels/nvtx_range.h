@@ -1,11 +1,15 @@
 // Scoped NVTX ranges in kvscope's own domain, "kvscope": the engine marks
-// each step, its phase, each layer and each op, so Nsight Systems and
-// kvscope's own CUPTI tracer can show them. With no tool attached a range
+// each step, its phase, each layer and each op, and the kernel launchers each
+// launch, so Nsight Systems and kvscope's own CUPTI tracer show them nested in
+// one domain. It sits with the kernels, the bottom layer, because both the
+// launchers and the engine above them open ranges. With no tool attached a range
 // costs two calls that return at once; in a build without the NVTX headers
 // (no CUDA toolkit) it compiles to nothing.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <string>
 
 #if KVSCOPE_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
@@ -61,6 +65,19 @@ public:
 
 // "layer 0", "layer 1", ...: names that live as long as the program, so a
 // layer's range carries its number without formatting a string per call.
-const char* layer_name(int layer);
+inline const char* layer_name(int layer) {
+    constexpr int kNamed = 512;
+    static const std::array<std::string, kNamed> names = [] {
+        std::array<std::string, kNamed> all;
+        for (int i = 0; i < kNamed; ++i) {
+            all[static_cast<std::size_t>(i)] = "layer " + std::to_string(i);
+        }
+        return all;
+    }();
+    if (layer < 0 || layer >= kNamed) {
+        return "layer";
+    }
+    return names[static_cast<std::size_t>(layer)].c_str();
+}
 
 } // namespace kvscope::nvtx

@@ -2,7 +2,7 @@
 // kernel so both rotate by the same cos and sin.
 #pragma once
 
-#include "engine/math/host_device.h"
+#include "kernels/math/host_device.h"
 
 #include <cmath>
 #include <math.h> // pow, cos, sin: the names both compilers know in device code

@@ -4,7 +4,7 @@
 // kernels address the pool through these, so both read the same bytes.
 #pragma once
 
-#include "engine/math/host_device.h"
+#include "kernels/math/host_device.h"
 
 #include <cstdint>
 

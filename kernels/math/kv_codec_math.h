@@ -7,9 +7,9 @@
 // head's slice of one cache block (block_size rows, or KIVI's key layout).
 #pragma once
 
-#include "engine/kv/kv_format.h"
-#include "engine/math/host_device.h"
-#include "engine/util/half.h"
+#include "kernels/math/half.h"
+#include "kernels/math/host_device.h"
+#include "kernels/math/kv_format_kind.h"
 
 #include <cmath>
 #include <cstdint>

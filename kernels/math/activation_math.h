@@ -2,7 +2,7 @@
 // both compute the same values.
 #pragma once
 
-#include "engine/math/host_device.h"
+#include "kernels/math/host_device.h"
 
 #include <cmath>
 #include <math.h> // tanhf, expf: the names both compilers know in device code
