@@ -105,7 +105,7 @@ int run(const Options& o, int argc, char** argv) {
     std::int64_t lost = 0;
     std::int64_t resident = 0;
     if (store != nullptr) {
-        for (const auto& [id, source] : store->attached().sources()) {
+        for (const auto& [id, source] : store->attached().state().sources()) {
             received += source.status.events;
             lost += source.status.lost;
             resident += static_cast<std::int64_t>(source.blocks.size());
@@ -126,7 +126,7 @@ int run(const Options& o, int argc, char** argv) {
                 static_cast<long long>(received), static_cast<long long>(lost));
     std::printf("| resident blocks shown at the end | %lld |\n", static_cast<long long>(resident));
     std::printf("| attached rows kept for scrubbing | %zu |\n",
-                store != nullptr ? store->attached_rows_kept() : std::size_t{0});
+                store != nullptr ? store->attached().rows_kept() : std::size_t{0});
     return 0;
 }
 

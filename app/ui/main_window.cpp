@@ -74,6 +74,7 @@ MainWindow::MainWindow(QWidget* parent)
     setObjectName("kvscopeMainWindow");
     engine_ = new EngineController(this);
     attach_ = new AttachController(this);
+    live_ = engine_;
     create_views();
     create_menus();
     mode_label_ = new QLabel(tr("No run"));
@@ -85,62 +86,42 @@ MainWindow::MainWindow(QWidget* parent)
     frame_timer_->setInterval(kFrameMs);
     connect(frame_timer_, &QTimer::timeout, this, [this] { tick(); });
 
-    connect(run_panel_, &RunPanel::start_requested, this, &MainWindow::start_run);
-    connect(run_panel_, &RunPanel::pause_toggled, engine_, &EngineController::set_paused);
-    connect(run_panel_, &RunPanel::stop_requested, this, &MainWindow::stop_live);
-    connect(attach_, &AttachController::started, this, [this] {
-        live_from_attach_ = true;
+    connect_live_source(engine_);
+    connect_live_source(attach_);
+    connect_engine();
+    connect_attach();
+    connect_views();
+}
+
+void MainWindow::connect_live_source(LiveSource* source) {
+    connect(source, &LiveSource::started, this, [this, source] {
+        live_ = source;
         recording_path_.clear();
-        // The attach's own state comes as snapshots (take_snapshots() in
-        // drain()): this thread does not read the rows back.
-        auto store = std::make_shared<profiler::RunStore>();
-        store->follow_attached_snapshots();
-        set_store(std::move(store), Mode::live);
+        set_store(source->new_store(), Mode::live);
         run_panel_->set_running(true);
         frame_timer_->start();
     });
-    connect(attach_, &AttachController::status, this, [this](const QString& text) {
+    connect(source, &LiveSource::status, this, [this](const QString& text) {
         run_panel_->set_status(text);
         statusBar()->showMessage(text);
     });
-    connect(attach_, &AttachController::finished, this, [this](const QString& summary) {
-        if (!attach_->running()) {
+    connect(source, &LiveSource::finished, this, [this, source](const QString& summary) {
+        if (!source->running()) { // else a new run began before this one's end came
             live_ended(summary);
         }
     });
-    connect(attach_, &AttachController::failed, this, [this](const QString& message) {
-        if (attach_->running()) {
-            return;
-        }
-        run_panel_->explain_preset(); // nothing attached after all
-        live_ended(tr("Attach failed: %1").arg(message));
-        auto* box = new QMessageBox(QMessageBox::Warning, tr("Cannot attach"), message,
-                                    QMessageBox::Ok, this);
-        box->setObjectName("attachFailedMessage");
-        box->setAttribute(Qt::WA_DeleteOnClose);
-        box->open();
-    });
-    connect(engine_, &EngineController::started, this, [this] {
-        live_from_attach_ = false;
-        set_store(std::make_shared<profiler::RunStore>(), Mode::live);
-        run_panel_->set_running(true);
-        frame_timer_->start();
-    });
-    connect(engine_, &EngineController::status, this, [this](const QString& text) {
-        run_panel_->set_status(text);
-        statusBar()->showMessage(text);
-    });
+}
+
+void MainWindow::connect_engine() {
+    connect(run_panel_, &RunPanel::start_requested, this, &MainWindow::start_run);
+    connect(run_panel_, &RunPanel::pause_toggled, engine_, &EngineController::set_paused);
+    connect(run_panel_, &RunPanel::stop_requested, this, &MainWindow::stop_live);
     connect(engine_, &EngineController::loading, run_panel_, &RunPanel::set_loading);
     connect(engine_, &EngineController::progress, run_panel_, &RunPanel::set_progress);
-    connect(engine_, &EngineController::finished, this, [this](const QString& summary) {
+    connect(engine_, &LiveSource::finished, this, [this](const QString& summary) {
         if (engine_->running()) {
-            return; // a new run began before this one's end reached the window
+            return;
         }
-        tick(true); // the last events
-        frame_timer_->stop();
-        run_panel_->set_running(false);
-        run_panel_->set_status(summary);
-        statusBar()->showMessage(summary);
         // A run that trades quality for memory says how much, unasked.
         const bool lossy = last_run_.eviction.enabled() ||
                            last_run_.cache_format.key != kv::KvFormat::f16 ||
@@ -153,24 +134,30 @@ MainWindow::MainWindow(QWidget* parent)
         }
         emit run_finished(summary);
     });
-    connect(engine_, &EngineController::failed, this, [this](const QString& message) {
+    connect(engine_, &LiveSource::failed, this, [this](const QString& message) {
         if (engine_->running()) {
             return;
         }
-        tick(true);
-        frame_timer_->stop();
-        run_panel_->set_running(false);
         run_panel_->set_loading(false);
-        run_panel_->set_status(tr("Failed: %1").arg(message));
-        statusBar()->showMessage(tr("The run failed"));
-        // Window-modal but not blocking: the event loop (and tests) go on.
-        auto* box = new QMessageBox(QMessageBox::Warning, tr("The run failed"), message,
-                                    QMessageBox::Ok, this);
-        box->setObjectName("runFailedMessage");
-        box->setAttribute(Qt::WA_DeleteOnClose);
-        box->open();
+        live_failed(tr("Failed: %1").arg(message), tr("The run failed"), tr("The run failed"),
+                    "runFailedMessage", message);
     });
+    connect(run_panel_->quality(), &QualityPanel::measure_requested, this,
+            [this] { run_panel_->quality()->measure(run_panel_->settings()); });
+}
 
+void MainWindow::connect_attach() {
+    connect(attach_, &LiveSource::failed, this, [this](const QString& message) {
+        if (attach_->running()) {
+            return;
+        }
+        run_panel_->explain_preset(); // nothing attached after all
+        const QString status = tr("Attach failed: %1").arg(message);
+        live_failed(status, status, tr("Cannot attach"), "attachFailedMessage", message);
+    });
+}
+
+void MainWindow::connect_views() {
     connect(replay_bar_, &ReplayBar::time_changed, this, &MainWindow::show_time);
     connect(replay_bar_, &ReplayBar::following_changed, this, [this](bool following) {
         timeline_->set_follow_live(following && mode_ == Mode::live);
@@ -190,19 +177,12 @@ MainWindow::MainWindow(QWidget* parent)
     connect(prefix_, &PrefixView::request_selected, requests_, &RequestsPanel::select_request);
     connect(tabs_, &QTabWidget::currentChanged, this,
             [this](int index) { refresh_tab(tabs_->widget(index)); });
-    connect(run_panel_->quality(), &QualityPanel::measure_requested, this,
-            [this] { run_panel_->quality()->measure(run_panel_->settings()); });
 }
 
 MainWindow::~MainWindow() {
-    if (cancel_load_) {
-        *cancel_load_ = true;
-    }
-    if (loader_) {
-        loader_->wait(); // it stops at its next progress report
-    }
-    engine_->stop();
-    attach_->stop();
+    loaders_.stop();
+    loaders_.wait(); // a recording being read stops at its next progress report
+    stop_live();
     // Views point into the store: detach them before it goes.
     set_store(nullptr, Mode::empty);
 }
@@ -340,14 +320,8 @@ bool MainWindow::drain(std::chrono::nanoseconds budget) {
     // them all at once would freeze it.
     constexpr std::size_t kSlice = 256;
     const auto start = std::chrono::steady_clock::now();
-    const std::shared_ptr<profiler::LiveEventQueue> queue = live_events();
-    if (live_from_attach_) {
-        // Each is shown once the rows before it are in (they are queued
-        // before it is taken, so they come in this drain or a later one).
-        for (AttachController::StateSnapshot& snapshot : attach_->take_snapshots()) {
-            store_->add_attached_snapshot(snapshot.rows, std::move(snapshot.state));
-        }
-    }
+    const std::shared_ptr<profiler::LiveEventQueue> queue = live_->events();
+    live_->feed(*store_);
     while (true) {
         const std::vector<events::EngineEvent> batch = queue->take(kSlice);
         for (const events::EngineEvent& event : batch) {
@@ -490,13 +464,11 @@ void MainWindow::start_run() {
 }
 
 void MainWindow::start_run_with(RunSettings settings) {
-    if (engine_->running() || attach_->running()) {
+    if (live_running()) {
         statusBar()->showMessage(tr("A run is under way: stop it first"));
         return;
     }
-    if (cancel_load_) {
-        *cancel_load_ = true; // a recording still loading must not replace the live run
-    }
+    loaders_.stop();                 // a recording still loading must not replace the live run
     run_panel_->quality()->cancel(); // its threads would distort the run's timings
     run_panel_->explain_preset();    // after an attach's text
     recording_path_.clear();
@@ -505,27 +477,19 @@ void MainWindow::start_run_with(RunSettings settings) {
 }
 
 void MainWindow::open_recording(const QString& path) {
-    if (engine_->running()) {
-        engine_->stop();
-    }
-    attach_->stop();
-    if (cancel_load_) {
-        *cancel_load_ = true;
-    }
-    auto cancel = std::make_shared<std::atomic<bool>>(false);
-    cancel_load_ = cancel;
+    stop_live();
+    loaders_.stop(); // the one read before, if any: this one replaces it
     auto* dialog = new QProgressDialog(tr("Reading %1…").arg(QFileInfo(path).fileName()),
                                        tr("Cancel"), 0, 1000, this);
     dialog->setAttribute(Qt::WA_DeleteOnClose);
     dialog->setMinimumDuration(300);
     dialog->setValue(0);
-    connect(dialog, &QProgressDialog::canceled, this, [cancel] { *cancel = true; });
     statusBar()->showMessage(tr("Reading %1…").arg(path));
 
     // The worker builds a store of its own and hands it over whole.
     QPointer<MainWindow> self(this);
     QPointer<QProgressDialog> progress(dialog);
-    QThread* worker = QThread::create([self, progress, cancel, path] {
+    std::stop_source load = loaders_.start([self, progress, path](const std::stop_token& stop) {
         auto store = std::make_shared<profiler::RunStore>();
         QString error;
         try {
@@ -535,19 +499,19 @@ void MainWindow::open_recording(const QString& path) {
                         progress->setValue(static_cast<int>(share * 1000));
                     }
                 });
-                return !cancel->load();
+                return !stop.stop_requested();
             });
         } catch (const std::exception& e) {
             error = QString::fromUtf8(e.what());
         }
-        run_on_thread_of(qApp, [self, progress, cancel, store, error, path] {
+        run_on_thread_of(qApp, [self, progress, stop, store, error, path] {
             // Read the flag first: closing the dialog would raise it.
-            const bool cancelled = cancel->load();
+            const bool cancelled = stop.stop_requested();
             if (progress) {
                 progress->disconnect();
                 progress->deleteLater();
             }
-            if (!self || cancelled || self->engine_->running() || self->attach_->running()) {
+            if (!self || cancelled || self->live_running()) {
                 return;
             }
             if (!error.isEmpty()) {
@@ -562,7 +526,7 @@ void MainWindow::open_recording(const QString& path) {
             }
             self->recording_path_ = path;
             self->set_store(store, Mode::replay);
-            if (store->attached().empty()) {
+            if (store->attached().state().empty()) {
                 self->run_panel_->explain_preset(); // not an attach's text
             } else {
                 self->explain_attached(false);
@@ -591,9 +555,7 @@ void MainWindow::open_recording(const QString& path) {
             emit self->recording_opened(path);
         });
     });
-    connect(worker, &QThread::finished, worker, &QObject::deleteLater);
-    loader_ = worker;
-    worker->start();
+    connect(dialog, &QProgressDialog::canceled, this, [load]() mutable { load.request_stop(); });
 }
 
 void MainWindow::choose_recording() {
@@ -632,7 +594,7 @@ void MainWindow::choose_attach() {
 void MainWindow::show_views_for_run() {
     // An attached engine's run has hashes, not our physical blocks: its own
     // map and prefix forest.
-    const bool attached = store_ && !store_->attached().empty() && store_->steps().empty();
+    const bool attached = store_ && !store_->attached().state().empty() && store_->steps().empty();
     QWidget* blocks =
         attached ? static_cast<QWidget*>(attached_blocks_) : static_cast<QWidget*>(block_map_);
     if (block_views_->currentWidget() == blocks) {
@@ -675,16 +637,14 @@ bool MainWindow::load_attach_tokenizer(const QString& path, bool quiet) {
 }
 
 void MainWindow::start_attach(const AttachSettings& settings) {
-    if (engine_->running() || attach_->running()) {
+    if (live_running()) {
         statusBar()->showMessage(tr("A run is under way: stop it first"));
         return;
     }
     if (!load_attach_tokenizer(settings.tokenizer_path, false)) {
         return;
     }
-    if (cancel_load_) {
-        *cancel_load_ = true;
-    }
+    loaders_.stop();
     explain_attached(true);
     attach_->start(settings);
 }
@@ -709,8 +669,8 @@ void MainWindow::stop_live() {
     attach_->stop();
 }
 
-std::shared_ptr<profiler::LiveEventQueue> MainWindow::live_events() const {
-    return live_from_attach_ ? attach_->events() : engine_->events();
+bool MainWindow::live_running() const {
+    return engine_->running() || attach_->running();
 }
 
 void MainWindow::live_ended(const QString& summary) {
@@ -719,6 +679,17 @@ void MainWindow::live_ended(const QString& summary) {
     run_panel_->set_running(false);
     run_panel_->set_status(summary);
     statusBar()->showMessage(summary);
+}
+
+void MainWindow::live_failed(const QString& status, const QString& bar, const QString& title,
+                             const char* box_name, const QString& message) {
+    live_ended(status);
+    statusBar()->showMessage(bar);
+    // Window-modal but not blocking: the event loop (and tests) go on.
+    auto* box = new QMessageBox(QMessageBox::Warning, title, message, QMessageBox::Ok, this);
+    box->setObjectName(box_name);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();
 }
 
 void MainWindow::choose_comparison() {

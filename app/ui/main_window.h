@@ -7,15 +7,14 @@
 
 #include "app/ui/run/attach_controller.h"
 #include "app/ui/run/run_settings.h"
+#include "app/ui/workers/worker_threads.h"
 #include "profiler/store/run_store.h"
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 
 #include <QMainWindow>
 #include <QPointer>
-#include <QThread>
 
 class QLabel;
 class QStackedWidget;
@@ -36,6 +35,7 @@ class BlockMapView;
 class CompareView;
 class EngineController;
 class KernelSummaryPanel;
+class LiveSource;
 class OccupancyChart;
 class PrefixView;
 class ReplayBar;
@@ -107,6 +107,13 @@ private:
     void explain_attached(bool live);
     void create_views();
     void create_menus();
+    // The constructor's wiring, by concern: what either live source's start,
+    // status and end do; the run panel and what a run's end or failure adds;
+    // an attach's failure; the scrubber, timeline and cross-view selection.
+    void connect_live_source(LiveSource* source);
+    void connect_engine();
+    void connect_attach();
+    void connect_views();
     void set_store(std::shared_ptr<profiler::RunStore> store, Mode mode);
     // A frame: applies what the live source queued (at most a frame's
     // budget of it; the rest in further slices between the window's other
@@ -121,9 +128,12 @@ private:
     void choose_recording();
     void choose_attach();
     void stop_live();
-    // The queue of whichever live source runs (the engine or an attach).
-    std::shared_ptr<profiler::LiveEventQueue> live_events() const;
+    bool live_running() const; // the engine runs or engines are attached
     void live_ended(const QString& summary);
+    // The live source failed: `status` in the run panel, `bar` in the status
+    // bar, and a message box (`title`, object name `box_name`) with why.
+    void live_failed(const QString& status, const QString& bar, const QString& title,
+                     const char* box_name, const QString& message);
     // Shows the attached engines' views (or the engine's) for the store's run.
     void show_views_for_run();
     // The tokenizer for an attached run's token ids; false (and a message)
@@ -138,15 +148,14 @@ private:
     QString recording_path_;
     qint64 shown_ns_ = 0;
     qint64 refreshed_ns_ = -1; // the time the views last showed
-    std::shared_ptr<std::atomic<bool>> cancel_load_;
-    QPointer<QThread> loader_; // the recording being read, if any
+    WorkerThreads loaders_;    // reading a recording
     QPointer<SimulateDialog> simulate_;
     RunSettings last_run_;
-    bool live_from_attach_ = false; // the live store is fed by attach_, not engine_
-    bool drain_scheduled_ = false;  // a drain_slice() is queued
+    bool drain_scheduled_ = false; // a drain_slice() is queued
 
     EngineController* engine_ = nullptr;
     AttachController* attach_ = nullptr;
+    LiveSource* live_ = nullptr; // the one feeding the live store: engine_ or attach_
     QTimer* frame_timer_ = nullptr;
     StartPage* start_page_ = nullptr;
     RunPanel* run_panel_ = nullptr;

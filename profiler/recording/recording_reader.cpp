@@ -152,7 +152,7 @@ void load_recording(const std::filesystem::path& path, RunStore& store,
                     const LoadProgress& progress, std::int64_t max_events) {
     const ReadOnlyRecording recording(path);
     // A replay scrubs the whole run, not the last moments a live window keeps.
-    store.keep_whole_attached_history();
+    store.attached().keep_whole();
     read_events(recording.db(), path.string(), store, progress, max_events);
     read_kernels(recording.db(), store);
     read_nvtx(recording.db(), store);

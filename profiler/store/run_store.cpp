@@ -102,14 +102,6 @@ std::string RequestRecord::output_text(std::int64_t until_ns) const {
     return text;
 }
 
-double CounterTrack::value_at(std::int64_t t, double fallback) const {
-    const auto after = std::upper_bound(t_ns.begin(), t_ns.end(), t);
-    if (after == t_ns.begin()) {
-        return fallback;
-    }
-    return values[static_cast<std::size_t>(after - t_ns.begin() - 1)];
-}
-
 RunStore::RunStore()
     : counters_(static_cast<std::size_t>(Counter::count_)) {
     cpu_ops_.name = "CPU ops";
@@ -125,9 +117,6 @@ RunStore::RunStore()
     name(Counter::prefix_hit_rate, "Prefix hit rate", "share");
     name(Counter::running, "Sequences in step", "sequences");
     name(Counter::gpu_used_bytes, "GPU memory used", "bytes");
-    name(Counter::attached_resident, "Resident blocks", "blocks");
-    name(Counter::attached_stored, "Blocks stored", "blocks/s");
-    name(Counter::attached_removed, "Blocks removed", "blocks/s");
     name(Counter::tier_blocks, "Offload tier blocks", "blocks");
     name(Counter::global_group_blocks, "Global groups' blocks", "blocks");
     name(Counter::window_group_blocks, "Window groups' blocks", "blocks");
@@ -156,7 +145,16 @@ RequestRecord& RunStore::record(std::int64_t id) {
 }
 
 const CounterTrack& RunStore::counter(Counter which) const {
-    return counters_[static_cast<std::size_t>(which)];
+    switch (which) {
+    case Counter::attached_resident:
+        return attached_.resident();
+    case Counter::attached_stored:
+        return attached_.stored();
+    case Counter::attached_removed:
+        return attached_.removed();
+    default:
+        return counters_[static_cast<std::size_t>(which)];
+    }
 }
 
 int RunStore::kv_group_count() const {
@@ -184,9 +182,7 @@ void RunStore::add_group_sums() {
 }
 
 void RunStore::add_counter(Counter which, std::int64_t t_ns, double value) {
-    CounterTrack& track = counters_[static_cast<std::size_t>(which)];
-    track.t_ns.push_back(t_ns);
-    track.values.push_back(value);
+    counters_[static_cast<std::size_t>(which)].add(t_ns, value);
 }
 
 void RunStore::open_lane(RequestRecord& r, std::int64_t t_ns, LaneState state) {
@@ -303,6 +299,7 @@ void RunStore::apply_block_event(const EngineEvent& event) {
 void RunStore::append(const EngineEvent& event) {
     if (event_count_ == 0 || (start_ns_ == 0 && event.time_ns > 0)) {
         start_ns_ = event.time_ns;
+        attached_.set_run_start(start_ns_);
     }
     ++event_count_;
     end_ns_ = std::max(end_ns_, event.time_ns); // an op slice's end: below
@@ -333,8 +330,7 @@ void RunStore::append(const EngineEvent& event) {
         }
         return;
     }
-    if (following_snapshots_ ? attach::is_attached_kind(event.kind) : attached_.apply(event)) {
-        apply_attached(event);
+    if (attached_.append(event)) {
         return;
     }
     const std::int64_t t = event.time_ns;
@@ -510,221 +506,6 @@ void RunStore::append(const EngineEvent& event) {
     default:
         break;
     }
-}
-
-namespace {
-// A busy cluster stores and removes blocks many thousand times a second: the
-// counters sample residency at most this often (and at every status row),
-// and count churn in buckets of this length.
-constexpr std::int64_t kAttachedSampleNs = 50'000'000;
-constexpr std::int64_t kChurnBucketNs = 500'000'000;
-} // namespace
-
-void RunStore::set_attached_history(std::size_t rows_per_checkpoint, std::size_t checkpoints) {
-    attached_rows_per_checkpoint_ = std::max<std::size_t>(rows_per_checkpoint, 1);
-    attached_checkpoints_kept_ = std::max<std::size_t>(checkpoints, 1);
-}
-
-void RunStore::keep_whole_attached_history() {
-    attached_history_whole_ = true;
-    // More copies than live: a recording's spacing grows with its length.
-    attached_checkpoints_kept_ = std::max<std::size_t>(attached_checkpoints_kept_, 8);
-}
-
-std::int64_t RunStore::attached_history_start_ns() const {
-    return attached_history_dropped_ ? attached_checkpoints_.front().t_ns : start_ns_;
-}
-
-const attach::AttachedState& RunStore::attached() const {
-    return following_snapshots_ ? *followed_ : attached_;
-}
-
-std::shared_ptr<const attach::AttachedState> RunStore::attached_shared() const {
-    if (following_snapshots_) {
-        return followed_;
-    }
-    if (!attached_copy_) {
-        attached_copy_ = std::make_shared<const attach::AttachedState>(attached_);
-    }
-    return attached_copy_;
-}
-
-void RunStore::follow_attached_snapshots() {
-    if (!following_snapshots_) {
-        followed_ = attached_shared(); // what the rows said so far
-        following_snapshots_ = true;
-    }
-}
-
-void RunStore::add_attached_snapshot(std::uint64_t rows,
-                                     std::shared_ptr<const attach::AttachedState> state) {
-    if (!following_snapshots_ || !state) {
-        return;
-    }
-    AttachedSnapshot snapshot{rows, std::move(state)};
-    if (rows <= attached_rows_seen_) {
-        install_attached_snapshot(std::move(snapshot));
-        // Its rows came first: the residency track ends on it now.
-        if (!attached_rows_.empty()) {
-            sample_attached_resident(attached_rows_.back().time_ns);
-        }
-    } else {
-        // A window behind its rows: only the newest waiting snapshot matters
-        // for what is shown; older ones would be shown for a moment each.
-        while (pending_snapshots_.size() >= 2) {
-            pending_snapshots_.pop_front();
-        }
-        pending_snapshots_.push_back(std::move(snapshot));
-    }
-}
-
-void RunStore::install_attached_snapshot(AttachedSnapshot snapshot) {
-    followed_ = std::move(snapshot.state);
-    const std::uint64_t row = snapshot.rows;
-    const std::uint64_t last_checkpoint_row =
-        attached_checkpoints_.empty() ? 0 : attached_checkpoints_.back().row;
-    // A snapshot handed over late may follow rows no longer kept: no checkpoint then.
-    if (row >= attached_rows_base_ && row >= last_checkpoint_row + attached_rows_per_checkpoint_) {
-        add_attached_checkpoint(row, followed_);
-    }
-}
-
-void RunStore::add_attached_checkpoint(std::uint64_t row,
-                                       std::shared_ptr<const attach::AttachedState> state) {
-    const std::int64_t t_ns = row > attached_rows_base_ ? attached_row(row - 1).time_ns : start_ns_;
-    attached_checkpoints_.push_back({t_ns, row, std::move(state)});
-    if (attached_history_whole_ && attached_checkpoints_.size() > attached_checkpoints_kept_) {
-        // Checkpoints every N rows become every 2N: the 2nd, 4th, ... stay.
-        std::deque<AttachedCheckpoint> thinned;
-        for (std::size_t i = 1; i < attached_checkpoints_.size(); i += 2) {
-            thinned.push_back(std::move(attached_checkpoints_[i]));
-        }
-        attached_checkpoints_ = std::move(thinned);
-        attached_rows_per_checkpoint_ *= 2;
-    } else if (attached_checkpoints_.size() > attached_checkpoints_kept_) {
-        // The oldest checkpoint goes, and the rows only it needed.
-        attached_checkpoints_.pop_front();
-        attached_trim_to_ = attached_checkpoints_.front().row;
-        attached_history_dropped_ = true;
-    }
-}
-
-std::size_t RunStore::attached_rows_kept() const {
-    return attached_rows_.size();
-}
-
-void RunStore::apply_attached(const EngineEvent& event) {
-    attached_rows_.push_back(event);
-    ++attached_rows_seen_;
-    // Rows are appended one at a time, so two dropped per row keep up.
-    for (int i = 0; i < 2 && attached_rows_base_ < attached_trim_to_; ++i) {
-        attached_rows_.pop_front();
-        ++attached_rows_base_;
-    }
-    if (following_snapshots_) {
-        while (!pending_snapshots_.empty() &&
-               pending_snapshots_.front().rows <= attached_rows_seen_) {
-            AttachedSnapshot snapshot = std::move(pending_snapshots_.front());
-            pending_snapshots_.pop_front();
-            install_attached_snapshot(std::move(snapshot));
-        }
-    } else {
-        attached_copy_.reset();
-        const std::uint64_t last_checkpoint_row =
-            attached_checkpoints_.empty() ? 0 : attached_checkpoints_.back().row;
-        if (attached_rows_seen_ - last_checkpoint_row >= attached_rows_per_checkpoint_) {
-            add_attached_checkpoint(attached_rows_seen_, attached_shared());
-        }
-    }
-    const std::int64_t t = event.time_ns;
-    // Churn: a bucket's counts become one rate sample when the next begins.
-    if (churn_bucket_ns_ < 0) {
-        churn_bucket_ns_ = t;
-    }
-    if (t >= churn_bucket_ns_ + kChurnBucketNs) {
-        const double per_second = 1e9 / static_cast<double>(kChurnBucketNs);
-        add_counter(Counter::attached_stored, churn_bucket_ns_,
-                    static_cast<double>(churn_stored_) * per_second);
-        add_counter(Counter::attached_removed, churn_bucket_ns_,
-                    static_cast<double>(churn_removed_) * per_second);
-        // Quiet buckets in between read as zero.
-        const std::int64_t skipped = (t - churn_bucket_ns_) / kChurnBucketNs;
-        if (skipped > 1) {
-            add_counter(Counter::attached_stored, churn_bucket_ns_ + kChurnBucketNs, 0);
-            add_counter(Counter::attached_removed, churn_bucket_ns_ + kChurnBucketNs, 0);
-        }
-        churn_bucket_ns_ += skipped * kChurnBucketNs;
-        churn_stored_ = 0;
-        churn_removed_ = 0;
-    }
-    churn_stored_ += event.kind == EventKind::attached_block_stored ? 1 : 0;
-    churn_removed_ += event.kind == EventKind::attached_block_removed ? 1 : 0;
-
-    sample_attached_resident(t);
-}
-
-void RunStore::sample_attached_resident(std::int64_t t) {
-    // At most one residency sample per kAttachedSampleNs: within it, the
-    // last sample moves to this time and takes its value, so the track
-    // always ends on the latest state.
-    const auto resident = static_cast<double>(attached().resident_blocks());
-    CounterTrack& track = counters_[static_cast<std::size_t>(Counter::attached_resident)];
-    if (attached_sampled_ns_ >= 0 && t < attached_sampled_ns_ + kAttachedSampleNs &&
-        !track.t_ns.empty()) {
-        track.t_ns.back() = t;
-        track.values.back() = resident;
-    } else {
-        add_counter(Counter::attached_resident, t, resident);
-        attached_sampled_ns_ = t;
-    }
-}
-
-std::shared_ptr<const attach::AttachedState> RunStore::attached_at(std::int64_t t_ns) const {
-    if (attached_rows_.empty() || attached_rows_.back().time_ns <= t_ns) {
-        return attached_shared();
-    }
-    // From the latest checkpoint at or before t, then the rows up to t.
-    // Before every checkpoint: from nothing (the run's start), or, when
-    // older rows are gone, the oldest moment kept.
-    const AttachedCheckpoint* from = nullptr;
-    for (const AttachedCheckpoint& checkpoint : attached_checkpoints_) {
-        if (checkpoint.t_ns > t_ns) {
-            break;
-        }
-        from = &checkpoint;
-    }
-    if (from == nullptr && attached_history_dropped_) {
-        from = &attached_checkpoints_.front();
-        t_ns = from->t_ns; // and the rest of the rows stamped with its time
-    }
-    std::uint64_t row = from != nullptr ? from->row : attached_rows_base_;
-    std::shared_ptr<const attach::AttachedState> start =
-        from != nullptr ? from->state : std::make_shared<const attach::AttachedState>();
-    // Playing a replay forward steps on from the last moment asked for, not
-    // from the checkpoint again (their spacing grows with a recording).
-    const AttachedMoment& last = attached_moment_;
-    if (last.state && last.t_ns <= t_ns && last.row >= row && last.row >= attached_rows_base_) {
-        row = last.row;
-        start = last.state;
-    }
-    const std::uint64_t end = attached_rows_seen_;
-    if (row == end || attached_row(row).time_ns > t_ns) {
-        return start; // nothing to add: shared, not copied
-    }
-    auto state = std::make_shared<attach::AttachedState>(*start);
-    for (; row < end && attached_row(row).time_ns <= t_ns; ++row) {
-        state->apply(attached_row(row));
-    }
-    attached_moment_ = {t_ns, row, state};
-    return state;
-}
-
-std::int64_t RunStore::attached_capacity() const {
-    std::int64_t total = 0;
-    for (const auto& [id, source] : attached().sources()) {
-        total += source.capacity_blocks();
-    }
-    return total;
 }
 
 BlockMapState RunStore::block_map_at(std::int64_t t_ns) const {

@@ -9,8 +9,9 @@
 
 #include "engine/events/engine_event.h"
 #include "engine/events/typed_events.h"
-#include "profiler/attach/attached_events.h"
+#include "profiler/store/attached_history.h"
 #include "profiler/store/block_map_state.h"
+#include "profiler/store/counter_track.h"
 
 #include <cstdint>
 #include <deque>
@@ -93,16 +94,6 @@ struct RequestRecord {
     std::string text(std::int64_t first, std::int64_t last) const;
     // Output text generated up to `t_ns`.
     std::string output_text(std::int64_t until_ns) const;
-};
-
-// Time series of one quantity, sampled once a step.
-struct CounterTrack {
-    std::string name;
-    std::string unit;
-    std::vector<std::int64_t> t_ns;
-    std::vector<double> values;
-    // The last sample at or before `t_ns`; `fallback` when none.
-    double value_at(std::int64_t t_ns, double fallback = 0) const;
 };
 
 enum class Counter : std::uint8_t {
@@ -195,48 +186,10 @@ public:
     int kv_group_count() const;
     const std::vector<PrefixNode>& prefix_nodes() const { return prefix_nodes_; }
 
-    // Attached engines: what their rows say now, and at any moment (rebuilt
-    // from the latest checkpoint at or before `t_ns` and the rows after it).
-    // Both as shared, immutable values a view may lay out on a worker thread.
-    //
-    // An attach may run for hours at hundreds of thousands of rows a second,
-    // so the history kept for scrubbing is bounded: a copy of the state
-    // (a checkpoint) every `rows_per_checkpoint` rows, the newest
-    // `checkpoints` of them, and the rows since the oldest. A moment before
-    // attached_history_start_ns() shows the oldest state kept.
-    //
-    // When following snapshots (below), "now" is the newest snapshot shown.
-    // attached_shared() and attached_at() keep copies they made (the state
-    // while unchanged, the last moment asked for): call them from one thread.
-    const attach::AttachedState& attached() const;
-    std::shared_ptr<const attach::AttachedState> attached_shared() const;
-    std::shared_ptr<const attach::AttachedState> attached_at(std::int64_t t_ns) const;
-    std::int64_t attached_history_start_ns() const;
-    void set_attached_history(std::size_t rows_per_checkpoint, std::size_t checkpoints);
-    // A recording's replay (load_recording): every row is kept and the
-    // history reaches back to the start; past `checkpoints` checkpoints,
-    // every other one goes and their spacing doubles, so memory for states
-    // stays bounded while scrubbing costs at most one spacing of rows.
-    // At least 8 checkpoints are kept then; playing forward steps on from the
-    // last moment asked for.
-    void keep_whole_attached_history();
-    std::size_t attached_rows_kept() const;
-
-    // A live attach keeps its own state, from the very batches its rows are
-    // written from (attach::AttachSession::state()), and hands copies over
-    // now and then. After follow_attached_snapshots(), attached rows are
-    // kept (for scrubbing) and counted (for the churn) but not read: the
-    // state shown is the newest snapshot whose rows have all been appended,
-    // and snapshots are the checkpoints. Reading 300,000 rows a second back
-    // from their JSON was more than a window's thread can do.
-    void follow_attached_snapshots();
-    bool following_attached_snapshots() const { return following_snapshots_; }
-    // The state right after the attach's first `rows` rows (every row it
-    // emitted counts). Snapshots come in order of `rows`.
-    void add_attached_snapshot(std::uint64_t rows,
-                               std::shared_ptr<const attach::AttachedState> state);
-    // The engines' KV capacity in blocks, summed over sources (0: not given).
-    std::int64_t attached_capacity() const;
+    // Attached engines (kvscope attach): their state now and at any moment,
+    // and how much of their history is kept.
+    const AttachedHistory& attached() const { return attached_; }
+    AttachedHistory& attached() { return attached_; }
 
     // The block map right after every event at or before `t_ns`.
     BlockMapState block_map_at(std::int64_t t_ns) const;
@@ -244,10 +197,6 @@ public:
     const BlockMapState& block_map_now() const { return block_map_; }
 
 private:
-    struct AttachedSnapshot {
-        std::uint64_t rows = 0;
-        std::shared_ptr<const attach::AttachedState> state;
-    };
     RequestRecord& record(std::int64_t id);
     void open_lane(RequestRecord& r, std::int64_t t_ns, LaneState state);
     void close_lane(RequestRecord& r, std::int64_t t_ns);
@@ -256,14 +205,6 @@ private:
     void apply_block_event(const events::EngineEvent& event);
     void keep_for_replay(const events::EngineEvent& event);
     void add_counter(Counter which, std::int64_t t_ns, double value);
-    void apply_attached(const events::EngineEvent& event);
-    // Keeps `state` as the checkpoint after the first `row` attached rows;
-    // beyond the limit, drops the oldest checkpoint and (a few per row
-    // appended) the rows only it needed.
-    void sample_attached_resident(std::int64_t t_ns);
-    void add_attached_checkpoint(std::uint64_t row,
-                                 std::shared_ptr<const attach::AttachedState> state);
-    void install_attached_snapshot(AttachedSnapshot snapshot);
 
     std::int64_t event_count_ = 0;
     std::int64_t start_ns_ = 0;
@@ -296,43 +237,7 @@ private:
     std::int64_t hit_tokens_ = 0;
     std::int64_t prompt_tokens_ = 0;
 
-    attach::AttachedState attached_; // read from the rows, unless following snapshots
-    mutable std::shared_ptr<const attach::AttachedState>
-        attached_copy_; // of attached_, until it changes
-    bool following_snapshots_ = false;
-    std::shared_ptr<const attach::AttachedState> followed_; // the newest snapshot installed
-    std::deque<AttachedSnapshot> pending_snapshots_;        // their rows not all appended yet
-    struct AttachedMoment {
-        std::int64_t t_ns = 0;
-        std::uint64_t row = 0; // the first row after it
-        std::shared_ptr<const attach::AttachedState> state;
-    };
-    mutable AttachedMoment attached_moment_; // the last attached_at() built
-    // Attached rows are numbered from 0 in the order appended.
-    std::uint64_t attached_rows_seen_ = 0; // every attached row appended
-    struct AttachedCheckpoint {
-        std::int64_t t_ns = 0; // the time of the last row it includes
-        std::uint64_t row = 0; // the number of the first row after it
-        std::shared_ptr<const attach::AttachedState> state;
-    };
-    std::deque<AttachedCheckpoint> attached_checkpoints_;
-    // Rows from attached_rows_base_ on: since the oldest checkpoint, and
-    // those before attached_trim_to_ that go a few per row appended (a
-    // hundred thousand dropped at once stalled the window).
-    std::deque<events::EngineEvent> attached_rows_;
-    std::uint64_t attached_rows_base_ = 0;
-    std::uint64_t attached_trim_to_ = 0;
-    const events::EngineEvent& attached_row(std::uint64_t row) const {
-        return attached_rows_[static_cast<std::size_t>(row - attached_rows_base_)];
-    }
-    bool attached_history_dropped_ = false;
-    bool attached_history_whole_ = false;
-    std::size_t attached_rows_per_checkpoint_ = 100'000;
-    std::size_t attached_checkpoints_kept_ = 4;
-    std::int64_t attached_sampled_ns_ = -1; // last attached_resident sample
-    std::int64_t churn_bucket_ns_ = -1;     // start of the churn bucket being counted
-    std::int64_t churn_stored_ = 0;
-    std::int64_t churn_removed_ = 0;
+    AttachedHistory attached_;
 
     std::vector<PrefixNode> prefix_nodes_;
     std::vector<std::int32_t> node_of_block_; // -1: the block holds no cached prefix

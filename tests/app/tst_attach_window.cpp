@@ -157,10 +157,10 @@ private slots:
             0, kv_event_payload(
                    {PublishedStored{{1, 2, 3}, std::nullopt, {hello[0], hello[1], 7, 7, 8, 8}},
                     PublishedStored{{4}, std::nullopt}})));
-        QTRY_VERIFY_WITH_TIMEOUT(window.store() != nullptr &&
-                                     window.store()->attached().source(0) != nullptr &&
-                                     window.store()->attached().source(0)->blocks.size() == 4,
-                                 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            window.store() != nullptr && window.store()->attached().state().source(0) != nullptr &&
+                window.store()->attached().state().source(0)->blocks.size() == 4,
+            20000);
         QTest::qWait(150); // a frame
         AttachedBlocksView* view = window.attached_blocks();
         QVERIFY(view->isVisible());
@@ -209,15 +209,16 @@ private slots:
         }
         // The metrics URL was polled into the store (vLLM's page: 25% KV
         // usage, 27,215 GPU blocks).
-        QTRY_VERIFY_WITH_TIMEOUT(!window.store()->attached().source(0)->metrics.empty(), 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(!window.store()->attached().state().source(0)->metrics.empty(),
+                                 20000);
         const attach::MetricsSummary polled =
-            attach::summarize_metrics(window.store()->attached().source(0)->metrics);
+            attach::summarize_metrics(window.store()->attached().state().source(0)->metrics);
         QCOMPARE(polled.kv_usage, std::optional<double>(0.25));
         QCOMPARE(polled.num_gpu_blocks, std::optional<std::int64_t>(27215));
         QTest::qWait(600); // a moment apart, for scrubbing back to it
         const qint64 before_removal = window.store()->end_ns();
         QVERIFY(publisher.publish(1, kv_event_payload({PublishedRemoved{{4}}})));
-        QTRY_COMPARE_WITH_TIMEOUT(window.store()->attached().source(0)->blocks.size(),
+        QTRY_COMPARE_WITH_TIMEOUT(window.store()->attached().state().source(0)->blocks.size(),
                                   std::size_t{3}, 20000);
 
         window.attacher()->stop();

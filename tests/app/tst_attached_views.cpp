@@ -76,7 +76,7 @@ private slots:
         for (const events::EngineEvent& row : chain_rows()) {
             store_.append(row);
         }
-        QCOMPARE(store_.attached().resident_blocks(),
+        QCOMPARE(store_.attached().state().resident_blocks(),
                  std::size_t{(kChains / 2) * kChainBlocks + 5});
     }
 
@@ -88,7 +88,7 @@ private slots:
         QVERIFY(view.rebuilding()); // the call returned before the build ended
         QTRY_VERIFY_WITH_TIMEOUT(!view.rebuilding(), 10'000);
         const std::vector<AttachedBlocksView::Section> expected =
-            AttachedBlocksView::build_sections(*store_.attached_shared());
+            AttachedBlocksView::build_sections(*store_.attached().shared_state());
         QCOMPARE(view.sections().size(), std::size_t{1});
         QCOMPARE(view.sections()[0].title, expected[0].title);
         QCOMPARE(view.sections()[0].cells.size(), expected[0].cells.size());

@@ -403,32 +403,34 @@ void TestRunStore::attached_history_is_bounded_and_scrubs_exactly() {
         times.push_back(t);
     }
     RunStore everything;
-    everything.set_attached_history(std::size_t{1} << 30, 1);
+    everything.attached().set_limits(std::size_t{1} << 30, 1);
     RunStore bounded;
-    bounded.set_attached_history(25, 3);
+    bounded.attached().set_limits(25, 3);
     RunStore whole; // a recording's replay: thinned checkpoints, every row
-    whole.set_attached_history(25, 3);
-    whole.keep_whole_attached_history();
+    whole.attached().set_limits(25, 3);
+    whole.attached().keep_whole();
     for (const EngineEvent& row : rows) {
         everything.append(row);
         bounded.append(row);
         whole.append(row);
         // The rows since the oldest of 3 checkpoints (at most 4 x 25), and
         // those it no longer needs going two per row appended.
-        QVERIFY(bounded.attached_rows_kept() <= 5 * 25);
+        QVERIFY(bounded.attached().rows_kept() <= 5 * 25);
     }
-    QCOMPARE(whole.attached_rows_kept(), rows.size());
-    QCOMPARE(whole.attached_history_start_ns(), everything.attached_history_start_ns());
+    QCOMPARE(whole.attached().rows_kept(), rows.size());
+    QCOMPARE(whole.attached().start_ns(), everything.attached().start_ns());
     for (const std::int64_t t : times) {
-        QCOMPARE(resident_lines(*whole.attached_at(t)), resident_lines(*everything.attached_at(t)));
+        QCOMPARE(resident_lines(*whole.attached().state_at(t)),
+                 resident_lines(*everything.attached().state_at(t)));
     }
-    QCOMPARE(everything.attached_rows_kept(), rows.size());
-    const std::int64_t start = bounded.attached_history_start_ns();
+    QCOMPARE(everything.attached().rows_kept(), rows.size());
+    const std::int64_t start = bounded.attached().start_ns();
     QVERIFY(start > times.front() && start < times.back());
-    QCOMPARE(resident_lines(bounded.attached()), resident_lines(everything.attached()));
+    QCOMPARE(resident_lines(bounded.attached().state()),
+             resident_lines(everything.attached().state()));
     for (const std::int64_t t : times) {
-        QCOMPARE(resident_lines(*bounded.attached_at(t)),
-                 resident_lines(*everything.attached_at(std::max(t, start))));
+        QCOMPARE(resident_lines(*bounded.attached().state_at(t)),
+                 resident_lines(*everything.attached().state_at(std::max(t, start))));
     }
 }
 
@@ -475,39 +477,42 @@ void TestRunStore::following_snapshots_shows_what_the_rows_say() {
 
     for (const bool snapshots_late : {false, true}) {
         RunStore reading; // reads every row
-        reading.set_attached_history(std::size_t{1} << 30, 1);
+        reading.attached().set_limits(std::size_t{1} << 30, 1);
         RunStore following;
-        following.follow_attached_snapshots();
-        following.set_attached_history(40, 3);
+        following.attached().follow_snapshots();
+        following.attached().set_limits(40, 3);
         std::size_t next = 0;
         for (std::size_t r = 0; r < rows.size(); ++r) {
             // Early: handed over before their rows are in (the window is
             // behind); late: after.
             while (!snapshots_late && next < snapshots.size() && snapshots[next].rows <= r + 5) {
-                following.add_attached_snapshot(snapshots[next].rows, snapshots[next].state);
+                following.attached().add_snapshot(snapshots[next].rows, snapshots[next].state);
                 ++next;
             }
             reading.append(rows[r]);
             following.append(rows[r]);
             while (snapshots_late && next < snapshots.size() && snapshots[next].rows <= r + 1) {
-                following.add_attached_snapshot(snapshots[next].rows, snapshots[next].state);
-                QCOMPARE(resident_lines(following.attached()), resident_lines(reading.attached()));
+                following.attached().add_snapshot(snapshots[next].rows, snapshots[next].state);
+                QCOMPARE(resident_lines(following.attached().state()),
+                         resident_lines(reading.attached().state()));
                 ++next;
             }
         }
         QCOMPARE(next, snapshots.size());
-        QCOMPARE(resident_lines(following.attached()), resident_lines(reading.attached()));
-        QCOMPARE(following.attached_shared().get(), &following.attached());
-        QVERIFY(following.attached_rows_kept() < rows.size()); // bounded
-        const std::int64_t start = following.attached_history_start_ns();
+        QCOMPARE(resident_lines(following.attached().state()),
+                 resident_lines(reading.attached().state()));
+        QCOMPARE(following.attached().shared_state().get(), &following.attached().state());
+        QVERIFY(following.attached().rows_kept() < rows.size()); // bounded
+        const std::int64_t start = following.attached().start_ns();
         for (std::int64_t t = 1000; t < 1600; t += 7) {
-            QCOMPARE(resident_lines(*following.attached_at(t)),
-                     resident_lines(*reading.attached_at(std::max(t, start))));
+            QCOMPARE(resident_lines(*following.attached().state_at(t)),
+                     resident_lines(*reading.attached().state_at(std::max(t, start))));
         }
         // The residency track ends on the last snapshot, however it came.
         const auto& resident = following.counter(kvscope::profiler::Counter::attached_resident);
         QVERIFY(!resident.values.empty());
-        QCOMPARE(resident.values.back(), static_cast<double>(reading.attached().resident_blocks()));
+        QCOMPARE(resident.values.back(),
+                 static_cast<double>(reading.attached().state().resident_blocks()));
         // The churn is counted from the rows' kinds alone.
         const auto& stored = reading.counter(kvscope::profiler::Counter::attached_stored);
         QCOMPARE(following.counter(kvscope::profiler::Counter::attached_stored).values,

@@ -62,7 +62,7 @@ void AttachedPrefixPanel::refresh() {
 
 void AttachedPrefixPanel::rebuild() {
     std::shared_ptr<const attach::AttachedState> state =
-        store_ != nullptr ? store_->attached_at(time_ns_)
+        store_ != nullptr ? store_->attached().state_at(time_ns_)
                           : std::make_shared<const attach::AttachedState>();
     const std::size_t blocks = state->resident_blocks();
     builds_.request(

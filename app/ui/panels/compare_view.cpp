@@ -17,49 +17,34 @@
 #include <QLineEdit>
 #include <QPushButton>
 #include <QTableView>
-#include <QThread>
 #include <QVBoxLayout>
 
 namespace kvscope::ui {
 
-// Reads both recordings and compares them, on a thread of its own; emits
-// exactly one of its two signals. Lives in this file: nothing else uses it.
-class CompareWorker : public QObject {
-    Q_OBJECT
-public:
-    CompareWorker(QString base, QString now, profiler::CompareOptions options)
-        : base_(std::move(base))
-        , now_(std::move(now))
-        , options_(options) {}
+namespace {
 
-    void run() {
-        auto result = std::make_shared<CompareResult>();
-        result->options = options_;
-        QString which = tr("base");
-        try {
-            result->base = profiler::compute_run_set_stats(base_.toStdString());
-            which = tr("new");
-            result->now = profiler::compute_run_set_stats(now_.toStdString());
-            result->rows = profiler::compare_runs(result->base, result->now, options_);
-        } catch (const std::exception& e) {
-            emit_on_own_thread(
-                this, &CompareWorker::failed,
-                tr("Cannot read the %1 recording: %2").arg(which, QString::fromUtf8(e.what())));
-            return;
-        }
-        emit_on_own_thread(this, &CompareWorker::finished,
-                           std::shared_ptr<const CompareResult>(std::move(result)));
+// Reads both recordings and compares them (on a worker thread): the result,
+// or why not in `error`.
+std::shared_ptr<const CompareResult> compare_files(const QString& base, const QString& now,
+                                                   const profiler::CompareOptions& options,
+                                                   QString& error) {
+    auto result = std::make_shared<CompareResult>();
+    result->options = options;
+    QString which = QObject::tr("base");
+    try {
+        result->base = profiler::compute_run_set_stats(base.toStdString());
+        which = QObject::tr("new");
+        result->now = profiler::compute_run_set_stats(now.toStdString());
+        result->rows = profiler::compare_runs(result->base, result->now, options);
+    } catch (const std::exception& e) {
+        error =
+            QObject::tr("Cannot read the %1 recording: %2").arg(which, QString::fromUtf8(e.what()));
+        return nullptr;
     }
+    return result;
+}
 
-signals:
-    void finished(std::shared_ptr<const kvscope::ui::CompareResult> result);
-    void failed(const QString& message);
-
-private:
-    const QString base_;
-    const QString now_;
-    const profiler::CompareOptions options_;
-};
+} // namespace
 
 CompareView::CompareView(QWidget* parent)
     : QWidget(parent) {
@@ -140,13 +125,7 @@ CompareView::CompareView(QWidget* parent)
     layout->addWidget(criteria_label_);
 }
 
-CompareView::~CompareView() {
-    for (const QPointer<QThread>& thread : threads_) {
-        if (thread) {
-            thread->wait();
-        }
-    }
-}
+CompareView::~CompareView() = default; // workers_ waits for comparisons under way
 
 void CompareView::set_files(const QString& base, const QString& now) {
     base_edit_->setText(base);
@@ -187,35 +166,29 @@ void CompareView::start() {
         on_failed(tr("Choose a base and a new recording to compare."));
         return;
     }
-    auto* worker = new CompareWorker(base, now, options());
-    QThread* thread = QThread::create([worker] { worker->run(); });
-    // The worker lives on this thread and emits on it from its own
-    // (thread_handoff.h); the connections die with this view if it goes first.
-    connect(worker, &CompareWorker::finished, this,
-            [this, generation](const std::shared_ptr<const CompareResult>& result) {
-                if (generation == generation_) {
-                    on_result(result);
-                }
-            });
-    connect(worker, &CompareWorker::failed, this, [this, generation](const QString& message) {
-        if (generation == generation_) {
-            on_failed(message);
-        }
+    // The result comes back to this view's thread; dropped if the view has
+    // gone (it waits for its workers as it goes).
+    workers_.start([this, base, now, options = options(), generation](const std::stop_token&) {
+        QString error;
+        std::shared_ptr<const CompareResult> result = compare_files(base, now, options, error);
+        run_on_thread_of(this, [this, generation, result, error] {
+            --running_;
+            compare_button_->setEnabled(running_ == 0);
+            if (generation != generation_) {
+                return; // a later comparison was asked for
+            }
+            if (result) {
+                on_result(result);
+            } else {
+                on_failed(error);
+            }
+        });
     });
-    connect(thread, &QThread::finished, this, [this] {
-        --running_;
-        compare_button_->setEnabled(running_ == 0);
-    });
-    connect(thread, &QThread::finished, worker, &QObject::deleteLater);
-    connect(thread, &QThread::finished, thread, &QObject::deleteLater);
-    threads_.removeAll(QPointer<QThread>());
-    threads_.append(thread);
     ++running_;
     compare_button_->setEnabled(false);
     show_status(
         tr("Comparing %1 with %2…").arg(QFileInfo(now).fileName(), QFileInfo(base).fileName()),
         false);
-    thread->start();
 }
 
 void CompareView::on_result(const std::shared_ptr<const CompareResult>& result) {
@@ -264,5 +237,3 @@ void CompareView::browse_folder(QLineEdit* field, const QString& title) {
 }
 
 } // namespace kvscope::ui
-
-#include "compare_view.moc"

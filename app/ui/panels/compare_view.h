@@ -5,6 +5,7 @@
 // and a bad file shows its reason instead of a table.
 #pragma once
 
+#include "app/ui/workers/worker_threads.h"
 #include "profiler/gate/compare.h"
 
 #include <memory>
@@ -20,7 +21,6 @@ class QLabel;
 class QLineEdit;
 class QPushButton;
 class QTableView;
-class QThread;
 
 namespace kvscope::ui {
 
@@ -88,9 +88,9 @@ private:
 
     int generation_ = 0; // of the latest start(); older workers' results are stale
     int running_ = 0;
-    QList<QPointer<QThread>> threads_;
     std::shared_ptr<const CompareResult> result_;
     QString error_;
+    WorkerThreads workers_; // last: goes first, while what its work reports to is there
 };
 
 } // namespace kvscope::ui

@@ -12,7 +12,6 @@
 #include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QThread>
 #include <QVBoxLayout>
 
 namespace kvscope::ui {
@@ -75,15 +74,11 @@ QualityPanel::QualityPanel(QWidget* parent)
 
 QualityPanel::~QualityPanel() {
     cancel();
-    if (worker_) {
-        worker_->wait(); // it stops after its chunk and finds no panel
-    }
+    workers_.wait(); // they stop after their chunk and find no panel
 }
 
 void QualityPanel::cancel() {
-    if (cancel_) {
-        *cancel_ = true;
-    }
+    workers_.stop();
     if (measuring_) {
         measuring_ = false;
         progress_->setVisible(false);
@@ -97,8 +92,6 @@ QString QualityPanel::result_text() const {
 
 void QualityPanel::measure(const RunSettings& settings) {
     cancel();
-    auto stop = std::make_shared<std::atomic<bool>>(false);
-    cancel_ = stop;
     const int generation = ++generation_;
     measuring_ = true;
     progress_->setValue(0);
@@ -107,7 +100,7 @@ void QualityPanel::measure(const RunSettings& settings) {
                          .arg(QString::fromStdString(settings.cache_format.describe())));
 
     QPointer<QualityPanel> self(this);
-    QThread* worker = QThread::create([self, stop, generation, settings] {
+    workers_.start([self, generation, settings](const std::stop_token& stop) {
         QString text;
         QString error;
         try {
@@ -127,13 +120,13 @@ void QualityPanel::measure(const RunSettings& settings) {
             options.backend.threads =
                 settings.backend.threads > 0 ? std::min(settings.backend.threads, 2) : 2;
             options.prompt_tokens = 128; // then 32-token chunks: eviction acts as it goes
-            options.progress = [self, stop](double share) {
+            options.progress = [self, &stop](double share) {
                 run_on_thread_of(qApp, [self, share] {
                     if (self) {
                         self->progress_->setValue(static_cast<int>(share * 100));
                     }
                 });
-                return !stop->load();
+                return !stop.stop_requested();
             };
             const quality::QualityResult result =
                 quality::measure_kv_quality(model, tokens, options);
@@ -144,7 +137,7 @@ void QualityPanel::measure(const RunSettings& settings) {
             error = QString::fromUtf8(e.what());
         }
         run_on_thread_of(qApp, [self, stop, generation, text, error] {
-            if (!self || stop->load() || generation != self->generation_) {
+            if (!self || stop.stop_requested() || generation != self->generation_) {
                 return;
             }
             self->measuring_ = false;
@@ -158,9 +151,6 @@ void QualityPanel::measure(const RunSettings& settings) {
             emit self->measured(text);
         });
     });
-    connect(worker, &QThread::finished, worker, &QObject::deleteLater);
-    worker_ = worker;
-    worker->start();
 }
 
 } // namespace kvscope::ui

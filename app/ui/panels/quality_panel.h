@@ -6,12 +6,8 @@
 #pragma once
 
 #include "app/ui/run/run_settings.h"
+#include "app/ui/workers/worker_threads.h"
 
-#include <atomic>
-#include <memory>
-
-#include <QPointer>
-#include <QThread>
 #include <QWidget>
 
 class QLabel;
@@ -49,8 +45,7 @@ private:
     QPushButton* button_ = nullptr;
     bool measuring_ = false;
     int generation_ = 0; // of the latest measure(); older workers' results are dropped
-    std::shared_ptr<std::atomic<bool>> cancel_;
-    QPointer<QThread> worker_;
+    WorkerThreads workers_;
 };
 
 } // namespace kvscope::ui

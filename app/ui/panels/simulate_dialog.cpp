@@ -29,7 +29,6 @@
 #include <QScatterSeries>
 #include <QSpinBox>
 #include <QTableWidget>
-#include <QThread>
 #include <QVBoxLayout>
 #include <QValueAxis>
 
@@ -166,24 +165,10 @@ SimulateDialog::SimulateDialog(QWidget* parent)
 }
 
 SimulateDialog::~SimulateDialog() {
-    if (cancel_flag_) {
-        *cancel_flag_ = true;
-    }
-    // A replay stops within a thousand steps of the flag; wait for it, so no
-    // recording is still being written into recordings_ as it is removed.
-    for (const QPointer<QThread>& worker : workers_) {
-        if (worker) {
-            worker->wait();
-        }
-    }
-}
-
-void SimulateDialog::run_worker(std::function<void()> work) {
-    std::erase_if(workers_, [](const QPointer<QThread>& w) { return w.isNull(); });
-    QThread* worker = QThread::create(std::move(work));
-    connect(worker, &QThread::finished, worker, &QObject::deleteLater);
-    workers_.emplace_back(worker);
-    worker->start();
+    // A replay stops within a thousand steps of the request; wait for it, so
+    // no recording is still being written into recordings_ as it is removed.
+    workers_.stop();
+    workers_.wait();
 }
 
 void SimulateDialog::set_trace(const QString& path) {
@@ -293,14 +278,15 @@ bool SimulateDialog::start() {
     progress_->setRange(0, static_cast<int>(configs.size()));
     progress_->setValue(0);
     status_->setText(tr("Replaying %1 configurations…").arg(configs.size()));
-    cancel_flag_ = std::make_shared<std::atomic<bool>>(false);
     set_busy(true);
     QPointer<SimulateDialog> self(this);
-    auto cancel = cancel_flag_;
     const sim::TraceOpener open = opener();
-    run_worker([self, cancel, open, configs] {
+    workers_.start([self, open, configs](const std::stop_token& stop) {
         std::vector<sim::SimulationResult> results;
         QString error;
+        // The simulator reads a flag: raised when the work is asked to stop.
+        const auto cancel = std::make_shared<std::atomic<bool>>(false);
+        const std::stop_callback raise(stop, [cancel] { *cancel = true; });
         try {
             results = sim::simulate_each(
                 open, configs,
@@ -342,9 +328,7 @@ bool SimulateDialog::start() {
 }
 
 void SimulateDialog::cancel() {
-    if (cancel_flag_) {
-        *cancel_flag_ = true;
-    }
+    workers_.stop();
 }
 
 void SimulateDialog::show_results() {
@@ -425,15 +409,15 @@ bool SimulateDialog::show_in_views(int row) {
         QString("simulated-%1-%2.sqlite").arg(row).arg(QDateTime::currentMSecsSinceEpoch()));
     status_->setText(
         tr("Recording the first %1 requests of row %2…").arg(config.max_requests).arg(row + 1));
-    cancel_flag_ = std::make_shared<std::atomic<bool>>(false);
     progress_->setRange(0, 0); // busy
     set_busy(true);
     QPointer<SimulateDialog> self(this);
-    auto cancel = cancel_flag_;
     const sim::TraceOpener open = opener();
     const std::string trace_path = trace_->text().trimmed().toStdString();
-    run_worker([self, cancel, open, config, path, trace_path] {
+    workers_.start([self, open, config, path, trace_path](const std::stop_token& stop) {
         QString error;
+        const auto cancel = std::make_shared<std::atomic<bool>>(false);
+        const std::stop_callback raise(stop, [cancel] { *cancel = true; });
         try {
             const std::unique_ptr<sim::TraceReader> trace = open();
             profiler::Recorder recorder(

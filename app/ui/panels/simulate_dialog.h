@@ -8,17 +8,14 @@
 // recording in the usual views (block map, occupancy, prefix tree, timeline).
 #pragma once
 
+#include "app/ui/workers/worker_threads.h"
 #include "engine/sim/simulator.h"
 
-#include <atomic>
-#include <functional>
 #include <memory>
 #include <vector>
 
 #include <QDialog>
-#include <QPointer>
 #include <QTemporaryDir>
-#include <QThread>
 
 class QCheckBox;
 class QComboBox;
@@ -92,11 +89,9 @@ private:
     QChartView* chart_ = nullptr;
 
     // Starts `work` on a thread of its own, kept so the destructor can wait.
-    void run_worker(std::function<void()> work);
 
     bool running_ = false;
-    std::vector<QPointer<QThread>> workers_;
-    std::shared_ptr<std::atomic<bool>> cancel_flag_;
+    WorkerThreads workers_;
     std::vector<sim::SimulationConfig> configs_;
     std::vector<sim::SimulationResult> results_;
     QTemporaryDir recordings_;

@@ -5,6 +5,7 @@
 #include "profiler/attach/attach_session.h"
 #include "profiler/recorded_attach.h"
 #include "profiler/recording/recording.h"
+#include "profiler/store/run_store.h"
 
 #include <algorithm>
 #include <chrono>
@@ -127,56 +128,49 @@ QString AttachSettings::from_lines(const QStringList& lines, AttachSettings& out
 }
 
 AttachController::AttachController(QObject* parent)
-    : QObject(parent)
-    , queue_(std::make_shared<profiler::LiveEventQueue>()) {}
+    : LiveSource(parent) {}
 
 AttachController::~AttachController() {
-    stop();
-    join();
-}
-
-std::shared_ptr<profiler::LiveEventQueue> AttachController::events() const {
-    const std::lock_guard lock(queue_mutex_);
-    return queue_;
+    stop_and_wait();
 }
 
 std::vector<AttachController::StateSnapshot> AttachController::take_snapshots() {
-    const std::lock_guard lock(queue_mutex_);
+    const std::lock_guard lock(snapshots_mutex_);
     return std::exchange(snapshots_, {});
 }
 
-void AttachController::join() {
-    if (thread_.joinable()) {
-        thread_.join();
+std::shared_ptr<profiler::RunStore> AttachController::new_store() const {
+    auto store = std::make_shared<profiler::RunStore>();
+    store->attached().follow_snapshots();
+    return store;
+}
+
+void AttachController::feed(profiler::RunStore& store) {
+    // Each is shown once the rows before it are in (they are queued before
+    // it is taken, so they come in this drain or a later one).
+    for (StateSnapshot& snapshot : take_snapshots()) {
+        store.attached().add_snapshot(snapshot.rows, std::move(snapshot.state));
     }
 }
 
 bool AttachController::start(const AttachSettings& settings) {
-    if (running_.load()) {
+    if (running()) {
         return false;
     }
-    join();
-    stop_ = false;
-    auto queue = std::make_shared<profiler::LiveEventQueue>();
     {
-        const std::lock_guard lock(queue_mutex_);
-        queue_ = queue;
+        const std::lock_guard lock(snapshots_mutex_);
         snapshots_.clear();
     }
-    running_ = true;
-    emit started();
-    thread_ = std::thread([this, settings, queue] { run(settings, queue); });
-    return true;
-}
-
-void AttachController::stop() {
-    stop_ = true;
+    return launch([this, settings](const std::stop_token& stop,
+                                   const std::shared_ptr<profiler::LiveEventQueue>& queue) {
+        run(settings, stop, *queue);
+    });
 }
 
 // Runs on the controller's worker thread; its signals are emitted on the
 // window's thread, where the controller lives (thread_handoff.h).
-void AttachController::run(AttachSettings settings,
-                           std::shared_ptr<profiler::LiveEventQueue> queue) {
+void AttachController::run(const AttachSettings& settings, const std::stop_token& stop,
+                           profiler::LiveEventQueue& queue) {
     try {
         attach::AttachTargets targets;
         targets.endpoints = to_std(settings.endpoints);
@@ -193,10 +187,10 @@ void AttachController::run(AttachSettings settings,
         recording.recorded_by = "kvscope-ui";
         recording.tokenizer_path = settings.tokenizer_path.toStdString();
         profiler::RecordedAttach attached(targets, recording,
-                                          std::vector<events::EventSink*>{queue.get()});
+                                          std::vector<events::EventSink*>{&queue});
         attach::AttachSession& session = attached.session();
         emit_on_own_thread(
-            this, &AttachController::status,
+            this, &LiveSource::status,
             tr("Attached to %1").arg((settings.endpoints + settings.trtllm_urls).join(", ")));
 
         const auto start = std::chrono::steady_clock::now();
@@ -213,7 +207,7 @@ void AttachController::run(AttachSettings settings,
             next_snapshot = end + std::max<std::chrono::steady_clock::duration>(
                                       kSnapshotInterval, kSnapshotCostFactor * (end - begin));
             StateSnapshot evicted; // freed after unlocking: the window waits on this lock
-            const std::lock_guard lock(queue_mutex_);
+            const std::lock_guard lock(snapshots_mutex_);
             if (snapshots_.size() >= kMaxSnapshotsWaiting) {
                 evicted = std::move(snapshots_.front());
                 snapshots_.erase(snapshots_.begin());
@@ -221,12 +215,12 @@ void AttachController::run(AttachSettings settings,
             snapshots_.push_back(std::move(copy));
         };
         bool behind = false;
-        while (!stop_.load()) {
+        while (!stop.stop_requested()) {
             // A window far behind (a modal dialog, a slow frame) is not fed
             // more: the sockets are left unread, so the publishers' ZeroMQ
             // high-water marks drop for us and the gaps are replayed or
             // counted lost. Memory stays bounded and no engine waits.
-            behind = queue->pending() > kMaxPendingEvents;
+            behind = queue.pending() > kMaxPendingEvents;
             if (behind) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(20));
             } else {
@@ -259,7 +253,7 @@ void AttachController::run(AttachSettings settings,
             if (behind) {
                 text += tr("; the window is behind, events wait in the publishers' queues");
             }
-            emit_on_own_thread(this, &AttachController::status, text);
+            emit_on_own_thread(this, &LiveSource::status, text);
         }
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -277,11 +271,9 @@ void AttachController::run(AttachSettings settings,
         if (!settings.record_path.isEmpty()) {
             summary += tr("; recorded to %1").arg(settings.record_path);
         }
-        running_ = false;
-        emit_on_own_thread(this, &AttachController::finished, summary);
+        report_finished(summary);
     } catch (const std::exception& e) {
-        running_ = false;
-        emit_on_own_thread(this, &AttachController::failed, QString::fromUtf8(e.what()));
+        report_failed(QString::fromUtf8(e.what()));
     }
 }
 

@@ -1,20 +1,17 @@
-// Attaches to serving engines on a thread of its own (the app's File >
-// Attach to engine): an AttachSession polling every publisher, its events
-// into a LiveEventQueue the window drains a frame at a time and, when asked,
-// into a recording. Status comes back about once a second, the end as
-// finished(summary), a failure as failed(reason); never a crash.
+// Serving engines attached to (the app's File > Attach to engine), a
+// LiveSource: profiler::RecordedAttach polling every publisher, its events
+// queued for the window and, when asked, recorded. Status comes back about
+// once a second.
 #pragma once
 
-#include "profiler/store/live_event_queue.h"
+#include "app/ui/run/live_source.h"
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <thread>
+#include <stop_token>
 #include <vector>
 
-#include <QObject>
 #include <QString>
 #include <QStringList>
 
@@ -47,7 +44,7 @@ struct AttachSettings {
     static QString from_lines(const QStringList& lines, AttachSettings& out);
 };
 
-class AttachController : public QObject {
+class AttachController : public LiveSource {
     Q_OBJECT
 public:
     explicit AttachController(QObject* parent = nullptr);
@@ -56,36 +53,28 @@ public:
     // False when an attach is under way or the settings are refused (failed()
     // says why).
     bool start(const AttachSettings& settings);
-    void stop(); // finished() follows
-    bool running() const { return running_.load(); }
-    std::shared_ptr<profiler::LiveEventQueue> events() const;
 
     // The attach's own state (built from the batches its rows come from),
     // copied every few hundred milliseconds while it changes (less often
     // when a copy takes long) and once at the end, with the number of rows
     // emitted before it: the window's store shows these
-    // (RunStore::add_attached_snapshot) rather than read every row back.
+    // (AttachedHistory::add_snapshot) rather than read every row back.
     struct StateSnapshot {
         std::uint64_t rows = 0;
         std::shared_ptr<const attach::AttachedState> state;
     };
     std::vector<StateSnapshot> take_snapshots();
 
-signals:
-    void started();
-    void status(const QString& text);
-    void finished(const QString& summary);
-    void failed(const QString& message);
+    // A store that shows the snapshots instead of reading the rows back.
+    std::shared_ptr<profiler::RunStore> new_store() const override;
+    // Hands the store the snapshots taken since the last drain.
+    void feed(profiler::RunStore& store) override;
 
 private:
-    void run(AttachSettings settings, std::shared_ptr<profiler::LiveEventQueue> queue);
-    void join();
+    void run(const AttachSettings& settings, const std::stop_token& stop,
+             profiler::LiveEventQueue& queue);
 
-    std::thread thread_;
-    std::atomic<bool> running_{false};
-    std::atomic<bool> stop_{false};
-    mutable std::mutex queue_mutex_; // also guards snapshots_
-    std::shared_ptr<profiler::LiveEventQueue> queue_;
+    std::mutex snapshots_mutex_;
     std::vector<StateSnapshot> snapshots_;
 };
 

@@ -9,46 +9,26 @@
 namespace kvscope::ui {
 
 EngineController::EngineController(QObject* parent)
-    : QObject(parent)
-    , queue_(std::make_shared<profiler::LiveEventQueue>()) {}
+    : LiveSource(parent) {}
 
 EngineController::~EngineController() {
-    stop();
-    join();
-}
-
-std::shared_ptr<profiler::LiveEventQueue> EngineController::events() const {
-    const std::lock_guard lock(queue_mutex_);
-    return queue_;
-}
-
-void EngineController::join() {
-    if (thread_.joinable()) {
-        thread_.join();
-    }
+    stop_and_wait();
 }
 
 bool EngineController::start(const RunSettings& settings) {
-    if (running_.load()) {
+    if (running()) {
         return false;
     }
-    join(); // the last run's thread has ended; reap it
     if (const std::string problem = settings.problem(); !problem.empty()) {
         emit failed(QString::fromStdString(problem));
         return false;
     }
-    stop_ = false;
     paused_ = false;
     steps_run_ = 0;
-    auto queue = std::make_shared<profiler::LiveEventQueue>();
-    {
-        const std::lock_guard lock(queue_mutex_);
-        queue_ = queue;
-    }
-    running_ = true;
-    emit started();
-    thread_ = std::thread([this, settings, queue] { run(settings, queue); });
-    return true;
+    return launch([this, settings](const std::stop_token& stop,
+                                   const std::shared_ptr<profiler::LiveEventQueue>& queue) {
+        run(settings, stop, *queue);
+    });
 }
 
 void EngineController::set_paused(bool paused) {
@@ -57,7 +37,7 @@ void EngineController::set_paused(bool paused) {
         paused_ = paused;
     }
     resume_.notify_all();
-    if (running_.load()) {
+    if (running()) {
         emit status(paused ? tr("Paused") : tr("Running"));
     }
 }
@@ -65,23 +45,23 @@ void EngineController::set_paused(bool paused) {
 void EngineController::stop() {
     {
         const std::lock_guard lock(pause_mutex_);
-        stop_ = true;
         paused_ = false;
     }
-    resume_.notify_all();
+    LiveSource::stop(); // wakes a paused run: resume_ waits on the stop token too
 }
 
-void EngineController::wait_while_paused() {
+void EngineController::wait_while_paused(const std::stop_token& stop) {
     std::unique_lock lock(pause_mutex_);
-    holding_ = paused_.load() && !stop_.load();
-    resume_.wait(lock, [this] { return !paused_.load() || stop_.load(); });
+    holding_ = paused_.load() && !stop.stop_requested();
+    resume_.wait(lock, stop, [this] { return !paused_.load(); });
     holding_ = false;
 }
 
 // Runs on the controller's worker thread; its signals are emitted on the
 // window's thread, where the controller lives (thread_handoff.h), and
 // nothing below touches a widget.
-void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveEventQueue> queue) {
+void EngineController::run(const RunSettings& settings, const std::stop_token& stop,
+                           profiler::LiveEventQueue& queue) {
     try {
         const std::filesystem::path model_file = session::run_model_file(settings);
         // Never over an existing file: it may be the run to compare with.
@@ -95,17 +75,17 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
         const auto notice = [this](const std::string& text,
                                    profiler::RecordedRun::NoticeKind kind) {
             if (kind != profiler::RecordedRun::NoticeKind::info) {
-                emit_on_own_thread(this, &EngineController::status, QString::fromStdString(text));
+                emit_on_own_thread(this, &LiveSource::status, QString::fromStdString(text));
             }
         };
 
         emit_on_own_thread(this, &EngineController::loading, true);
-        emit_on_own_thread(this, &EngineController::status,
+        emit_on_own_thread(this, &LiveSource::status,
                            tr("Loading %1 …").arg(QString::fromStdString(model_file.string())));
         std::unique_ptr<profiler::RecordedRun> run;
         try {
             run = std::make_unique<profiler::RecordedRun>(
-                settings, recording, std::vector<events::EventSink*>{queue.get()}, notice);
+                settings, recording, std::vector<events::EventSink*>{&queue}, notice);
         } catch (...) {
             emit_on_own_thread(this, &EngineController::loading, false);
             throw;
@@ -116,12 +96,12 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
         if (!session.backend_note().empty()) { // auto fell back to the CPU: say so and why
             running += " (" + QString::fromStdString(session.backend_note()) + ")";
         }
-        emit_on_own_thread(this, &EngineController::status, running);
+        emit_on_own_thread(this, &LiveSource::status, running);
 
         const int total = static_cast<int>(session.request_count());
         profiler::RecordedRun::ServeOptions serve;
-        serve.stop_requested = [this] {
-            return stop_.load();
+        serve.stop_requested = [&stop] {
+            return stop.stop_requested();
         };
         serve.on_step = [&](const sched::StepStats& step) {
             steps_run_ = step.step + 1;
@@ -129,7 +109,7 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
                 emit_on_own_thread(this, &EngineController::progress,
                                    static_cast<int>(session.ended_requests()), total);
             }
-            wait_while_paused();
+            wait_while_paused(stop);
         };
         const profiler::ServedRun served = run->serve(serve);
         const session::RunSummary& s = served.summary;
@@ -160,11 +140,9 @@ void EngineController::run(RunSettings settings, std::shared_ptr<profiler::LiveE
         if (!settings.record_path.empty()) {
             summary += tr("; recorded to %1").arg(QString::fromStdString(settings.record_path));
         }
-        running_ = false;
-        emit_on_own_thread(this, &EngineController::finished, summary);
+        report_finished(summary);
     } catch (const std::exception& e) {
-        running_ = false;
-        emit_on_own_thread(this, &EngineController::failed, QString::fromUtf8(e.what()));
+        report_failed(QString::fromUtf8(e.what()));
     }
 }
 

@@ -66,7 +66,7 @@ void AttachedBlocksView::refresh() {
     // While a build runs, the next waits for its end (and its cost); a
     // state already shown is not laid out again.
     if (!showing_past_ && !builds_.busy() && live_rebuilds_.due() &&
-        (store_ == nullptr || store_->attached_shared() != state_)) {
+        (store_ == nullptr || store_->attached().shared_state() != state_)) {
         rebuild();
     }
 }
@@ -77,9 +77,9 @@ const attach::AttachedState& AttachedBlocksView::state() const {
 }
 
 void AttachedBlocksView::rebuild() {
-    // attached_at() is the newest state from the last row's time on.
+    // state_at() is the newest state from the last row's time on.
     std::shared_ptr<const attach::AttachedState> state =
-        store_ != nullptr ? store_->attached_at(time_ns_)
+        store_ != nullptr ? store_->attached().state_at(time_ns_)
                           : std::make_shared<const attach::AttachedState>();
     const std::size_t blocks = state->resident_blocks();
     builds_.request(

@@ -162,7 +162,7 @@ void OccupancyChart::update_series() {
     // An attached engine's events tell which blocks are resident (hashed, in
     // its prefix cache), not which of them requests use: "used" stays empty
     // and says so, and the capacity given bounds the rest.
-    const bool attached = !store_->attached().empty() && store_->steps().empty();
+    const bool attached = !store_->attached().state().empty() && store_->steps().empty();
     used_area_->setName(attached ? "Used (not in KV events)" : "Used");
     cached_area_->setName(attached ? "Resident" : "Cached");
     free_area_->setName(attached ? "Capacity left" : "Free");
@@ -172,7 +172,7 @@ void OccupancyChart::update_series() {
     profiler::CounterTrack attached_free;
     if (attached) {
         const profiler::CounterTrack& resident = store_->counter(Counter::attached_resident);
-        const auto capacity = static_cast<double>(store_->attached_capacity());
+        const auto capacity = static_cast<double>(store_->attached().capacity_blocks());
         attached_used.t_ns = resident.t_ns;
         attached_used.values.assign(resident.values.size(), 0.0);
         attached_cached = resident;
@@ -211,8 +211,8 @@ void OccupancyChart::update_series() {
     used_points.reserve(static_cast<qsizetype>(picked.size()));
     cached_points.reserve(static_cast<qsizetype>(picked.size()));
     total_points.reserve(static_cast<qsizetype>(picked.size()));
-    double top =
-        attached ? static_cast<double>(store_->attached_capacity()) : store_->total_blocks();
+    double top = attached ? static_cast<double>(store_->attached().capacity_blocks())
+                          : store_->total_blocks();
     for (const std::size_t i : picked) {
         const double x = seconds_since(store_->start_ns(), used.t_ns[i]);
         used_points.append(QPointF(x, used.values[i]));

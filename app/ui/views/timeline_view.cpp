@@ -117,7 +117,7 @@ std::vector<std::size_t> TimelineView::shown_counter_rows() const {
     // An attached engine's run has no steps of ours: its residency and churn
     // take the engine rows' place.
     const bool attached =
-        store_ != nullptr && !store_->attached().empty() && store_->steps().empty();
+        store_ != nullptr && !store_->attached().state().empty() && store_->steps().empty();
     const bool gpu = store_ != nullptr && store_->device_memory().device_total_bytes > 0;
     for (std::size_t i = 0; i < std::size(kCounterRows); ++i) {
         const profiler::Counter counter = kCounterRows[i].counter;
@@ -567,8 +567,8 @@ QString TimelineView::counter_tooltip(const Row& row, double x) const {
         text = tr("%1 blocks a second").arg(value, 0, 'f', 0);
     } else if (counter.counter == profiler::Counter::attached_resident) {
         text = QString::number(value, 'f', 0);
-        if (store_->attached_capacity() > 0) {
-            text += tr(" of %1").arg(store_->attached_capacity());
+        if (store_->attached().capacity_blocks() > 0) {
+            text += tr(" of %1").arg(store_->attached().capacity_blocks());
         }
     } else {
         text = QString::number(value, 'f', 0);

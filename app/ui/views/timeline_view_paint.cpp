@@ -289,7 +289,7 @@ void TimelineView::paint_counter(QPainter& painter, const Row& row) const {
     } else if (counter == profiler::Counter::gpu_used_bytes) {
         full_scale = static_cast<double>(store_->device_memory().device_total_bytes);
     } else if (counter == profiler::Counter::attached_resident) {
-        full_scale = static_cast<double>(store_->attached_capacity());
+        full_scale = static_cast<double>(store_->attached().capacity_blocks());
     } else if (counter == profiler::Counter::attached_stored ||
                counter == profiler::Counter::attached_removed) {
         full_scale = 0; // rates: the highest in view

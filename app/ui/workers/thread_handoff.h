@@ -19,6 +19,7 @@
 #include "engine/util/sanitizer_build.h"
 
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 #include <QMetaObject>
@@ -122,8 +123,10 @@ void run_on_thread_of(QObject* context, Call call) {
 // connects directly, included) runs on the owner's thread. Each emission is
 // a queued call whether anyone listens or not, and a receiver connected with
 // Qt::BlockingQueuedConnection on that thread would deadlock.
-template <class Sender, class... Params, class... Args>
-void emit_on_own_thread(Sender* sender, void (Sender::*signal)(Params...), Args... args) {
+// `signal` may be one a base class declares (LiveSource::status).
+template <class Sender, class Declarer, class... Params, class... Args>
+void emit_on_own_thread(Sender* sender, void (Declarer::*signal)(Params...), Args... args) {
+    static_assert(std::is_base_of_v<Declarer, Sender>);
     run_on_thread_of(sender, [sender, signal, args...] { (sender->*signal)(args...); });
 }
 
