@@ -296,6 +296,25 @@ void RunStore::apply_block_event(const EngineEvent& event) {
     }
 }
 
+namespace {
+bool is_request_event(EventKind kind) {
+    switch (kind) {
+    case EventKind::request_arrived:
+    case EventKind::request_admitted:
+    case EventKind::first_token:
+    case EventKind::token_sampled:
+    case EventKind::request_preempted:
+    case EventKind::request_finished:
+    case EventKind::request_aborted:
+    case EventKind::request_rejected:
+    case EventKind::tokens_evicted:
+        return true;
+    default:
+        return false;
+    }
+}
+} // namespace
+
 void RunStore::append(const EngineEvent& event) {
     if (event_count_ == 0 || (start_ns_ == 0 && event.time_ns > 0)) {
         start_ns_ = event.time_ns;
@@ -333,49 +352,17 @@ void RunStore::append(const EngineEvent& event) {
     if (attached_.append(event)) {
         return;
     }
+    if (is_request_event(event.kind)) {
+        apply_request_event(event);
+    } else {
+        apply_run_event(event);
+    }
+}
+
+// A request's record and its lanes.
+void RunStore::apply_request_event(const EngineEvent& event) {
     const std::int64_t t = event.time_ns;
     switch (event.kind) {
-    case EventKind::run_config: {
-        auto config = events::as<events::RunConfig>(event);
-        total_blocks_ = static_cast<int>(config.blocks);
-        block_size_ = static_cast<int>(config.block_size);
-        run_config_ = std::move(config.settings);
-        read_tier_settings();
-        plain_cache_scale_ = profiler::plain_cache_scale(run_config_);
-        if (block_events_.empty()) {
-            block_map_ = BlockMapState(total_blocks_, block_size_);
-        }
-        break;
-    }
-    case EventKind::step_begin: {
-        const auto begin = events::as<events::StepBegin>(event);
-        StepSpan step;
-        step.begin_ns = t;
-        step.end_ns = -1;
-        step.step = begin.step;
-        step.scheduled_tokens = static_cast<std::int32_t>(begin.scheduled_tokens);
-        step.sequences = static_cast<std::int32_t>(begin.sequences);
-        step.phase_code = static_cast<std::int8_t>(begin.phase);
-        steps_.push_back(step);
-        add_counter(Counter::running, t, static_cast<double>(begin.sequences));
-        break;
-    }
-    case EventKind::step_end:
-        if (!steps_.empty() && steps_.back().end_ns < 0) {
-            const auto end = events::as<events::StepEnd>(event);
-            StepSpan& step = steps_.back();
-            step.end_ns = t;
-            step.prefill_tokens = static_cast<std::int32_t>(end.prefill_tokens);
-            step.decode_tokens = static_cast<std::int32_t>(end.decode_tokens);
-        }
-        break;
-    case EventKind::op_slice: {
-        const auto op = events::as<events::OpSlice>(event);
-        end_ns_ = std::max(end_ns_, op.end_ns);
-        cpu_ops_.spans.push_back(
-            {t, op.end_ns, intern(op.op), static_cast<std::int32_t>(op.layer)});
-        break;
-    }
     case EventKind::request_arrived: {
         const auto arrived = events::as<events::RequestArrived>(event);
         RequestRecord& r = record(event.request);
@@ -450,34 +437,62 @@ void RunStore::append(const EngineEvent& event) {
     case EventKind::tokens_evicted:
         record(event.request).evicted_tokens += events::as<events::TokensEvicted>(event).tokens;
         break;
+    default:
+        break;
+    }
+}
+
+// The run's settings, steps, CPU ops and counters.
+void RunStore::apply_run_event(const EngineEvent& event) {
+    const std::int64_t t = event.time_ns;
+    switch (event.kind) {
+    case EventKind::run_config: {
+        auto config = events::as<events::RunConfig>(event);
+        total_blocks_ = static_cast<int>(config.blocks);
+        block_size_ = static_cast<int>(config.block_size);
+        run_config_ = std::move(config.settings);
+        read_tier_settings();
+        plain_cache_scale_ = profiler::plain_cache_scale(run_config_);
+        if (block_events_.empty()) {
+            block_map_ = BlockMapState(total_blocks_, block_size_);
+        }
+        break;
+    }
+    case EventKind::step_begin: {
+        const auto begin = events::as<events::StepBegin>(event);
+        StepSpan step;
+        step.begin_ns = t;
+        step.end_ns = -1;
+        step.step = begin.step;
+        step.scheduled_tokens = static_cast<std::int32_t>(begin.scheduled_tokens);
+        step.sequences = static_cast<std::int32_t>(begin.sequences);
+        step.phase_code = static_cast<std::int8_t>(begin.phase);
+        steps_.push_back(step);
+        add_counter(Counter::running, t, static_cast<double>(begin.sequences));
+        break;
+    }
+    case EventKind::step_end:
+        if (!steps_.empty() && steps_.back().end_ns < 0) {
+            const auto end = events::as<events::StepEnd>(event);
+            StepSpan& step = steps_.back();
+            step.end_ns = t;
+            step.prefill_tokens = static_cast<std::int32_t>(end.prefill_tokens);
+            step.decode_tokens = static_cast<std::int32_t>(end.decode_tokens);
+        }
+        break;
+    case EventKind::op_slice: {
+        const auto op = events::as<events::OpSlice>(event);
+        end_ns_ = std::max(end_ns_, op.end_ns);
+        cpu_ops_.spans.push_back(
+            {t, op.end_ns, intern(op.op), static_cast<std::int32_t>(op.layer)});
+        break;
+    }
     case EventKind::cache_fill: {
         const auto fill = events::as<events::CacheFill>(event);
         add_counter(Counter::fragmentation, t,
                     fill.capacity > 0 ? 1.0 - static_cast<double>(fill.entries) /
                                                   static_cast<double>(fill.capacity)
                                       : 0.0);
-        break;
-    }
-    case EventKind::group_blocks: {
-        const auto group = events::as<events::GroupBlocks>(event);
-        if (group.group < 0 || group.group > 4096) {
-            break; // a damaged row: no group has that number
-        }
-        if (group_step_ns_ >= 0 && group.group <= last_group_) {
-            add_group_sums(); // the next step's groups begin
-        }
-        last_group_ = group.group;
-        if (kv_groups_.size() <= static_cast<std::size_t>(group.group)) {
-            kv_groups_.resize(static_cast<std::size_t>(group.group) + 1);
-        }
-        KvGroupTrack& track = kv_groups_[static_cast<std::size_t>(group.group)];
-        track.window = group.window;
-        track.used.name = kv::kv_group_kind(group.window) + " group " + std::to_string(group.group);
-        track.used.unit = "blocks";
-        track.used.t_ns.push_back(t);
-        track.used.values.push_back(static_cast<double>(group.used_blocks));
-        // Summed by kind once the step's last group is in (add_group_sums).
-        group_step_ns_ = group_step_ns_ < 0 ? t : group_step_ns_;
         break;
     }
     case EventKind::memory_sample: {
@@ -503,9 +518,33 @@ void RunStore::append(const EngineEvent& event) {
         device_memory_ = std::move(device);
         break;
     }
+    case EventKind::group_blocks:
+        apply_group_blocks(event);
+        break;
     default:
         break;
     }
+}
+
+void RunStore::apply_group_blocks(const EngineEvent& event) {
+    const std::int64_t t = event.time_ns;
+    const auto group = events::as<events::GroupBlocks>(event);
+    if (group.group < 0 || group.group > 4096) {
+        return; // a damaged row: no group has that number
+    }
+    if (group_step_ns_ >= 0 && group.group <= last_group_) {
+        add_group_sums(); // the next step's groups begin
+    }
+    last_group_ = group.group;
+    if (kv_groups_.size() <= static_cast<std::size_t>(group.group)) {
+        kv_groups_.resize(static_cast<std::size_t>(group.group) + 1);
+    }
+    KvGroupTrack& track = kv_groups_[static_cast<std::size_t>(group.group)];
+    track.window = group.window;
+    track.used.name = kv::kv_group_kind(group.window) + " group " + std::to_string(group.group);
+    track.used.unit = "blocks";
+    track.used.add(t, static_cast<double>(group.used_blocks));
+    group_step_ns_ = group_step_ns_ < 0 ? t : group_step_ns_;
 }
 
 BlockMapState RunStore::block_map_at(std::int64_t t_ns) const {

@@ -203,6 +203,11 @@ private:
     // The offload tier's capacity and medium, from run_config_.
     void read_tier_settings();
     void apply_block_event(const events::EngineEvent& event);
+    void apply_request_event(const events::EngineEvent& event);
+    void apply_run_event(const events::EngineEvent& event);
+    // A hybrid cache's group after a step; summed by kind once the step's
+    // last group is in (add_group_sums).
+    void apply_group_blocks(const events::EngineEvent& event);
     void keep_for_replay(const events::EngineEvent& event);
     void add_counter(Counter which, std::int64_t t_ns, double value);
 
