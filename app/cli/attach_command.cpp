@@ -165,31 +165,21 @@ void print_summary(const AttachSession& session, const AttachCommandOptions& opt
 
 // One progress line: what has come in so far.
 std::string status_line(const AttachSession& session, double seconds) {
-    std::int64_t events = 0;
-    std::int64_t lost = 0;
+    const attach::AttachProgress progress = session.progress();
     std::size_t resident = 0;
-    double silent = 0;
-    for (const auto& source : session.sources()) {
-        const attach::SourceCounts counts = source->counts(); // one snapshot
-        events += counts.events;
-        lost += counts.lost;
-        silent = std::max(silent, source->silent_for().count());
-    }
     for (const auto& [id, s] : session.state().sources()) {
         resident += s.blocks.size();
     }
     // A metrics URL that fails says so (and why) without stopping the attach.
-    std::string metrics;
-    for (const attach::MetricsEndpointStatus& status : session.metrics_status()) {
-        if (status.failing) {
-            metrics = "; metrics " + status.url + " failing: " + status.last_error;
-            break;
-        }
-    }
+    const std::string metrics = progress.failing_metrics.empty()
+                                    ? std::string()
+                                    : "; metrics " + progress.failing_metrics +
+                                          " failing: " + progress.failing_metrics_error;
     char line[160];
     std::snprintf(line, sizeof line, "%.0f s: %lld events, %zu blocks resident, %lld lost%s",
-                  seconds, static_cast<long long>(events), resident, static_cast<long long>(lost),
-                  silent > 5 ? " (a source is silent)" : "");
+                  seconds, static_cast<long long>(progress.events), resident,
+                  static_cast<long long>(progress.lost),
+                  progress.silent_s > 5 ? " (a source is silent)" : "");
     return line + metrics;
 }
 

@@ -86,6 +86,9 @@ MainWindow::MainWindow(QWidget* parent)
     frame_timer_->setInterval(kFrameMs);
     connect(frame_timer_, &QTimer::timeout, this, [this] { tick(); });
 
+    // The handlers both sources share come first: Qt calls a signal's slots
+    // in the order connected, and a run's end is shown (its last events
+    // applied) before what the engine's end adds.
     connect_live_source(engine_);
     connect_live_source(attach_);
     connect_engine();
@@ -106,7 +109,7 @@ void MainWindow::connect_live_source(LiveSource* source) {
         statusBar()->showMessage(text);
     });
     connect(source, &LiveSource::finished, this, [this, source](const QString& summary) {
-        if (!source->running()) { // else a new run began before this one's end came
+        if (is_live_end(source)) {
             live_ended(summary);
         }
     });
@@ -119,7 +122,7 @@ void MainWindow::connect_engine() {
     connect(engine_, &EngineController::loading, run_panel_, &RunPanel::set_loading);
     connect(engine_, &EngineController::progress, run_panel_, &RunPanel::set_progress);
     connect(engine_, &LiveSource::finished, this, [this](const QString& summary) {
-        if (engine_->running()) {
+        if (!is_live_end(engine_)) {
             return;
         }
         // A run that trades quality for memory says how much, unasked.
@@ -135,7 +138,7 @@ void MainWindow::connect_engine() {
         emit run_finished(summary);
     });
     connect(engine_, &LiveSource::failed, this, [this](const QString& message) {
-        if (engine_->running()) {
+        if (!is_live_end(engine_)) {
             return;
         }
         run_panel_->set_loading(false);
@@ -148,7 +151,7 @@ void MainWindow::connect_engine() {
 
 void MainWindow::connect_attach() {
     connect(attach_, &LiveSource::failed, this, [this](const QString& message) {
-        if (attach_->running()) {
+        if (!is_live_end(attach_)) {
             return;
         }
         run_panel_->explain_preset(); // nothing attached after all
@@ -671,6 +674,12 @@ void MainWindow::stop_live() {
 
 bool MainWindow::live_running() const {
     return engine_->running() || attach_->running();
+}
+
+bool MainWindow::is_live_end(const LiveSource* source) const {
+    // Not when a new run of it began before this one's end came, nor when
+    // the other source has taken the window over since.
+    return source == live_ && !source->running();
 }
 
 void MainWindow::live_ended(const QString& summary) {

@@ -129,6 +129,8 @@ private:
     void choose_attach();
     void stop_live();
     bool live_running() const; // the engine runs or engines are attached
+    // An end or failure `source` reports is the one of the run shown live.
+    bool is_live_end(const LiveSource* source) const;
     void live_ended(const QString& summary);
     // The live source failed: `status` in the run panel, `bar` in the status
     // bar, and a message box (`title`, object name `box_name`) with why.

@@ -179,6 +179,24 @@ std::vector<MetricsEndpointStatus> AttachSession::metrics_status() const {
     return metrics_ ? metrics_->status() : std::vector<MetricsEndpointStatus>{};
 }
 
+AttachProgress AttachSession::progress(std::chrono::steady_clock::time_point now) const {
+    AttachProgress progress;
+    for (const auto& source : sources_) {
+        const SourceCounts counts = source->counts(); // one snapshot
+        progress.events += counts.events;
+        progress.lost += counts.lost;
+        progress.silent_s = std::max(progress.silent_s, source->silent_for(now).count());
+    }
+    for (const MetricsEndpointStatus& status : metrics_status()) {
+        if (status.failing) {
+            progress.failing_metrics = status.url;
+            progress.failing_metrics_error = status.last_error;
+            break;
+        }
+    }
+    return progress;
+}
+
 void AttachSession::attached(std::string endpoints) {
     events::SourceAttached row;
     row.source = static_cast<std::int64_t>(sources_.size()) - 1;

@@ -37,6 +37,16 @@ struct AttachOptions {
     HttpGetOptions metrics_http;
 };
 
+// What has come in so far over every source: what a progress line shows.
+struct AttachProgress {
+    std::int64_t events = 0;
+    std::int64_t lost = 0;
+    double silent_s = 0; // the longest any source has been silent
+    // The first metrics URL failing ("" when none): its URL and why.
+    std::string failing_metrics;
+    std::string failing_metrics_error;
+};
+
 class AttachSession {
 public:
     // Connects every source (ZeroMQ retries on its own: a publisher not up
@@ -62,6 +72,8 @@ public:
     // Each metrics URL's polling so far (empty without metrics URLs).
     std::vector<MetricsEndpointStatus> metrics_status() const;
     std::int64_t events_emitted() const { return events_emitted_; }
+    AttachProgress
+    progress(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) const;
 
 private:
     // Writes the SourceAttached row of the source just added.

@@ -25,12 +25,6 @@ class AttachedHistory {
 public:
     AttachedHistory();
 
-    // Takes `event` if it is an attached engine's row (false otherwise).
-    // Rows come in time order.
-    bool append(const events::EngineEvent& event);
-    // When the run began: the time of a moment before the first row.
-    void set_run_start(std::int64_t t_ns) { run_start_ns_ = t_ns; }
-
     // The state now, and at `t_ns`, as shared, immutable values a view may
     // lay out on a worker thread. When following snapshots (below), "now" is
     // the newest snapshot shown. shared_state() and state_at() keep copies
@@ -74,6 +68,15 @@ public:
     const CounterTrack& removed() const { return removed_; }
 
 private:
+    // Rows come through the store that holds the history, which counts them
+    // among the run's events and knows when the run began.
+    friend class RunStore;
+    // Takes `event` if it is an attached engine's row (false otherwise).
+    // Rows come in time order.
+    bool append(const events::EngineEvent& event);
+    // When the run began: the time of a moment before the first row.
+    void set_run_start(std::int64_t t_ns) { run_start_ns_ = t_ns; }
+
     struct Snapshot {
         std::uint64_t rows = 0;
         std::shared_ptr<const attach::AttachedState> state;

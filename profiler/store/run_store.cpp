@@ -201,6 +201,7 @@ void RunStore::add_gpu_track(SpanTrack track) {
         start_ns_ = start_ns_ == 0 ? span.begin_ns : std::min(start_ns_, span.begin_ns);
         end_ns_ = std::max(end_ns_, span.end_ns);
     }
+    attached_.set_run_start(start_ns_);
     gpu_tracks_.push_back(std::move(track));
 }
 

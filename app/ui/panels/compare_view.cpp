@@ -30,15 +30,15 @@ std::shared_ptr<const CompareResult> compare_files(const QString& base, const QS
                                                    QString& error) {
     auto result = std::make_shared<CompareResult>();
     result->options = options;
-    QString which = QObject::tr("base");
+    QString which = CompareView::tr("base");
     try {
         result->base = profiler::compute_run_set_stats(base.toStdString());
-        which = QObject::tr("new");
+        which = CompareView::tr("new");
         result->now = profiler::compute_run_set_stats(now.toStdString());
         result->rows = profiler::compare_runs(result->base, result->now, options);
     } catch (const std::exception& e) {
-        error =
-            QObject::tr("Cannot read the %1 recording: %2").arg(which, QString::fromUtf8(e.what()));
+        error = CompareView::tr("Cannot read the %1 recording: %2")
+                    .arg(which, QString::fromUtf8(e.what()));
         return nullptr;
     }
     return result;
@@ -168,9 +168,9 @@ void CompareView::start() {
     }
     // The result comes back to this view's thread; dropped if the view has
     // gone (it waits for its workers as it goes).
-    workers_.start([this, base, now, options = options(), generation](const std::stop_token&) {
+    workers_.start([this, base, now, chosen = options(), generation](const std::stop_token&) {
         QString error;
-        std::shared_ptr<const CompareResult> result = compare_files(base, now, options, error);
+        std::shared_ptr<const CompareResult> result = compare_files(base, now, chosen, error);
         run_on_thread_of(this, [this, generation, result, error] {
             --running_;
             compare_button_->setEnabled(running_ == 0);

@@ -11,8 +11,6 @@
 #include <memory>
 #include <vector>
 
-#include <QList>
-#include <QPointer>
 #include <QString>
 #include <QWidget>
 

@@ -7,7 +7,10 @@
 #include "profiler/recording/run_metadata.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <memory>
+#include <stop_token>
 
 #include <QApplication>
 #include <QChart>

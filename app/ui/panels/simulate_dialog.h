@@ -88,10 +88,8 @@ private:
     QTableWidget* table_ = nullptr;
     QChartView* chart_ = nullptr;
 
-    // Starts `work` on a thread of its own, kept so the destructor can wait.
-
     bool running_ = false;
-    WorkerThreads workers_;
+    WorkerThreads workers_; // replays and recordings; the destructor waits for them
     std::vector<sim::SimulationConfig> configs_;
     std::vector<sim::SimulationResult> results_;
     QTemporaryDir recordings_;

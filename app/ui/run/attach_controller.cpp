@@ -234,21 +234,19 @@ void AttachController::run(const AttachSettings& settings, const std::stop_token
                 continue;
             }
             next_status = now + std::chrono::seconds(1);
-            qint64 events = 0;
-            qint64 lost = 0;
-            double silent = 0;
-            for (const auto& source : session.sources()) {
-                const attach::SourceCounts counts = source->counts(); // one snapshot
-                events += counts.events;
-                lost += counts.lost;
-                silent = std::max(silent, source->silent_for(now).count());
-            }
+            const attach::AttachProgress progress = session.progress(now);
             QString text = tr("Attached: %1 events from %2 publisher(s), %3 lost")
-                               .arg(events)
+                               .arg(progress.events)
                                .arg(session.sources().size())
-                               .arg(lost);
-            if (silent > 5) {
-                text += tr("; a publisher has been silent for %1 s").arg(silent, 0, 'f', 0);
+                               .arg(progress.lost);
+            if (progress.silent_s > 5) {
+                text +=
+                    tr("; a publisher has been silent for %1 s").arg(progress.silent_s, 0, 'f', 0);
+            }
+            if (!progress.failing_metrics.empty()) { // said, never fatal: as the CLI says it
+                text += tr("; metrics %1 failing: %2")
+                            .arg(QString::fromStdString(progress.failing_metrics),
+                                 QString::fromStdString(progress.failing_metrics_error));
             }
             if (behind) {
                 text += tr("; the window is behind, events wait in the publishers' queues");
@@ -263,11 +261,9 @@ void AttachController::run(const AttachSettings& settings, const std::stop_token
         if (!closed.write_error.empty()) {
             throw profiler::RecordingError(closed.write_error);
         }
-        qint64 events = 0;
-        for (const auto& source : session.sources()) {
-            events += source->counts().events;
-        }
-        QString summary = tr("Detached after %1 s: %2 events").arg(seconds, 0, 'f', 1).arg(events);
+        QString summary = tr("Detached after %1 s: %2 events")
+                              .arg(seconds, 0, 'f', 1)
+                              .arg(session.progress().events);
         if (!settings.record_path.isEmpty()) {
             summary += tr("; recorded to %1").arg(settings.record_path);
         }

@@ -31,8 +31,10 @@ bool LiveSource::launch(Work work) {
         queue_ = queue;
     }
     running_ = true;
-    emit started();
+    // The thread first, so a stop asked for by a started() handler reaches
+    // it; what the work reports is queued to this thread, after started().
     worker_.start([work = std::move(work), queue](std::stop_token stop) { work(stop, queue); });
+    emit started();
     return true;
 }
 
