@@ -518,41 +518,83 @@ void CudaBackend::forward_sampled(const runner::ForwardBatch& batch,
     guarded_step(batch, nullptr, rows, tokens);
 }
 
+// What a step is, worked out before anything changes: whether it replays a
+// graph (and the padded batch it then runs), its sizes, the attention's
+// splits, and where each array sits in the staging buffer.
+struct CudaBackend::StepPlan {
+    const runner::ForwardBatch* requested = nullptr;
+    std::optional<int> bucket;                  // the decode graph's bucket, when one runs
+    std::optional<runner::ForwardBatch> padded; // requested, padded to the bucket
+    const runner::ForwardBatch& batch() const { return padded ? *padded : *requested; }
+    int wanted_rows = 0; // the requested batch's logit rows (not the bucket's)
+    int tokens = 0;
+    int sequences = 0;
+    int rows = 0;
+    bool capture = false;
+    int launch_context = 0;
+    int split = 0;
+    int max_splits = 0;
+    std::vector<std::int64_t> offsets; // each sequence's captured entries start here
+    std::int64_t capture_total = 0;
+    StagingLayout layout;
+    StepArrays at;
+    bool sampled = false; // forward_sampled: tokens back, the logits stay on the device
+    std::size_t at_sampling = 0;
+    bool all_greedy = true;
+};
+
+// The step's arrays on the device, as the kernels take them.
+struct CudaBackend::DeviceStep {
+    kernels::DeviceBatchView batch;
+    const std::int32_t* logit_tokens = nullptr;
+    const std::int32_t* write_slot = nullptr; // KIVI's open blocks, like the two below
+    const std::int32_t* read_slot = nullptr;
+    const std::int32_t* filled_blocks = nullptr;
+    int filled_count = 0;
+    const kernels::DeviceSamplingParams* sampling = nullptr; // forward_sampled only
+};
+
 void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
                            std::span<const runner::RowSampling> sampling,
                            std::int32_t* sampled_tokens) {
-    const model::LlamaConfig& c = model_->config();
-    const CudaWeights& w = *weights_;
     if (requested.token_count() == 0) {
         return;
     }
     validate(requested);
     KVSCOPE_CUDA_CHECK(cudaSetDevice(options_.device));
+    const StepPlan plan = plan_step(requested, sampling, sampled_tokens != nullptr);
+    reserve_step(plan, sampling);
+    const DeviceStep step = stage_step(plan, sampling);
+    enqueue_step(plan, step);
+    read_back(plan, step, logits, sampled_tokens);
+}
+
+CudaBackend::StepPlan CudaBackend::plan_step(const runner::ForwardBatch& requested,
+                                             std::span<const runner::RowSampling> sampling,
+                                             bool sampled) const {
+    const model::LlamaConfig& c = model_->config();
+    StepPlan plan;
+    plan.requested = &requested;
     // A plain decode step runs as its bucket's captured graph: padded to the
     // bucket with rows nobody reads (decode_padding.h). Op timing needs the
     // ops one by one, and KIVI's per-step finalisation varies in size.
-    std::optional<int> bucket;
     // A self-draft's partial pass (requested.layers) runs op by op: the
     // graphs are captured over every layer.
     if (graphs_.enabled() && op_observer_ == nullptr && !has_kivi_plane() &&
         requested.layers == 0 && is_plain_decode(requested)) {
-        bucket = decode_bucket(static_cast<int>(requested.token_count()));
+        plan.bucket = decode_bucket(static_cast<int>(requested.token_count()));
     }
-    std::optional<runner::ForwardBatch> padded;
-    if (bucket) {
-        padded = pad_decode_batch(requested, *bucket, options_.num_blocks);
+    if (plan.bucket) {
+        plan.padded = pad_decode_batch(requested, *plan.bucket, options_.num_blocks);
     }
-    const runner::ForwardBatch& batch = padded ? *padded : requested;
-    const int wanted_rows = static_cast<int>(requested.logit_tokens.size());
-    const cudaStream_t stream = stream_.get();
-    const int tokens = static_cast<int>(batch.token_count());
-    const int sequences = static_cast<int>(batch.sequence_count());
-    const int rows = static_cast<int>(batch.logit_tokens.size());
-    const bool capture = batch.captures_attention();
-    const std::int64_t hidden = c.hidden;
-    const std::int64_t q_width = static_cast<std::int64_t>(c.heads) * c.head_dim;
-    const std::int64_t kv_width = static_cast<std::int64_t>(c.kv_heads) * c.head_dim;
-    const std::int64_t ffn = c.ffn_hidden;
+    const runner::ForwardBatch& batch = plan.batch();
+    plan.wanted_rows = static_cast<int>(requested.logit_tokens.size());
+    plan.tokens = static_cast<int>(batch.token_count());
+    plan.sequences = static_cast<int>(batch.sequence_count());
+    plan.rows = static_cast<int>(batch.logit_tokens.size());
+    plan.capture = batch.captures_attention();
+    const int tokens = plan.tokens;
+    const int sequences = plan.sequences;
     int max_context = 0;
     for (const std::int32_t entry : batch.cache_positions) {
         max_context = std::max(max_context, entry + 1);
@@ -562,24 +604,24 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     // token's context return at once. The split length follows from the
     // (padded) tokens and that context, so a graph's key, bucket and launch
     // context, fixes it too.
-    const int launch_context = bucket
-                                   ? split_bucket(max_context, kernels::kShortestAttentionSplit) *
-                                         kernels::kShortestAttentionSplit
-                                   : max_context;
+    plan.launch_context = plan.bucket
+                              ? split_bucket(max_context, kernels::kShortestAttentionSplit) *
+                                    kernels::kShortestAttentionSplit
+                              : max_context;
     // The capture rescores a split in shared memory, so it keeps the general
     // path's split lengths.
-    const kernels::AttentionSplitLimits& limits = capture ? capture_splits_ : step_splits_;
-    const int split =
-        attention_split_length(tokens, c.kv_heads, launch_context, multiprocessors_, limits.longest,
-                               limits.shortest, limits.blocks_per_multiprocessor);
-    const int max_splits = (launch_context + split - 1) / split;
+    const kernels::AttentionSplitLimits& limits = plan.capture ? capture_splits_ : step_splits_;
+    plan.split =
+        attention_split_length(tokens, c.kv_heads, plan.launch_context, multiprocessors_,
+                               limits.longest, limits.shortest, limits.blocks_per_multiprocessor);
+    plan.max_splits = (plan.launch_context + plan.split - 1) / plan.split;
 
     // Each sequence's captured entries start at its offset (as on the CPU).
-    const std::vector<std::int64_t> offsets = runner::capture_offsets(batch);
-    const std::int64_t capture_total = capture ? offsets.back() : 0;
+    plan.offsets = runner::capture_offsets(batch);
+    plan.capture_total = plan.capture ? plan.offsets.back() : 0;
 
-    StagingLayout layout;
-    StepArrays at;
+    StagingLayout& layout = plan.layout;
+    StepArrays& at = plan.at;
     at.token_ids = layout.add<std::int32_t>(size_of(tokens));
     at.positions = layout.add<std::int32_t>(size_of(tokens));
     at.cache_positions = layout.add<std::int32_t>(size_of(tokens));
@@ -588,7 +630,7 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     at.block_table_offsets = layout.add<std::int32_t>(size_of(sequences) + 1);
     at.capture_attention_from = layout.add<std::int32_t>(size_of(sequences));
     at.capture_offsets = layout.add<std::int64_t>(size_of(sequences) + 1);
-    at.logit_tokens = layout.add<std::int32_t>(size_of(rows));
+    at.logit_tokens = layout.add<std::int32_t>(size_of(plan.rows));
     if (has_kivi_plane()) {
         at.write_slot = layout.add<std::int32_t>(size_of(options_.num_blocks));
         at.read_slot = layout.add<std::int32_t>(size_of(options_.num_blocks));
@@ -601,12 +643,26 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     // The sampling rows last of all: the sampling kernel runs outside any
     // graph, and their count (real rows, not the bucket) and presence
     // (forward or forward_sampled) vary between replays of one graph.
-    const bool sampled = sampled_tokens != nullptr;
-    std::size_t at_sampling = 0;
+    plan.sampled = sampled;
     if (sampled) {
-        at_sampling = layout.add<kernels::DeviceSamplingParams>(sampling.size());
+        plan.at_sampling = layout.add<kernels::DeviceSamplingParams>(sampling.size());
     }
+    for (const runner::RowSampling& row : sampling) {
+        plan.all_greedy = plan.all_greedy && row.temperature <= 0.0f;
+    }
+    return plan;
+}
 
+void CudaBackend::reserve_step(const StepPlan& plan,
+                               std::span<const runner::RowSampling> sampling) {
+    const model::LlamaConfig& c = model_->config();
+    const runner::ForwardBatch& batch = plan.batch();
+    const int tokens = plan.tokens;
+    const int rows = plan.rows;
+    const std::int64_t hidden = c.hidden;
+    const std::int64_t q_width = static_cast<std::int64_t>(c.heads) * c.head_dim;
+    const std::int64_t kv_width = static_cast<std::int64_t>(c.kv_heads) * c.head_dim;
+    const std::int64_t ffn = c.ffn_hidden;
     // Every allocation first: a failure then leaves the open-block
     // bookkeeping and the previous buffers as they were.
     const std::size_t n = size_of(tokens);
@@ -623,30 +679,26 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     }
     act_.gate_up.reserve_discard(n * size_of(2 * ffn));
     act_.x_half.reserve_discard(n * size_of(std::max({hidden, q_width, ffn})));
-    act_.workspace.reserve_discard(
-        kernels::AttentionWorkspace::floats(tokens, c.heads, std::max(max_splits, 1), c.head_dim));
+    act_.workspace.reserve_discard(kernels::AttentionWorkspace::floats(
+        tokens, c.heads, std::max(plan.max_splits, 1), c.head_dim));
     act_.selected.reserve_discard(size_of(rows) * size_of(hidden));
     act_.logits.reserve_discard(size_of(rows) * size_of(c.vocab));
-    act_.capture.reserve_discard(size_of(capture_total));
-    bool all_greedy = true;
-    for (const runner::RowSampling& row : sampling) {
-        all_greedy = all_greedy && row.temperature <= 0.0f;
-    }
-    if (sampled) {
+    act_.capture.reserve_discard(size_of(plan.capture_total));
+    if (plan.sampled) {
         act_.tokens.reserve_discard(sampling.size());
-        if (!all_greedy) {
+        if (!plan.all_greedy) {
             act_.sample_scratch.reserve_discard(
-                kernels::sampling_scratch_bytes(wanted_rows, c.vocab));
+                kernels::sampling_scratch_bytes(plan.wanted_rows, c.vocab));
         }
         download_tokens_.reserve_discard(sampling.size());
     }
     // Room for the block tables to grow (by a block per sequence now and
     // then) without moving the buffer, which would drop the graphs: the
     // slack is added only when the buffer must grow anyway.
-    if (layout.bytes() > batch_arrays_.bytes()) {
-        batch_arrays_.reserve_discard(layout.bytes() + size_of(options_.num_blocks + tokens) *
-                                                           size_of(groups_.group_count()) *
-                                                           sizeof(std::int32_t));
+    if (plan.layout.bytes() > batch_arrays_.bytes()) {
+        batch_arrays_.reserve_discard(plan.layout.bytes() + size_of(options_.num_blocks + tokens) *
+                                                                size_of(groups_.group_count()) *
+                                                                sizeof(std::int32_t));
     }
     if (open_blocks_) {
         reserve_open_slots(open_blocks_->capacity_needed(batch.slot_mapping, options_.block_size));
@@ -655,9 +707,16 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     // must be done with them. forward() and copy_slots() end synchronised,
     // so this returns at once unless a step failed midway.
     wait_for_staging();
-    staging_.reserve_discard(layout.bytes());
-    download_.reserve_discard(size_of(rows) * size_of(c.vocab) + size_of(capture_total));
+    staging_.reserve_discard(plan.layout.bytes());
+    download_.reserve_discard(size_of(rows) * size_of(c.vocab) + size_of(plan.capture_total));
+}
 
+CudaBackend::DeviceStep CudaBackend::stage_step(const StepPlan& plan,
+                                                std::span<const runner::RowSampling> sampling) {
+    const runner::ForwardBatch& batch = plan.batch();
+    const StepArrays& at = plan.at;
+    const int tokens = plan.tokens;
+    const int sequences = plan.sequences;
     std::byte* staged = staging_.data();
     StagingLayout::write<std::int32_t>(staged, at.token_ids, batch.token_ids);
     StagingLayout::write<std::int32_t>(staged, at.positions, batch.positions);
@@ -673,35 +732,35 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
         StagingLayout::write<std::int32_t>(staged, at.capture_attention_from,
                                            batch.capture_attention_from);
     }
-    StagingLayout::write<std::int64_t>(staged, at.capture_offsets, offsets);
+    StagingLayout::write<std::int64_t>(staged, at.capture_offsets, plan.offsets);
     StagingLayout::write<std::int32_t>(staged, at.logit_tokens, batch.logit_tokens);
-    if (sampled) {
-        auto* params = StagingLayout::at<kernels::DeviceSamplingParams>(staged, at_sampling);
+    if (plan.sampled) {
+        auto* params = StagingLayout::at<kernels::DeviceSamplingParams>(staged, plan.at_sampling);
         for (std::size_t r = 0; r < sampling.size(); ++r) {
             params[r] = {sampling[r].temperature, sampling[r].top_k, sampling[r].top_p,
                          sampling[r].min_p, static_cast<float>(sampling[r].uniform)};
         }
     }
-    int filled_count = 0;
+    DeviceStep step;
     std::vector<std::int32_t> opened;
     device_work_started_ = true; // the bookkeeping and the device change from here
     {
         const StepGuard guard(open_blocks_ ? &*open_blocks_ : nullptr);
         if (open_blocks_) {
-            const KiviOpenBlocks::Step& plan =
+            const KiviOpenBlocks::Step& open =
                 open_blocks_->begin_step(batch.slot_mapping, options_.block_size);
-            StagingLayout::write<std::int32_t>(staged, at.write_slot, plan.write_slot);
-            StagingLayout::write<std::int32_t>(staged, at.read_slot, plan.read_slot);
-            StagingLayout::write<std::int32_t>(staged, at.filled_blocks, plan.filled_blocks);
-            filled_count = static_cast<int>(plan.filled_blocks.size());
-            opened = plan.opened_slots;
+            StagingLayout::write<std::int32_t>(staged, at.write_slot, open.write_slot);
+            StagingLayout::write<std::int32_t>(staged, at.read_slot, open.read_slot);
+            StagingLayout::write<std::int32_t>(staged, at.filled_blocks, open.filled_blocks);
+            step.filled_count = static_cast<int>(open.filled_blocks.size());
+            opened = open.opened_slots;
         }
     } // the kernels below quantise the filled blocks: their slots are free after them
-    upload_staging(layout.bytes());
+    upload_staging(plan.layout.bytes());
     zero_open_slots(opened);
 
     std::byte* arrays = batch_arrays_.data();
-    kernels::DeviceBatchView device_batch;
+    kernels::DeviceBatchView& device_batch = step.batch;
     device_batch.tokens = tokens;
     device_batch.sequences = sequences;
     device_batch.token_ids = StagingLayout::at<std::int32_t>(arrays, at.token_ids);
@@ -715,14 +774,20 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     device_batch.capture_attention_from =
         StagingLayout::at<std::int32_t>(arrays, at.capture_attention_from);
     device_batch.capture_offsets = StagingLayout::at<std::int64_t>(arrays, at.capture_offsets);
-    const std::int32_t* logit_tokens = StagingLayout::at<std::int32_t>(arrays, at.logit_tokens);
-    const std::int32_t* write_slot =
-        has_kivi_plane() ? StagingLayout::at<std::int32_t>(arrays, at.write_slot) : nullptr;
-    const std::int32_t* read_slot =
-        has_kivi_plane() ? StagingLayout::at<std::int32_t>(arrays, at.read_slot) : nullptr;
-    const std::int32_t* filled_blocks =
-        has_kivi_plane() ? StagingLayout::at<std::int32_t>(arrays, at.filled_blocks) : nullptr;
+    step.logit_tokens = StagingLayout::at<std::int32_t>(arrays, at.logit_tokens);
+    if (has_kivi_plane()) {
+        step.write_slot = StagingLayout::at<std::int32_t>(arrays, at.write_slot);
+        step.read_slot = StagingLayout::at<std::int32_t>(arrays, at.read_slot);
+        step.filled_blocks = StagingLayout::at<std::int32_t>(arrays, at.filled_blocks);
+    }
+    if (plan.sampled) {
+        step.sampling = StagingLayout::at<kernels::DeviceSamplingParams>(arrays, plan.at_sampling);
+    }
+    return step;
+}
 
+void CudaBackend::enqueue_step(const StepPlan& plan, const DeviceStep& step) {
+    const cudaStream_t stream = stream_.get();
     timed_ops_.clear();
     timing_events_used_ = 0;
     if (op_observer_ != nullptr) {
@@ -732,172 +797,206 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
         timing_events_[static_cast<std::size_t>(anchor)].record(stream);
     }
 
+    const model::LlamaConfig& c = model_->config();
+    // Carved here, outside any graph capture: a bad split throws from the
+    // step rather than from inside a capture (which would turn graphs off).
+    const kernels::AttentionWorkspace workspace =
+        kernels::AttentionWorkspace::carve(act_.workspace.data(), plan.tokens, c.heads,
+                                           std::max(plan.max_splits, 1), c.head_dim, plan.split);
+    if (plan.capture) { // the launcher accumulates over layers and heads
+        KVSCOPE_CUDA_CHECK(cudaMemsetAsync(act_.capture.data(), 0,
+                                           size_of(plan.capture_total) * sizeof(float), stream));
+    }
+    const auto enqueue = [&] {
+        enqueue_model(plan, step, workspace);
+    };
+    bool replayed = false;
+    if (plan.bucket) {
+        graphs_.check_addresses(graph_addresses());
+        replayed = graphs_.run({*plan.bucket, plan.launch_context}, stream, enqueue);
+    }
+    if (!replayed) {
+        enqueue();
+    }
+}
+
+void CudaBackend::enqueue_model(const StepPlan& plan, const DeviceStep& step,
+                                const kernels::AttentionWorkspace& workspace) {
+    const model::LlamaConfig& c = model_->config();
+    const CudaWeights& w = *weights_;
+    const cudaStream_t stream = stream_.get();
+    const int tokens = plan.tokens;
+    const float embedding_scale =
+        c.traits.scaled_embedding ? std::sqrt(static_cast<float>(c.hidden)) : 1.0f;
+    op("embedding", -1, [&] {
+        kernels::launch_embedding_gather(w.token_embedding.data, step.batch.token_ids, tokens,
+                                         c.hidden, c.vocab, act_.x.data(), stream, embedding_scale);
+    });
+    const int run_layers =
+        plan.batch().layers > 0 ? std::min(plan.batch().layers, c.layers) : c.layers;
+    for (int l = 0; l < run_layers; ++l) {
+        enqueue_layer(l, plan, step, workspace);
+    }
+    // Only the rows whose logits are wanted go through the (large) output head.
+    if (plan.rows > 0) { // a step of prefill chunks only wants no logits at all
+        float* selected = act_.selected.data();
+        op("lm_head", -1, [&] {
+            kernels::launch_gather_rows(act_.x.data(), step.logit_tokens, plan.rows, c.hidden,
+                                        selected, stream);
+            kernels::launch_rms_norm_half(selected, w.output_norm, act_.x_half.data(), plan.rows,
+                                          c.hidden, c.rms_eps, stream);
+            linear(cublas_, act_.x_half.data(), plan.rows, w.output, act_.logits.data());
+        });
+    }
+}
+
+void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& step,
+                                const kernels::AttentionWorkspace& workspace) {
+    const model::LlamaConfig& c = model_->config();
+    const cudaStream_t stream = stream_.get();
+    const int tokens = plan.tokens;
+    const std::int64_t q_width = static_cast<std::int64_t>(c.heads) * c.head_dim;
+    const std::int64_t kv_width = static_cast<std::int64_t>(c.kv_heads) * c.head_dim;
+    const std::int64_t qkv_width = q_width + 2 * kv_width;
+    const std::int64_t ffn = c.ffn_hidden;
+    const float scale = c.attention_scale > 0.0f ? c.attention_scale
+                                                 : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    const bool fused_rope_write = !rope_angles_.empty();
+    const bool gelu_tanh = c.traits.activation == model::GateActivation::gelu_tanh;
+    const bool capture = plan.capture;
+    const int launch_context = plan.launch_context;
+    const kernels::DeviceBatchView& device_batch = step.batch;
     float* x = act_.x.data();
     float* qkv = act_.qkv.data();
     float* q = act_.q.data();
     float* k = act_.k.data();
     float* v = act_.v.data();
     float* gate_up = act_.gate_up.data();
+    float* h = act_.h.data();
     __half* x_half = act_.x_half.data();
     float* sums = act_.capture.data();
-    const kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
-        act_.workspace.data(), tokens, c.heads, std::max(max_splits, 1), c.head_dim, split);
-    const float scale = c.attention_scale > 0.0f ? c.attention_scale
-                                                 : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    const std::int64_t qkv_width = q_width + 2 * kv_width;
-    float* h = act_.h.data();
-    if (capture) { // the launcher accumulates over layers and heads
-        KVSCOPE_CUDA_CHECK(
-            cudaMemsetAsync(sums, 0, size_of(capture_total) * sizeof(float), stream));
-    }
 
-    const bool fused_rope_write = !rope_angles_.empty();
-    const float embedding_scale =
-        c.traits.scaled_embedding ? std::sqrt(static_cast<float>(c.hidden)) : 1.0f;
-    const bool gelu_tanh = c.traits.activation == model::GateActivation::gelu_tanh;
-
-    // Only the rows whose logits are wanted go through the (large) output head.
-    const auto enqueue_model = [&] {
-        op("embedding", -1, [&] {
-            kernels::launch_embedding_gather(w.token_embedding.data, device_batch.token_ids, tokens,
-                                             c.hidden, c.vocab, x, stream, embedding_scale);
-        });
-        const int run_layers = batch.layers > 0 ? std::min(batch.layers, c.layers) : c.layers;
-        for (int l = 0; l < run_layers; ++l) {
-            const CudaLayerWeights& layer = w.layers[static_cast<std::size_t>(l)];
-            const kernels::PagedKvView cache = layer_view(l, write_slot, read_slot);
-            const nvtx::Range layer_range(nvtx::layer_name(l));
-            const float rope_base = c.layer_attention[static_cast<std::size_t>(l)].rope_base;
-            // The layer's group: its tables (read on the device) and slots.
-            const int group = groups_.group_of[static_cast<std::size_t>(l)];
-            kernels::DeviceBatchView layer_batch = device_batch;
-            layer_batch.kv_group = group;
-            const std::int32_t* slots =
-                device_batch.slot_mapping + static_cast<std::ptrdiff_t>(group) * tokens;
-            // The output of attention or the FFN goes through the layer's
-            // post-norm, where it has one, into the residual stream; else
-            // the matrix product adds it there itself.
-            const auto project_into_residual = [&](const HalfMatrix& matrix,
-                                                   const float* post_norm) {
-                if (post_norm == nullptr) {
-                    linear(cublas_, x_half, tokens, matrix, x, /*accumulate=*/true);
-                    return;
-                }
-                linear(cublas_, x_half, tokens, matrix, h);
-                kernels::launch_rms_norm_add(h, post_norm, x, tokens, c.hidden, c.rms_eps, stream);
-            };
-
-            // Ten kernels a layer on 16-bit caches for Llama (Qwen and Gemma
-            // add their biases, QK norms and post-norms): each linear
-            // layer's input is written as fp16 by the kernel before it, and
-            // the output projections add into the residual stream themselves
-            // where no post-norm comes between.
-            op("attn_norm", l, [&] {
-                kernels::launch_rms_norm_half(x, layer.attn_norm, x_half, tokens, c.hidden,
-                                              c.rms_eps, stream);
-            });
-            if (fused_rope_write) { // 16-bit caches: no KIVI finalisation either
-                op("qkv", l, [&] {
-                    linear(cublas_, x_half, tokens, layer.wqkv, qkv);
-                    if (layer.qkv_bias != nullptr) {
-                        kernels::launch_add_bias(qkv, layer.qkv_bias, tokens,
-                                                 static_cast<int>(qkv_width), stream);
-                    }
-                });
-                if (layer.q_norm != nullptr) { // before RoPE, as on the CPU
-                    op("qk_norm", l, [&] {
-                        kernels::launch_rms_norm_heads(qkv, layer.q_norm, tokens, c.heads,
-                                                       c.head_dim, qkv_width, c.rms_eps, stream);
-                        kernels::launch_rms_norm_heads(qkv + q_width, layer.k_norm, tokens,
-                                                       c.kv_heads, c.head_dim, qkv_width, c.rms_eps,
-                                                       stream);
-                    });
-                }
-                op("rope_kv_write", l, [&] {
-                    kernels::launch_rope_kv_write(cache, qkv, q, device_batch.positions, slots,
-                                                  rope_table_of(rope_base), tokens, c.heads,
-                                                  rope_halves_, stream);
-                });
-            } else {
-                op("qkv", l, [&] {
-                    linear(cublas_, x_half, tokens, layer.wq, q);
-                    linear(cublas_, x_half, tokens, layer.wk, k);
-                    linear(cublas_, x_half, tokens, layer.wv, v);
-                    if (layer.qkv_bias != nullptr) {
-                        kernels::launch_add_bias(q, layer.q_bias, tokens, static_cast<int>(q_width),
-                                                 stream);
-                        kernels::launch_add_bias(k, layer.k_bias, tokens,
-                                                 static_cast<int>(kv_width), stream);
-                        kernels::launch_add_bias(v, layer.v_bias, tokens,
-                                                 static_cast<int>(kv_width), stream);
-                    }
-                });
-                if (layer.q_norm != nullptr) {
-                    op("qk_norm", l, [&] {
-                        kernels::launch_rms_norm_heads(q, layer.q_norm, tokens, c.heads, c.head_dim,
-                                                       q_width, c.rms_eps, stream);
-                        kernels::launch_rms_norm_heads(k, layer.k_norm, tokens, c.kv_heads,
-                                                       c.head_dim, kv_width, c.rms_eps, stream);
-                    });
-                }
-                op("rope", l, [&] {
-                    kernels::launch_rope(q, k, device_batch.positions, tokens, c.heads, c.kv_heads,
-                                         c.head_dim, rope_base, rope_halves_, stream);
-                });
-                op("kv_write", l, [&] {
-                    kernels::launch_kv_append(cache, k, v, slots, tokens, stream);
-                    if (filled_count > 0) {
-                        kernels::launch_kivi_finalize(cache, filled_blocks, filled_count, stream);
-                    }
-                });
-            }
-            op("attention", l, [&] {
-                kernels::launch_paged_attention_half(cache, layer_batch, q, c.heads, scale,
-                                                     launch_context, workspace, x_half, stream);
-                if (capture) {
-                    kernels::launch_attention_capture(cache, layer_batch, q, c.heads, scale,
-                                                      launch_context, workspace, sums, stream);
-                }
-            });
-            op("attn_out", l, [&] { project_into_residual(layer.wo, layer.post_attn_norm); });
-            op("ffn_norm", l, [&] {
-                kernels::launch_rms_norm_half(x, layer.ffn_norm, x_half, tokens, c.hidden,
-                                              c.rms_eps, stream);
-            });
-            op("gate_up", l, [&] {
-                linear(cublas_, x_half, tokens, layer.w_gate_up, gate_up);
-                kernels::launch_gated_half(gate_up, tokens, static_cast<int>(ffn), gelu_tanh,
-                                           x_half, stream);
-            });
-            op("down", l, [&] { project_into_residual(layer.w_down, layer.post_ffn_norm); });
+    const CudaLayerWeights& layer = weights_->layers[static_cast<std::size_t>(l)];
+    const kernels::PagedKvView cache = layer_view(l, step.write_slot, step.read_slot);
+    const nvtx::Range layer_range(nvtx::layer_name(l));
+    const float rope_base = c.layer_attention[static_cast<std::size_t>(l)].rope_base;
+    // The layer's group: its tables (read on the device) and slots.
+    const int group = groups_.group_of[static_cast<std::size_t>(l)];
+    kernels::DeviceBatchView layer_batch = device_batch;
+    layer_batch.kv_group = group;
+    const std::int32_t* slots =
+        device_batch.slot_mapping + static_cast<std::ptrdiff_t>(group) * tokens;
+    // The output of attention or the FFN goes through the layer's
+    // post-norm, where it has one, into the residual stream; else
+    // the matrix product adds it there itself.
+    const auto project_into_residual = [&](const HalfMatrix& matrix, const float* post_norm) {
+        if (post_norm == nullptr) {
+            linear(cublas_, x_half, tokens, matrix, x, /*accumulate=*/true);
+            return;
         }
-        if (rows > 0) { // a step of prefill chunks only wants no logits at all
-            float* selected = act_.selected.data();
-            op("lm_head", -1, [&] {
-                kernels::launch_gather_rows(x, logit_tokens, rows, c.hidden, selected, stream);
-                kernels::launch_rms_norm_half(selected, w.output_norm, x_half, rows, c.hidden,
-                                              c.rms_eps, stream);
-                linear(cublas_, x_half, rows, w.output, act_.logits.data());
-            });
-        }
+        linear(cublas_, x_half, tokens, matrix, h);
+        kernels::launch_rms_norm_add(h, post_norm, x, tokens, c.hidden, c.rms_eps, stream);
     };
-    bool replayed = false;
-    if (bucket) {
-        graphs_.check_addresses(graph_addresses());
-        replayed = graphs_.run({*bucket, launch_context}, stream, enqueue_model);
-    }
-    if (!replayed) {
-        enqueue_model();
-    }
 
+    // Ten kernels a layer on 16-bit caches for Llama (Qwen and Gemma
+    // add their biases, QK norms and post-norms): each linear
+    // layer's input is written as fp16 by the kernel before it, and
+    // the output projections add into the residual stream themselves
+    // where no post-norm comes between.
+    op("attn_norm", l, [&] {
+        kernels::launch_rms_norm_half(x, layer.attn_norm, x_half, tokens, c.hidden, c.rms_eps,
+                                      stream);
+    });
+    if (fused_rope_write) { // 16-bit caches: no KIVI finalisation either
+        op("qkv", l, [&] {
+            linear(cublas_, x_half, tokens, layer.wqkv, qkv);
+            if (layer.qkv_bias != nullptr) {
+                kernels::launch_add_bias(qkv, layer.qkv_bias, tokens, static_cast<int>(qkv_width),
+                                         stream);
+            }
+        });
+        if (layer.q_norm != nullptr) { // before RoPE, as on the CPU
+            op("qk_norm", l, [&] {
+                kernels::launch_rms_norm_heads(qkv, layer.q_norm, tokens, c.heads, c.head_dim,
+                                               qkv_width, c.rms_eps, stream);
+                kernels::launch_rms_norm_heads(qkv + q_width, layer.k_norm, tokens, c.kv_heads,
+                                               c.head_dim, qkv_width, c.rms_eps, stream);
+            });
+        }
+        op("rope_kv_write", l, [&] {
+            kernels::launch_rope_kv_write(cache, qkv, q, device_batch.positions, slots,
+                                          rope_table_of(rope_base), tokens, c.heads, rope_halves_,
+                                          stream);
+        });
+    } else {
+        op("qkv", l, [&] {
+            linear(cublas_, x_half, tokens, layer.wq, q);
+            linear(cublas_, x_half, tokens, layer.wk, k);
+            linear(cublas_, x_half, tokens, layer.wv, v);
+            if (layer.qkv_bias != nullptr) {
+                kernels::launch_add_bias(q, layer.q_bias, tokens, static_cast<int>(q_width),
+                                         stream);
+                kernels::launch_add_bias(k, layer.k_bias, tokens, static_cast<int>(kv_width),
+                                         stream);
+                kernels::launch_add_bias(v, layer.v_bias, tokens, static_cast<int>(kv_width),
+                                         stream);
+            }
+        });
+        if (layer.q_norm != nullptr) {
+            op("qk_norm", l, [&] {
+                kernels::launch_rms_norm_heads(q, layer.q_norm, tokens, c.heads, c.head_dim,
+                                               q_width, c.rms_eps, stream);
+                kernels::launch_rms_norm_heads(k, layer.k_norm, tokens, c.kv_heads, c.head_dim,
+                                               kv_width, c.rms_eps, stream);
+            });
+        }
+        op("rope", l, [&] {
+            kernels::launch_rope(q, k, device_batch.positions, tokens, c.heads, c.kv_heads,
+                                 c.head_dim, rope_base, rope_halves_, stream);
+        });
+        op("kv_write", l, [&] {
+            kernels::launch_kv_append(cache, k, v, slots, tokens, stream);
+            if (step.filled_count > 0) {
+                kernels::launch_kivi_finalize(cache, step.filled_blocks, step.filled_count, stream);
+            }
+        });
+    }
+    op("attention", l, [&] {
+        kernels::launch_paged_attention_half(cache, layer_batch, q, c.heads, scale, launch_context,
+                                             workspace, x_half, stream);
+        if (capture) {
+            kernels::launch_attention_capture(cache, layer_batch, q, c.heads, scale, launch_context,
+                                              workspace, sums, stream);
+        }
+    });
+    op("attn_out", l, [&] { project_into_residual(layer.wo, layer.post_attn_norm); });
+    op("ffn_norm", l, [&] {
+        kernels::launch_rms_norm_half(x, layer.ffn_norm, x_half, tokens, c.hidden, c.rms_eps,
+                                      stream);
+    });
+    op("gate_up", l, [&] {
+        linear(cublas_, x_half, tokens, layer.w_gate_up, gate_up);
+        kernels::launch_gated_half(gate_up, tokens, static_cast<int>(ffn), gelu_tanh, x_half,
+                                   stream);
+    });
+    op("down", l, [&] { project_into_residual(layer.w_down, layer.post_ffn_norm); });
+}
+
+void CudaBackend::read_back(const StepPlan& plan, const DeviceStep& step, float* logits,
+                            std::int32_t* sampled_tokens) {
+    const model::LlamaConfig& c = model_->config();
+    const cudaStream_t stream = stream_.get();
+    const int wanted_rows = plan.wanted_rows;
+    const bool sampled = plan.sampled;
+    const bool capture = plan.capture;
+    const std::int64_t capture_total = plan.capture_total;
     float* download = download_.data();
     const std::size_t logit_floats = sampled ? 0 : size_of(wanted_rows) * size_of(c.vocab);
     if (sampled && wanted_rows > 0) {
         // Outside any graph: the draws and filters change every step.
-        kernels::launch_sample(
-            act_.logits.data(), wanted_rows, c.vocab,
-            StagingLayout::at<kernels::DeviceSamplingParams>(arrays, at_sampling), all_greedy,
-            act_.tokens.data(), act_.sample_scratch.data(), stream);
+        kernels::launch_sample(act_.logits.data(), wanted_rows, c.vocab, step.sampling,
+                               plan.all_greedy, act_.tokens.data(), act_.sample_scratch.data(),
+                               stream);
         KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(download_tokens_.data(), act_.tokens.data(),
                                            size_of(wanted_rows) * sizeof(std::int32_t),
                                            cudaMemcpyDeviceToHost, stream));
@@ -907,7 +1006,7 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
                                            stream));
     }
     if (capture) {
-        KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(download + logit_floats, sums,
+        KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(download + logit_floats, act_.capture.data(),
                                            size_of(capture_total) * sizeof(float),
                                            cudaMemcpyDeviceToHost, stream));
     }
@@ -919,7 +1018,7 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     } else if (wanted_rows > 0) {
         std::memcpy(logits, download, logit_floats * sizeof(float));
     }
-    captured_.reset(batch);
+    captured_.reset(plan.batch());
     if (capture) {
         std::copy_n(download + logit_floats, capture_total, captured_.sums());
     }

@@ -119,9 +119,31 @@ private:
     // then waits for them.
     void copy_block_runs(kv::BlockId block, std::byte* to_host, const std::byte* from_host) const;
     // forward() and forward_sampled(): logits to `logits`, or (rows given)
-    // the sampled tokens to `tokens`.
+    // the sampled tokens to `tokens`. A step is planned, its buffers
+    // reserved, its arrays staged and uploaded, its kernels enqueued (or its
+    // decode graph replayed), and its results read back, a function each.
     void run_step(const runner::ForwardBatch& requested, float* logits,
                   std::span<const runner::RowSampling> sampling, std::int32_t* sampled_tokens);
+    struct StepPlan;
+    struct DeviceStep;
+    // Decides everything about the step before anything changes.
+    StepPlan plan_step(const runner::ForwardBatch& requested,
+                       std::span<const runner::RowSampling> sampling, bool sampled) const;
+    // Every allocation the step needs: a failure then leaves the open-block
+    // bookkeeping and the previous buffers as they were.
+    void reserve_step(const StepPlan& plan, std::span<const runner::RowSampling> sampling);
+    // Packs the step's arrays (and KIVI's open-block plan) and uploads them.
+    DeviceStep stage_step(const StepPlan& plan, std::span<const runner::RowSampling> sampling);
+    // The model's kernels on the stream, or the bucket's graph replayed.
+    void enqueue_step(const StepPlan& plan, const DeviceStep& step);
+    void enqueue_model(const StepPlan& plan, const DeviceStep& step,
+                       const kernels::AttentionWorkspace& workspace);
+    void enqueue_layer(int layer, const StepPlan& plan, const DeviceStep& step,
+                       const kernels::AttentionWorkspace& workspace);
+    // Samples (forward_sampled) or downloads the logits, and the attention
+    // capture, then waits for the stream.
+    void read_back(const StepPlan& plan, const DeviceStep& step, float* logits,
+                   std::int32_t* sampled_tokens);
     // The kernels' view of model layer `layer`'s K/V in the pool (its slot in
     // its group's blocks, its window), with the open blocks' slot arrays
     // given (null when no plane is KIVI).
