@@ -18,6 +18,7 @@ std::optional<gguf::TensorType> packed_layout(gguf::TensorType type) {
     case gguf::TensorType::Q5_0:
     case gguf::TensorType::Q5_1:
         return gguf::TensorType::Q8_0;
+    case gguf::TensorType::Q3_K:
     case gguf::TensorType::Q5_K:
     case gguf::TensorType::Q6_K:
         return gguf::TensorType::Q8_K;
@@ -154,9 +155,44 @@ struct SplitBlock {
     std::int8_t q[32] = {};
 };
 
-// A Q5_K or Q6_K block (256 values) as eight split blocks, each value
+// Q3_K's scale j (of 16), as engine/gguf/dequantize.cpp reads it.
+int q3_k_scale(const std::uint8_t* packed, int j) {
+    const int low = j < 8 ? packed[j] & 0x0f : packed[j - 8] >> 4;
+    const int high = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return low | (high << 4);
+}
+
+// A Q3_K, Q5_K or Q6_K block (256 values) as eight split blocks, each value
 // scale * q + offset computing exactly what ggml's dequantisation does.
 void split_block(gguf::TensorType type, const std::byte* src, SplitBlock* out) {
+    if (type == gguf::TensorType::Q3_K) {
+        // 32 bytes of high bits, 64 of 2-bit codes, 12 of scales (one per 16
+        // values, less 32), then d. Group g (values 16 g ..) of half h takes
+        // bits 2j of code byte 16 p + l and high bit 4 h + j, g = 8 h + 2 j + p.
+        const std::uint8_t* high = as_u8(src);
+        const std::uint8_t* q = as_u8(src + 32);
+        const std::uint8_t* scales = as_u8(src + 96);
+        const float d = fp16_to_fp32(load_u16(src + 108));
+        for (int group = 0; group < 16; ++group) {
+            const int half = group / 8;
+            const int shift = 2 * ((group % 8) / 2);
+            const int part = group % 2;
+            const int bit = 4 * half + shift / 2;
+            for (int l = 0; l < 16; ++l) {
+                const int at = 16 * part + l;
+                const int code =
+                    ((q[32 * half + at] >> shift) & 3) - (((high[at] >> bit) & 1) != 0 ? 0 : 4);
+                const int value = 16 * group + l;
+                out[value / 32].q[value % 32] = static_cast<std::int8_t>(code);
+            }
+            out[group / 2].scale[group % 2] =
+                d * static_cast<float>(q3_k_scale(scales, group) - 32);
+        }
+        for (int block = 0; block < 8; ++block) {
+            out[block].offset = 0.0f;
+        }
+        return;
+    }
     if (type == gguf::TensorType::Q6_K) {
         // 128 bytes of low nibbles, 64 of high bit pairs, 16 int8 scales (one
         // per 16 values), then d. Each half of 128 values: value l + 32 k of
@@ -221,7 +257,7 @@ WeightMatrix pack_split_rows(const WeightMatrix& w, std::vector<std::byte>& stor
         std::byte* dst = offsets + static_cast<std::size_t>(blocks) * 4;
         for (std::int64_t b = 0; b < blocks; b += 8) {
             split_block(w.type, src, unpacked);
-            src += w.type == gguf::TensorType::Q6_K ? 210 : 176;
+            src += gguf::tensor_type_traits(static_cast<std::uint32_t>(w.type))->block_bytes;
             for (std::int64_t k = 0; k < 8; ++k) {
                 const SplitBlock& block = unpacked[k];
                 std::memcpy(scales + 8 * (b + k), block.scale, 8);
@@ -246,7 +282,7 @@ WeightMatrix pack_rows(const WeightMatrix& w, std::vector<std::byte>& storage) {
         gguf::tensor_type_traits(static_cast<std::uint32_t>(w.type));
     if (!layout || w.packed || traits == nullptr || w.cols % traits->block_elements != 0) {
         throw std::invalid_argument("pack_rows: not a GGUF-layout matrix of a packed type (Q4_0, "
-                                    "Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0)");
+                                    "Q4_1, Q3_K, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0)");
     }
     if (*layout == gguf::TensorType::Q8_K) {
         return pack_split_rows(w, storage);

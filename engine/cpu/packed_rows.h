@@ -12,15 +12,16 @@
 //   Q4_K                -> nibbles; each 32-value sub-block's scale d * sc and
 //                          offset -dmin * m rounded to fp16 (relative 2^-11)
 //   Q8_0, Q5_0, Q5_1    -> bytes, exactly (Q5_0's codes stored as q - 16)
-//   Q5_K, Q6_K          -> the split layout (below), exactly
+//   Q3_K, Q5_K, Q6_K    -> the split layout (below), exactly
+//   Q2_K                -> none: a scale and an offset every 16 values fit
+//                          neither layout; its rows are expanded to fp32
 //
 // The split layout (tagged Q8_K) is for the K-quants whose scales d * sc are
-// not fp16 values and, for Q6_K, change every 16 values: per 32-value block
-// two fp32 scales (values 0-15, 16-31) and an fp32 offset, then signed bytes
-// (Q6_K's q - 32, Q5_K's q). 1.4 bytes a value against Q6_K's 0.8, the price
-// of exactness: requantising Q6_K as Q8_0 moved Gemma 3 270M's next-token
-// distributions 30 times further from transformers' (KL 7.6e-5 against
-// 2.3e-6, top-1 agreement 98.7% against 100%).
+// not fp16 values and, for Q3_K and Q6_K, change every 16 values: per 32-value
+// block two fp32 scales (values 0-15, 16-31) and an fp32 offset, then signed
+// bytes (Q6_K's q - 32, Q5_K's q, Q3_K's signed 3-bit q). 1.4 bytes a value against Q6_K's 0.8, the
+// price of exactness: requantising Q6_K as Q8_0 moved Gemma 3 270M's next-token distributions 30
+// times further from transformers' (KL 7.6e-5 against 2.3e-6, top-1 agreement 98.7% against 100%).
 // A packed matrix's `type` is its layout's (Q4_1, Q8_0, or Q8_K for the split
 // layout: only a tag, its GGUF block size means nothing here), not the file's.
 #pragma once

@@ -99,6 +99,66 @@ void scale_min_k4(int j, const std::uint8_t* q, std::uint8_t& scale, std::uint8_
     }
 }
 
+// Q2_K: 16 bytes of 4-bit scale (low) and min (high) pairs, one per 16
+// values; 64 bytes of 2-bit codes; fp16 d, fp16 dmin. x = d * scale * q -
+// dmin * min. Each 128 values share 32 code bytes: values 32 j + l take bits
+// 2j of byte l (the first 16 of them one scale, the next 16 the next).
+void q2_k(const std::byte* block, float* y) {
+    const std::uint8_t* scales = as_u8(block);
+    const std::uint8_t* q = as_u8(block + 16);
+    const float d = load_fp16(block + 80);
+    const float dmin = load_fp16(block + 82);
+    int group = 0;
+    for (int half = 0; half < 2; ++half) {
+        for (int shift = 0; shift < 8; shift += 2) {
+            for (int part = 0; part < 2; ++part) {
+                const std::uint8_t sc = scales[group++];
+                const float scale = d * static_cast<float>(sc & 0x0f);
+                const float min = dmin * static_cast<float>(sc >> 4);
+                for (int l = 0; l < 16; ++l) {
+                    *y++ = scale * static_cast<float>((q[16 * part + l] >> shift) & 3) - min;
+                }
+            }
+        }
+        q += 32;
+    }
+}
+
+// Q3_K's sixteen 6-bit scales, packed in 12 bytes: the low four bits of
+// scale j in byte j (j < 8) or the high nibble of byte j - 8; its top two
+// bits in byte 8 + j % 4, at bit 2 (j / 4).
+int q3_k_scale(const std::uint8_t* packed, int j) {
+    const int low = j < 8 ? packed[j] & 0x0f : packed[j - 8] >> 4;
+    const int high = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return low | (high << 4);
+}
+
+// Q3_K: 32 bytes of high bits, 64 of 2-bit codes, 12 of scales, fp16 d.
+// x = d * (scale - 32) * (q - 4 when the value's high bit is clear). Codes are
+// laid out as Q2_K's; value 32 j + l's high bit is bit j of byte l.
+void q3_k(const std::byte* block, float* y) {
+    const std::uint8_t* high = as_u8(block);
+    const std::uint8_t* q = as_u8(block + 32);
+    const std::uint8_t* scales = as_u8(block + 96);
+    const float d = load_fp16(block + 108);
+    int group = 0;
+    int bit = 0;
+    for (int half = 0; half < 2; ++half) {
+        for (int shift = 0; shift < 8; shift += 2, ++bit) {
+            for (int part = 0; part < 2; ++part) {
+                const float scale = d * static_cast<float>(q3_k_scale(scales, group++) - 32);
+                for (int l = 0; l < 16; ++l) {
+                    const int at = 16 * part + l;
+                    const int code =
+                        ((q[at] >> shift) & 3) - (((high[at] >> bit) & 1) != 0 ? 0 : 4);
+                    *y++ = scale * static_cast<float>(code);
+                }
+            }
+        }
+        q += 32;
+    }
+}
+
 // Q4_K: fp16 d, fp16 dmin, 12 scale bytes, 128 bytes of nibbles.
 void q4_k(const std::byte* block, float* y) {
     const float d = load_fp16(block);
@@ -190,6 +250,10 @@ BlockDecoder decoder_for(TensorType type) {
         return q5_1;
     case TensorType::Q8_0:
         return q8_0;
+    case TensorType::Q2_K:
+        return q2_k;
+    case TensorType::Q3_K:
+        return q3_k;
     case TensorType::Q4_K:
         return q4_k;
     case TensorType::Q5_K:

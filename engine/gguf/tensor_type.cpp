@@ -18,7 +18,7 @@ constexpr std::array kTypes{
     Entry{2, {"Q4_0", 32, 18, true}},       Entry{3, {"Q4_1", 32, 20, true}},
     Entry{6, {"Q5_0", 32, 22, true}},       Entry{7, {"Q5_1", 32, 24, true}},
     Entry{8, {"Q8_0", 32, 34, true}},       Entry{9, {"Q8_1", 32, 36, false}},
-    Entry{10, {"Q2_K", 256, 84, false}},    Entry{11, {"Q3_K", 256, 110, false}},
+    Entry{10, {"Q2_K", 256, 84, true}},     Entry{11, {"Q3_K", 256, 110, true}},
     Entry{12, {"Q4_K", 256, 144, true}},    Entry{13, {"Q5_K", 256, 176, true}},
     Entry{14, {"Q6_K", 256, 210, true}},    Entry{15, {"Q8_K", 256, 292, false}},
     Entry{16, {"IQ2_XXS", 256, 66, false}}, Entry{17, {"IQ2_XS", 256, 74, false}},

@@ -70,7 +70,7 @@ void TestGgufFile::header_and_layout() {
     QCOMPARE(file.version(), 3u);
     QCOMPARE(file.alignment(), 32u);
     QCOMPARE(file.data_offset() % 32, 0u);
-    QCOMPARE(file.tensors().size(), std::size_t{22});
+    QCOMPARE(file.tensors().size(), std::size_t{26}); // 13 types, each with its expected values
     const TensorInfo& q4 = file.require_tensor("q.Q4_1");
     QCOMPARE(q4.type, TensorType::Q4_1);
     QCOMPARE(q4.shape, (std::vector<std::uint64_t>{512, 3}));
@@ -139,8 +139,8 @@ void TestGgufFile::typed_lookups_name_the_key() {
 
 void TestGgufFile::dequantizes_like_gguf_py_data() {
     QTest::addColumn<QString>("type");
-    for (const char* type :
-         {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K"}) {
+    for (const char* type : {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K",
+                             "Q3_K", "Q4_K", "Q5_K", "Q6_K"}) {
         QTest::newRow(type) << QString(type);
     }
 }

@@ -78,14 +78,15 @@ void TestMatmul::the_kernel_set_asked_for_runs() {
 
 void TestMatmul::packed_rows_round_trip_data() {
     QTest::addColumn<QString>("type");
-    for (const char* type : {"Q4_0", "Q4_1", "Q8_0", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"}) {
+    for (const char* type :
+         {"Q4_0", "Q4_1", "Q8_0", "Q5_0", "Q5_1", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}) {
         QTest::newRow(type) << QString(type);
     }
 }
 
 // Packed rows against gguf-py's values for the same bytes: the types whose
 // blocks map onto the packed layouts keep every value (up to the order of
-// (q - 8) * d), Q5_K and Q6_K in the split layout with fp32 scales included;
+// (q - 8) * d), Q3_K, Q5_K and Q6_K in the split layout with fp32 scales included;
 // Q4_K's sub-block scales and offsets are rounded to fp16.
 void TestMatmul::packed_rows_round_trip() {
     QFETCH(QString, type);
@@ -111,10 +112,10 @@ void TestMatmul::packed_rows_round_trip() {
             for (int i = 0; i < 32; ++i) {
                 const float got = row[static_cast<std::size_t>(block + i)];
                 const float error = std::abs(got - want[i]);
-                // The split layout (Q5_K, Q6_K) computes what gguf-py does,
-                // to the bit.
+                // The split layout (Q3_K, Q5_K, Q6_K) computes what gguf-py
+                // does, to the bit.
                 const float bound = type == "Q4_K" ? largest * 1e-3f + 1e-7f
-                                    : type == "Q5_K" || type == "Q6_K"
+                                    : type == "Q3_K" || type == "Q5_K" || type == "Q6_K"
                                         ? 0.0f
                                         : 1e-6f * (1.0f + std::abs(want[i]));
                 worst = std::max(worst, double(error / (largest + 1e-30f)));
@@ -133,8 +134,8 @@ void TestMatmul::matches_double_reference_data() {
     QTest::addColumn<QString>("type");
     QTest::addColumn<int>("tokens");
     QTest::addColumn<int>("threads");
-    for (const char* type :
-         {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K"}) {
+    for (const char* type : {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K",
+                             "Q3_K", "Q4_K", "Q5_K", "Q6_K"}) {
         // 93 = a tile of 64 (four sixteen-token groups), then 16, 8, 4, 1.
         for (const int tokens : {1, 3, 4, 8, 13, 70, 93}) {
             for (const int threads : {1, 3}) {

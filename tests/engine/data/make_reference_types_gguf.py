@@ -66,6 +66,11 @@ cases = {
     T.Q4_K: raw_k_quant_blocks(T.Q4_K, 144, [0, 2]),
     T.Q5_K: raw_k_quant_blocks(T.Q5_K, 176, [0, 2]),
     T.Q6_K: raw_k_quant_blocks(T.Q6_K, 210, [208]),
+    # Last, so the blocks above keep their random bytes. Q2_K: 16 scale
+    # bytes, 64 code bytes, then d and dmin; Q3_K: 32 high-bit bytes, 64 code
+    # bytes, 12 scale bytes, then d.
+    T.Q2_K: raw_k_quant_blocks(T.Q2_K, 84, [80, 82]),
+    T.Q3_K: raw_k_quant_blocks(T.Q3_K, 110, [108]),
 }
 
 for qtype, data in cases.items():
