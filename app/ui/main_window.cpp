@@ -101,7 +101,7 @@ void MainWindow::connect_live_source(LiveSource* source) {
         live_ = source;
         recording_path_.clear();
         set_store(source->new_store(), Mode::live);
-        run_panel_->set_running(true);
+        run_panel_->set_running(true, source->can_pause());
         frame_timer_->start();
     });
     connect(source, &LiveSource::status, this, [this](const QString& text) {

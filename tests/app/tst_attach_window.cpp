@@ -31,6 +31,7 @@
 #include <QListWidget>
 #include <QMessageBox>
 #include <QPlainTextEdit>
+#include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -146,6 +147,9 @@ private slots:
         settings.metrics_urls = {QString::fromStdString(metrics.url("/metrics"))};
         window.start_attach(settings);
         QVERIFY(window.attacher()->running());
+        // Stop, yes; pause, no: the engines attached to do not wait for us.
+        QVERIFY(window.run_panel()->stop_button()->isEnabled());
+        QVERIFY(!window.run_panel()->pause_button()->isEnabled());
         QVERIFY(publisher.wait_for_subscriber([] { QCoreApplication::processEvents(); }, 20000ms));
 
         const tokenizer::Tokenizer tokenizer =

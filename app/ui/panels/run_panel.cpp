@@ -536,9 +536,9 @@ QString RunPanel::explanation_text() const {
     return explanation_->toPlainText();
 }
 
-void RunPanel::set_running(bool running) {
+void RunPanel::set_running(bool running, bool pausable) {
     start_->setEnabled(!running);
-    pause_->setEnabled(running);
+    pause_->setEnabled(running && pausable);
     stop_->setEnabled(running);
     if (!running) {
         pause_->setChecked(false);

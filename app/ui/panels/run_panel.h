@@ -38,7 +38,9 @@ public:
     void explain_preset();
     QString explanation_text() const;
 
-    void set_running(bool running);
+    // `pausable`: the live source can pause (an attach cannot: engines
+    // elsewhere do not wait for us).
+    void set_running(bool running, bool pausable = true);
     void set_paused(bool paused);
     void set_loading(bool loading);
     void set_progress(int done, int total);

@@ -27,6 +27,7 @@ public:
     bool start(const RunSettings& settings);
     void set_paused(bool paused);
     void stop() override; // finished() follows once the engine has let go
+    bool can_pause() const override { return true; }
     bool paused() const { return paused_.load(); }
     // The engine thread is parked by a pause (the step under way has ended).
     bool holding() const { return holding_.load(); }

@@ -31,6 +31,8 @@ public:
     using QObject::QObject;
 
     bool running() const { return running_.load(); }
+    // Whether the run can be paused (kvscope's engine; not engines attached to).
+    virtual bool can_pause() const { return false; }
     // Asks the source to end; finished() or failed() follows.
     virtual void stop();
     // What the source has emitted since the last take(); the queue of the
