@@ -16,7 +16,8 @@ constexpr int kThreads = 128;
 // cheap next to the matrix work, and no table to keep.
 __global__ void rope_kernel(float* __restrict__ q, float* __restrict__ k,
                             const std::int32_t* __restrict__ positions, int heads, int kv_heads,
-                            int head_dim, float theta_base, bool halves) {
+                            int head_dim, float theta_base, const float* __restrict__ divisors,
+                            bool halves) {
     const int token = blockIdx.x;
     const int pairs = head_dim / 2;
     const int position = positions[token];
@@ -24,7 +25,8 @@ __global__ void rope_kernel(float* __restrict__ q, float* __restrict__ k,
     for (int item = threadIdx.x; item < items; item += blockDim.x) {
         const int head = item / pairs;
         const int pair = item % pairs;
-        const math::RopeCosSin angle = math::rope_cos_sin(position, pair, head_dim, theta_base);
+        const math::RopeCosSin angle = math::rope_cos_sin(position, pair, head_dim, theta_base,
+                                                          math::rope_divisor(divisors, pair));
         float* x =
             head < heads
                 ? q + (static_cast<std::int64_t>(token) * heads + head) * head_dim
@@ -39,13 +41,14 @@ __global__ void rope_kernel(float* __restrict__ q, float* __restrict__ k,
 // ---- Launcher -----------------------------------------------------------------
 
 void launch_rope(float* q, float* k, const std::int32_t* positions, int tokens, int heads,
-                 int kv_heads, int head_dim, float theta_base, bool halves, cudaStream_t stream) {
+                 int kv_heads, int head_dim, float theta_base, const float* divisors, bool halves,
+                 cudaStream_t stream) {
     nvtx::Range range("rope");
     if (tokens <= 0) {
         return;
     }
     rope_kernel<<<tokens, kThreads, 0, stream>>>(q, k, positions, heads, kv_heads, head_dim,
-                                                 theta_base, halves);
+                                                 theta_base, divisors, halves);
     KVSCOPE_CHECK_LAUNCH("rope_kernel");
 }
 

@@ -18,7 +18,8 @@ __device__ inline math::RopeCosSin rope_angle(const RopeTableView& table, int po
     if (position >= 0 && position < table.positions) {
         return table.angles[static_cast<std::int64_t>(position) * (table.head_dim / 2) + pair];
     }
-    return math::rope_cos_sin(position, pair, table.head_dim, table.theta_base);
+    return math::rope_cos_sin(position, pair, table.head_dim, table.theta_base,
+                              math::rope_divisor(table.divisors, pair));
 }
 
 // The pair's two values as the format stores them, low value first (the
@@ -117,13 +118,14 @@ bool is_16_bit(kv::KvFormat format) {
 
 // ---- Launcher -----------------------------------------------------------------
 
-std::vector<math::RopeCosSin> rope_table(int positions, int head_dim, float theta_base) {
+std::vector<math::RopeCosSin> rope_table(int positions, int head_dim, float theta_base,
+                                         const float* divisors) {
     const int pairs = head_dim / 2;
     std::vector<math::RopeCosSin> angles(static_cast<std::size_t>(positions) * pairs);
     for (int p = 0; p < positions; ++p) {
         for (int i = 0; i < pairs; ++i) {
             angles[static_cast<std::size_t>(p) * pairs + i] =
-                math::rope_cos_sin(p, i, head_dim, theta_base);
+                math::rope_cos_sin(p, i, head_dim, theta_base, math::rope_divisor(divisors, i));
         }
     }
     return angles;

@@ -23,10 +23,14 @@ struct RopeTableView {
     int positions = 0;
     int head_dim = 0;
     float theta_base = 10000.0f;
+    const float* divisors = nullptr; // (head_dim / 2) on the device (Llama 3's), or null
 };
 
-// The table's contents, built on the host: `positions` rows of head_dim / 2.
-std::vector<math::RopeCosSin> rope_table(int positions, int head_dim, float theta_base);
+// The table's contents, built on the host: `positions` rows of head_dim / 2;
+// divisors (host memory, head_dim / 2) as math::rope_cos_sin takes them, or
+// null.
+std::vector<math::RopeCosSin> rope_table(int positions, int head_dim, float theta_base,
+                                         const float* divisors);
 
 // Whether launch_rope_kv_write can write this cache (both planes 16-bit; a
 // head_dim it can pair): halves is math::rope_pair_dims' choice.

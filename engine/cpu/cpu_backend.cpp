@@ -96,8 +96,8 @@ void CpuBackend::forward(const runner::ForwardBatch& batch, float* logits) {
             table.base = la.rope_base;
             table.cos.resize(static_cast<std::size_t>(tokens * c.head_dim / 2));
             table.sin.resize(table.cos.size());
-            rope_tables(batch.positions.data(), tokens, c.head_dim, la.rope_base, table.cos.data(),
-                        table.sin.data());
+            rope_tables(batch.positions.data(), tokens, c.head_dim, la.rope_base,
+                        c.rope_divisors_or_null(), table.cos.data(), table.sin.data());
         }
     }
 

@@ -28,12 +28,12 @@ void rms_norm(const float* x, const float* weight, float* out, std::int64_t toke
 }
 
 void rope_tables(const std::int32_t* positions, std::int64_t tokens, int head_dim, float theta_base,
-                 float* cos_out, float* sin_out) {
+                 const float* divisors, float* cos_out, float* sin_out) {
     const int pairs = head_dim / 2;
     for (std::int64_t t = 0; t < tokens; ++t) {
         for (int i = 0; i < pairs; ++i) {
-            const math::RopeCosSin angle =
-                math::rope_cos_sin(positions[t], i, head_dim, theta_base);
+            const math::RopeCosSin angle = math::rope_cos_sin(positions[t], i, head_dim, theta_base,
+                                                              math::rope_divisor(divisors, i));
             cos_out[t * pairs + i] = angle.cos;
             sin_out[t * pairs + i] = angle.sin;
         }

@@ -13,9 +13,10 @@ void rms_norm(const float* x, const float* weight, float* out, std::int64_t toke
               std::int64_t dim, float eps);
 
 // Rotary position embedding tables for one batch: cos and sin, each
-// (tokens, head_dim / 2), computed once and shared by every layer.
+// (tokens, head_dim / 2), computed once and shared by every layer. divisors:
+// (head_dim / 2) per-pair frequency divisors (Llama 3's), or null.
 void rope_tables(const std::int32_t* positions, std::int64_t tokens, int head_dim, float theta_base,
-                 float* cos_out, float* sin_out);
+                 const float* divisors, float* cos_out, float* sin_out);
 
 // Rotates every head's pairs, paired as the architecture pairs them
 // (model::RopePairing). x: (tokens, heads, head_dim), rotated in place;

@@ -149,6 +149,13 @@ CudaBackend::CudaBackend(std::shared_ptr<const model::LlamaModel> model,
     if (kv::quantises_whole_blocks(format.key) || kv::quantises_whole_blocks(format.value)) {
         open_blocks_.emplace(options_.num_blocks);
     }
+    if (!c.rope_divisors.empty()) { // Llama 3's scaled RoPE, for the kernels that compute angles
+        rope_divisors_ = DeviceBuffer<float>(c.rope_divisors.size());
+        KVSCOPE_CUDA_CHECK(cudaMemcpy(rope_divisors_.data(), c.rope_divisors.data(),
+                                      c.rope_divisors.size() * sizeof(float),
+                                      cudaMemcpyHostToDevice));
+        KVSCOPE_CUDA_CHECK(cudaDeviceSynchronize()); // see the tables' copies below
+    }
     const kernels::PagedKvView first_layer = layer_view(0, nullptr, nullptr);
     if (!has_kivi_plane() && kernels::rope_kv_write_fits(first_layer, rope_halves_)) {
         std::vector<float> bases;
@@ -163,7 +170,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const model::LlamaModel> model,
         rope_positions_ = std::clamp(c.context_length, 1, 32768 / static_cast<int>(bases.size()));
         for (const float base : bases) {
             const std::vector<math::RopeCosSin> angles =
-                kernels::rope_table(rope_positions_, c.head_dim, base);
+                kernels::rope_table(rope_positions_, c.head_dim, base, c.rope_divisors_or_null());
             RopeAngles& table = rope_angles_.emplace_back();
             table.base = base;
             table.angles = DeviceBuffer<math::RopeCosSin>(angles.size());
@@ -230,6 +237,7 @@ kernels::RopeTableView CudaBackend::rope_table_of(float base) const {
     kernels::RopeTableView table;
     table.head_dim = model_->config().head_dim;
     table.theta_base = base;
+    table.divisors = rope_divisors_or_null();
     for (const RopeAngles& angles : rope_angles_) {
         if (angles.base == base) {
             table.angles = angles.angles.data();
@@ -952,7 +960,8 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
         }
         op("rope", l, [&] {
             kernels::launch_rope(q, k, device_batch.positions, tokens, c.heads, c.kv_heads,
-                                 c.head_dim, rope_base, rope_halves_, stream);
+                                 c.head_dim, rope_base, rope_divisors_or_null(), rope_halves_,
+                                 stream);
         });
         op("kv_write", l, [&] {
             kernels::launch_kv_append(cache, k, v, slots, tokens, stream);

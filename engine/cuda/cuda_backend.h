@@ -204,6 +204,12 @@ private:
         DeviceBuffer<math::RopeCosSin> angles;
     };
     std::vector<RopeAngles> rope_angles_;
+    // Llama 3's per-pair RoPE frequency divisors (the config's), for the
+    // kernels that compute angles themselves; empty for other models.
+    DeviceBuffer<float> rope_divisors_;
+    const float* rope_divisors_or_null() const {
+        return rope_divisors_.bytes() > 0 ? rope_divisors_.data() : nullptr;
+    }
     int rope_positions_ = 0;
     bool rope_halves_ = false; // pairs (i, i + head_dim/2): math::rope_pair_dims
     // How attention splits may be cut, for steps without and with attention

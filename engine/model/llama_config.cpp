@@ -1,5 +1,6 @@
 #include "engine/model/llama_config.h"
 
+#include "engine/gguf/dequantize.h"
 #include "engine/gguf/gguf_file.h"
 
 #include <cmath>
@@ -107,6 +108,26 @@ LlamaConfig LlamaConfig::from_gguf(const gguf::GgufFile& file) {
         config.layer_attention.push_back(
             sliding ? LayerAttention{config.sliding_window, config.traits.sliding_rope_base}
                     : LayerAttention{0, config.rope_theta});
+    }
+    // Llama 3.x's scaled RoPE comes as a tensor of each pair's frequency
+    // divisor (llama.cpp's converter computes it from the model's
+    // rope_scaling settings, which the file does not keep).
+    if (const gguf::TensorInfo* freqs = file.find_tensor("rope_freqs.weight"); freqs != nullptr) {
+        const auto pairs = static_cast<std::uint64_t>(config.head_dim / 2);
+        if (freqs->element_count != pairs || !gguf::can_dequantize(freqs->type)) {
+            file.fail("tensor 'rope_freqs.weight' should hold " + std::to_string(pairs) +
+                      " values (head_dim / 2), has " + freqs->shape_string() + " of " +
+                      std::string(gguf::tensor_type_name(freqs->type)));
+        }
+        config.rope_divisors.resize(pairs);
+        gguf::dequantize_values(freqs->type, file.tensor_bytes(*freqs).data(),
+                                config.rope_divisors.data(), static_cast<std::int64_t>(pairs));
+        for (const float divisor : config.rope_divisors) {
+            if (!(divisor > 0.0f) || !std::isfinite(divisor)) {
+                file.fail("tensor 'rope_freqs.weight' holds " + std::to_string(divisor) +
+                          ": a RoPE frequency divisor must be positive and finite");
+            }
+        }
     }
     const gguf::TensorInfo& embedding = file.require_tensor("token_embd.weight");
     config.vocab = static_cast<int>(embedding.rows());

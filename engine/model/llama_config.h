@@ -36,6 +36,12 @@ struct LlamaConfig {
     int vocab = 0;
     int context_length = 0;      // trained context
     float rope_theta = 10000.0f; // the global layers' RoPE base
+    // (head_dim / 2): each RoPE pair's frequency divided by it (Llama 3's
+    // scaled RoPE, the file's rope_freqs tensor); empty: none, all 1.
+    std::vector<float> rope_divisors;
+    const float* rope_divisors_or_null() const {
+        return rope_divisors.empty() ? nullptr : rope_divisors.data();
+    }
     float attention_scale =
         0.0f;               // scores are q.k times this (1/sqrt(head_dim) but for Gemma 3 27B)
     int sliding_window = 0; // of the sliding layers; 0: every layer is global

@@ -9,19 +9,27 @@
 
 namespace kvscope::math {
 
-// Cos and sin of the angle position * theta^(-2 pair / head_dim), computed in
-// double: at 8k positions the angle reaches ~8e3 radians, where fp32 would
-// lose the low bits that matter.
+// Cos and sin of the angle position * theta^(-2 pair / head_dim) / divisor,
+// computed in double: at 8k positions the angle reaches ~8e3 radians, where
+// fp32 would lose the low bits that matter. `divisor` is the pair's entry of
+// a Llama 3 model's rope_freqs tensor (its scaled RoPE slows the low
+// frequencies down), 1 for other models.
 struct RopeCosSin {
     float cos;
     float sin;
 };
 
-KVSCOPE_HD inline RopeCosSin rope_cos_sin(int position, int pair, int head_dim, float theta_base) {
+KVSCOPE_HD inline RopeCosSin rope_cos_sin(int position, int pair, int head_dim, float theta_base,
+                                          float divisor = 1.0f) {
     const double freq =
         pow(static_cast<double>(theta_base), -2.0 * pair / static_cast<double>(head_dim));
-    const double angle = static_cast<double>(position) * freq;
+    const double angle = static_cast<double>(position) * freq / static_cast<double>(divisor);
     return {static_cast<float>(cos(angle)), static_cast<float>(sin(angle))};
+}
+
+// Pair `pair`'s divisor: divisors[pair], or 1 without them (null).
+KVSCOPE_HD inline float rope_divisor(const float* divisors, int pair) {
+    return divisors != nullptr ? divisors[pair] : 1.0f;
 }
 
 // Rotates one pair of a head's dimensions: (x[2i], x[2i+1]) in the layout

@@ -11,7 +11,8 @@ transformers' GGUF reader leaves two of these models' settings at its
 defaults, which the tiny shapes do not have, so they are passed as the file
 says them: Qwen3's head width (attention.key_length; the mapping lacks it)
 and Gemma 3's query scale (query_pre_attn_scalar, 256 by default; llama.cpp
-scales by the head width, as Gemma 3's configs set it for every size but 27B).
+scales by the head width, as Gemma 3's configs set it for every size but 27B);
+nor does it read Llama 3's rope_freqs tensor, whose settings are given too.
 
 Run once by hand (not in CI; needs network for pip):
     python3 -m venv /tmp/ref
@@ -37,6 +38,12 @@ MODELS = {
     "tiny_qwen2.gguf": {},
     "tiny_qwen3.gguf": {"head_dim": 128},
     "tiny_gemma3.gguf": {"query_pre_attn_scalar": 32},
+    # Llama 3's scaled RoPE: transformers' GGUF reader skips the rope_freqs
+    # tensor, so it is given the settings the tensor was made from
+    # (tests/engine/data/make_tiny_llama_gguf.py); llama.cpp reads the tensor.
+    "tiny_llama3.gguf": {"rope_parameters": {
+        "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 64}},
 }
 
 

@@ -41,6 +41,7 @@ private slots:
     void logits_match_transformers();
     void the_loader_reads_each_architectures_shape();
     void an_unknown_architecture_names_the_supported_ones();
+    void a_bad_rope_divisor_is_refused();
     void eviction_refuses_sliding_windows();
     void the_cuda_backend_says_which_caches_it_cannot_hold();
     void prompts_start_with_bos_where_the_file_asks();
@@ -121,6 +122,47 @@ void TestArchitectures::the_loader_reads_each_architectures_shape() {
         model::LlamaModel::load(test::engine_data_path("tiny_qwen2.gguf").toStdString());
     QCOMPARE(qwen2->weights().layers[0].k_bias.size(), std::size_t{32});
     QCOMPARE(qwen2->config().traits.rope, model::RopePairing::halves);
+
+    // Llama 3's scaled RoPE: a divisor per pair, 1 for the fast pairs, the
+    // factor (8) for the slow ones and a blend between; none elsewhere.
+    const auto llama3 =
+        model::LlamaModel::load(test::engine_data_path("tiny_llama3.gguf").toStdString());
+    const std::vector<float>& divisors = llama3->config().rope_divisors;
+    QCOMPARE(divisors.size(), std::size_t{16});
+    QCOMPARE(divisors.front(), 1.0f);
+    QCOMPARE(divisors.back(), 8.0f);
+    QVERIFY(std::any_of(divisors.begin(), divisors.end(),
+                        [](float d) { return d > 1.0f && d < 8.0f; }));
+    QVERIFY(std::is_sorted(divisors.begin(), divisors.end()));
+    QVERIFY(qwen2->config().rope_divisors.empty());
+}
+
+void TestArchitectures::a_bad_rope_divisor_is_refused() {
+    // tiny_llama3.gguf with its first RoPE divisor made negative.
+    const QString original = test::engine_data_path("tiny_llama3.gguf");
+    std::uint64_t offset = 0;
+    {
+        const gguf::GgufFile file = gguf::GgufFile::open(original.toStdString());
+        offset = file.require_tensor("rope_freqs.weight").file_offset;
+    }
+    QFile source(original);
+    QVERIFY(source.open(QIODevice::ReadOnly));
+    QByteArray bytes = source.readAll();
+    const float negative = -1.0f;
+    bytes.replace(static_cast<qsizetype>(offset), sizeof negative,
+                  QByteArray(reinterpret_cast<const char*>(&negative), sizeof negative));
+    QTemporaryDir dir;
+    const QString path = dir.filePath("bad_rope.gguf");
+    QFile out(path);
+    QVERIFY(out.open(QIODevice::WriteOnly));
+    out.write(bytes);
+    out.close();
+    try {
+        model::LlamaModel::load(path.toStdString());
+        QFAIL("a negative RoPE divisor loaded");
+    } catch (const gguf::GgufError& error) {
+        QVERIFY2(QString(error.what()).contains("must be positive and finite"), error.what());
+    }
 }
 
 void TestArchitectures::an_unknown_architecture_names_the_supported_ones() {

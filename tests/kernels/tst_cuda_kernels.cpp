@@ -650,7 +650,8 @@ void TestCudaKernels::rope_matches_the_cpu() {
     const std::vector<float> q = random_floats(std::size_t{tokens} * heads * head_dim, 3);
     const std::vector<float> k = random_floats(std::size_t{tokens} * kv_heads * head_dim, 4);
     std::vector<float> cos(std::size_t{tokens} * head_dim / 2), sin(cos.size());
-    cpu::rope_tables(positions.data(), tokens, head_dim, theta_base, cos.data(), sin.data());
+    cpu::rope_tables(positions.data(), tokens, head_dim, theta_base, nullptr, cos.data(),
+                     sin.data());
     const model::RopePairing pairing =
         halves ? model::RopePairing::halves : model::RopePairing::adjacent;
     std::vector<float> cpu_q = q, cpu_k = k;
@@ -659,7 +660,7 @@ void TestCudaKernels::rope_matches_the_cpu() {
     DeviceArray<float> d_q(q), d_k(k);
     DeviceArray<std::int32_t> d_positions(positions);
     kernels::launch_rope(d_q.get(), d_k.get(), d_positions.get(), tokens, heads, kv_heads, head_dim,
-                         theta_base, halves, nullptr);
+                         theta_base, nullptr, halves, nullptr);
     // Same angles (shared code, double precision); fma contraction may differ.
     QVERIFY(relative_error(d_q.download(q.size()), cpu_q) < 1e-6);
     QVERIFY(relative_error(d_k.download(k.size()), cpu_k) < 1e-6);
@@ -709,7 +710,8 @@ void TestCudaKernels::rope_kv_write_matches_the_cpu() {
 
     // The CPU: RoPE on Q and K, then the store's write.
     std::vector<float> cos(static_cast<std::size_t>(tokens) * head_dim / 2), sin(cos.size());
-    cpu::rope_tables(batch.positions.data(), tokens, head_dim, 100000.0f, cos.data(), sin.data());
+    cpu::rope_tables(batch.positions.data(), tokens, head_dim, 100000.0f, nullptr, cos.data(),
+                     sin.data());
     std::vector<float> cpu_q = q, cpu_k = k;
     cpu::rope(cpu_q.data(), cos.data(), sin.data(), tokens, heads, head_dim, pairing);
     cpu::rope(cpu_k.data(), cos.data(), sin.data(), tokens, g.kv_heads, head_dim, pairing);
@@ -741,7 +743,7 @@ void TestCudaKernels::rope_kv_write_matches_the_cpu() {
     }
     DeviceArray<float> d_qkv(qkv), d_q(q.size());
     const std::vector<math::RopeCosSin> angles =
-        kernels::rope_table(table_positions, head_dim, 100000.0f);
+        kernels::rope_table(table_positions, head_dim, 100000.0f, nullptr);
     DeviceArray<math::RopeCosSin> d_angles(angles);
     kernels::RopeTableView table{d_angles.get(), table_positions, head_dim, 100000.0f};
     kernels::launch_rope_kv_write(pool.view, d_qkv.get(), d_q.get(), d_batch.view.positions,

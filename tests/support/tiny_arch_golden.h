@@ -38,8 +38,8 @@ inline QJsonObject tiny_arch_golden(const QString& file) {
 inline void add_tiny_arch_rows() {
     QTest::addColumn<QString>("file");
     QTest::addColumn<QList<int>>("chunks");
-    for (const char* file :
-         {"tiny_llama.gguf", "tiny_qwen2.gguf", "tiny_qwen3.gguf", "tiny_gemma3.gguf"}) {
+    for (const char* file : {"tiny_llama.gguf", "tiny_qwen2.gguf", "tiny_qwen3.gguf",
+                             "tiny_gemma3.gguf", "tiny_llama3.gguf"}) {
         QTest::addRow("%s one pass", file) << QString(file) << QList<int>{32};
         QTest::addRow("%s token by token", file) << QString(file) << QList<int>{1};
         QTest::addRow("%s chunks of 5", file) << QString(file) << QList<int>{5};

@@ -9,7 +9,8 @@ tokenizer and CPU backend as SmolLM2, so those tests run where the real model
 has not been fetched. tiny_qwen2.gguf, tiny_qwen3.gguf and tiny_gemma3.gguf
 carry what each architecture adds to Llama's block (QKV biases; per-head QK
 norms and a head wider than width / heads; QK norms, post-norms, GeGLU, a
-scaled embedding and a sliding window of 8 in five of six layers), for
+scaled embedding and a sliding window of 8 in five of six layers), and
+tiny_llama3.gguf Llama 3's scaled RoPE (a rope_freqs tensor), for
 scripts/reference/make_tiny_arch_golden.py to score with transformers.
 
 Shape: hidden 64, 2 query heads sharing 1 KV head (GQA) of 32 dimensions
@@ -23,6 +24,7 @@ Run by hand when they need to change (not in CI):
     /tmp/ref/bin/python tests/engine/data/make_tiny_llama_gguf.py
 """
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +49,32 @@ class Tiny:
     qk_norm: bool = False
     post_norms: bool = False
     sliding_window: int = 0
+    # Llama 3's RoPE scaling, as its GGUF files carry it: a rope_freqs tensor
+    # of per-pair frequency divisors. The context it was trained at is tiny
+    # here (64), so the tiny head's pairs span all three of its regimes.
+    llama3_rope: bool = False
+
+
+# Llama 3's settings (factor 8, low and high frequency factors 1 and 4) over
+# an original context of 64 positions.
+LLAMA3_FACTOR, LLAMA3_LOW, LLAMA3_HIGH, LLAMA3_ORIGINAL = 8.0, 1.0, 4.0, 64
+
+
+def llama3_rope_divisors(head_dim: int, base: float) -> np.ndarray:
+    """Each pair's divisor of its RoPE frequency: 1 for wavelengths shorter
+    than original / high, the factor past original / low, and between them
+    a blend that is linear in original / wavelength."""
+    divisors = []
+    for pair in range(head_dim // 2):
+        wavelength = 2 * math.pi * base ** (2 * pair / head_dim)
+        if wavelength < LLAMA3_ORIGINAL / LLAMA3_HIGH:
+            divisors.append(1.0)
+        elif wavelength > LLAMA3_ORIGINAL / LLAMA3_LOW:
+            divisors.append(LLAMA3_FACTOR)
+        else:
+            blend = (LLAMA3_ORIGINAL / wavelength - LLAMA3_LOW) / (LLAMA3_HIGH - LLAMA3_LOW)
+            divisors.append(1.0 / ((1.0 - blend) / LLAMA3_FACTOR + blend))
+    return np.array(divisors, dtype=np.float32)
 
 
 MODELS = [
@@ -55,6 +83,7 @@ MODELS = [
     Tiny("qwen3", "tiny_qwen3.gguf", 20261127, head_dim=128, rope_base=1e6, qk_norm=True),
     Tiny("gemma3", "tiny_gemma3.gguf", 20261128, layers=6, ffn=64, rope_base=1e6, qk_norm=True,
          post_norms=True, sliding_window=8),
+    Tiny("llama", "tiny_llama3.gguf", 20261129, rope_base=500000.0, llama3_rope=True),
 ]
 HIDDEN, HEADS, KV_HEADS = 64, 2, 1
 
@@ -125,6 +154,8 @@ def write(m: Tiny) -> None:
 
     q_width, kv_width = HEADS * m.head_dim, KV_HEADS * m.head_dim
     matrix("token_embd.weight", VOCAB, HIDDEN)
+    if m.llama3_rope:
+        writer.add_tensor("rope_freqs.weight", llama3_rope_divisors(m.head_dim, m.rope_base))
     for layer in range(m.layers):
         p = f"blk.{layer}."
         norm(p + "attn_norm.weight")
