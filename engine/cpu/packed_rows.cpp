@@ -1,5 +1,6 @@
 #include "engine/cpu/packed_rows.h"
 
+#include "engine/gguf/k_quant_scales.h"
 #include "kernels/math/half.h"
 
 #include <algorithm>
@@ -155,13 +156,6 @@ struct SplitBlock {
     std::int8_t q[32] = {};
 };
 
-// Q3_K's scale j (of 16), as engine/gguf/dequantize.cpp reads it.
-int q3_k_scale(const std::uint8_t* packed, int j) {
-    const int low = j < 8 ? packed[j] & 0x0f : packed[j - 8] >> 4;
-    const int high = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
-    return low | (high << 4);
-}
-
 // A Q3_K, Q5_K or Q6_K block (256 values) as eight split blocks, each value
 // scale * q + offset computing exactly what ggml's dequantisation does.
 void split_block(gguf::TensorType type, const std::byte* src, SplitBlock* out) {
@@ -186,7 +180,7 @@ void split_block(gguf::TensorType type, const std::byte* src, SplitBlock* out) {
                 out[value / 32].q[value % 32] = static_cast<std::int8_t>(code);
             }
             out[group / 2].scale[group % 2] =
-                d * static_cast<float>(q3_k_scale(scales, group) - 32);
+                d * static_cast<float>(gguf::q3_k_scale(scales, group) - 32);
         }
         for (int block = 0; block < 8; ++block) {
             out[block].offset = 0.0f;

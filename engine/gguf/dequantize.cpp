@@ -1,5 +1,6 @@
 #include "engine/gguf/dequantize.h"
 
+#include "engine/gguf/k_quant_scales.h"
 #include "kernels/math/half.h"
 
 #include <cstring>
@@ -122,15 +123,6 @@ void q2_k(const std::byte* block, float* y) {
         }
         q += 32;
     }
-}
-
-// Q3_K's sixteen 6-bit scales, packed in 12 bytes: the low four bits of
-// scale j in byte j (j < 8) or the high nibble of byte j - 8; its top two
-// bits in byte 8 + j % 4, at bit 2 (j / 4).
-int q3_k_scale(const std::uint8_t* packed, int j) {
-    const int low = j < 8 ? packed[j] & 0x0f : packed[j - 8] >> 4;
-    const int high = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
-    return low | (high << 4);
 }
 
 // Q3_K: 32 bytes of high bits, 64 of 2-bit codes, 12 of scales, fp16 d.

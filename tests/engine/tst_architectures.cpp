@@ -33,6 +33,26 @@ constexpr kv::KvCacheFormat kF32Cache{kv::KvFormat::f32, kv::KvFormat::f32};
 
 } // namespace
 
+namespace {
+
+// The bytes of tiny model `name` (tests/engine/data).
+QByteArray tiny_model_bytes(const QString& name) {
+    QFile source(test::engine_data_path(name));
+    return source.open(QIODevice::ReadOnly) ? source.readAll() : QByteArray();
+}
+
+// `bytes` written as `name` in `dir`; its path.
+QString write_file(const QTemporaryDir& dir, const QString& name, const QByteArray& bytes) {
+    const QString path = dir.filePath(name);
+    QFile out(path);
+    if (out.open(QIODevice::WriteOnly)) {
+        out.write(bytes);
+    }
+    return path;
+}
+
+} // namespace
+
 class TestArchitectures : public QObject {
     Q_OBJECT
 
@@ -139,24 +159,19 @@ void TestArchitectures::the_loader_reads_each_architectures_shape() {
 
 void TestArchitectures::a_bad_rope_divisor_is_refused() {
     // tiny_llama3.gguf with its first RoPE divisor made negative.
-    const QString original = test::engine_data_path("tiny_llama3.gguf");
     std::uint64_t offset = 0;
     {
-        const gguf::GgufFile file = gguf::GgufFile::open(original.toStdString());
+        const gguf::GgufFile file =
+            gguf::GgufFile::open(test::engine_data_path("tiny_llama3.gguf").toStdString());
         offset = file.require_tensor("rope_freqs.weight").file_offset;
     }
-    QFile source(original);
-    QVERIFY(source.open(QIODevice::ReadOnly));
-    QByteArray bytes = source.readAll();
+    QByteArray bytes = tiny_model_bytes("tiny_llama3.gguf");
+    QVERIFY(!bytes.isEmpty());
     const float negative = -1.0f;
     bytes.replace(static_cast<qsizetype>(offset), sizeof negative,
                   QByteArray(reinterpret_cast<const char*>(&negative), sizeof negative));
     QTemporaryDir dir;
-    const QString path = dir.filePath("bad_rope.gguf");
-    QFile out(path);
-    QVERIFY(out.open(QIODevice::WriteOnly));
-    out.write(bytes);
-    out.close();
+    const QString path = write_file(dir, "bad_rope.gguf", bytes);
     try {
         model::LlamaModel::load(path.toStdString());
         QFAIL("a negative RoPE divisor loaded");
@@ -168,9 +183,7 @@ void TestArchitectures::a_bad_rope_divisor_is_refused() {
 void TestArchitectures::an_unknown_architecture_names_the_supported_ones() {
     // The tiny Llama with its architecture renamed (same length, so every
     // offset in the file stays valid).
-    QFile source(test::engine_data_path("tiny_llama.gguf"));
-    QVERIFY(source.open(QIODevice::ReadOnly));
-    QByteArray bytes = source.readAll();
+    QByteArray bytes = tiny_model_bytes("tiny_llama.gguf");
     const QByteArray from = QByteArray("llama", 5);
     const qsizetype at = bytes.indexOf(QByteArray("general.architecture"));
     QVERIFY(at >= 0);
@@ -178,11 +191,7 @@ void TestArchitectures::an_unknown_architecture_names_the_supported_ones() {
     QVERIFY(value > at);
     bytes.replace(value, from.size(), QByteArray("bloom"));
     QTemporaryDir dir;
-    const QString path = dir.filePath("bloom.gguf");
-    QFile out(path);
-    QVERIFY(out.open(QIODevice::WriteOnly));
-    out.write(bytes);
-    out.close();
+    const QString path = write_file(dir, "bloom.gguf", bytes);
     try {
         model::LlamaModel::load(path.toStdString());
         QFAIL("a bloom file loaded");
