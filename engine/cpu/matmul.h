@@ -22,7 +22,7 @@ struct WeightMatrix : model::TensorView {
 };
 
 // The matrix in the layout this CPU's kernels run fastest: packed rows
-// (packed_rows.h: Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0) where the
+// (packed_rows.h: Q4_0, Q4_1, Q3_K, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0) where the
 // fused kernels run (the copy goes to `storage`), else `gguf_layout` itself.
 WeightMatrix prepare_for_matmul(const WeightMatrix& gguf_layout, std::vector<std::byte>& storage);
 

@@ -346,7 +346,7 @@ void fused_row_8(const PackedRow& row, std::int64_t blocks, const QuantizedActiv
     _mm256_storeu_ps(out, _mm256_add_ps(acc, offset));
 }
 
-// The split layout (packed_rows.h: Q5_K, Q6_K): two fp32 scales a block,
+// The split layout (packed_rows.h: Q3_K, Q5_K, Q6_K): two fp32 scales a block,
 // one for values 0-15 and one for 16-31. block_products' lanes 0-3 hold the
 // products of values 0-15 and lanes 4-7 those of 16-31 (each lane four
 // adjacent values, see widen), so a block's lanes are scaled as they are,

@@ -244,6 +244,8 @@ WeightMatrix pack_split_rows(const WeightMatrix& w, std::vector<std::byte>& stor
     const std::size_t row_bytes = packed_row_bytes(gguf::TensorType::Q8_K, w.cols);
     storage.assign(row_bytes * static_cast<std::size_t>(w.rows), std::byte{0});
     SplitBlock unpacked[8];
+    const std::uint32_t source_block_bytes =
+        gguf::tensor_type_traits(static_cast<std::uint32_t>(w.type))->block_bytes;
     for (std::int64_t r = 0; r < w.rows; ++r) {
         const std::byte* src = w.data + static_cast<std::size_t>(r) * w.row_bytes;
         std::byte* scales = storage.data() + static_cast<std::size_t>(r) * row_bytes;
@@ -251,7 +253,7 @@ WeightMatrix pack_split_rows(const WeightMatrix& w, std::vector<std::byte>& stor
         std::byte* dst = offsets + static_cast<std::size_t>(blocks) * 4;
         for (std::int64_t b = 0; b < blocks; b += 8) {
             split_block(w.type, src, unpacked);
-            src += gguf::tensor_type_traits(static_cast<std::uint32_t>(w.type))->block_bytes;
+            src += source_block_bytes;
             for (std::int64_t k = 0; k < 8; ++k) {
                 const SplitBlock& block = unpacked[k];
                 std::memcpy(scales + 8 * (b + k), block.scale, 8);

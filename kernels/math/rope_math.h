@@ -19,8 +19,9 @@ struct RopeCosSin {
     float sin;
 };
 
+// No default divisor: a caller that forgot Llama 3's would still compile.
 KVSCOPE_HD inline RopeCosSin rope_cos_sin(int position, int pair, int head_dim, float theta_base,
-                                          float divisor = 1.0f) {
+                                          float divisor) {
     const double freq =
         pow(static_cast<double>(theta_base), -2.0 * pair / static_cast<double>(head_dim));
     const double angle = static_cast<double>(position) * freq / static_cast<double>(divisor);

@@ -570,7 +570,7 @@ void TestKvFormats::device_kivi_key_decoder_matches_the_cpu_codec() {
 void TestKvFormats::rope_angles_match_a_double_reference() {
     for (const int position : {0, 1, 17, 4095, 8191, 131071}) {
         for (const int pair : {0, 1, 15, 31}) {
-            const math::RopeCosSin angle = math::rope_cos_sin(position, pair, 64, 100000.0f);
+            const math::RopeCosSin angle = math::rope_cos_sin(position, pair, 64, 100000.0f, 1.0f);
             const long double freq = std::pow(100000.0L, -2.0L * pair / 64.0L);
             const long double theta = position * freq;
             QVERIFY(std::fabs(angle.cos - static_cast<float>(std::cos(theta))) <= 1e-6f);

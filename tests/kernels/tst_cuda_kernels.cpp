@@ -630,18 +630,40 @@ void TestCudaKernels::rope_matches_the_cpu_data() {
     QTest::addColumn<int>("head_dim");
     QTest::addColumn<bool>("halves");
     QTest::addColumn<float>("theta_base");
-    QTest::newRow("adjacent, d64") << 64 << false << 100000.0f;
-    QTest::newRow("adjacent, d128") << 128 << false << 100000.0f;
+    QTest::addColumn<bool>("divided");
+    QTest::newRow("adjacent, d64") << 64 << false << 100000.0f << false;
+    QTest::newRow("adjacent, d128") << 128 << false << 100000.0f << false;
     // NEOX pairing (i, i + head_dim/2): Qwen's base of 1e6, Gemma 3's head of
     // 256 with its local layers' base of 1e4.
-    QTest::newRow("halves, d64") << 64 << true << 1000000.0f;
-    QTest::newRow("halves, d256") << 256 << true << 10000.0f;
+    QTest::newRow("halves, d64") << 64 << true << 1000000.0f << false;
+    QTest::newRow("halves, d256") << 256 << true << 10000.0f << false;
+    // Llama 3's scaled RoPE: each pair's frequency divided (rope_freqs).
+    QTest::newRow("adjacent, d64, divisors") << 64 << false << 500000.0f << true;
 }
+
+namespace {
+
+// Per-pair RoPE frequency divisors from 1 to 8, as Llama 3's rope_freqs
+// spreads them.
+std::vector<float> test_rope_divisors(int head_dim) {
+    const int pairs = head_dim / 2;
+    std::vector<float> divisors(static_cast<std::size_t>(pairs));
+    for (int i = 0; i < pairs; ++i) {
+        divisors[static_cast<std::size_t>(i)] = 1.0f + 7.0f * static_cast<float>(i) / (pairs - 1);
+    }
+    return divisors;
+}
+
+} // namespace
 
 void TestCudaKernels::rope_matches_the_cpu() {
     QFETCH(int, head_dim);
     QFETCH(bool, halves);
     QFETCH(float, theta_base);
+    QFETCH(bool, divided);
+    const std::vector<float> divisors =
+        divided ? test_rope_divisors(head_dim) : std::vector<float>{};
+    const float* host_divisors = divided ? divisors.data() : nullptr;
     const int tokens = 29, heads = 9, kv_heads = 3;
     std::vector<std::int32_t> positions(tokens);
     for (int t = 0; t < tokens; ++t) {
@@ -650,7 +672,7 @@ void TestCudaKernels::rope_matches_the_cpu() {
     const std::vector<float> q = random_floats(std::size_t{tokens} * heads * head_dim, 3);
     const std::vector<float> k = random_floats(std::size_t{tokens} * kv_heads * head_dim, 4);
     std::vector<float> cos(std::size_t{tokens} * head_dim / 2), sin(cos.size());
-    cpu::rope_tables(positions.data(), tokens, head_dim, theta_base, nullptr, cos.data(),
+    cpu::rope_tables(positions.data(), tokens, head_dim, theta_base, host_divisors, cos.data(),
                      sin.data());
     const model::RopePairing pairing =
         halves ? model::RopePairing::halves : model::RopePairing::adjacent;
@@ -659,8 +681,9 @@ void TestCudaKernels::rope_matches_the_cpu() {
     cpu::rope(cpu_k.data(), cos.data(), sin.data(), tokens, kv_heads, head_dim, pairing);
     DeviceArray<float> d_q(q), d_k(k);
     DeviceArray<std::int32_t> d_positions(positions);
+    DeviceArray<float> d_divisors(divided ? divisors : std::vector<float>{1.0f});
     kernels::launch_rope(d_q.get(), d_k.get(), d_positions.get(), tokens, heads, kv_heads, head_dim,
-                         theta_base, nullptr, halves, nullptr);
+                         theta_base, divided ? d_divisors.get() : nullptr, halves, nullptr);
     // Same angles (shared code, double precision); fma contraction may differ.
     QVERIFY(relative_error(d_q.download(q.size()), cpu_q) < 1e-6);
     QVERIFY(relative_error(d_k.download(k.size()), cpu_k) < 1e-6);
@@ -671,20 +694,25 @@ void TestCudaKernels::rope_kv_write_matches_the_cpu_data() {
     QTest::addColumn<int>("head_dim");
     QTest::addColumn<int>("table_positions");
     QTest::addColumn<bool>("halves");
-    QTest::newRow("f16, d64") << KvFormat::f16 << 64 << 8192 << false;
-    QTest::newRow("bf16, d128") << KvFormat::bf16 << 128 << 8192 << false;
+    QTest::addColumn<bool>("divided"); // Llama 3's per-pair divisors
+    QTest::newRow("f16, d64") << KvFormat::f16 << 64 << 8192 << false << false;
+    QTest::newRow("bf16, d128") << KvFormat::bf16 << 128 << 8192 << false << false;
     // Positions past the table: the kernel computes their angles itself.
-    QTest::newRow("f16, d64, short table") << KvFormat::f16 << 64 << 1000 << false;
+    QTest::newRow("f16, d64, short table") << KvFormat::f16 << 64 << 1000 << false << false;
     // NEOX pairing (Qwen, Gemma): a thread's two pairs (2i, 2i+1) and their
     // partners d/2 on, at the smallest head the kernel pairs so, Qwen's 128
     // and Gemma 3's 256.
-    QTest::newRow("f16, d32, halves") << KvFormat::f16 << 32 << 8192 << true;
-    QTest::newRow("bf16, d32, halves") << KvFormat::bf16 << 32 << 8192 << true;
-    QTest::newRow("f16, d128, halves") << KvFormat::f16 << 128 << 8192 << true;
-    QTest::newRow("bf16, d128, halves") << KvFormat::bf16 << 128 << 8192 << true;
-    QTest::newRow("f16, d256, halves") << KvFormat::f16 << 256 << 8192 << true;
-    QTest::newRow("bf16, d256, halves") << KvFormat::bf16 << 256 << 8192 << true;
-    QTest::newRow("bf16, d128, halves, short table") << KvFormat::bf16 << 128 << 1000 << true;
+    QTest::newRow("f16, d32, halves") << KvFormat::f16 << 32 << 8192 << true << false;
+    QTest::newRow("bf16, d32, halves") << KvFormat::bf16 << 32 << 8192 << true << false;
+    QTest::newRow("f16, d128, halves") << KvFormat::f16 << 128 << 8192 << true << false;
+    QTest::newRow("bf16, d128, halves") << KvFormat::bf16 << 128 << 8192 << true << false;
+    QTest::newRow("f16, d256, halves") << KvFormat::f16 << 256 << 8192 << true << false;
+    QTest::newRow("bf16, d256, halves") << KvFormat::bf16 << 256 << 8192 << true << false;
+    QTest::newRow("bf16, d128, halves, short table")
+        << KvFormat::bf16 << 128 << 1000 << true << false;
+    // Both from the table and past it (computed in the kernel).
+    QTest::newRow("f16, d64, short table, divisors")
+        << KvFormat::f16 << 64 << 1000 << false << true;
 }
 
 void TestCudaKernels::rope_kv_write_matches_the_cpu() {
@@ -692,6 +720,10 @@ void TestCudaKernels::rope_kv_write_matches_the_cpu() {
     QFETCH(int, head_dim);
     QFETCH(int, table_positions);
     QFETCH(bool, halves);
+    QFETCH(bool, divided);
+    const std::vector<float> divisors =
+        divided ? test_rope_divisors(head_dim) : std::vector<float>{};
+    const float* host_divisors = divided ? divisors.data() : nullptr;
     const model::RopePairing pairing =
         halves ? model::RopePairing::halves : model::RopePairing::adjacent;
     const int heads = 9;
@@ -710,7 +742,7 @@ void TestCudaKernels::rope_kv_write_matches_the_cpu() {
 
     // The CPU: RoPE on Q and K, then the store's write.
     std::vector<float> cos(static_cast<std::size_t>(tokens) * head_dim / 2), sin(cos.size());
-    cpu::rope_tables(batch.positions.data(), tokens, head_dim, 100000.0f, nullptr, cos.data(),
+    cpu::rope_tables(batch.positions.data(), tokens, head_dim, 100000.0f, host_divisors, cos.data(),
                      sin.data());
     std::vector<float> cpu_q = q, cpu_k = k;
     cpu::rope(cpu_q.data(), cos.data(), sin.data(), tokens, heads, head_dim, pairing);
@@ -743,9 +775,11 @@ void TestCudaKernels::rope_kv_write_matches_the_cpu() {
     }
     DeviceArray<float> d_qkv(qkv), d_q(q.size());
     const std::vector<math::RopeCosSin> angles =
-        kernels::rope_table(table_positions, head_dim, 100000.0f, nullptr);
+        kernels::rope_table(table_positions, head_dim, 100000.0f, host_divisors);
     DeviceArray<math::RopeCosSin> d_angles(angles);
-    kernels::RopeTableView table{d_angles.get(), table_positions, head_dim, 100000.0f};
+    DeviceArray<float> d_divisors(divided ? divisors : std::vector<float>{1.0f});
+    kernels::RopeTableView table{d_angles.get(), table_positions, head_dim, 100000.0f,
+                                 divided ? d_divisors.get() : nullptr};
     kernels::launch_rope_kv_write(pool.view, d_qkv.get(), d_q.get(), d_batch.view.positions,
                                   d_batch.view.slot_mapping, table, tokens, heads, halves, nullptr);
     QVERIFY(relative_error(d_q.download(q.size()), cpu_q) < 1e-6);
