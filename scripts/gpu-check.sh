@@ -34,6 +34,9 @@
 #                      tests that need the real model then skip.
 #   --only STEPS       comma-separated subset of: tests,sanitizer,bench,record
 #   --timeout SECONDS  limit for each program the check runs (default: 900)
+#   --no-compare       leave out the side-by-side run with Hugging Face
+#                      transformers in the bench step (its torch.compile takes
+#                      minutes a lease may not have)
 #   --force            run the steps even when no GPU is found (to try the script)
 #   -h, --help         this text
 #
@@ -115,6 +118,7 @@ model_parts=
 only=
 step_timeout=900
 force=0
+compare_transformers=1
 pack_dir=
 split_file=
 split_dir=
@@ -138,6 +142,7 @@ while (($#)); do
         --only) need_value "$1" $# "${2:-}"; only=$2; shift ;;
         --timeout) need_value "$1" $# "${2:-}"; step_timeout=$2; shift ;;
         --force) force=1 ;;
+        --no-compare) compare_transformers=0 ;;
         --pack) need_value "$1" $# "${2:-}"; mode=pack; pack_dir=$2; shift ;;
         --split-model)
             if (($# < 3)) || [[ -z $2 || -z $3 ]]; then usage_error "--split-model needs FILE and DIR"; fi
@@ -907,7 +912,8 @@ bench_step() {
     for program in "${bench_programs[@]}"; do
         [[ $(basename "$program") == kvscope-bench-cuda ]] && floor_bench=$program
     done
-    if [[ -n $floor_bench ]] && python3 -c 'import torch, transformers' >/dev/null 2>&1; then
+    if ((compare_transformers)) && [[ -n $floor_bench ]] &&
+        python3 -c 'import torch, transformers' >/dev/null 2>&1; then
         echo "===== bench/compare_transformers.py =====" >>"$log"
         status=0
         timeout "$step_timeout" "${ours[@]}" ${model:+"KVSCOPE_MODEL=$model"} python3 \

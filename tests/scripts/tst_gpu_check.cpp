@@ -112,6 +112,7 @@ void TestGpuCheck::command_line_data() {
 
     QTest::newRow("help") << QStringList{"--help"} << 0 << "compute-sanitizer";
     QTest::newRow("short help") << QStringList{"-h"} << 0 << "--model-parts DIR";
+    QTest::newRow("help names --no-compare") << QStringList{"--help"} << 0 << "--no-compare";
     QTest::newRow("unknown option") << QStringList{"--frobnicate"} << 2 << "--frobnicate";
     QTest::newRow("stray argument") << QStringList{"extra"} << 2 << "'extra'";
     QTest::newRow("--out without a folder") << QStringList{"--out"} << 2 << "--out needs a value";
