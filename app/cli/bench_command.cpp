@@ -3,9 +3,10 @@
 #include "app/cli/command.h"
 #include "app/cli/engine_options.h"
 #include "engine/kv/block_allocator.h"
+#include "engine/runner/backend.h"
 #include "engine/runner/forward_batch.h"
-#include "engine/sampling/sampler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -39,8 +40,11 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 // `batch` sequences of `context` random tokens each are prefilled (one
 // sequence at a time, in chunks), then all decode `steps` tokens together,
-// one batched step per token. Greedy feedback of the argmax (the engine's
-// greedy pick) keeps the work realistic without sampling costs.
+// one batched step per token. Each step picks greedy tokens through
+// forward_sampled, as the serving engine does: where the backend samples on
+// the device (CUDA) the logits stay there and only the token ids come back;
+// elsewhere the argmax runs on the host over the logits. The picked tokens
+// feed the next step, which keeps the work realistic.
 BenchRow run_case(const EngineOptions& engine, std::shared_ptr<const model::LlamaModel> model,
                   int batch, int context, const BenchOptions& options) {
     const int per_sequence = context + options.decode_steps;
@@ -58,9 +62,11 @@ BenchRow run_case(const EngineOptions& engine, std::shared_ptr<const model::Llam
     std::mt19937_64 rng(options.seed);
     // Ordinary tokens only (SmolLM2 keeps its specials below 17).
     std::uniform_int_distribution<std::int32_t> token(100, vocab - 1);
-    std::vector<float> logits;
+    std::vector<runner::RowSampling> greedy_rows;
+    std::vector<std::int32_t> picked;
 
-    // Runs one batched step: tokens[i] continue sequences[which[i]].
+    // Runs one batched step: tokens[i] continue sequences[which[i]]; the
+    // greedy pick of each logit row lands in `picked`.
     const auto step = [&](const std::vector<std::size_t>& which,
                           const std::vector<std::span<const std::int32_t>>& tokens) {
         std::vector<runner::SequenceStep> steps;
@@ -74,8 +80,9 @@ BenchRow run_case(const EngineOptions& engine, std::shared_ptr<const model::Llam
             steps.push_back({&blocks, tokens[i], false});
         }
         const runner::ForwardBatch fb = runner::build_forward_batch(steps, block_size);
-        logits.resize(fb.logit_tokens.size() * static_cast<std::size_t>(vocab));
-        backend->forward(fb, logits.data());
+        greedy_rows.assign(fb.logit_tokens.size(), runner::RowSampling{});
+        picked.resize(fb.logit_tokens.size());
+        backend->forward_sampled(fb, greedy_rows, picked.data());
         for (std::size_t i = 0; i < which.size(); ++i) {
             sequences[which[i]].length += static_cast<std::int32_t>(tokens[i].size());
         }
@@ -125,11 +132,7 @@ BenchRow run_case(const EngineOptions& engine, std::shared_ptr<const model::Llam
     }
     for (int s = 0; s < options.decode_steps; ++s) {
         step(all, one_each);
-        for (int b = 0; b < batch; ++b) {
-            next[static_cast<std::size_t>(b)] = sampling::greedy_token(std::span<const float>(
-                logits.data() + static_cast<std::size_t>(b) * static_cast<std::size_t>(vocab),
-                static_cast<std::size_t>(vocab)));
-        }
+        std::copy(picked.begin(), picked.end(), next.begin()); // a logit row per sequence
     }
     const double decode_seconds = seconds_since(decode_start);
     row.decode_tokens_per_second =
