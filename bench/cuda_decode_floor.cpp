@@ -14,14 +14,19 @@
 // are the median of the timed steps, host clock around the whole call (the
 // call ends synchronised), so they include the host's share of a step.
 //
+// --launch-variants times each case four ways side by side, interleaved in
+// one run: kernel by kernel, with launches overlapped, with the small-step
+// fusions, and with both (CudaBackendOptions::overlap_launches and
+// fused_small_steps; the backend's default is both).
+//
 //   kvscope-bench-cuda [--model FILE] [--batches 1,32,128] [--contexts 1024,4096]
-//                      [--format f16] [--steps 20]
+//                      [--format f16] [--steps 20] [--launch-variants]
+#include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/decode_padding.h"
 #include "engine/gpu_devices.h"
 #include "engine/kv/block_allocator.h"
 #include "engine/kv/kv_format.h"
 #include "engine/runner/forward_batch.h"
-#include "engine/session/backend_factory.h"
 #include "engine/session/model_loading.h"
 #include "kernels/cuda_check.cuh"
 #include "kernels/paged_attention.cuh"
@@ -32,6 +37,8 @@
 #include <cstdio>
 #include <cuda_runtime_api.h>
 #include <iostream>
+#include <iterator>
+#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -180,19 +187,34 @@ AttentionFigure attention_bandwidth(const model::LlamaConfig& c, kv::KvFormat fo
     return figure;
 }
 
+// How the backend launches a step's kernels (CudaBackendOptions).
+struct LaunchVariant {
+    const char* name;
+    bool overlap_launches;
+    bool fused_small_steps;
+};
+
+constexpr LaunchVariant kDefaultLaunches{"default", true, true};
+constexpr LaunchVariant kLaunchVariants[] = {
+    {"kernel by kernel", false, false},
+    {"overlapped", true, false},
+    {"fused", false, true},
+    {"both", true, true},
+};
+
 // Milliseconds per decode step of the CUDA backend: `batch` sequences whose
 // new token attends over `context` entries, median of `steps`.
 double decode_step_ms(std::shared_ptr<const model::LlamaModel> model, kv::KvFormat format,
-                      int batch, int context, int steps) {
+                      int batch, int context, int steps, const LaunchVariant& launches) {
     const int block_size = 16;
     const int blocks_per_sequence = (context + block_size - 1) / block_size;
-    session::BackendSpec spec;
-    spec.kind = session::BackendKind::cuda;
-    session::KvCacheSpec cache;
-    cache.block_size = block_size;
-    cache.num_blocks = batch * blocks_per_sequence;
-    cache.format = {format, format};
-    auto backend = session::make_backend(spec, model, cache);
+    cuda::CudaBackendOptions options;
+    options.block_size = block_size;
+    options.num_blocks = batch * blocks_per_sequence;
+    options.cache_format = {format, format};
+    options.overlap_launches = launches.overlap_launches;
+    options.fused_small_steps = launches.fused_small_steps;
+    auto backend = std::make_unique<cuda::CudaBackend>(std::move(model), options);
     kv::BlockAllocator allocator(backend->num_blocks());
     std::vector<kv::SequenceBlocks> sequences(static_cast<std::size_t>(batch));
     for (kv::SequenceBlocks& s : sequences) {
@@ -225,6 +247,40 @@ double decode_step_ms(std::shared_ptr<const model::LlamaModel> model, kv::KvForm
     return times[times.size() / 2];
 }
 
+// Each case under every launch variant, in turn and twice over (A B C D A B C
+// D), the better median of each kept: the machine's drift touches all four.
+void print_launch_variants(const std::shared_ptr<const model::LlamaModel>& model,
+                           kv::KvFormat format, const std::vector<int>& batches,
+                           const std::vector<int>& contexts, int steps) {
+    std::printf("decode ms per step by how the kernels are launched (better of two medians)\n\n");
+    std::printf("| batch | context |");
+    for (const LaunchVariant& variant : kLaunchVariants) {
+        std::printf(" %s |", variant.name);
+    }
+    std::printf(" both / kernel by kernel |\n|---:|---:|");
+    for (std::size_t i = 0; i <= std::size(kLaunchVariants); ++i) {
+        std::printf("---:|");
+    }
+    std::printf("\n");
+    for (const int context : contexts) {
+        for (const int batch : batches) {
+            std::vector<double> best(std::size(kLaunchVariants), 1e30);
+            for (int round = 0; round < 2; ++round) {
+                for (std::size_t v = 0; v < std::size(kLaunchVariants); ++v) {
+                    best[v] = std::min(best[v], decode_step_ms(model, format, batch, context, steps,
+                                                               kLaunchVariants[v]));
+                }
+            }
+            std::printf("| %d | %d |", batch, context);
+            for (const double ms : best) {
+                std::printf(" %.3f |", ms);
+            }
+            std::printf(" %.2f |\n", best.back() / best.front());
+            std::fflush(stdout);
+        }
+    }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -234,12 +290,15 @@ int main(int argc, char** argv) {
     std::vector<int> contexts{1024, 4096};
     std::string format_name = "f16";
     int steps = 20;
+    bool launch_variants = false;
     app.add_option("--model", model_option,
                    "GGUF model (default: $KVSCOPE_MODEL or the fetched one)");
     app.add_option("--batches", batches, "batch sizes")->delimiter(',');
     app.add_option("--contexts", contexts, "cached entries per sequence")->delimiter(',');
     app.add_option("--format", format_name, "KV format of the pool");
     app.add_option("--steps", steps, "decode steps timed per case (the median is kept)");
+    app.add_flag("--launch-variants", launch_variants,
+                 "time each case kernel by kernel, overlapped, fused and both, side by side");
     CLI11_PARSE(app, argc, argv);
 
     const GpuInventory gpus = query_gpu_devices();
@@ -261,13 +320,18 @@ int main(int argc, char** argv) {
                     session::describe_model(*model).c_str(), format_name.c_str());
         std::printf("device-to-device copy bandwidth: %.0f GB/s\n\n", bandwidth / 1e9);
 
+        if (launch_variants) {
+            print_launch_variants(model, *format, batches, contexts, steps);
+            return 0;
+        }
         std::printf("| batch | context | step ms | floor ms | step / floor | tok/s |\n");
         std::printf("|---:|---:|---:|---:|---:|---:|\n");
         const double kv_per_token =
             kv::kv_bytes_per_token({*format, *format}, c.layers, c.kv_heads, c.head_dim, 16);
         for (const int context : contexts) {
             for (const int batch : batches) {
-                const double ms = decode_step_ms(model, *format, batch, context, steps);
+                const double ms =
+                    decode_step_ms(model, *format, batch, context, steps, kDefaultLaunches);
                 const double floor_bytes = weight_bytes(c) + double(batch) * context * kv_per_token;
                 const double floor_ms = floor_bytes / bandwidth * 1e3;
                 std::printf("| %d | %d | %.3f | %.3f | %.2f | %.0f |\n", batch, context, ms,

@@ -1,5 +1,6 @@
 #include "kernels/attention_scores.cuh"
 #include "kernels/cuda_check.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/half_store.cuh"
 #include "kernels/nvtx_range.h"
 #include "kernels/paged_attention.cuh"
@@ -166,6 +167,7 @@ __global__ void __launch_bounds__(kMergeThreads)
                            int max_splits, AttentionWorkspace workspace, Out* __restrict__ out) {
     __shared__ float reduce[kMergeThreads / 32];
     __shared__ float group_sums[kMergeThreads * W];
+    wait_for_previous_kernel();
     const std::int64_t row = blockIdx.x;
     const int token = static_cast<int>(row / heads);
     const int context = batch.cache_positions[token] + 1;
@@ -314,18 +316,19 @@ void launch_attention(const PagedKvView& cache, const DeviceBatchView& batch, co
     }
     const std::int64_t rows = static_cast<std::int64_t>(batch.tokens) * heads;
     if (cache.head_dim % 4 == 0 && cache.head_dim <= 4 * kMergeThreads) {
-        attention_merge_kernel<4><<<static_cast<unsigned>(rows), kMergeThreads, 0, stream>>>(
-            batch, heads, cache.head_dim, cache.window, max_splits, workspace, out);
+        launch_kernel("attention_merge_kernel", attention_merge_kernel<4, Out>,
+                      dim3(static_cast<unsigned>(rows)), dim3(kMergeThreads), 0, stream, batch,
+                      heads, cache.head_dim, cache.window, max_splits, workspace, out);
     } else if (cache.head_dim <= kMergeThreads) {
-        attention_merge_kernel<1><<<static_cast<unsigned>(rows), kMergeThreads, 0, stream>>>(
-            batch, heads, cache.head_dim, cache.window, max_splits, workspace, out);
+        launch_kernel("attention_merge_kernel", attention_merge_kernel<1, Out>,
+                      dim3(static_cast<unsigned>(rows)), dim3(kMergeThreads), 0, stream, batch,
+                      heads, cache.head_dim, cache.window, max_splits, workspace, out);
     } else {
         throw std::invalid_argument("paged attention: head_dim " + std::to_string(cache.head_dim) +
                                     " is past what the merge takes (a multiple of 4 up to " +
                                     std::to_string(4 * kMergeThreads) + ", or up to " +
                                     std::to_string(kMergeThreads) + ")");
     }
-    KVSCOPE_CHECK_LAUNCH("attention_merge_kernel");
 }
 
 } // namespace

@@ -1,4 +1,5 @@
 #include "kernels/cuda_check.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/grid_stride.cuh"
 #include "kernels/nvtx_range.h"
 #include "kernels/residual_add.cuh"
@@ -21,6 +22,7 @@ __global__ void residual_add_kernel(float* __restrict__ x, const float* __restri
 
 __global__ void add_bias_kernel(float* __restrict__ x, const float* __restrict__ bias,
                                 std::int64_t count, int width) {
+    wait_for_previous_kernel();
     for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
          i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
         x[i] += bias[i % width];
@@ -47,9 +49,8 @@ void launch_add_bias(float* x, const float* bias, std::int64_t rows, int width,
     if (count <= 0) {
         return;
     }
-    add_bias_kernel<<<grid_stride_blocks(count, kThreads), kThreads, 0, stream>>>(x, bias, count,
-                                                                                  width);
-    KVSCOPE_CHECK_LAUNCH("add_bias_kernel");
+    launch_kernel("add_bias_kernel", add_bias_kernel, dim3(grid_stride_blocks(count, kThreads)),
+                  dim3(kThreads), 0, stream, x, bias, count, width);
 }
 
 } // namespace kvscope::kernels

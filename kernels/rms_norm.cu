@@ -1,4 +1,5 @@
 #include "kernels/cuda_check.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/half_store.cuh"
 #include "kernels/nvtx_range.h"
 #include "kernels/rms_norm.cuh"
@@ -20,6 +21,7 @@ constexpr int kBlockThreads = 256;
 template <typename Out, bool Accumulate = false>
 __global__ void rms_norm_kernel(const float* x, const float* __restrict__ weight, Out* out, int dim,
                                 float eps) {
+    wait_for_previous_kernel();
     const float* row_in = x + static_cast<size_t>(blockIdx.x) * dim;
     Out* row_out = out + static_cast<size_t>(blockIdx.x) * dim;
 
@@ -63,6 +65,7 @@ constexpr int kHeadRowsPerBlock = 4;
 __global__ void rms_norm_heads_kernel(float* x, const float* __restrict__ weight, int heads,
                                       int head_dim, std::int64_t token_stride, int rows,
                                       float eps) {
+    wait_for_previous_kernel();
     const int row =
         static_cast<int>(blockIdx.x) * kHeadRowsPerBlock + static_cast<int>(threadIdx.x) / 32;
     const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -94,8 +97,8 @@ void launch_rms_norm(const float* x, const float* weight, float* out, int rows, 
     if (rows <= 0 || dim <= 0) {
         return;
     }
-    rms_norm_kernel<<<rows, kBlockThreads, 0, stream>>>(x, weight, out, dim, eps);
-    KVSCOPE_CHECK_LAUNCH("rms_norm_kernel");
+    launch_kernel("rms_norm_kernel", rms_norm_kernel<float>, dim3(rows), dim3(kBlockThreads), 0,
+                  stream, x, weight, out, dim, eps);
 }
 
 void launch_rms_norm_half(const float* x, const float* weight, __half* out, int rows, int dim,
@@ -104,8 +107,8 @@ void launch_rms_norm_half(const float* x, const float* weight, __half* out, int 
     if (rows <= 0 || dim <= 0) {
         return;
     }
-    rms_norm_kernel<<<rows, kBlockThreads, 0, stream>>>(x, weight, out, dim, eps);
-    KVSCOPE_CHECK_LAUNCH("rms_norm_kernel");
+    launch_kernel("rms_norm_kernel", rms_norm_kernel<__half>, dim3(rows), dim3(kBlockThreads), 0,
+                  stream, x, weight, out, dim, eps);
 }
 
 void launch_rms_norm_add(const float* h, const float* weight, float* x, int rows, int dim,
@@ -114,8 +117,8 @@ void launch_rms_norm_add(const float* h, const float* weight, float* x, int rows
     if (rows <= 0 || dim <= 0) {
         return;
     }
-    rms_norm_kernel<float, true><<<rows, kBlockThreads, 0, stream>>>(h, weight, x, dim, eps);
-    KVSCOPE_CHECK_LAUNCH("rms_norm_kernel");
+    launch_kernel("rms_norm_kernel", rms_norm_kernel<float, true>, dim3(rows), dim3(kBlockThreads),
+                  0, stream, h, weight, x, dim, eps);
 }
 
 void launch_rms_norm_heads(float* x, const float* weight, int tokens, int heads, int head_dim,
@@ -126,9 +129,9 @@ void launch_rms_norm_heads(float* x, const float* weight, int tokens, int heads,
         return;
     }
     const int blocks = (rows + kHeadRowsPerBlock - 1) / kHeadRowsPerBlock;
-    rms_norm_heads_kernel<<<blocks, kHeadRowsPerBlock * 32, 0, stream>>>(x, weight, heads, head_dim,
-                                                                         token_stride, rows, eps);
-    KVSCOPE_CHECK_LAUNCH("rms_norm_heads_kernel");
+    launch_kernel("rms_norm_heads_kernel", rms_norm_heads_kernel, dim3(blocks),
+                  dim3(kHeadRowsPerBlock * 32), 0, stream, x, weight, heads, head_dim, token_stride,
+                  rows, eps);
 }
 
 } // namespace kvscope::kernels

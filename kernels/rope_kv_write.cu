@@ -1,4 +1,5 @@
 #include "kernels/cuda_check.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/math/kv_codec_math.h"
 #include "kernels/math/paged_slots.h"
 #include "kernels/nvtx_range.h"
@@ -73,6 +74,7 @@ __global__ void rope_kv_write_kernel(PagedKvView cache, const float* __restrict_
                                      const std::int32_t* __restrict__ positions,
                                      const std::int32_t* __restrict__ slot_mapping,
                                      RopeTableView table, int heads) {
+    wait_for_previous_kernel();
     const int token = blockIdx.x;
     const int d = cache.head_dim;
     const int items = Halves ? d / 4 : d / 2;
@@ -151,14 +153,9 @@ void launch_rope_kv_write(const PagedKvView& cache, const float* qkv, float* q,
     if (tokens <= 0) {
         return;
     }
-    if (halves) {
-        rope_kv_write_kernel<true>
-            <<<tokens, kThreads, 0, stream>>>(cache, qkv, q, positions, slot_mapping, table, heads);
-    } else {
-        rope_kv_write_kernel<false>
-            <<<tokens, kThreads, 0, stream>>>(cache, qkv, q, positions, slot_mapping, table, heads);
-    }
-    KVSCOPE_CHECK_LAUNCH("rope_kv_write_kernel");
+    launch_kernel("rope_kv_write_kernel",
+                  halves ? rope_kv_write_kernel<true> : rope_kv_write_kernel<false>, dim3(tokens),
+                  dim3(kThreads), 0, stream, cache, qkv, q, positions, slot_mapping, table, heads);
 }
 
 } // namespace kvscope::kernels

@@ -1,4 +1,5 @@
 #include "kernels/cuda_check.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/nvtx_range.h"
 #include "kernels/sampling.cuh"
 
@@ -67,6 +68,7 @@ constexpr int kArgmaxThreads = 1024;
 template <bool Vector>
 __global__ void __launch_bounds__(kArgmaxThreads)
     argmax_kernel(const float* __restrict__ logits, int vocab, std::int32_t* __restrict__ tokens) {
+    wait_for_previous_kernel();
     const float* row = logits + static_cast<std::int64_t>(blockIdx.x) * vocab;
     float best = -FLT_MAX;
     int best_id = vocab;
@@ -265,12 +267,9 @@ void launch_sample(const float* logits, int rows, int vocab, const DeviceSamplin
         return;
     }
     if (all_greedy) {
-        if (vocab % 4 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0) {
-            argmax_kernel<true><<<rows, kArgmaxThreads, 0, stream>>>(logits, vocab, tokens);
-        } else {
-            argmax_kernel<false><<<rows, kArgmaxThreads, 0, stream>>>(logits, vocab, tokens);
-        }
-        KVSCOPE_CHECK_LAUNCH("argmax_kernel");
+        const bool vector = vocab % 4 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0;
+        launch_kernel("argmax_kernel", vector ? argmax_kernel<true> : argmax_kernel<false>,
+                      dim3(rows), dim3(kArgmaxThreads), 0, stream, logits, vocab, tokens);
         return;
     }
     SamplingScratch s = carve(scratch, rows, vocab);

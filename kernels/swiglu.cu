@@ -1,4 +1,5 @@
 #include "kernels/cuda_check.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/grid_stride.cuh"
 #include "kernels/half_store.cuh"
 #include "kernels/math/activation_math.h"
@@ -28,6 +29,7 @@ __global__ void silu_mul_kernel(float* __restrict__ gate, const float* __restric
 template <bool GeluTanh>
 __global__ void gated_half_kernel(const float* __restrict__ gate_up, std::int64_t tokens, int ffn,
                                   __half* __restrict__ out) {
+    wait_for_previous_kernel();
     const std::int64_t count = tokens * ffn;
     for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
          i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -59,12 +61,9 @@ void launch_gated_half(const float* gate_up, std::int64_t tokens, int ffn, bool 
         return;
     }
     const unsigned blocks = grid_stride_blocks(tokens * ffn, kThreads);
-    if (gelu_tanh) {
-        gated_half_kernel<true><<<blocks, kThreads, 0, stream>>>(gate_up, tokens, ffn, out);
-    } else {
-        gated_half_kernel<false><<<blocks, kThreads, 0, stream>>>(gate_up, tokens, ffn, out);
-    }
-    KVSCOPE_CHECK_LAUNCH("gated_half_kernel");
+    launch_kernel("gated_half_kernel",
+                  gelu_tanh ? gated_half_kernel<true> : gated_half_kernel<false>, dim3(blocks),
+                  dim3(kThreads), 0, stream, gate_up, tokens, ffn, out);
 }
 
 } // namespace kvscope::kernels

@@ -1,4 +1,5 @@
 #include "kernels/cuda_check.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/grid_stride.cuh"
 #include "kernels/half_store.cuh"
 #include "kernels/nvtx_range.h"
@@ -24,6 +25,7 @@ __global__ void to_half_kernel(const float* __restrict__ in, __half* __restrict_
 __global__ void gather_rows_kernel(const float* __restrict__ in,
                                    const std::int32_t* __restrict__ rows, int width,
                                    float* __restrict__ out) {
+    wait_for_previous_kernel();
     const float* src = in + static_cast<std::int64_t>(rows[blockIdx.x]) * width;
     float* dst = out + static_cast<std::int64_t>(blockIdx.x) * width;
     for (int i = threadIdx.x; i < width; i += blockDim.x) {
@@ -50,8 +52,8 @@ void launch_gather_rows(const float* in, const std::int32_t* rows, int count, in
     if (count <= 0 || width <= 0) {
         return;
     }
-    gather_rows_kernel<<<count, kThreads, 0, stream>>>(in, rows, width, out);
-    KVSCOPE_CHECK_LAUNCH("gather_rows_kernel");
+    launch_kernel("gather_rows_kernel", gather_rows_kernel, dim3(count), dim3(kThreads), 0, stream,
+                  in, rows, width, out);
 }
 
 } // namespace kvscope::kernels

@@ -1,5 +1,6 @@
 #include "kernels/attention_scores.cuh"
 #include "kernels/cuda_check.cuh"
+#include "kernels/dependent_launch.cuh"
 #include "kernels/math/kv_codec_math.h"
 #include "kernels/math/paged_slots.h"
 #include "kernels/vector_attention.cuh"
@@ -188,6 +189,7 @@ __global__ void __launch_bounds__(kThreads)
     __shared__ float warp_sum[kBlockWarps][G];
     __shared__ std::uint32_t stage[kBlockWarps][Rows::kSharedWords];
 
+    wait_for_previous_kernel();
     const SplitBlock b = split_block(cache, batch, heads, workspace.split);
     if (b.n == 0) {
         return; // uniform over the block: the merge reads only the splits a context has
@@ -504,8 +506,8 @@ void launch_vector_attention_splits(const PagedKvView& cache, const DeviceBatchV
     const dim3 grid(static_cast<unsigned>(batch.tokens), static_cast<unsigned>(cache.kv_heads),
                     static_cast<unsigned>(max_splits));
     dispatch(cache, heads, [&](auto kernel) {
-        kernel<<<grid, kThreads, 0, stream>>>(cache, batch, q, heads, scale, max_splits, workspace);
-        KVSCOPE_CHECK_LAUNCH("vector_attention_split_kernel");
+        launch_kernel("vector_attention_split_kernel", kernel, grid, dim3(kThreads), 0, stream,
+                      cache, batch, q, heads, scale, max_splits, workspace);
     });
 }
 

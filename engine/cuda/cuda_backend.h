@@ -42,6 +42,14 @@ struct CudaBackendOptions {
     // tables (kv_groups.h), where the model has sliding-window layers; off:
     // one group of every layer (a plain cache; the windows still apply).
     bool hybrid_kv = true;
+    // Each kernel of a step may start while the one before it ends
+    // (programmatic dependent launch, kernels/launch_overlap.h), where the
+    // device can (compute capability 9.0 and later); off: strictly in turn.
+    bool overlap_launches = true;
+    // Steps of at most 8 tokens fold each RMSNorm into the linear layer after
+    // it and the gated activation into the down projection (kernels/gemv.cuh),
+    // three kernels a layer fewer; off: every step runs them apart.
+    bool fused_small_steps = true;
 };
 
 class CudaBackend final : public runner::Backend {
@@ -195,6 +203,7 @@ private:
     std::int64_t value_plane_bytes_ = 0; // one layer's V plane
     std::int64_t max_copy_pitch_ = 0;    // the largest pitch cudaMemcpy2D takes here
     int multiprocessors_ = 1;            // the device's, for the attention's split length
+    bool overlap_launches_ = false;      // asked for, and the device can
     // cos and sin of RoPE per (position, pair) below the trained context, the
     // CPU's angles computed once (kernels/rope_kv_write.cuh), a table per
     // RoPE base the layers use (Gemma 3: two); only for 16-bit caches, whose

@@ -70,16 +70,22 @@ std::unique_ptr<runner::Backend> make_cpu(std::shared_ptr<const model::LlamaMode
     return std::make_unique<cpu::CpuBackend>(std::move(model), options);
 }
 
-std::unique_ptr<runner::Backend> make_cuda(std::shared_ptr<const model::LlamaModel> model,
-                                           int num_blocks, int block_size, kv::KvCacheFormat format,
-                                           bool graphs = true, bool hybrid = true) {
+cuda::CudaBackendOptions cuda_options(int num_blocks, int block_size, kv::KvCacheFormat format,
+                                      bool graphs = true, bool hybrid = true) {
     cuda::CudaBackendOptions options;
     options.num_blocks = num_blocks;
     options.block_size = block_size;
     options.cache_format = format;
     options.cuda_graphs = graphs;
     options.hybrid_kv = hybrid;
-    return std::make_unique<cuda::CudaBackend>(std::move(model), options);
+    return options;
+}
+
+std::unique_ptr<runner::Backend> make_cuda(std::shared_ptr<const model::LlamaModel> model,
+                                           int num_blocks, int block_size, kv::KvCacheFormat format,
+                                           bool graphs = true, bool hybrid = true) {
+    return std::make_unique<cuda::CudaBackend>(
+        std::move(model), cuda_options(num_blocks, block_size, format, graphs, hybrid));
 }
 
 std::vector<std::int32_t> to_ids(const QJsonValue& value) {
@@ -298,6 +304,7 @@ private slots:
     void ops_are_timed_on_the_host_clock();
     void device_memory_is_accounted();
     void decode_graphs_replay_the_eager_logits();
+    void overlapped_fused_steps_match_plain_ones();
     void sampling_on_the_device_picks_by_the_host_rule();
     void bad_batches_are_refused();
     void tiny_architectures_match_the_cpu_data();
@@ -935,6 +942,63 @@ void TestCudaBackend::decode_graphs_replay_the_eager_logits() {
     qInfo("graphs vs eager: max |logit difference| %.3g, top-1 %.4f", a.max_abs, a.top1);
     QVERIFY(a.max_abs <= 0.01);
     QCOMPARE(a.clear_disagreements, 0);
+}
+
+// Steps of up to 8 tokens with the norms and the gated activation folded into
+// the matrix products and the kernels' launches overlapped give the logits of
+// steps run kernel by kernel, each after the one before: replayed from graphs
+// and launched one by one, on Llama and on Gemma 3 (post-norms, GeGLU,
+// windows).
+void TestCudaBackend::overlapped_fused_steps_match_plain_ones() {
+    const std::shared_ptr<const model::LlamaModel> gemma =
+        model::LlamaModel::load(test::engine_data_path("tiny_gemma3.gguf").toStdString());
+    for (const std::shared_ptr<const model::LlamaModel>& model : {tiny_, gemma}) {
+        const int vocab = model->config().vocab;
+        const std::vector<std::int32_t> ids = random_ids(600, vocab, 23);
+        std::vector<float> outputs[3];
+        for (int which = 0; which < 3; ++which) {
+            // A plain cache (one table a sequence; Gemma's windows still apply).
+            cuda::CudaBackendOptions options =
+                cuda_options(128, 16, {F::f16, F::f16},
+                             /*graphs=*/which != 2, /*hybrid=*/false);
+            options.overlap_launches = which != 0;
+            options.fused_small_steps = which != 0;
+            cuda::CudaBackend backend(model, options);
+            kv::BlockAllocator allocator(backend.num_blocks());
+            std::vector<kv::SequenceBlocks> seqs(3);
+            // Prefill 40 tokens each (past the fused sizes), then 24 decode
+            // steps of 3 tokens and 8 of 2 (sequence 2 done).
+            for (std::size_t s = 0; s < seqs.size(); ++s) {
+                QVERIFY(kv::reserve(seqs[s], 40, 16, allocator));
+                const runner::SequenceStep step{&seqs[s], std::span(ids).subspan(100 * s, 40)};
+                std::vector<float> out(static_cast<std::size_t>(vocab));
+                backend.forward(runner::build_forward_batch({&step, 1}, 16), out.data());
+                seqs[s].length = 40;
+            }
+            for (int step = 0; step < 32; ++step) {
+                std::vector<runner::SequenceStep> steps;
+                for (std::size_t s = 0; s < (step < 24 ? 3u : 2u); ++s) {
+                    QVERIFY(kv::reserve(seqs[s], seqs[s].length + 1, 16, allocator));
+                    steps.push_back({&seqs[s], std::span(ids).subspan(100 * s + 40 + step, 1)});
+                }
+                std::vector<float> out(steps.size() * static_cast<std::size_t>(vocab));
+                backend.forward(runner::build_forward_batch(steps, 16), out.data());
+                outputs[which].insert(outputs[which].end(), out.begin(), out.end());
+                for (std::size_t s = 0; s < steps.size(); ++s) {
+                    seqs[s].length += 1;
+                }
+            }
+            QCOMPARE(backend.decode_graph_replays(), std::int64_t{which == 2 ? 0 : 32});
+        }
+        for (const int which : {1, 2}) {
+            const Agreement a = compare(outputs[0], outputs[which], vocab, 0.02);
+            qInfo("%s, %s: max |logit difference| %.3g from the plain steps, top-1 %.4f",
+                  model == tiny_ ? "llama" : "gemma3", which == 1 ? "graphs" : "eager", a.max_abs,
+                  a.top1);
+            QVERIFY(a.max_abs <= 0.01);
+            QCOMPARE(a.clear_disagreements, 0);
+        }
+    }
 }
 
 // forward_sampled on the GPU picks what sampling::pick_token picks from the

@@ -17,6 +17,7 @@
 #include "kernels/embedding.cuh"
 #include "kernels/gemv.cuh"
 #include "kernels/kv_append.cuh"
+#include "kernels/launch_overlap.h"
 #include "kernels/math/half.h"
 #include "kernels/math/paged_slots.h"
 #include "kernels/math/rope_math.h"
@@ -35,6 +36,7 @@
 #include <cstring>
 #include <cuda_runtime_api.h>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -403,6 +405,8 @@ private slots:
     void rope_kv_write_matches_the_cpu_data();
     void rope_kv_write_matches_the_cpu();
     void gemv_matches_a_double_reference();
+    void fused_gemv_matches_the_separate_kernels_data();
+    void fused_gemv_matches_the_separate_kernels();
     void embedding_gather_matches_the_table();
     void kv_append_writes_the_cpu_codec_bytes_data();
     void kv_append_writes_the_cpu_codec_bytes();
@@ -861,6 +865,129 @@ void TestCudaKernels::gemv_matches_a_double_reference() {
                                 .arg(set_error)
                                 .arg(add_error)));
     }
+}
+
+namespace {
+
+// fp16 copies of normal values of `spread`, as the backend keeps its weights.
+std::vector<__half> half_weights(std::size_t n, std::uint32_t seed, float spread) {
+    const std::vector<float> floats = random_floats(n, seed, spread);
+    std::vector<__half> halves(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        __half_raw raw;
+        raw.x = fp32_to_fp16(floats[i]);
+        halves[i] = __half(raw);
+    }
+    return halves;
+}
+
+} // namespace
+
+void TestCudaKernels::fused_gemv_matches_the_separate_kernels_data() {
+    QTest::addColumn<int>("tokens");
+    QTest::addColumn<bool>("overlap");
+    for (const int tokens : {1, 3, 8}) {
+        for (const bool overlap : {false, true}) {
+            QTest::addRow("%d tokens%s", tokens, overlap ? ", overlapped launches" : "")
+                << tokens << overlap;
+        }
+    }
+}
+
+// The norm folded into the product after it and the gated activation into
+// the down projection compute what the separate kernels do; a chain of them,
+// each reading what the one before wrote, gives the same residual stream with
+// launches overlapped (a kernel that read before its wait would not).
+void TestCudaKernels::fused_gemv_matches_the_separate_kernels() {
+    QFETCH(int, tokens);
+    QFETCH(bool, overlap);
+    const int hidden = 576, ffn = 1536, rows = 963; // rows not a multiple of a block's four
+    const float eps = 1e-5f;
+    cudaStream_t stream = nullptr;
+    cuda_ok(cudaStreamCreate(&stream), "cudaStreamCreate");
+    const std::unique_ptr<CUstream_st, decltype(&cudaStreamDestroy)> owned(stream,
+                                                                           &cudaStreamDestroy);
+    const kernels::OverlappedLaunches scope(overlap);
+
+    DeviceArray<__half> w(half_weights(static_cast<std::size_t>(rows) * ffn, 61, 0.05f));
+    DeviceArray<float> norm(random_floats(hidden, 62));
+    DeviceArray<float> x(random_floats(static_cast<std::size_t>(tokens) * hidden, 63, 3.0f));
+    DeviceArray<float> gate_up(random_floats(static_cast<std::size_t>(tokens) * 2 * ffn, 64));
+    const std::size_t outputs = static_cast<std::size_t>(tokens) * rows;
+    DeviceArray<__half> staged(static_cast<std::size_t>(tokens) * ffn);
+    QVERIFY(kernels::gemv_fused_fits(w.get(), tokens, ffn));
+    QVERIFY(!kernels::gemv_fused_fits(w.get(), 8, 4096));   // past the staged rows' room
+    QVERIFY(!kernels::gemv_fused_fits(w.get(), 9, hidden)); // too many tokens
+
+    // Norm, then product: the rows may round differently in their last place
+    // (the sums of squares add in another order), so the outputs agree to
+    // fp16's precision; the gated rows are the same arithmetic, so closer.
+    for (const bool accumulate : {false, true}) {
+        const std::vector<float> start = random_floats(outputs, 65);
+        DeviceArray<float> separate(start), fused(start);
+        kernels::launch_rms_norm_half(x.get(), norm.get(), staged.get(), tokens, hidden, eps,
+                                      stream);
+        kernels::launch_gemv(w.get(), rows, hidden, staged.get(), tokens, separate.get(),
+                             accumulate, stream);
+        kernels::launch_gemv_normed(w.get(), rows, hidden, {x.get(), norm.get(), eps}, tokens,
+                                    fused.get(), accumulate, stream);
+        const double normed_error =
+            relative_error(fused.download(outputs), separate.download(outputs));
+        QVERIFY2(normed_error < 1e-3, qPrintable(QString("normed: relative error %1, accumulate %2")
+                                                     .arg(normed_error)
+                                                     .arg(accumulate)));
+        for (const bool gelu : {false, true}) {
+            DeviceArray<float> gated_separate(start), gated_fused(start);
+            kernels::launch_gated_half(gate_up.get(), tokens, ffn, gelu, staged.get(), stream);
+            kernels::launch_gemv(w.get(), rows, ffn, staged.get(), tokens, gated_separate.get(),
+                                 accumulate, stream);
+            kernels::launch_gemv_gated(w.get(), rows, ffn, {gate_up.get(), gelu}, tokens,
+                                       gated_fused.get(), accumulate, stream);
+            const double gated_error =
+                relative_error(gated_fused.download(outputs), gated_separate.download(outputs));
+            QVERIFY2(gated_error < 1e-6,
+                     qPrintable(QString("gated (%1): relative error %2, accumulate %3")
+                                    .arg(gelu ? "GeGLU" : "SwiGLU")
+                                    .arg(gated_error)
+                                    .arg(accumulate)));
+        }
+    }
+
+    // A chain of FFN blocks over a residual stream, fused against separate.
+    DeviceArray<__half> w_gate_up(
+        half_weights(static_cast<std::size_t>(2) * ffn * hidden, 66, 0.05f));
+    DeviceArray<__half> w_down(half_weights(static_cast<std::size_t>(hidden) * ffn, 67, 0.05f));
+    const std::vector<float> x_start = random_floats(static_cast<std::size_t>(tokens) * hidden, 68);
+    const auto run_chain = [&](bool fused) {
+        DeviceArray<float> residual(x_start);
+        DeviceArray<float> products(static_cast<std::size_t>(tokens) * 2 * ffn);
+        for (int block = 0; block < 6; ++block) {
+            if (fused) {
+                kernels::launch_gemv_normed(w_gate_up.get(), 2 * ffn, hidden,
+                                            {residual.get(), norm.get(), eps}, tokens,
+                                            products.get(), false, stream);
+                kernels::launch_gemv_gated(w_down.get(), hidden, ffn, {products.get(), false},
+                                           tokens, residual.get(), true, stream);
+            } else {
+                kernels::launch_rms_norm_half(residual.get(), norm.get(), staged.get(), tokens,
+                                              hidden, eps, stream);
+                kernels::launch_gemv(w_gate_up.get(), 2 * ffn, hidden, staged.get(), tokens,
+                                     products.get(), false, stream);
+                kernels::launch_gated_half(products.get(), tokens, ffn, false, staged.get(),
+                                           stream);
+                kernels::launch_gemv(w_down.get(), hidden, ffn, staged.get(), tokens,
+                                     residual.get(), true, stream);
+            }
+        }
+        return residual.download(x_start.size());
+    };
+    const std::vector<float> chained_separate = run_chain(false);
+    const std::vector<float> chained_fused = run_chain(true);
+    const double chain_error = relative_error(chained_fused, chained_separate);
+    QVERIFY2(chain_error < 1e-2,
+             qPrintable(QString("six fused FFN blocks: relative error %1").arg(chain_error)));
+    // Each block changed the stream: a chain that read stale inputs would not.
+    QVERIFY(relative_error(chained_fused, x_start) > 0.1);
 }
 
 void TestCudaKernels::embedding_gather_matches_the_table() {
