@@ -14,19 +14,19 @@
 // are the median of the timed steps, host clock around the whole call (the
 // call ends synchronised), so they include the host's share of a step.
 //
-// --launch-variants times each case four ways side by side, interleaved in
-// one run: kernel by kernel, with launches overlapped, with the small-step
-// fusions, and with both (CudaBackendOptions::overlap_launches and
-// fused_small_steps; the backend's default is both).
+// --launch-variants times each case both ways side by side, interleaved in
+// one run: kernels launched strictly in turn, and overlapped (each may start
+// while the one before ends: CudaBackendOptions::overlap_launches, the
+// backend's default; KVSCOPE_CUDA_OVERLAP, which this sets for each).
 //
 //   kvscope-bench-cuda [--model FILE] [--batches 1,32,128] [--contexts 1024,4096]
 //                      [--format f16] [--steps 20] [--launch-variants]
-#include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/decode_padding.h"
 #include "engine/gpu_devices.h"
 #include "engine/kv/block_allocator.h"
 #include "engine/kv/kv_format.h"
 #include "engine/runner/forward_batch.h"
+#include "engine/session/backend_factory.h"
 #include "engine/session/model_loading.h"
 #include "kernels/cuda_check.cuh"
 #include "kernels/paged_attention.cuh"
@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cuda_runtime_api.h>
 #include <iostream>
 #include <iterator>
@@ -191,30 +192,32 @@ AttentionFigure attention_bandwidth(const model::LlamaConfig& c, kv::KvFormat fo
 struct LaunchVariant {
     const char* name;
     bool overlap_launches;
-    bool fused_small_steps;
 };
 
-constexpr LaunchVariant kDefaultLaunches{"default", true, true};
 constexpr LaunchVariant kLaunchVariants[] = {
-    {"kernel by kernel", false, false},
-    {"overlapped", true, false},
-    {"fused", false, true},
-    {"both", true, true},
+    {"in turn", false},
+    {"overlapped", true},
 };
 
 // Milliseconds per decode step of the CUDA backend: `batch` sequences whose
 // new token attends over `context` entries, median of `steps`.
 double decode_step_ms(std::shared_ptr<const model::LlamaModel> model, kv::KvFormat format,
-                      int batch, int context, int steps, const LaunchVariant& launches) {
+                      int batch, int context, int steps, const LaunchVariant* launches = nullptr) {
     const int block_size = 16;
     const int blocks_per_sequence = (context + block_size - 1) / block_size;
-    cuda::CudaBackendOptions options;
-    options.block_size = block_size;
-    options.num_blocks = batch * blocks_per_sequence;
-    options.cache_format = {format, format};
-    options.overlap_launches = launches.overlap_launches;
-    options.fused_small_steps = launches.fused_small_steps;
-    auto backend = std::make_unique<cuda::CudaBackend>(std::move(model), options);
+    // Through the backend factory, as the engine makes it (KVSCOPE_CUDA_GRAPHS
+    // and KVSCOPE_CUDA_OVERLAP hold here too); a variant, where one is asked
+    // for, through the variable the factory reads.
+    if (launches != nullptr) {
+        ::setenv("KVSCOPE_CUDA_OVERLAP", launches->overlap_launches ? "1" : "0", /*overwrite=*/1);
+    }
+    session::BackendSpec spec;
+    spec.kind = session::BackendKind::cuda;
+    session::KvCacheSpec cache;
+    cache.block_size = block_size;
+    cache.num_blocks = batch * blocks_per_sequence;
+    cache.format = {format, format};
+    auto backend = session::make_backend(spec, std::move(model), cache);
     kv::BlockAllocator allocator(backend->num_blocks());
     std::vector<kv::SequenceBlocks> sequences(static_cast<std::size_t>(batch));
     for (kv::SequenceBlocks& s : sequences) {
@@ -247,8 +250,8 @@ double decode_step_ms(std::shared_ptr<const model::LlamaModel> model, kv::KvForm
     return times[times.size() / 2];
 }
 
-// Each case under every launch variant, in turn and twice over (A B C D A B C
-// D), the better median of each kept: the machine's drift touches all four.
+// Each case under every launch variant, in turn and twice over (A B A B), the
+// better median of each kept: the machine's drift touches both.
 void print_launch_variants(const std::shared_ptr<const model::LlamaModel>& model,
                            kv::KvFormat format, const std::vector<int>& batches,
                            const std::vector<int>& contexts, int steps) {
@@ -257,7 +260,7 @@ void print_launch_variants(const std::shared_ptr<const model::LlamaModel>& model
     for (const LaunchVariant& variant : kLaunchVariants) {
         std::printf(" %s |", variant.name);
     }
-    std::printf(" both / kernel by kernel |\n|---:|---:|");
+    std::printf(" overlapped / in turn |\n|---:|---:|");
     for (std::size_t i = 0; i <= std::size(kLaunchVariants); ++i) {
         std::printf("---:|");
     }
@@ -268,7 +271,7 @@ void print_launch_variants(const std::shared_ptr<const model::LlamaModel>& model
             for (int round = 0; round < 2; ++round) {
                 for (std::size_t v = 0; v < std::size(kLaunchVariants); ++v) {
                     best[v] = std::min(best[v], decode_step_ms(model, format, batch, context, steps,
-                                                               kLaunchVariants[v]));
+                                                               &kLaunchVariants[v]));
                 }
             }
             std::printf("| %d | %d |", batch, context);
@@ -298,7 +301,7 @@ int main(int argc, char** argv) {
     app.add_option("--format", format_name, "KV format of the pool");
     app.add_option("--steps", steps, "decode steps timed per case (the median is kept)");
     app.add_flag("--launch-variants", launch_variants,
-                 "time each case kernel by kernel, overlapped, fused and both, side by side");
+                 "time each case with kernels launched in turn and overlapped, side by side");
     CLI11_PARSE(app, argc, argv);
 
     const GpuInventory gpus = query_gpu_devices();
@@ -330,8 +333,7 @@ int main(int argc, char** argv) {
             kv::kv_bytes_per_token({*format, *format}, c.layers, c.kv_heads, c.head_dim, 16);
         for (const int context : contexts) {
             for (const int batch : batches) {
-                const double ms =
-                    decode_step_ms(model, *format, batch, context, steps, kDefaultLaunches);
+                const double ms = decode_step_ms(model, *format, batch, context, steps);
                 const double floor_bytes = weight_bytes(c) + double(batch) * context * kv_per_token;
                 const double floor_ms = floor_bytes / bandwidth * 1e3;
                 std::printf("| %d | %d | %.3f | %.3f | %.2f | %.0f |\n", batch, context, ms,

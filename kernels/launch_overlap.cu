@@ -8,6 +8,10 @@ namespace {
 
 thread_local bool overlap_on = false;
 
+// Built with the same targets as every kernel of this library: the code the
+// device runs of it tells whether the kernels' waits were compiled in.
+__global__ void overlap_probe_kernel() {}
+
 } // namespace
 
 bool launches_overlap() {
@@ -17,7 +21,19 @@ bool launches_overlap() {
 bool device_overlaps_launches(int device) {
     int major = 0;
     KVSCOPE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    return major >= 9;
+    if (major < 9) {
+        return false;
+    }
+    // A build without a 9.0 target runs here from older PTX, compiled without
+    // the kernels' waits (dependent_launch.cuh): overlapping those would race.
+    int current = 0;
+    KVSCOPE_CUDA_CHECK(cudaGetDevice(&current));
+    KVSCOPE_CUDA_CHECK(cudaSetDevice(device));
+    cudaFuncAttributes probe{};
+    const cudaError_t found = cudaFuncGetAttributes(&probe, overlap_probe_kernel);
+    KVSCOPE_CUDA_CHECK(cudaSetDevice(current));
+    KVSCOPE_CUDA_CHECK(found);
+    return probe.ptxVersion >= 90;
 }
 
 OverlappedLaunches::OverlappedLaunches(bool on)

@@ -17,7 +17,9 @@ namespace kvscope::kernels {
 // Whether this thread's launches overlap now.
 bool launches_overlap();
 
-// Whether `device` can overlap launches at all (compute capability >= 9.0).
+// Whether launches on `device` can overlap: compute capability 9.0 or later,
+// and the kernels built for it with their waits (a 9.0 target or later; a
+// build for older targets only runs there from PTX without them).
 bool device_overlaps_launches(int device);
 
 // Turns overlap on or off for this thread while it lives.

@@ -8,7 +8,6 @@
 #include "kernels/copy_slots.cuh"
 #include "kernels/cuda_check.cuh"
 #include "kernels/embedding.cuh"
-#include "kernels/gemv.cuh"
 #include "kernels/kv_append.cuh"
 #include "kernels/launch_overlap.h"
 #include "kernels/math/paged_slots.h"
@@ -901,48 +900,28 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
         device_batch.slot_mapping + static_cast<std::ptrdiff_t>(group) * tokens;
     // The output of attention or the FFN goes through the layer's
     // post-norm, where it has one, into the residual stream; else
-    // the matrix product adds it there itself. product(y, accumulate)
-    // runs the layer's matrix product into y.
-    const auto project_into_residual = [&](const auto& product, const float* post_norm) {
+    // the matrix product adds it there itself.
+    const auto project_into_residual = [&](const HalfMatrix& matrix, const float* post_norm) {
         if (post_norm == nullptr) {
-            product(x, /*accumulate=*/true);
+            linear(cublas_, x_half, tokens, matrix, x, /*accumulate=*/true);
             return;
         }
-        product(h, false);
+        linear(cublas_, x_half, tokens, matrix, h);
         kernels::launch_rms_norm_add(h, post_norm, x, tokens, c.hidden, c.rms_eps, stream);
     };
-    // Steps of a few tokens fold the norms into the matrix products after
-    // them and the gated activation into the down projection (gemv.cuh):
-    // at such sizes each kernel costs its start more than its work. The
-    // op of the product then times both.
-    const bool fuse = options_.fused_small_steps;
-    const bool fused_attn_norm =
-        fuse && fused_rope_write && kernels::gemv_fused_fits(layer.wqkv.data, tokens, c.hidden);
-    const bool fused_ffn_norm =
-        fuse && kernels::gemv_fused_fits(layer.w_gate_up.data, tokens, c.hidden);
-    const bool fused_gate =
-        fuse && kernels::gemv_fused_fits(layer.w_down.data, tokens, static_cast<int>(ffn));
 
     // Ten kernels a layer on 16-bit caches for Llama (Qwen and Gemma
-    // add their biases, QK norms and post-norms), seven at up to 8 tokens:
-    // each linear layer's input is written as fp16 by the kernel before it
-    // (or made by the product itself), and the output projections add into
-    // the residual stream themselves where no post-norm comes between.
-    if (!fused_attn_norm) {
-        op("attn_norm", l, [&] {
-            kernels::launch_rms_norm_half(x, layer.attn_norm, x_half, tokens, c.hidden, c.rms_eps,
-                                          stream);
-        });
-    }
+    // add their biases, QK norms and post-norms): each linear
+    // layer's input is written as fp16 by the kernel before it, and
+    // the output projections add into the residual stream themselves
+    // where no post-norm comes between.
+    op("attn_norm", l, [&] {
+        kernels::launch_rms_norm_half(x, layer.attn_norm, x_half, tokens, c.hidden, c.rms_eps,
+                                      stream);
+    });
     if (fused_rope_write) { // 16-bit caches: no KIVI finalisation either
         op("qkv", l, [&] {
-            if (fused_attn_norm) {
-                kernels::launch_gemv_normed(layer.wqkv.data, layer.wqkv.rows, layer.wqkv.cols,
-                                            {x, layer.attn_norm, c.rms_eps}, tokens, qkv,
-                                            /*accumulate=*/false, stream);
-            } else {
-                linear(cublas_, x_half, tokens, layer.wqkv, qkv);
-            }
+            linear(cublas_, x_half, tokens, layer.wqkv, qkv);
             if (layer.qkv_bias != nullptr) {
                 kernels::launch_add_bias(qkv, layer.qkv_bias, tokens, static_cast<int>(qkv_width),
                                          stream);
@@ -1003,45 +982,17 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
                                               workspace, sums, stream);
         }
     });
-    op("attn_out", l, [&] {
-        project_into_residual(
-            [&](float* y, bool accumulate) {
-                linear(cublas_, x_half, tokens, layer.wo, y, accumulate);
-            },
-            layer.post_attn_norm);
+    op("attn_out", l, [&] { project_into_residual(layer.wo, layer.post_attn_norm); });
+    op("ffn_norm", l, [&] {
+        kernels::launch_rms_norm_half(x, layer.ffn_norm, x_half, tokens, c.hidden, c.rms_eps,
+                                      stream);
     });
-    if (!fused_ffn_norm) {
-        op("ffn_norm", l, [&] {
-            kernels::launch_rms_norm_half(x, layer.ffn_norm, x_half, tokens, c.hidden, c.rms_eps,
-                                          stream);
-        });
-    }
     op("gate_up", l, [&] {
-        if (fused_ffn_norm) {
-            kernels::launch_gemv_normed(layer.w_gate_up.data, layer.w_gate_up.rows,
-                                        layer.w_gate_up.cols, {x, layer.ffn_norm, c.rms_eps},
-                                        tokens, gate_up, /*accumulate=*/false, stream);
-        } else {
-            linear(cublas_, x_half, tokens, layer.w_gate_up, gate_up);
-        }
-        if (!fused_gate) {
-            kernels::launch_gated_half(gate_up, tokens, static_cast<int>(ffn), gelu_tanh, x_half,
-                                       stream);
-        }
+        linear(cublas_, x_half, tokens, layer.w_gate_up, gate_up);
+        kernels::launch_gated_half(gate_up, tokens, static_cast<int>(ffn), gelu_tanh, x_half,
+                                   stream);
     });
-    op("down", l, [&] {
-        project_into_residual(
-            [&](float* y, bool accumulate) {
-                if (fused_gate) {
-                    kernels::launch_gemv_gated(layer.w_down.data, layer.w_down.rows,
-                                               layer.w_down.cols, {gate_up, gelu_tanh}, tokens, y,
-                                               accumulate, stream);
-                } else {
-                    linear(cublas_, x_half, tokens, layer.w_down, y, accumulate);
-                }
-            },
-            layer.post_ffn_norm);
-    });
+    op("down", l, [&] { project_into_residual(layer.w_down, layer.post_ffn_norm); });
 }
 
 void CudaBackend::read_back(const StepPlan& plan, const DeviceStep& step, float* logits,

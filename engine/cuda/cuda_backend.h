@@ -46,10 +46,6 @@ struct CudaBackendOptions {
     // (programmatic dependent launch, kernels/launch_overlap.h), where the
     // device can (compute capability 9.0 and later); off: strictly in turn.
     bool overlap_launches = true;
-    // Steps of at most 8 tokens fold each RMSNorm into the linear layer after
-    // it and the gated activation into the down projection (kernels/gemv.cuh),
-    // three kernels a layer fewer; off: every step runs them apart.
-    bool fused_small_steps = true;
 };
 
 class CudaBackend final : public runner::Backend {

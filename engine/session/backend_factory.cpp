@@ -138,15 +138,10 @@ std::unique_ptr<runner::Backend> make_backend(const BackendSpec& spec,
         if (const char* graphs = std::getenv("KVSCOPE_CUDA_GRAPHS")) {
             options.cuda_graphs = std::string_view(graphs) != "0";
         }
-        // KVSCOPE_CUDA_OVERLAP=0 launches each kernel after the one before
-        // has ended; KVSCOPE_CUDA_FUSE=0 runs the norms and the gated
-        // activation as kernels of their own at every batch size (the same
-        // two uses).
+        // KVSCOPE_CUDA_OVERLAP=0 launches each kernel only after the one
+        // before has ended (the same two uses).
         if (const char* overlap = std::getenv("KVSCOPE_CUDA_OVERLAP")) {
             options.overlap_launches = std::string_view(overlap) != "0";
-        }
-        if (const char* fuse = std::getenv("KVSCOPE_CUDA_FUSE")) {
-            options.fused_small_steps = std::string_view(fuse) != "0";
         }
         backend = std::make_unique<cuda::CudaBackend>(std::move(model), options);
         break;

@@ -304,7 +304,7 @@ private slots:
     void ops_are_timed_on_the_host_clock();
     void device_memory_is_accounted();
     void decode_graphs_replay_the_eager_logits();
-    void overlapped_fused_steps_match_plain_ones();
+    void overlapped_steps_match_steps_in_turn();
     void sampling_on_the_device_picks_by_the_host_rule();
     void bad_batches_are_refused();
     void tiny_architectures_match_the_cpu_data();
@@ -944,12 +944,11 @@ void TestCudaBackend::decode_graphs_replay_the_eager_logits() {
     QCOMPARE(a.clear_disagreements, 0);
 }
 
-// Steps of up to 8 tokens with the norms and the gated activation folded into
-// the matrix products and the kernels' launches overlapped give the logits of
-// steps run kernel by kernel, each after the one before: replayed from graphs
-// and launched one by one, on Llama and on Gemma 3 (post-norms, GeGLU,
-// windows).
-void TestCudaBackend::overlapped_fused_steps_match_plain_ones() {
+// Steps whose kernels start while the one before ends (overlapped launches)
+// give the logits of steps whose kernels run strictly in turn, bit for bit:
+// replayed from graphs and launched one by one, on Llama and on Gemma 3
+// (post-norms, GeGLU, windows).
+void TestCudaBackend::overlapped_steps_match_steps_in_turn() {
     const std::shared_ptr<const model::LlamaModel> gemma =
         model::LlamaModel::load(test::engine_data_path("tiny_gemma3.gguf").toStdString());
     for (const std::shared_ptr<const model::LlamaModel>& model : {tiny_, gemma}) {
@@ -962,7 +961,6 @@ void TestCudaBackend::overlapped_fused_steps_match_plain_ones() {
                 cuda_options(128, 16, {F::f16, F::f16},
                              /*graphs=*/which != 2, /*hybrid=*/false);
             options.overlap_launches = which != 0;
-            options.fused_small_steps = which != 0;
             cuda::CudaBackend backend(model, options);
             kv::BlockAllocator allocator(backend.num_blocks());
             std::vector<kv::SequenceBlocks> seqs(3);
@@ -992,11 +990,9 @@ void TestCudaBackend::overlapped_fused_steps_match_plain_ones() {
         }
         for (const int which : {1, 2}) {
             const Agreement a = compare(outputs[0], outputs[which], vocab, 0.02);
-            qInfo("%s, %s: max |logit difference| %.3g from the plain steps, top-1 %.4f",
-                  model == tiny_ ? "llama" : "gemma3", which == 1 ? "graphs" : "eager", a.max_abs,
-                  a.top1);
-            QVERIFY(a.max_abs <= 0.01);
-            QCOMPARE(a.clear_disagreements, 0);
+            qInfo("%s, %s: max |logit difference| %.3g from the steps in turn",
+                  model == tiny_ ? "llama" : "gemma3", which == 1 ? "graphs" : "eager", a.max_abs);
+            QCOMPARE(outputs[which], outputs[0]);
         }
     }
 }
