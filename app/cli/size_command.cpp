@@ -136,6 +136,15 @@ int run_size(const SizeOptions& o) {
         std::printf("\n");
     }
     std::printf("* the model's own attention\n");
+    if (shape.hybrid()) {
+        // Its per-token figure counts a token while it is in every window;
+        // older tokens keep only the global layers' share.
+        const double inside = kv::bytes_per_token(shape, format);
+        std::printf("  per token of the model's own attention: a token inside the windows; one "
+                    "past them keeps %s (its %d global layer%s)\n",
+                    kv::size_text(inside * shape.global_layers() / shape.layers).c_str(),
+                    shape.global_layers(), shape.global_layers() == 1 ? "" : "s");
+    }
     return exit_ok;
 }
 

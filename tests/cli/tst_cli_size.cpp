@@ -79,6 +79,17 @@ private slots:
         const QJsonObject global = rows.last().toObject();
         QCOMPARE(global["attention"].toString(), QString("the same, every layer global"));
         QCOMPARE(global["bytes_per_request"].toDouble(), per_layer * 6 * 100);
+        // The table says what its per-token figure counts for a hybrid model,
+        // and what a token keeps once past the windows; a plain model has no
+        // such line.
+        const auto text = run_process(
+            kCli, {"size", "--model", KVSCOPE_SOURCE_DIR "/tests/engine/data/tiny_gemma3.gguf"});
+        QCOMPARE(text.exit_code, 0);
+        QVERIFY2(text.out.contains("one past them keeps") &&
+                     text.out.contains("(its 1 global layer)"),
+                 qPrintable(text.out));
+        const auto plain = run_process(kCli, {"size", "--model", tiny_model_path()});
+        QVERIFY2(!plain.out.contains("past them"), qPrintable(plain.out));
     }
 
     void badInputSaysWhy() {
