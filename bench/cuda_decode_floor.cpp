@@ -14,12 +14,10 @@
 // are the median of the timed steps, host clock around the whole call (the
 // call ends synchronised), so they include the host's share of a step.
 //
-// --launch-variants times each case three ways side by side, interleaved in
-// one run: kernels launched strictly in turn; overlapped (each may start
-// while the one before ends: CudaBackendOptions::overlap_launches); and
-// overlapped with the attention's splits merged by their last blocks instead
-// of a merge kernel (merge_in_splits; the backend's default is both). It sets
-// KVSCOPE_CUDA_OVERLAP and KVSCOPE_CUDA_SPLIT_MERGE for each.
+// --launch-variants times each case both ways side by side, interleaved in
+// one run: kernels launched strictly in turn, and overlapped (each may start
+// while the one before ends: CudaBackendOptions::overlap_launches, the
+// backend's default; KVSCOPE_CUDA_OVERLAP, which this sets for each).
 //
 //   kvscope-bench-cuda [--model FILE] [--batches 1,32,128] [--contexts 1024,4096]
 //                      [--format f16] [--steps 20] [--launch-variants]
@@ -176,11 +174,8 @@ AttentionFigure attention_bandwidth(const model::LlamaConfig& c, kv::KvFormat fo
     DeviceBytes out(static_cast<std::size_t>(batch) * c.heads * c.head_dim * sizeof(float));
     DeviceBytes scratch(kernels::AttentionWorkspace::floats(batch, c.heads, splits, c.head_dim) *
                         sizeof(float));
-    kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
+    const kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
         static_cast<float*>(scratch.data), batch, c.heads, splits, c.head_dim, split);
-    // Zeroed split counters, as the backend passes them: the splits merge.
-    DeviceBytes counters(static_cast<std::size_t>(batch) * c.kv_heads * sizeof(int));
-    workspace.split_counters = static_cast<int*>(counters.data);
     AttentionFigure figure;
     figure.ms = best_ms(20, [&] {
         kernels::launch_paged_attention(cache, view, static_cast<const float*>(q.data), c.heads,
@@ -197,13 +192,11 @@ AttentionFigure attention_bandwidth(const model::LlamaConfig& c, kv::KvFormat fo
 struct LaunchVariant {
     const char* name;
     bool overlap_launches;
-    bool merge_in_splits;
 };
 
 constexpr LaunchVariant kLaunchVariants[] = {
-    {"in turn", false, false},
-    {"overlapped", true, false},
-    {"overlapped, merged by the splits", true, true},
+    {"in turn", false},
+    {"overlapped", true},
 };
 
 // Milliseconds per decode step of the CUDA backend: `batch` sequences whose
@@ -217,7 +210,6 @@ double decode_step_ms(std::shared_ptr<const model::LlamaModel> model, kv::KvForm
     // for, through the variable the factory reads.
     if (launches != nullptr) {
         ::setenv("KVSCOPE_CUDA_OVERLAP", launches->overlap_launches ? "1" : "0", /*overwrite=*/1);
-        ::setenv("KVSCOPE_CUDA_SPLIT_MERGE", launches->merge_in_splits ? "1" : "0", 1);
     }
     session::BackendSpec spec;
     spec.kind = session::BackendKind::cuda;
@@ -258,8 +250,8 @@ double decode_step_ms(std::shared_ptr<const model::LlamaModel> model, kv::KvForm
     return times[times.size() / 2];
 }
 
-// Each case under every launch variant, in turn and twice over (A B C A B C),
-// the better median of each kept: the machine's drift touches all of them.
+// Each case under every launch variant, in turn and twice over (A B A B), the
+// better median of each kept: the machine's drift touches both.
 void print_launch_variants(const std::shared_ptr<const model::LlamaModel>& model,
                            kv::KvFormat format, const std::vector<int>& batches,
                            const std::vector<int>& contexts, int steps) {
@@ -268,7 +260,7 @@ void print_launch_variants(const std::shared_ptr<const model::LlamaModel>& model
     for (const LaunchVariant& variant : kLaunchVariants) {
         std::printf(" %s |", variant.name);
     }
-    std::printf(" last / first |\n|---:|---:|");
+    std::printf(" overlapped / in turn |\n|---:|---:|");
     for (std::size_t i = 0; i <= std::size(kLaunchVariants); ++i) {
         std::printf("---:|");
     }
@@ -308,10 +300,8 @@ int main(int argc, char** argv) {
     app.add_option("--contexts", contexts, "cached entries per sequence")->delimiter(',');
     app.add_option("--format", format_name, "KV format of the pool");
     app.add_option("--steps", steps, "decode steps timed per case (the median is kept)");
-    app.add_flag(
-        "--launch-variants", launch_variants,
-        "time each case with kernels launched in turn, overlapped, and overlapped with the "
-        "attention merged by its splits, side by side");
+    app.add_flag("--launch-variants", launch_variants,
+                 "time each case with kernels launched in turn and overlapped, side by side");
     CLI11_PARSE(app, argc, argv);
 
     const GpuInventory gpus = query_gpu_devices();

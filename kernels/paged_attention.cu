@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 
 namespace kvscope::kernels {
 
@@ -291,18 +290,8 @@ void launch_attention(const PagedKvView& cache, const DeviceBatchView& batch, co
     const int max_splits =
         (attended_entries(cache, max_context) + workspace.split - 1) / workspace.split;
     if (attention_takes_vector_path(cache, heads)) { // (q must then be 16-byte aligned)
-        float* out_float = nullptr;
-        __half* out_half = nullptr;
-        if constexpr (std::is_same_v<Out, __half>) {
-            out_half = out;
-        } else {
-            out_float = out;
-        }
         launch_vector_attention_splits(cache, batch, q, heads, scale, max_splits, workspace,
-                                       out_float, out_half, stream);
-        if (workspace.split_counters != nullptr) {
-            return; // its last split blocks merged
-        }
+                                       stream);
     } else {
         if (workspace.split > kAttentionSplit) {
             throw std::invalid_argument(

@@ -36,12 +36,6 @@ struct AttentionWorkspace {
     float* partial_sum = nullptr; // (tokens, heads, max_splits)
     float* lse_max = nullptr;     // (tokens, heads): the merged maximum ...
     float* lse_sum = nullptr;     // ... and sum of exp(score - maximum), for the capture
-    // (tokens, kv_heads) counters, all zero, kept apart from the carved
-    // floats (carve leaves it null). Where set, the vector path's last split
-    // block of each (token, KV head) to finish merges that group's rows
-    // itself, no merge kernel follows, and the counters are left zero again;
-    // null: a merge kernel runs after the splits.
-    int* split_counters = nullptr;
 
     static std::size_t floats(int tokens, int heads, int max_splits, int head_dim);
     // Points the five arrays into `base` (floats(...) floats), for splits of

@@ -1,7 +1,6 @@
 #include "kernels/attention_scores.cuh"
 #include "kernels/cuda_check.cuh"
 #include "kernels/dependent_launch.cuh"
-#include "kernels/half_store.cuh"
 #include "kernels/math/kv_codec_math.h"
 #include "kernels/math/paged_slots.h"
 #include "kernels/vector_attention.cuh"
@@ -167,87 +166,6 @@ struct StagedRows {
     }
 };
 
-// After a split block wrote its partial results: the last of the (token, KV
-// head)'s split blocks to get here merges the group's rows, as
-// attention_merge_kernel does (maximum and sum over the splits, then the
-// weighted partial outputs), and sets the counter back to zero for the next
-// launch. Splits past the context never run (b.n == 0 returns first), so
-// the count to wait for is the splits that cover the attended entries. Each
-// block's writes are made visible device-wide before it counts itself, and
-// the last block reads the others' partials from L2 (__ldcg), never a stale
-// line of its own L1.
-template <int D>
-__device__ void merge_if_last(const SplitBlock& b, int context, int heads, int max_splits,
-                              const AttentionWorkspace& workspace, float* out, __half* out_half) {
-    __shared__ bool last;
-    __shared__ float row_max[8];     // the group's rows (at most 8)
-    __shared__ float row_inverse[8]; // 1 / their sums
-    // From the first attended entry (where split 0 begins) to the context's end.
-    const int attended = context - (b.begin - b.split * b.length);
-    const int splits = (attended + b.length - 1) / b.length;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int* counter =
-            workspace.split_counters + static_cast<std::int64_t>(b.token) * gridDim.y + b.kv_head;
-        last = atomicAdd(counter, 1) == splits - 1;
-        if (last) {
-            *counter = 0; // every other split block has counted: none reads it again
-        }
-    }
-    __syncthreads();
-    if (!last) {
-        return;
-    }
-    __threadfence();
-    const int warp = static_cast<int>(threadIdx.x) / 32;
-    const int lane = static_cast<int>(threadIdx.x) % 32;
-    for (int g = warp; g < b.group; g += kBlockWarps) {
-        const std::int64_t row = static_cast<std::int64_t>(b.token) * heads + b.first_head + g;
-        const float* maxes = workspace.partial_max + row * max_splits;
-        const float* sums = workspace.partial_sum + row * max_splits;
-        float m = -FLT_MAX;
-        for (int s = lane; s < splits; s += 32) {
-            m = fmaxf(m, __ldcg(maxes + s));
-        }
-        for (int o = 16; o > 0; o /= 2) {
-            m = fmaxf(m, __shfl_xor_sync(kAllLanes, m, o));
-        }
-        float total = 0.0f;
-        for (int s = lane; s < splits; s += 32) {
-            total += __ldcg(sums + s) * expf(__ldcg(maxes + s) - m);
-        }
-        for (int o = 16; o > 0; o /= 2) {
-            total += __shfl_xor_sync(kAllLanes, total, o);
-        }
-        if (lane == 0) {
-            row_max[g] = m;
-            row_inverse[g] = 1.0f / total;
-            workspace.lse_max[row] = m;
-            workspace.lse_sum[row] = total;
-        }
-    }
-    __syncthreads();
-    for (int o = static_cast<int>(threadIdx.x); o < b.group * D; o += kThreads) {
-        const int g = o / D;
-        const int i = o % D;
-        const std::int64_t row = static_cast<std::int64_t>(b.token) * heads + b.first_head + g;
-        const float* maxes = workspace.partial_max + row * max_splits;
-        const float* part = workspace.partial_out + row * max_splits * D + i;
-        float value = 0.0f;
-        for (int s = 0; s < splits; ++s) {
-            value += __ldcg(part + static_cast<std::int64_t>(s) * D) *
-                     expf(__ldcg(maxes + s) - row_max[g]);
-        }
-        value *= row_inverse[g];
-        if (out_half != nullptr) {
-            out_half[row * D + i] = to_half_saturated(value);
-        } else {
-            out[row * D + i] = value;
-        }
-    }
-}
-
 // Grid (tokens, kv_heads, splits), as the general split kernel's; writes the
 // same partial output, maximum and sum per query head of the group.
 //
@@ -261,8 +179,7 @@ template <typename Rows, int D, int G>
 __global__ void __launch_bounds__(kThreads)
     vector_attention_split_kernel(PagedKvView cache, DeviceBatchView batch,
                                   const float* __restrict__ q, int heads, float scale,
-                                  int max_splits, AttentionWorkspace workspace, float* out,
-                                  __half* out_half) {
+                                  int max_splits, AttentionWorkspace workspace) {
     constexpr int kRowLanes = D / 8;
     constexpr int kLoadRows = 32 / kRowLanes;
     constexpr int kTileRows = kLoadRows * kRowLoads;
@@ -449,10 +366,6 @@ __global__ void __launch_bounds__(kThreads)
             workspace.partial_sum[at] = total;
         }
     }
-    if (workspace.split_counters != nullptr) {
-        merge_if_last<D>(b, batch.cache_positions[b.token] + 1, heads, max_splits, workspace, out,
-                         out_half);
-    }
 }
 
 template <typename Rows, int D, typename Visit>
@@ -583,8 +496,7 @@ int vector_attention_resident_blocks(const PagedKvView& cache, int heads) {
 
 void launch_vector_attention_splits(const PagedKvView& cache, const DeviceBatchView& batch,
                                     const float* q, int heads, float scale, int max_splits,
-                                    const AttentionWorkspace& workspace, float* out,
-                                    __half* out_half, cudaStream_t stream) {
+                                    const AttentionWorkspace& workspace, cudaStream_t stream) {
     if (!vector_attention_fits(cache, heads)) {
         throw std::invalid_argument("vector attention: this cache does not fit the vector path");
     }
@@ -595,7 +507,7 @@ void launch_vector_attention_splits(const PagedKvView& cache, const DeviceBatchV
                     static_cast<unsigned>(max_splits));
     dispatch(cache, heads, [&](auto kernel) {
         launch_kernel("vector_attention_split_kernel", kernel, grid, dim3(kThreads), 0, stream,
-                      cache, batch, q, heads, scale, max_splits, workspace, out, out_half);
+                      cache, batch, q, heads, scale, max_splits, workspace);
     });
 }
 

@@ -26,14 +26,10 @@ bool vector_attention_fits(const PagedKvView& cache, int heads);
 int vector_attention_resident_blocks(const PagedKvView& cache, int heads);
 
 // The split pass over grid (tokens, kv_heads, max_splits), any split length
-// (workspace.split). Where workspace.split_counters is set, the last split
-// block of each (token, KV head) also merges the group's rows into out
-// (float) or out_half (fp16, saturated; the other null) and the lse arrays,
-// as the merge kernel would. Throws std::invalid_argument where
-// vector_attention_fits does not hold or q is not 16-byte aligned.
+// (workspace.split). Throws std::invalid_argument where vector_attention_fits
+// does not hold or q is not 16-byte aligned.
 void launch_vector_attention_splits(const PagedKvView& cache, const DeviceBatchView& batch,
                                     const float* q, int heads, float scale, int max_splits,
-                                    const AttentionWorkspace& workspace, float* out,
-                                    __half* out_half, cudaStream_t stream);
+                                    const AttentionWorkspace& workspace, cudaStream_t stream);
 
 } // namespace kvscope::kernels

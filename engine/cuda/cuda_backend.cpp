@@ -298,22 +298,20 @@ std::int64_t CudaBackend::activation_bytes() const {
     for (const RopeAngles& table : rope_angles_) {
         rope_bytes += table.angles.bytes();
     }
-    const std::size_t bytes = act_.x.bytes() + act_.h.bytes() + act_.qkv.bytes() + act_.q.bytes() +
-                              act_.k.bytes() + act_.v.bytes() + act_.gate_up.bytes() +
-                              act_.x_half.bytes() + act_.workspace.bytes() + act_.selected.bytes() +
-                              act_.logits.bytes() + act_.capture.bytes() + act_.copy_rows.bytes() +
-                              act_.copy_keys.bytes() + act_.copy_values.bytes() +
-                              act_.sample_scratch.bytes() + act_.tokens.bytes() +
-                              batch_arrays_.bytes() + act_.split_counters.bytes() + rope_bytes;
+    const std::size_t bytes =
+        act_.x.bytes() + act_.h.bytes() + act_.qkv.bytes() + act_.q.bytes() + act_.k.bytes() +
+        act_.v.bytes() + act_.gate_up.bytes() + act_.x_half.bytes() + act_.workspace.bytes() +
+        act_.selected.bytes() + act_.logits.bytes() + act_.capture.bytes() +
+        act_.copy_rows.bytes() + act_.copy_keys.bytes() + act_.copy_values.bytes() +
+        act_.sample_scratch.bytes() + act_.tokens.bytes() + batch_arrays_.bytes() + rope_bytes;
     return static_cast<std::int64_t>(bytes);
 }
 
 std::vector<const void*> CudaBackend::graph_addresses() const {
-    return {act_.x.data(),        act_.h.data(),      act_.qkv.data(),
-            act_.q.data(),        act_.k.data(),      act_.v.data(),
-            act_.gate_up.data(),  act_.x_half.data(), act_.workspace.data(),
-            act_.selected.data(), act_.logits.data(), batch_arrays_.data(),
-            pool_.data(),         open_pool_.data(),  act_.split_counters.data()};
+    return {act_.x.data(),         act_.h.data(),        act_.qkv.data(),     act_.q.data(),
+            act_.k.data(),         act_.v.data(),        act_.gate_up.data(), act_.x_half.data(),
+            act_.workspace.data(), act_.selected.data(), act_.logits.data(),  batch_arrays_.data(),
+            pool_.data(),          open_pool_.data()};
 }
 
 std::optional<runner::DeviceMemory> CudaBackend::device_memory() const {
@@ -695,12 +693,6 @@ void CudaBackend::reserve_step(const StepPlan& plan,
     act_.x_half.reserve_discard(n * size_of(std::max({hidden, q_width, ffn})));
     act_.workspace.reserve_discard(kernels::AttentionWorkspace::floats(
         tokens, c.heads, std::max(plan.max_splits, 1), c.head_dim));
-    const std::size_t counters = n * size_of(c.kv_heads);
-    if (counters > act_.split_counters.size()) {
-        act_.split_counters.reserve_discard(counters);
-        KVSCOPE_CUDA_CHECK(cudaMemsetAsync(act_.split_counters.data(), 0,
-                                           act_.split_counters.bytes(), stream_.get()));
-    }
     act_.selected.reserve_discard(size_of(rows) * size_of(hidden));
     act_.logits.reserve_discard(size_of(rows) * size_of(c.vocab));
     act_.capture.reserve_discard(size_of(plan.capture_total));
@@ -820,12 +812,9 @@ void CudaBackend::enqueue_step(const StepPlan& plan, const DeviceStep& step) {
     const model::LlamaConfig& c = model_->config();
     // Carved here, outside any graph capture: a bad split throws from the
     // step rather than from inside a capture (which would turn graphs off).
-    kernels::AttentionWorkspace workspace =
+    const kernels::AttentionWorkspace workspace =
         kernels::AttentionWorkspace::carve(act_.workspace.data(), plan.tokens, c.heads,
                                            std::max(plan.max_splits, 1), c.head_dim, plan.split);
-    if (options_.merge_in_splits) {
-        workspace.split_counters = act_.split_counters.data();
-    }
     if (plan.capture) { // the launcher accumulates over layers and heads
         KVSCOPE_CUDA_CHECK(cudaMemsetAsync(act_.capture.data(), 0,
                                            size_of(plan.capture_total) * sizeof(float), stream));

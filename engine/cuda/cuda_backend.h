@@ -46,10 +46,6 @@ struct CudaBackendOptions {
     // (programmatic dependent launch, kernels/launch_overlap.h), where the
     // device can (compute capability 9.0 and later); off: strictly in turn.
     bool overlap_launches = true;
-    // On the vector attention path the last split block of each (token, KV
-    // head) merges the splits (kernels/vector_attention.cuh); off: a merge
-    // kernel follows the splits.
-    bool merge_in_splits = true;
 };
 
 class CudaBackend final : public runner::Backend {
@@ -252,13 +248,10 @@ private:
         // layer's input, written by the kernel before it (norm, attention, SwiGLU)
         DeviceBuffer<__half> x_half;
         DeviceBuffer<float>
-            workspace; // AttentionWorkspace::floats(tokens, heads, splits, head_dim)
-        // (tokens, kv_heads): AttentionWorkspace::split_counters, zeroed when
-        // allocated; each attention launch leaves them zero
-        DeviceBuffer<std::int32_t> split_counters;
-        DeviceBuffer<float> selected;              // (logit rows, hidden)
-        DeviceBuffer<float> logits;                // (logit rows, vocab)
-        DeviceBuffer<float> capture;               // (sum of context lengths): attention sums
+            workspace;                // AttentionWorkspace::floats(tokens, heads, splits, head_dim)
+        DeviceBuffer<float> selected; // (logit rows, hidden)
+        DeviceBuffer<float> logits;   // (logit rows, vocab)
+        DeviceBuffer<float> capture;  // (sum of context lengths): attention sums
         DeviceBuffer<std::uint8_t> sample_scratch; // sampling_scratch_bytes(rows, vocab)
         DeviceBuffer<std::int32_t> tokens;         // (logit rows): sampled tokens
         // copy_slots' scratch

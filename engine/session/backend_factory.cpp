@@ -139,13 +139,9 @@ std::unique_ptr<runner::Backend> make_backend(const BackendSpec& spec,
             options.cuda_graphs = std::string_view(graphs) != "0";
         }
         // KVSCOPE_CUDA_OVERLAP=0 launches each kernel only after the one
-        // before has ended; KVSCOPE_CUDA_SPLIT_MERGE=0 merges the attention's
-        // splits in a kernel of their own (the same two uses).
+        // before has ended (the same two uses).
         if (const char* overlap = std::getenv("KVSCOPE_CUDA_OVERLAP")) {
             options.overlap_launches = std::string_view(overlap) != "0";
-        }
-        if (const char* merge = std::getenv("KVSCOPE_CUDA_SPLIT_MERGE")) {
-            options.merge_in_splits = std::string_view(merge) != "0";
         }
         backend = std::make_unique<cuda::CudaBackend>(std::move(model), options);
         break;

@@ -380,16 +380,11 @@ struct TestWorkspace {
     TestWorkspace(int tokens, int heads, int head_dim, int context, int window, int split)
         : splits(((window > 0 ? std::min(context, window) : context) + split - 1) / split)
         , scratch(kernels::AttentionWorkspace::floats(tokens, heads, splits, head_dim))
-        , counters(static_cast<std::size_t>(tokens) * heads) // kv_heads <= heads
         , workspace(kernels::AttentionWorkspace::carve(scratch.get(), tokens, heads, splits,
-                                                       head_dim, split)) {
-        counters.zero(); // as the backend passes them: the vector path merges in its splits
-        workspace.split_counters = counters.get();
-    }
+                                                       head_dim, split)) {}
 
     int splits;
     DeviceArray<float> scratch;
-    DeviceArray<int> counters;
     kernels::AttentionWorkspace workspace;
 };
 
@@ -1140,48 +1135,30 @@ void TestCudaKernels::paged_attention_matches_the_cpu() {
                                                                  heads, 0.125f, context, too_long,
                                                                  out.get(), nullptr));
     }
-    // The split counters (zero) the backend passes: on the vector path the
-    // last split block of each group merges, and leaves them zero; without
-    // them a merge kernel follows the splits.
-    DeviceArray<int> counters(tokens * static_cast<std::size_t>(kv_heads));
-    counters.zero();
     for (const int split : splits_tried) {
-        for (const bool merged_by_splits : {false, true}) {
-            const int splits = (context + split - 1) / split;
-            out.zero(); // nothing left from the other split length
-            DeviceArray<float> scratch(kernels::AttentionWorkspace::floats(
-                static_cast<int>(tokens), heads, splits, head_dim));
-            kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
-                scratch.get(), static_cast<int>(tokens), heads, splits, head_dim, split);
-            if (merged_by_splits) {
-                workspace.split_counters = counters.get();
-            }
-            kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(), heads,
-                                            1.0f / std::sqrt(static_cast<float>(head_dim)), context,
-                                            workspace, out.get(), nullptr);
-            const double error = relative_error(out.download(q.size()), cpu_out);
-            qDebug("splits of %d%s: relative error %.3g", split,
-                   merged_by_splits ? ", merged by the splits" : "", error);
-            QVERIFY2(error < 1e-4,
-                     qPrintable(QString("splits of %1%2: relative error %3")
-                                    .arg(split)
-                                    .arg(merged_by_splits ? ", merged by the splits" : "")
-                                    .arg(error)));
-            const std::vector<int> left =
-                counters.download(tokens * static_cast<std::size_t>(kv_heads));
-            QVERIFY2(std::all_of(left.begin(), left.end(), [](int c) { return c == 0; }),
-                     "a split counter was left set");
-            // The fp16 output the backend feeds the output projection: the same
-            // merge, rounded (every element written: the buffer starts poisoned).
-            DeviceArray<__half> halves(q.size());
-            kernels::launch_paged_attention_half(pool.view, d_batch.view, d_q.get(), heads,
-                                                 1.0f / std::sqrt(static_cast<float>(head_dim)),
-                                                 context, workspace, halves.get(), nullptr);
-            const std::vector<float> floats = out.download(q.size());
-            const std::vector<__half> got = halves.download(q.size());
-            for (std::size_t i = 0; i < q.size(); ++i) {
-                QCOMPARE(static_cast<__half_raw>(got[i]).x, fp32_to_fp16(floats[i]));
-            }
+        const int splits = (context + split - 1) / split;
+        out.zero(); // nothing left from the other split length
+        DeviceArray<float> scratch(
+            kernels::AttentionWorkspace::floats(static_cast<int>(tokens), heads, splits, head_dim));
+        const kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
+            scratch.get(), static_cast<int>(tokens), heads, splits, head_dim, split);
+        kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(), heads,
+                                        1.0f / std::sqrt(static_cast<float>(head_dim)), context,
+                                        workspace, out.get(), nullptr);
+        const double error = relative_error(out.download(q.size()), cpu_out);
+        qDebug("splits of %d: relative error %.3g", split, error);
+        QVERIFY2(error < 1e-4,
+                 qPrintable(QString("splits of %1: relative error %2").arg(split).arg(error)));
+        // The fp16 output the backend feeds the output projection: the same
+        // merge, rounded (every element written: the buffer starts poisoned).
+        DeviceArray<__half> halves(q.size());
+        kernels::launch_paged_attention_half(pool.view, d_batch.view, d_q.get(), heads,
+                                             1.0f / std::sqrt(static_cast<float>(head_dim)),
+                                             context, workspace, halves.get(), nullptr);
+        const std::vector<float> floats = out.download(q.size());
+        const std::vector<__half> got = halves.download(q.size());
+        for (std::size_t i = 0; i < q.size(); ++i) {
+            QCOMPARE(static_cast<__half_raw>(got[i]).x, fp32_to_fp16(floats[i]));
         }
     }
 }
@@ -1227,11 +1204,8 @@ void TestCudaKernels::attention_capture_matches_the_cpu() {
     const int splits = (context + split - 1) / split;
     DeviceArray<float> scratch(
         kernels::AttentionWorkspace::floats(static_cast<int>(tokens), 9, splits, 64));
-    kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
+    const kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
         scratch.get(), static_cast<int>(tokens), 9, splits, 64, split);
-    DeviceArray<int> counters(tokens * 3); // as the backend passes them
-    counters.zero();
-    workspace.split_counters = counters.get();
     const float scale = 1.0f / 8.0f;
     kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(), 9, scale, context,
                                     workspace, out.get(), nullptr);
