@@ -137,12 +137,10 @@ int run_size(const SizeOptions& o) {
     }
     std::printf("* the model's own attention\n");
     if (shape.hybrid()) {
-        // Its per-token figure counts a token while it is in every window;
-        // older tokens keep only the global layers' share.
-        const double inside = kv::bytes_per_token(shape, format);
+        // Its per-token figure counts a token while it is in every window.
         std::printf("  per token of the model's own attention: a token inside the windows; one "
                     "past them keeps %s (its %d global layer%s)\n",
-                    kv::size_text(inside * shape.global_layers() / shape.layers).c_str(),
+                    kv::size_text(kv::bytes_per_token_past_windows(shape, format)).c_str(),
                     shape.global_layers(), shape.global_layers() == 1 ? "" : "s");
     }
     return exit_ok;

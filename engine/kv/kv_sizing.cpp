@@ -60,6 +60,10 @@ double bytes_per_token(const ModelShape& shape, const KvCacheFormat& format) {
             row_bytes(format.value, shape.value_dim, false));
 }
 
+double bytes_per_token_past_windows(const ModelShape& shape, const KvCacheFormat& format) {
+    return bytes_per_token(shape, format) * shape.global_layers() / shape.layers;
+}
+
 double request_bytes(const ModelShape& shape, const KvCacheFormat& format, std::int64_t context) {
     const double per_layer = bytes_per_token(shape, format) / shape.layers;
     const auto tokens = static_cast<double>(context);

@@ -63,6 +63,10 @@ struct VariantSize {
 // token while it is in every window).
 double bytes_per_token(const ModelShape& shape, const KvCacheFormat& format);
 
+// Bytes a token keeps once it has left every window: its global layers' K/V
+// (a model without windows: bytes_per_token).
+double bytes_per_token_past_windows(const ModelShape& shape, const KvCacheFormat& format);
+
 // Bytes one request of `context` tokens holds: bytes_per_token x context,
 // but a hybrid model's sliding layers hold at most window + one block.
 double request_bytes(const ModelShape& shape, const KvCacheFormat& format, std::int64_t context);

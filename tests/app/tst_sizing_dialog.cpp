@@ -37,6 +37,28 @@ private slots:
         QVERIFY(table->item(1, 4)->text().toDouble() > 1e6);
     }
 
+    // Gemma 3 27B at 128k: its sliding layers keep a window and a block, so a
+    // request weighs 10.4 GiB against 62 GiB were every layer global (the
+    // last row); the summary says what a token keeps past the windows.
+    void sizesAHybridModel() {
+        ui::SizingDialog dialog(tiny_model_path());
+        dialog.choose_model("Gemma-3-27B");
+        dialog.set_context(131072);
+        dialog.set_batch(1);
+        dialog.set_formats(kv::KvFormat::bf16, kv::KvFormat::bf16);
+        dialog.set_memory_gib(0);
+        QTableWidget* table = dialog.table();
+        QCOMPARE(table->rowCount(), 5);
+        QCOMPARE(table->item(1, 0)->text(), QString("GQA (16 KV heads)"));
+        QVERIFY(table->item(1, 0)->font().bold());
+        QCOMPARE(table->item(1, 2)->text(), QString("10.41 GiB"));
+        QCOMPARE(table->item(4, 0)->text(), QString("the same, every layer global"));
+        QCOMPARE(table->item(4, 2)->text(), QString("62.00 GiB"));
+        QVERIFY2(dialog.summary().contains("sliding window of 1024") &&
+                     dialog.summary().contains("past the windows keeps 80.00 KiB"),
+                 qPrintable(dialog.summary()));
+    }
+
     void sizesTheRunsModel() {
         ui::SizingDialog dialog(tiny_model_path());
         QVERIFY2(dialog.summary().contains("layers"), qPrintable(dialog.summary()));

@@ -102,6 +102,9 @@ void TestKvSizing::hybridModelsKeepOnlyTheWindowInSlidingLayers() {
     QCOMPARE(shape.global_layers(), 10);
     const double per_layer = 16.0 * 256 * 2;
     QCOMPARE(bytes_per_token(shape, kBf16), 62 * per_layer);
+    QCOMPARE(bytes_per_token_past_windows(shape, kBf16), 10 * per_layer); // its global layers
+    const ModelShape plain = *find_model_shape("llama-3-8b");
+    QCOMPARE(bytes_per_token_past_windows(plain, kBf16), bytes_per_token(plain, kBf16));
     const std::int64_t context = 131072;
     QCOMPARE(request_bytes(shape, kBf16, context), per_layer * (10.0 * context + 52.0 * 1040));
     // Short requests fit the window: every layer keeps every token.

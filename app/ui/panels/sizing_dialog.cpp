@@ -156,9 +156,13 @@ void SizingDialog::recompute() {
                        .arg(shape.kv_heads)
                        .arg(bytes_text(shape.weight_bytes));
     if (shape.hybrid()) {
-        text += tr(" %1 of its layers attend over a sliding window of %2 tokens.")
+        // The table's per-token figure counts a token while it is in every
+        // window; say what one keeps once past them.
+        text += tr(" %1 of its layers attend over a sliding window of %2 tokens; a token past "
+                   "the windows keeps %3 (per token below: inside them).")
                     .arg(shape.sliding_layers)
-                    .arg(shape.sliding_window);
+                    .arg(shape.sliding_window)
+                    .arg(bytes_text(kv::bytes_per_token_past_windows(shape, format)));
     }
     if (question.memory_bytes > 0) {
         text += own.cache_budget_bytes > 0
