@@ -64,9 +64,20 @@ TimeSummaries summarise_time_by_name(sqlite3* db) {
                             std::to_string(static_cast<int>(events::EventKind::op_slice));
     s.cpu_ops = time_by_name(db, ops.c_str());
     if (table_exists(db, "CUPTI_ACTIVITY_KIND_KERNEL")) {
+        // A kernel's time starts where it or the kernel before it on its
+        // stream ended, whichever is later: a kernel launched to overlap the
+        // one before (programmatic dependent launch) starts early and waits
+        // for it, and that wait is the earlier kernel's time, not its own.
+        // Without overlap this is end - start; the totals add up to the time
+        // each stream was busy, never more.
         s.gpu_kernels = time_by_name(db, R"sql(
-            SELECT n.value, k."end" - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
-            JOIN StringIds AS n ON n.id = k.shortName)sql");
+            SELECT name, max(0, "end" - max(start, coalesce(before, start))) FROM (
+                SELECT n.value AS name, k.start, k."end",
+                       max(k."end") OVER (PARTITION BY k.deviceId, k.streamId
+                                          ORDER BY k.start, k."end"
+                                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                           AS before
+                FROM CUPTI_ACTIVITY_KIND_KERNEL AS k JOIN StringIds AS n ON n.id = k.shortName))sql");
         s.gpu_memory_ops = time_by_name(db, R"sql(
             SELECT '[CUDA memcpy ' || coalesce(e.label, '?') || ']', m."end" - m.start
             FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m

@@ -134,6 +134,7 @@ private slots:
     void nsight_style_queries_work();
     void stats_summarise_kernels_copies_and_ranges();
     void time_by_name_matches_a_direct_computation();
+    void overlapped_kernels_count_from_the_kernel_before();
     void chrome_trace_has_gpu_tracks();
     void schema_1_recordings_still_open();
 };
@@ -273,6 +274,39 @@ void TestGpuTables::time_by_name_matches_a_direct_computation() {
     // Sample standard deviation of {1, 3, 5, 9}: sqrt(35 / 3).
     QVERIFY(std::abs(d.stddev_ns - std::sqrt(35.0 / 3.0)) < 1e-12);
     QVERIFY(std::abs(d.percent - 100.0 * 18 / 118) < 1e-12);
+}
+
+// Kernels launched to overlap the one before on their stream (programmatic
+// dependent launch) start early and wait: each counts from where the kernel
+// before it on its stream ended. A kernel of another stream running at the
+// same time is its own, and kernels in turn keep end - start.
+void TestGpuTables::overlapped_kernels_count_from_the_kernel_before() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("overlap.sqlite").toStdString();
+    {
+        Recorder recorder(path, {{"model_name", "synthetic"}});
+        GpuActivityBatch batch;
+        // Stream 7: norm [0, 10), gemv [4, 16) waits until 10, attention
+        // [15, 30) until 16, then a gemv in turn [40, 45).
+        batch.kernels.push_back(kernel(1'000'000, 10'000, kMangledRmsNorm, 7));
+        batch.kernels.push_back(kernel(1'004'000, 12'000, "gemv_kernel", 7));
+        batch.kernels.push_back(kernel(1'015'000, 15'000, "attention_kernel", 7));
+        batch.kernels.push_back(kernel(1'040'000, 5'000, "gemv_kernel", 7));
+        // Stream 8, inside stream 7's norm: all its own.
+        batch.kernels.push_back(kernel(1'002'000, 6'000, "attention_kernel", 8));
+        recorder.on_gpu_activity(std::move(batch));
+        recorder.close();
+    }
+    const RecordingStats s = compute_stats(path);
+    const NamedDurations* norm = find(s.times.gpu_kernels, "rms_norm_kernel");
+    const NamedDurations* gemv = find(s.times.gpu_kernels, "gemv_kernel");
+    const NamedDurations* attention = find(s.times.gpu_kernels, "attention_kernel");
+    QVERIFY(norm != nullptr && gemv != nullptr && attention != nullptr);
+    QCOMPARE(norm->total_ns, 10'000);
+    QCOMPARE(gemv->total_ns, 6'000 + 5'000);
+    QCOMPARE(attention->total_ns, 14'000 + 6'000);
+    // Stream 7 was busy from 0 to 30 and from 40 to 45: 35 us, counted once.
+    QCOMPARE(norm->total_ns + gemv->total_ns + attention->total_ns - 6'000, 35'000);
 }
 
 void TestGpuTables::chrome_trace_has_gpu_tracks() {
