@@ -9,13 +9,18 @@
 // the previous kernel has finished and its writes are visible; that kernel
 // itself waited for the one before it, so every earlier kernel is done too.
 // Right after the wait the kernel lets the next one start launching, so at
-// most two kernels of the chain are resident at once.
+// most two kernels of the chain are resident at once. Loads after the wait
+// see the earlier kernels' writes whatever path they take (__ldg included):
+// the wait makes them visible to this grid. The wait is a compiler barrier
+// for memory (asm volatile with a memory clobber), so no load of an
+// activation is hoisted above it.
 #pragma once
 
 #include "kernels/cuda_check.cuh"
 #include "kernels/launch_overlap.h"
 
 #include <cuda_runtime.h>
+#include <string>
 #include <utility>
 
 namespace kvscope::kernels {
@@ -46,7 +51,9 @@ void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 
     const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
     if (launched != cudaSuccess) {
         (void)cudaGetLastError(); // the error is reported here, not at the next check
-        check_cuda(launched, name, __FILE__, __LINE__);
+        throw CudaError(launched, std::string("launch of ") + name +
+                                      " failed: " + cudaGetErrorName(launched) + " (" +
+                                      cudaGetErrorString(launched) + ")");
     }
     check_launch(name, __FILE__, __LINE__);
 }

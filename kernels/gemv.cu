@@ -16,7 +16,7 @@ constexpr int kThreads = 128;
 constexpr int kRowsPerBlock = kThreads / 32;
 // Chunks of 16 bytes of its row's weights each lane loads before waiting for
 // the kernel before it (weights are never written during a step): the whole
-// row of a 1024-wide layer, the first half of SmolLM2's 1536-wide one.
+// row of a 1024-wide layer, two thirds of SmolLM2's 1536-wide one.
 constexpr int kHeldChunks = 4;
 
 // fp32 dot product of 8 fp16 pairs held in two 16-byte words.
@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(kThreads)
         held[i] = c < chunks ? __ldg(w_row + c) : make_uint4(0, 0, 0, 0);
     }
     wait_for_previous_kernel();
-    // The inputs another kernel wrote: plain loads, after the wait.
+    // The inputs another kernel wrote, read only after the wait.
     const uint4* input = reinterpret_cast<const uint4*>(x);
     float acc[T] = {};
 #pragma unroll
@@ -105,7 +105,7 @@ bool aligned16(const void* pointer) {
 
 } // namespace
 
-// ---- Launchers ----------------------------------------------------------------
+// ---- Launcher -----------------------------------------------------------------
 
 bool gemv_fits(const __half* w, const __half* x, int tokens, int cols) {
     return tokens >= 1 && tokens <= kGemvMaxTokens && cols > 0 && cols % 8 == 0 && aligned16(w) &&

@@ -32,7 +32,7 @@ bool device_overlaps_launches(int device) {
     cudaFuncAttributes probe{};
     const cudaError_t found = cudaFuncGetAttributes(&probe, overlap_probe_kernel);
     KVSCOPE_CUDA_CHECK(cudaSetDevice(current));
-    KVSCOPE_CUDA_CHECK(found);
+    check_cuda(found, "cudaFuncGetAttributes(overlap_probe_kernel)", __FILE__, __LINE__);
     return probe.ptxVersion >= 90;
 }
 

@@ -74,6 +74,8 @@ int run_size(const SizeOptions& o) {
                             {"own", v.own},
                             {"kv_heads", v.shape.mla_latent > 0 ? 0 : v.shape.kv_heads},
                             {"bytes_per_token", v.bytes_per_token},
+                            {"bytes_per_token_past_windows",
+                             kv::bytes_per_token_past_windows(v.shape, format)},
                             {"bytes_per_request", a.per_request_bytes},
                             {"bytes_per_batch", a.per_batch_bytes},
                             {"tokens_fit", a.tokens_fit},

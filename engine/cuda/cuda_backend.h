@@ -42,9 +42,11 @@ struct CudaBackendOptions {
     // tables (kv_groups.h), where the model has sliding-window layers; off:
     // one group of every layer (a plain cache; the windows still apply).
     bool hybrid_kv = true;
-    // Each kernel of a step may start while the one before it ends
-    // (programmatic dependent launch, kernels/launch_overlap.h), where the
-    // device can (compute capability 9.0 and later); off: strictly in turn.
+    // The decode kernels (kernels/dependent_launch.cuh's launch_kernel: the
+    // norms, GEMV, RoPE + KV write, vector attention and its merge, ...) may
+    // start while the kernel before them ends (programmatic dependent
+    // launch), where the device and the build can (launch_overlap.h); off,
+    // and for cuBLAS and the other kernels: strictly in turn.
     bool overlap_launches = true;
 };
 

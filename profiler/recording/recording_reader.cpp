@@ -74,8 +74,11 @@ void read_kernels(sqlite3* db, RunStore& store) {
         }
         Span span{rows.int64(0), rows.int64(1), store.intern(rows.text(4)),
                   static_cast<std::int32_t>(stream)};
-        // CUPTI may report a kernel that starts a few ns before its
-        // predecessor's end; clip so the track stays non-overlapping.
+        // A kernel may start before its predecessor's end: by a few ns in
+        // CUPTI's reports, by microseconds where it was launched to overlap
+        // it (the CUDA backend's decode kernels, which wait for it). Clip so
+        // the track stays non-overlapping: the kernel's own time starts
+        // where the one before it ended, as kvscope stats counts it.
         if (!track.spans.empty()) {
             span.begin_ns = std::max(span.begin_ns, track.spans.back().end_ns);
             span.end_ns = std::max(span.end_ns, span.begin_ns);

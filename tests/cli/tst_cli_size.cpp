@@ -75,6 +75,7 @@ private slots:
         const QJsonObject gqa = rows[1].toObject();
         QVERIFY(gqa["own"].toBool());
         const double per_layer = gqa["bytes_per_token"].toDouble() / 6;
+        QCOMPARE(gqa["bytes_per_token_past_windows"].toDouble(), per_layer); // its global layer
         QCOMPARE(gqa["bytes_per_request"].toDouble(), per_layer * (100 + 5 * 24));
         const QJsonObject global = rows.last().toObject();
         QCOMPARE(global["attention"].toString(), QString("the same, every layer global"));

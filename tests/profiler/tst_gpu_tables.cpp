@@ -292,8 +292,14 @@ void TestGpuTables::overlapped_kernels_count_from_the_kernel_before() {
         batch.kernels.push_back(kernel(1'004'000, 12'000, "gemv_kernel", 7));
         batch.kernels.push_back(kernel(1'015'000, 15'000, "attention_kernel", 7));
         batch.kernels.push_back(kernel(1'040'000, 5'000, "gemv_kernel", 7));
-        // Stream 8, inside stream 7's norm: all its own.
+        // Stream 8, inside stream 7's norm: all its own. Stream 9: a kernel
+        // inside the one before it, then one that starts past the inner
+        // one's end but inside the outer one's: it waited for the outer one
+        // (every earlier end counts, not only the previous kernel's).
         batch.kernels.push_back(kernel(1'002'000, 6'000, "attention_kernel", 8));
+        batch.kernels.push_back(kernel(2'000'000, 30'000, "outer_kernel", 9));
+        batch.kernels.push_back(kernel(2'005'000, 5'000, "inner_kernel", 9));
+        batch.kernels.push_back(kernel(2'012'000, 8'000, "late_kernel", 9));
         recorder.on_gpu_activity(std::move(batch));
         recorder.close();
     }
@@ -307,6 +313,9 @@ void TestGpuTables::overlapped_kernels_count_from_the_kernel_before() {
     QCOMPARE(attention->total_ns, 14'000 + 6'000);
     // Stream 7 was busy from 0 to 30 and from 40 to 45: 35 us, counted once.
     QCOMPARE(norm->total_ns + gemv->total_ns + attention->total_ns - 6'000, 35'000);
+    QCOMPARE(find(s.times.gpu_kernels, "outer_kernel")->total_ns, 30'000);
+    QCOMPARE(find(s.times.gpu_kernels, "inner_kernel")->total_ns, 0);
+    QCOMPARE(find(s.times.gpu_kernels, "late_kernel")->total_ns, 0);
 }
 
 void TestGpuTables::chrome_trace_has_gpu_tracks() {

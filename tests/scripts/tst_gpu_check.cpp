@@ -80,6 +80,13 @@ void TestGpuCheck::without_a_gpu_it_ends_cleanly() {
     const QByteArray summary = read_file(results + "/summary.md");
     QVERIFY2(summary.contains("no GPU: nothing to check"), summary.constData());
     QVERIFY2(!summary.contains("| fail |"), summary.constData());
+
+    // The options a lease's call passes are taken, and the summary names them.
+    const ProcessResult lean =
+        gpu_check({"--out", results, "--no-compare", "--only", "tests,bench", "--timeout", "150"});
+    QVERIFY2(lean.exit_code == 0, qPrintable(lean.out + lean.err));
+    QVERIFY2(read_file(results + "/summary.md").contains("--no-compare"),
+             read_file(results + "/summary.md").constData());
 }
 
 void TestGpuCheck::a_second_run_replaces_the_first() {
