@@ -34,7 +34,8 @@ __device__ inline void wait_for_previous_kernel() {
 
 // Launches `kernel` as <<<grid, block, shared_bytes, stream>>> would, marked
 // as allowed to overlap the previous kernel where launches_overlap() holds
-// now. Throws CudaError naming `name` when the launch fails.
+// now. Throws CudaError naming `name` when the launch fails (the launch's own
+// status: no cudaGetLastError after it, as a <<<>>> launch needs).
 template <typename... Params, typename... Args>
 void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block,
                    std::size_t shared_bytes, cudaStream_t stream, Args&&... args) {
@@ -55,7 +56,6 @@ void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 
                                       " failed: " + cudaGetErrorName(launched) + " (" +
                                       cudaGetErrorString(launched) + ")");
     }
-    check_launch(name, __FILE__, __LINE__);
 }
 
 } // namespace kvscope::kernels

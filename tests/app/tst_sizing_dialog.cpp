@@ -10,17 +10,27 @@
 
 using namespace kvscope;
 
+namespace {
+
+// A built-in model at `context` tokens, `batch` requests, K and V in bf16, no
+// device memory given.
+void ask_in_bf16(ui::SizingDialog& dialog, const QString& model, int context, int batch) {
+    dialog.choose_model(model);
+    dialog.set_context(context);
+    dialog.set_batch(batch);
+    dialog.set_formats(kv::KvFormat::bf16, kv::KvFormat::bf16);
+    dialog.set_memory_gib(0);
+}
+
+} // namespace
+
 class TestSizingDialog : public QObject {
     Q_OBJECT
 
 private slots:
     void sizesABuiltInModel() {
         ui::SizingDialog dialog(tiny_model_path());
-        dialog.choose_model("Llama-3-70B");
-        dialog.set_context(8192);
-        dialog.set_batch(2);
-        dialog.set_formats(kv::KvFormat::bf16, kv::KvFormat::bf16);
-        dialog.set_memory_gib(0);
+        ask_in_bf16(dialog, "Llama-3-70B", 8192, 2);
         QTableWidget* table = dialog.table();
         QCOMPARE(table->rowCount(), 4);
         QCOMPARE(table->item(1, 0)->text(), QString("GQA (8 KV heads)"));
@@ -42,11 +52,7 @@ private slots:
     // last row); the summary says what a token keeps past the windows.
     void sizesAHybridModel() {
         ui::SizingDialog dialog(tiny_model_path());
-        dialog.choose_model("Gemma-3-27B");
-        dialog.set_context(131072);
-        dialog.set_batch(1);
-        dialog.set_formats(kv::KvFormat::bf16, kv::KvFormat::bf16);
-        dialog.set_memory_gib(0);
+        ask_in_bf16(dialog, "Gemma-3-27B", 131072, 1);
         QTableWidget* table = dialog.table();
         QCOMPARE(table->rowCount(), 5);
         QCOMPARE(table->item(1, 0)->text(), QString("GQA (16 KV heads)"));
