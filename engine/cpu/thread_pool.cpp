@@ -2,6 +2,7 @@
 
 #include "engine/util/cpu_clock.h"
 #include "engine/util/host_clock.h"
+#include "engine/util/runnable_threads.h"
 
 #include <algorithm>
 #if defined(__linux__)
@@ -43,20 +44,31 @@ constexpr int kPausesBeforeYield = 2048;
 // workers', which also catches a caller left a core of its own while its
 // worker shares the other). When that is under kSharedShare of their wall
 // time and under kSoloCores cores (a pool still getting more than that
-// gains from its threads) in kLowWindows windows in a row, it runs loops
-// alone for a while (its workers go to sleep), then tries them again for
-// one window: kSoloLoops at first, four times as many each time the
-// machine is still busy, up to kMaxSoloLoops; a window at full share starts
-// over. A window restarts after a gap of kGapNs between loops (the engine
-// idle between requests: wall time that no thread wanted), and solo loops
-// end after kIdleNs of it. A passing hiccup on an idle machine so costs a
-// few steps' parallelism at most.
+// gains from its threads) in kLowWindows windows in a row, or in one window
+// while the machine's count of runnable threads says the cores are
+// oversubscribed, it runs loops alone (its workers go to sleep), in
+// stretches of kStretchLoops.
+//
+// After each stretch it reads that count again (a few microseconds; waking
+// the workers for a window costs a window of loops run under contention):
+// while the count says the pool's threads would still get too few cores it
+// stays alone, up to kMaxSoloLoops between windows (a window still comes
+// then, in case the count misleads: it is the whole machine's, and a
+// container's cores may be fewer); once the count says the cores are free
+// it wakes the workers for a window at once. Where the count cannot be
+// read, a window comes after kSoloLoops alone, four times as many each time
+// the machine is still busy, up to kMaxSoloLoops. A window at full share
+// starts over. A window restarts after a gap of kGapNs between loops (the
+// engine idle between requests: wall time that no thread wanted), and
+// stretches alone end after kIdleNs of it. A passing hiccup on an idle
+// machine so costs a few steps' parallelism at most.
 constexpr int kWindowLoops = 64;
 constexpr std::int64_t kWindowMinNs = 1'000'000;
 constexpr std::int64_t kWindowNsPerThread = 100'000;
 constexpr double kSharedShare = 0.8;
 constexpr double kSoloCores = 1.5;
 constexpr int kLowWindows = 2;
+constexpr int kStretchLoops = 256;
 constexpr int kSoloLoops = 1024;
 constexpr int kMaxSoloLoops = 16384;
 constexpr std::int64_t kGapNs = 2'000'000; // the workers' spin before they sleep
@@ -126,11 +138,15 @@ std::int64_t ThreadPool::pool_cpu_ns() const {
 bool ThreadPool::runs_alone(std::int64_t now) {
     if (solo_loops_ > 0 && now - last_end_ns_ > kIdleNs) {
         solo_loops_ = 0; // the machine may have changed: measure again
+        alone_loops_ = 0;
         solo_period_ = kSoloLoops;
         low_windows_ = 0;
     }
     if (solo_loops_ > 0) {
-        --solo_loops_;
+        ++alone_loops_;
+        if (--solo_loops_ == 0) {
+            after_stretch_alone();
+        }
         return true;
     }
     if (!window_open_ || now - last_end_ns_ > kGapNs) {
@@ -140,6 +156,39 @@ bool ThreadPool::runs_alone(std::int64_t now) {
         window_cpu_ns_ = pool_cpu_ns();
     }
     return false;
+}
+
+ThreadPool::Outlook ThreadPool::outlook() const {
+    const int runnable = machine_runnable_threads();
+    if (runnable < 0) {
+        return Outlook::unknown;
+    }
+    // The count includes the caller and the workers not asleep.
+    const int workers_awake =
+        static_cast<int>(workers_.size()) - std::max(0, sleepers_.load(std::memory_order_relaxed));
+    const int others = std::max(0, runnable - 1 - workers_awake);
+    // The cores the pool's threads would get with the others beside them,
+    // judged as a window judges what they got.
+    const double threads = size();
+    const double cpus = machine_online_cpus();
+    const double cores = threads + others <= cpus ? threads : cpus * threads / (threads + others);
+    return cores < std::min(kSharedShare * threads, kSoloCores) ? Outlook::busy : Outlook::free;
+}
+
+void ThreadPool::after_stretch_alone() {
+    Outlook now = outlook();
+    if (now == Outlook::free && !trust_free_) {
+        now = Outlook::unknown;
+    }
+    const int limit = now == Outlook::busy ? kMaxSoloLoops : solo_limit_;
+    if (now != Outlook::free && alone_loops_ < limit) {
+        solo_loops_ = kStretchLoops;
+        return;
+    }
+    // The next parallel loop opens a window with the workers.
+    free_probe_ = now == Outlook::free;
+    alone_loops_ = 0;
+    ++probes_;
 }
 
 void ThreadPool::measure_window(std::int64_t now) {
@@ -160,13 +209,22 @@ void ThreadPool::measure_window(std::int64_t now) {
     const double wall_ns = static_cast<double>(wall);
     const bool shared = static_cast<double>(ran) <
                         std::min(kSharedShare * measured_threads(), kSoloCores) * wall_ns;
+    if (free_probe_ && shared) {
+        // The count said the cores were free, yet the pool got too few: it
+        // misleads here (a container's cores, say), so it no longer ends
+        // stretches alone early.
+        trust_free_ = false;
+    }
+    free_probe_ = false;
     low_windows_ = shared ? low_windows_ + 1 : 0;
     if (!shared) {
         solo_period_ = kSoloLoops;
-    } else if (low_windows_ >= kLowWindows) {
+    } else if (low_windows_ >= kLowWindows || outlook() == Outlook::busy) {
         // One more low window after this period sheds again.
         low_windows_ = kLowWindows - 1;
-        solo_loops_ = solo_period_;
+        solo_loops_ = kStretchLoops;
+        alone_loops_ = 0;
+        solo_limit_ = solo_period_;
         solo_period_ = std::min(4 * solo_period_, kMaxSoloLoops);
         window_open_ = false;
         ++sheds_;

@@ -6,9 +6,10 @@
 // workers spin briefly on an atomic generation counter and only sleep after
 // a stretch with no work. A wait that goes on yields the core, and where
 // other processes keep the cores busy (the pool's threads get well under
-// their share of them) the pool goes on with the caller alone for a while,
-// its workers asleep: one thread with a core to itself is faster then than
-// several that share cores and wait on each other.
+// their share of them) the pool goes on with the caller alone, its workers
+// asleep, while the machine stays that busy: one thread with a core to
+// itself is faster then than several that share cores and wait on each
+// other.
 #pragma once
 
 #include <atomic>
@@ -45,6 +46,11 @@ public:
     // cores were busy with other work too (see thread_pool.cpp). Read it
     // from the thread that calls parallel_for.
     std::int64_t sheds() const { return sheds_; }
+    // Times the pool, having gone on alone, woke its workers to measure the
+    // machine again. Read it from the thread that calls parallel_for.
+    std::int64_t probes() const { return probes_; }
+    // Whether the next parallel loop runs on the caller alone.
+    bool alone() const { return solo_loops_ > 0; }
 
 private:
     void worker_loop();
@@ -59,6 +65,14 @@ private:
     // Closes the window when it is long enough, and sheds the workers when
     // the pool got too little of the cores in it.
     void measure_window(std::int64_t now);
+    // What the machine's count of runnable threads says of the pool's
+    // chances now: that its threads would get too few cores (busy), enough
+    // (free), or nothing (the count cannot be read).
+    enum class Outlook { busy, free, unknown };
+    Outlook outlook() const;
+    // At the end of a stretch alone: another stretch, or wake the workers
+    // for a window (a probe).
+    void after_stretch_alone();
     // Claims and runs chunks of the loop of generation `generation` until
     // none is left or another loop has begun.
     void run_chunks(std::uint32_t generation);
@@ -96,9 +110,14 @@ private:
     std::int64_t window_cpu_ns_ = 0;
     std::int64_t last_end_ns_ = 0; // when the last loop ended
     int low_windows_ = 0;          // in a row, the pool's share of the cores low
-    int solo_loops_ = 0;
-    int solo_period_;
+    int solo_loops_ = 0;           // left in this stretch alone
+    int alone_loops_ = 0;          // run alone since the last probe
+    int solo_limit_ = 0;           // alone before the next probe, when outlook() is unknown
+    int solo_period_;              // solo_limit_ at the next shed
+    bool free_probe_ = false;      // the window open was asked for by a free outlook
+    bool trust_free_ = true;       // a free outlook's probes have not come out low
     std::int64_t sheds_ = 0;
+    std::int64_t probes_ = 0;
 };
 
 } // namespace kvscope::cpu

@@ -3,8 +3,11 @@
 // thousands of loops back to back (the forward pass's pattern) and after
 // the workers have gone to sleep; a loop returns once its chunks are done
 // even when a worker arrives late, and that worker never runs a chunk of a
-// loop that has returned. Built and run under ThreadSanitizer too.
+// loop that has returned. Beside busy threads it goes on with the caller
+// alone, and stays alone while the machine's count of runnable threads says
+// the cores are busy. Built and run under ThreadSanitizer too.
 #include "engine/cpu/thread_pool.h"
+#include "engine/util/runnable_threads.h"
 
 #include <algorithm>
 #include <atomic>
@@ -30,6 +33,7 @@ private slots:
     void loops_after_the_workers_slept();
     void no_chunk_runs_after_its_loop_returned();
     void a_busy_machine_runs_loops_on_the_caller();
+    void a_busy_pool_stays_alone_without_waking_its_workers();
 };
 
 void TestThreadPool::every_index_runs_once_data() {
@@ -128,13 +132,10 @@ void TestThreadPool::no_chunk_runs_after_its_loop_returned() {
     }
 }
 
-void TestThreadPool::a_busy_machine_runs_loops_on_the_caller() {
-    // Twice as many spinning threads as the machine has cores, beside a
-    // pool of two: its threads get well under the share kSharedShare asks,
-    // so it goes on with the caller alone (sheds) and, alone or not, still
-    // runs every index of every loop once.
-    // The cores this process may run on (a CI runner's cpuset may allow
-    // fewer than the machine has).
+namespace {
+// The cores this process may run on (a CI runner's cpuset may allow fewer
+// than the machine has).
+unsigned cores_allowed() {
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
 #if defined(__linux__)
     cpu_set_t allowed;
@@ -143,16 +144,58 @@ void TestThreadPool::a_busy_machine_runs_loops_on_the_caller() {
         cores = static_cast<unsigned>(CPU_COUNT(&allowed));
     }
 #endif
-    std::atomic<bool> stop{false};
-    std::vector<std::thread> busy;
-    for (unsigned i = 0; i < 2 * cores; ++i) {
-        busy.emplace_back([&] {
-            volatile std::uint64_t spins = 0;
-            while (!stop.load(std::memory_order_relaxed)) {
-                spins = spins + 1;
-            }
-        });
+    return cores;
+}
+
+// Twice as many threads spinning as this process has cores, until stop().
+class BusyThreads {
+public:
+    BusyThreads() {
+        for (unsigned i = 0; i < 2 * cores_allowed(); ++i) {
+            threads_.emplace_back([this] {
+                volatile std::uint64_t spins = 0;
+                while (!stop_.load(std::memory_order_relaxed)) {
+                    spins = spins + 1;
+                }
+            });
+        }
     }
+    ~BusyThreads() { stop(); }
+    void stop() {
+        stop_.store(true);
+        for (std::thread& thread : threads_) {
+            thread.join();
+        }
+        threads_.clear();
+    }
+
+private:
+    std::atomic<bool> stop_{false};
+    std::vector<std::thread> threads_;
+};
+
+// One loop over `hits` that counts each index; whether each ran once.
+bool counts_each_index_once(ThreadPool& pool, std::vector<std::atomic<int>>& hits) {
+    for (std::atomic<int>& hit : hits) {
+        hit.store(0, std::memory_order_relaxed);
+    }
+    pool.parallel_for(static_cast<std::int64_t>(hits.size()), 16,
+                      [&](std::int64_t begin, std::int64_t end) {
+                          for (std::int64_t i = begin; i < end; ++i) {
+                              hits[static_cast<std::size_t>(i)].fetch_add(1);
+                          }
+                      });
+    return std::all_of(hits.begin(), hits.end(),
+                       [](const std::atomic<int>& hit) { return hit.load() == 1; });
+}
+} // namespace
+
+void TestThreadPool::a_busy_machine_runs_loops_on_the_caller() {
+    // Beside a pool of two, twice as many spinning threads as the cores:
+    // its threads get well under the share kSharedShare asks, so it goes
+    // on with the caller alone (sheds) and, alone or not, still runs every
+    // index of every loop once.
+    BusyThreads busy;
     ThreadPool pool(2);
     std::vector<std::atomic<int>> hits(1024);
     bool complete = true;
@@ -160,36 +203,51 @@ void TestThreadPool::a_busy_machine_runs_loops_on_the_caller() {
     timer.start();
     // A window needs 64 parallel loops and 1 ms; two low ones shed. The
     // deadline only bounds a broken pool (slow under TSan on a busy runner).
-    for (int loop = 0; timer.elapsed() < 60'000 && pool.sheds() == 0; ++loop) {
-        for (std::atomic<int>& hit : hits) {
-            hit.store(0, std::memory_order_relaxed);
-        }
-        pool.parallel_for(static_cast<std::int64_t>(hits.size()), 16,
-                          [&](std::int64_t begin, std::int64_t end) {
-                              for (std::int64_t i = begin; i < end; ++i) {
-                                  hits[static_cast<std::size_t>(i)].fetch_add(1);
-                              }
-                          });
-        for (const std::atomic<int>& hit : hits) {
-            complete = complete && hit.load() == 1;
-        }
+    while (timer.elapsed() < 60'000 && pool.sheds() == 0) {
+        complete = counts_each_index_once(pool, hits) && complete;
     }
-    stop.store(true);
-    for (std::thread& thread : busy) {
-        thread.join();
-    }
+    busy.stop();
     QVERIFY(complete);
     QVERIFY2(pool.sheds() > 0, "the pool never noticed the machine was busy");
     // Alone, it still runs loops correctly.
     std::vector<std::atomic<int>> after(1000);
-    pool.parallel_for(1000, 1, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t i = begin; i < end; ++i) {
-            after[static_cast<std::size_t>(i)].fetch_add(1);
-        }
-    });
-    for (const std::atomic<int>& hit : after) {
-        QCOMPARE(hit.load(), 1);
+    QVERIFY(counts_each_index_once(pool, after));
+}
+
+void TestThreadPool::a_busy_pool_stays_alone_without_waking_its_workers() {
+    // Once alone, the pool reads the machine's count of runnable threads
+    // after each stretch instead of waking its workers to measure: while
+    // the spinning threads are there it does not wake them (a window with
+    // them is a window of loops under contention), for far longer than it
+    // would stay alone without the count (1,024 loops); when they have
+    // gone, it wakes them again.
+    if (kvscope::machine_runnable_threads() < 0) {
+        QSKIP("this machine's count of runnable threads cannot be read (no /proc/loadavg)");
     }
+    BusyThreads busy;
+    ThreadPool pool(2);
+    std::vector<std::atomic<int>> hits(1024);
+    bool complete = true;
+    QElapsedTimer timer;
+    timer.start();
+    while (timer.elapsed() < 60'000 && pool.sheds() == 0) {
+        complete = counts_each_index_once(pool, hits) && complete;
+    }
+    QVERIFY2(pool.sheds() > 0, "the pool never noticed the machine was busy");
+    for (int loop = 0; loop < 8192; ++loop) {
+        complete = counts_each_index_once(pool, hits) && complete;
+    }
+    QCOMPARE(pool.probes(), 0);
+    QVERIFY(pool.alone());
+    busy.stop();
+    // At most 16,384 loops alone between windows, whatever the count says
+    // (other tests may run beside this one); the deadline bounds a pool
+    // that never wakes its workers.
+    for (int loop = 0; timer.elapsed() < 60'000 && pool.probes() == 0; ++loop) {
+        complete = counts_each_index_once(pool, hits) && complete;
+    }
+    QVERIFY2(pool.probes() > 0, "the pool never woke its workers again");
+    QVERIFY(complete);
 }
 
 QTEST_GUILESS_MAIN(TestThreadPool)

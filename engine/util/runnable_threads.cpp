@@ -1,0 +1,58 @@
+#include "engine/util/runnable_threads.h"
+
+#include <algorithm>
+#include <thread>
+
+#if defined(__linux__)
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+#endif
+
+namespace kvscope {
+
+int machine_runnable_threads() noexcept {
+#if defined(__linux__)
+    // "0.52 0.58 0.59 3/467 12345": load averages, then runnable/all threads.
+    const int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    char text[128];
+    const ssize_t bytes = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (bytes <= 0) {
+        return -1;
+    }
+    text[bytes] = '\0';
+    const char* field = text;
+    for (int skip = 0; skip < 3; ++skip) {
+        field = std::strchr(field, ' ');
+        if (field == nullptr) {
+            return -1;
+        }
+        ++field;
+    }
+    char* end = nullptr;
+    const long runnable = std::strtol(field, &end, 10);
+    if (end == field || *end != '/' || runnable < 0) {
+        return -1;
+    }
+    return static_cast<int>(runnable);
+#else
+    return -1;
+#endif
+}
+
+int machine_online_cpus() noexcept {
+#if defined(__linux__)
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (online > 0) {
+        return static_cast<int>(online);
+    }
+#endif
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+} // namespace kvscope
