@@ -44,14 +44,12 @@ constexpr int kPausesBeforeYield = 2048;
 // workers', which also catches a caller left a core of its own while its
 // worker shares the other). When that is under kSharedShare of their wall
 // time and under kSoloCores cores (a pool still getting more than that
-// gains from its threads) in kLowWindows windows in a row, or in one window
-// while the machine's count of runnable threads says the cores are
-// oversubscribed, it runs loops alone (its workers go to sleep), in
-// stretches of kStretchLoops.
+// gains from its threads) in kLowWindows windows in a row, it runs loops
+// alone (its workers go to sleep), in stretches of kStretchLoops.
 //
-// After each stretch it reads that count again (a few microseconds; waking
-// the workers for a window costs a window of loops run under contention):
-// while the count says the pool's threads would still get too few cores it
+// After each stretch it reads the machine's count of runnable threads (a
+// few microseconds; waking the workers for a window costs a window of loops
+// run under contention): while the count says the pool's threads would still get too few cores it
 // stays alone, up to kMaxSoloLoops between windows (a window still comes
 // then, in case the count misleads: it is the whole machine's, and a
 // container's cores may be fewer); once the count says the cores are free
@@ -212,14 +210,15 @@ void ThreadPool::measure_window(std::int64_t now) {
     if (free_probe_ && shared) {
         // The count said the cores were free, yet the pool got too few: it
         // misleads here (a container's cores, say), so it no longer ends
-        // stretches alone early.
+        // stretches alone early until a window gets the pool its share.
         trust_free_ = false;
     }
     free_probe_ = false;
     low_windows_ = shared ? low_windows_ + 1 : 0;
     if (!shared) {
         solo_period_ = kSoloLoops;
-    } else if (low_windows_ >= kLowWindows || outlook() == Outlook::busy) {
+        trust_free_ = true;
+    } else if (low_windows_ >= kLowWindows) {
         // One more low window after this period sheds again.
         low_windows_ = kLowWindows - 1;
         solo_loops_ = kStretchLoops;

@@ -115,7 +115,7 @@ private:
     int solo_limit_ = 0;           // alone before the next probe, when outlook() is unknown
     int solo_period_;              // solo_limit_ at the next shed
     bool free_probe_ = false;      // the window open was asked for by a free outlook
-    bool trust_free_ = true;       // a free outlook's probes have not come out low
+    bool trust_free_ = true;       // no free outlook's probe came out low since a full window
     std::int64_t sheds_ = 0;
     std::int64_t probes_ = 0;
 };
