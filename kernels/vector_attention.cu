@@ -4,6 +4,7 @@
 #include "kernels/math/kv_codec_math.h"
 #include "kernels/math/paged_slots.h"
 #include "kernels/vector_attention.cuh"
+#include "kernels/wide_row_fetch.h"
 
 #include <cfloat>
 #include <cstdint>
@@ -49,22 +50,24 @@ __device__ inline void widen8(const uint4& raw, float (&out)[8]) {
 }
 
 // Where a lane's rows of a tile come from. A lane reads 8 values (chunk) of
-// kRowLoads rows of K and of V per tile; a policy fetches the tile's rows,
-// every load issued before any is used, then hands out each row's 8 values
-// as floats. Rows past the split must come out as zeros (never NaN), since
-// they are weighed by 0.
+// kRowLoads rows of K and of V per tile; a policy fetches the tile's rows
+// (told which tile the warp takes next, which the ring starts copying), then
+// hands out each row's 8 values as floats. Rows past the split must come out
+// as zeros (never NaN), since they are weighed by 0.
 //
-// 16-bit rows: one 16-byte load per row and lane, straight into registers.
+// 16-bit rows (WideRowFetch::registers): one 16-byte load per row and lane,
+// straight into registers, every load of the tile issued before any is used.
 template <typename Elem, int D>
 struct DirectRows {
     static constexpr int kSharedWords = 1; // per warp: none needed
     uint4 k_raw[kRowLoads];
     uint4 v_raw[kRowLoads];
 
-    __device__ void fetch(const PagedKvView& cache, const SplitBlock& b, int tile, int load_row,
-                          int chunk, int load_rows, int lane, std::uint32_t* /*stage*/,
-                          bool (&valid)[kRowLoads]) {
-        (void)lane;
+    __device__ void start(const PagedKvView&, const SplitBlock&, int, int, std::uint32_t*) {}
+
+    __device__ void fetch(const PagedKvView& cache, const SplitBlock& b, int tile,
+                          int /*next_tile*/, int load_row, int chunk, int load_rows, int /*lane*/,
+                          std::uint32_t* /*stage*/, bool (&valid)[kRowLoads]) {
 #pragma unroll
         for (int r = 0; r < kRowLoads; ++r) {
             const int j = tile + r * load_rows + load_row;
@@ -94,75 +97,181 @@ struct DirectRows {
     }
 };
 
-// Rows of a quantised per-token format (q8_0, q4_0, fp8 e4m3: K and V alike),
-// whose rows are not 16-byte aligned (a q8_0 row of 64 is 68 bytes): the warp
-// copies its tile's K and V rows into shared memory in 4-byte words, every
-// lane on consecutive words (coalesced), then each lane decodes its values
-// with the CPU's decoder (math::decode_row_element, the format a template
-// argument, so no run-time switch is left).
-template <kv::KvFormat Format, int D>
-struct StagedRows {
-    static constexpr int kRowBytes = static_cast<int>(math::row_bytes(Format, D, false));
-    static constexpr int kRowWords = kRowBytes / 4;
-    static constexpr int kTileRows = (32 / (D / 8)) * kRowLoads;
-    static constexpr int kSharedWords = 2 * kTileRows * kRowWords; // K rows, then V rows
-    static_assert(kRowBytes % 4 == 0, "rows must be whole 4-byte words");
-    const std::uint32_t* stage = nullptr;
-    int load_row = 0;
-    int chunk = 0;
-    int load_rows = 0;
-
-    __device__ void fetch(const PagedKvView& cache, const SplitBlock& b, int tile, int load_row_,
-                          int chunk_, int load_rows_, int lane, std::uint32_t* warp_stage,
-                          bool (&valid)[kRowLoads]) {
-        load_row = load_row_;
-        chunk = chunk_;
-        load_rows = load_rows_;
-        __syncwarp(); // the last tile's rows are read by every lane before they are replaced
-        for (int w = lane; w < kTileRows * kRowWords; w += 32) {
-            const int row = w / kRowWords;
-            const int word = w % kRowWords;
-            const int j = tile + row;
-            std::uint32_t k_word = 0;
-            std::uint32_t v_word = 0;
-            if (j < b.n) {
-                const int entry = b.begin + j;
-                const std::int32_t block = math::block_of_entry(b.table, entry, cache.block_size);
-                const std::int64_t offset = entry % cache.block_size;
-                const std::int64_t k_at = math::head_block_offset(block, b.kv_head, cache.kv_heads,
-                                                                  cache.keys.head_block_bytes) +
-                                          offset * kRowBytes + word * 4;
-                const std::int64_t v_at = math::head_block_offset(block, b.kv_head, cache.kv_heads,
-                                                                  cache.values.head_block_bytes) +
-                                          offset * kRowBytes + word * 4;
-                k_word = __ldg(reinterpret_cast<const std::uint32_t*>(cache.keys.data + k_at));
-                v_word = __ldg(reinterpret_cast<const std::uint32_t*>(cache.values.data + v_at));
-            }
-            warp_stage[w] = k_word;
-            warp_stage[kTileRows * kRowWords + w] = v_word;
-        }
-        __syncwarp();
-        stage = warp_stage;
-#pragma unroll
-        for (int r = 0; r < kRowLoads; ++r) {
-            valid[r] = tile + r * load_rows + load_row < b.n;
-        }
+// Asynchronous copies from global to shared memory (cp.async, compute
+// capability 8.0 and later: every target the build names by default): the
+// copy is issued and the thread goes on; commit_group closes the copies
+// issued so far into a group, wait_group<N> waits until at most N groups are
+// still in flight. A copy with fill false writes zeros and reads nothing
+// (`src` must still point into the pool). 16-byte copies bypass L1 (.cg: K
+// and V are read once). Built for an older target (CMAKE_CUDA_ARCHITECTURES
+// below 80), the copies are plain loads and stores, done when issued.
+template <int Bytes>
+__device__ inline void copy_async(std::uint32_t* shared_dst, const std::uint8_t* src, bool fill) {
+    static_assert(Bytes == 4 || Bytes == 16, "cp.async copies 4 or 16 bytes here");
+#if __CUDA_ARCH__ >= 800
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
+    const std::size_t global = __cvta_generic_to_global(src);
+    const int src_bytes = fill ? Bytes : 0;
+    if constexpr (Bytes == 16) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global),
+                     "r"(src_bytes)
+                     : "memory");
+    } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(global),
+                     "r"(src_bytes)
+                     : "memory");
     }
-    __device__ void decode(int plane, int r, float (&out)[8]) const {
-        // A row past the split was staged as zeros, which every one of these
-        // formats decodes to 0.
-        const auto* row = reinterpret_cast<const std::uint8_t*>(
-            stage + (plane * kTileRows + r * load_rows + load_row) * kRowWords);
+#else
+    if constexpr (Bytes == 16) {
+        *reinterpret_cast<uint4*>(shared_dst) =
+            fill ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+    } else {
+        *shared_dst = fill ? *reinterpret_cast<const std::uint32_t*>(src) : 0u;
+    }
+#endif
+}
+__device__ inline void commit_copies() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int InFlight>
+__device__ inline void wait_for_copies() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(InFlight) : "memory");
+#endif
+}
+
+// How a lane turns its 8 values of a row in shared memory into floats, and
+// the pieces the ring copies a row in.
+// 16-bit rows (16-byte aligned in the pool: vector_attention_fits): 16-byte
+// copies, one 16-byte shared load per lane, widened exactly.
+template <typename Elem, int D>
+struct WideRowCodec {
+    static constexpr int kRowBytes = 2 * D;
+    static constexpr int kCopyBytes = 16;
+    __device__ static void decode8(const std::uint8_t* row, int chunk, float (&out)[8]) {
+        widen8<Elem>(*reinterpret_cast<const uint4*>(row + chunk * 16), out);
+    }
+};
+// Quantised per-token rows (q8_0, q4_0, fp8 e4m3; only 4-byte aligned, a
+// q8_0 row of 64 is 68 bytes): 4-byte copies, decoded by the CPU's decoder
+// (math::decode_row_element, the format a template argument, so no run-time
+// switch is left).
+template <kv::KvFormat Format, int D>
+struct QuantisedRowCodec {
+    static constexpr int kRowBytes = static_cast<int>(math::row_bytes(Format, D, false));
+    static constexpr int kCopyBytes = 4;
+    __device__ static void decode8(const std::uint8_t* row, int chunk, float (&out)[8]) {
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             out[i] = math::decode_row_element(Format, row, D, chunk * 8 + i);
         }
     }
+};
+
+// Rows copied asynchronously through a ring of two tiles per warp in shared
+// memory: while the warp computes one tile, the next one's K and V rows are
+// landing. A tile is kTileRows consecutive cache entries; every lane copies
+// consecutive pieces of them (coalesced), and rows past the split are
+// zero-filled, which every format decodes to 0.
+//
+// start() issues the warp's first tile. The order in fetch: every lane has
+// finished reading the slot the next tile goes to (the tile before this one;
+// __syncwarp), then the next tile's copies are issued and committed (a
+// group, empty past the split), then each lane waits for all but that newest
+// group (its copies of this tile) and the warp meets again (__syncwarp) so
+// the other lanes' copies are seen too. So the values, and their order, are
+// those DirectRows reads: the same bits for the same split length.
+template <typename Codec, int D>
+struct RingRows {
+    static constexpr int kRowBytes = Codec::kRowBytes;
+    static constexpr int kCopyBytes = Codec::kCopyBytes;
+    static constexpr int kRowCopies = kRowBytes / kCopyBytes;
+    static constexpr int kTileRows = (32 / (D / 8)) * kRowLoads;
+    static constexpr int kTileCopies = kTileRows * kRowCopies; // per plane
+    static constexpr int kCopiesPerLane = (kTileCopies + 31) / 32;
+    static constexpr int kPlaneWords = kTileRows * kRowBytes / 4;
+    static constexpr int kSlotWords = 2 * kPlaneWords; // K rows, then V rows
+    static constexpr int kSharedWords = 2 * kSlotWords;
+    static_assert(kRowBytes % kCopyBytes == 0, "rows must be whole copies");
+    static_assert(kPlaneWords % 4 == 0, "planes and slots must start 16-byte aligned");
+    static_assert(kTileRows <= 32, "a lane finds each row of a tile");
+    const std::uint8_t* stage = nullptr; // the slot of the tile being computed
+    int slot = 0;
+    int load_row = 0;
+    int chunk = 0;
+    int load_rows = 0;
+
+    // Issues the copies of the tile at `tile` into `slot_words` and commits
+    // them. Lane r finds where row r sits in a plane (one block-table read a
+    // row; K and V blocks are the same size: vector_attention_fits), and
+    // each piece takes its row's place from that lane.
+    __device__ static void copy_tile(const PagedKvView& cache, const SplitBlock& b, int tile,
+                                     int lane, std::uint32_t* slot_words) {
+        std::int64_t lane_row_at = 0;
+        if (lane < kTileRows && tile + lane < b.n) {
+            const int entry = b.begin + tile + lane;
+            const std::int32_t block = math::block_of_entry(b.table, entry, cache.block_size);
+            lane_row_at = math::head_block_offset(block, b.kv_head, cache.kv_heads,
+                                                  cache.keys.head_block_bytes) +
+                          static_cast<std::int64_t>(entry % cache.block_size) * kRowBytes;
+        }
+#pragma unroll
+        for (int c = 0; c < kCopiesPerLane; ++c) {
+            const int piece = lane + 32 * c;
+            const int row = piece / kRowCopies;
+            // Every lane takes part in the shuffle, pieces past the tile too.
+            const std::int64_t row_at = __shfl_sync(kAllLanes, lane_row_at, row % 32);
+            if (kTileCopies % 32 == 0 || piece < kTileCopies) {
+                const bool live = tile + row < b.n;
+                const int at_in_row = (piece % kRowCopies) * kCopyBytes;
+                const std::int64_t at = live ? row_at + at_in_row : 0;
+                const int word = (row * kRowBytes + at_in_row) / 4;
+                copy_async<kCopyBytes>(slot_words + word, cache.keys.data + at, live);
+                copy_async<kCopyBytes>(slot_words + kPlaneWords + word, cache.values.data + at,
+                                       live);
+            }
+        }
+        commit_copies();
+    }
+
+    __device__ void start(const PagedKvView& cache, const SplitBlock& b, int first_tile, int lane,
+                          std::uint32_t* warp_stage) {
+        if (first_tile < b.n) {
+            copy_tile(cache, b, first_tile, lane, warp_stage);
+        }
+    }
+
+    __device__ void fetch(const PagedKvView& cache, const SplitBlock& b, int tile, int next_tile,
+                          int load_row_, int chunk_, int load_rows_, int lane,
+                          std::uint32_t* warp_stage, bool (&valid)[kRowLoads]) {
+        load_row = load_row_;
+        chunk = chunk_;
+        load_rows = load_rows_;
+        __syncwarp(); // the other slot's rows (the tile before) are read by every lane
+        if (next_tile < b.n) {
+            copy_tile(cache, b, next_tile, lane, warp_stage + (slot ^ 1) * kSlotWords);
+        } else {
+            commit_copies(); // an empty group: "all but the newest" is still this tile
+        }
+        wait_for_copies<1>();
+        __syncwarp();
+        stage = reinterpret_cast<const std::uint8_t*>(warp_stage + slot * kSlotWords);
+        slot ^= 1;
+#pragma unroll
+        for (int r = 0; r < kRowLoads; ++r) {
+            valid[r] = tile + r * load_rows + load_row < b.n;
+        }
+    }
+    __device__ const std::uint8_t* row(int plane, int r) const {
+        return stage + plane * kPlaneWords * 4 + (r * load_rows + load_row) * kRowBytes;
+    }
     __device__ void key(int r, float (&out)[8]) const {
-        decode(0, r, out);
+        Codec::decode8(row(0, r), chunk, out);
     }
     __device__ void value(int r, float (&out)[8]) const {
-        decode(1, r, out);
+        Codec::decode8(row(1, r), chunk, out);
     }
 };
 
@@ -184,10 +293,13 @@ __global__ void __launch_bounds__(kThreads)
     constexpr int kLoadRows = 32 / kRowLanes;
     constexpr int kTileRows = kLoadRows * kRowLoads;
     static_assert(D % 8 == 0 && 32 % kRowLanes == 0, "a row must split into a warp's lanes");
-    __shared__ float warp_out[kBlockWarps][G][D];
+    // Per warp: its rows while it runs its tiles (RingRows), then its partial
+    // output, once the rows are done with: the two share the space.
+    constexpr int kWarpWords = Rows::kSharedWords > G * D ? Rows::kSharedWords : G * D;
+    static_assert(kWarpWords % 4 == 0, "each warp's space must start 16-byte aligned");
+    __shared__ alignas(16) std::uint32_t warp_space[kBlockWarps][kWarpWords];
     __shared__ float warp_max[kBlockWarps][G];
     __shared__ float warp_sum[kBlockWarps][G];
-    __shared__ std::uint32_t stage[kBlockWarps][Rows::kSharedWords];
 
     wait_for_previous_kernel();
     const SplitBlock b = split_block(cache, batch, heads, workspace.split);
@@ -241,10 +353,12 @@ __global__ void __launch_bounds__(kThreads)
     }
 
     Rows rows;
+    rows.start(cache, b, warp * kTileRows, lane, warp_space[warp]);
     for (int tile = warp * kTileRows; tile < b.n; tile += kBlockWarps * kTileRows) {
         // Every load of the tile first, then the arithmetic.
         bool valid[kRowLoads];
-        rows.fetch(cache, b, tile, load_row, chunk, kLoadRows, lane, stage[warp], valid);
+        rows.fetch(cache, b, tile, tile + kBlockWarps * kTileRows, load_row, chunk, kLoadRows, lane,
+                   warp_space[warp], valid);
         // Scores of the tile's rows, summed over each row's lanes.
         float p[kRowLoads][G];
 #pragma unroll
@@ -324,12 +438,17 @@ __global__ void __launch_bounds__(kThreads)
             m[g] = m_new;
         }
     }
+    // The warp's space becomes its output: no copy may still land in it (the
+    // last tile's group was empty), and every lane is done reading its rows.
+    wait_for_copies<0>();
+    __syncwarp();
+    float* const warp_out = reinterpret_cast<float*>(warp_space[warp]);
     if (lane < kRowLanes) {
 #pragma unroll
         for (int g = 0; g < G; ++g) {
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
-                warp_out[warp][g][chunk * 8 + i] = acc[g][i];
+                warp_out[g * D + chunk * 8 + i] = acc[g][i];
             }
             if (lane == 0) {
                 warp_max[warp][g] = m[g];
@@ -356,7 +475,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int w = 0; w < kBlockWarps; ++w) {
             const float weight = exp2f(warp_max[w][g] - top);
             total += warp_sum[w][g] * weight;
-            value += warp_out[w][g][i] * weight;
+            value += reinterpret_cast<const float*>(warp_space[w])[g * D + i] * weight;
         }
         const std::size_t at =
             (static_cast<std::size_t>(b.token) * heads + b.first_head + g) * max_splits + b.split;
@@ -383,21 +502,31 @@ void dispatch_group(int group, Visit&& visit) {
     }
 }
 
+// 16-bit rows of one head_dim: into registers, or through the ring.
+template <typename Elem, int D, typename Visit>
+void dispatch_wide_rows(int group, Visit&& visit) {
+    if (wide_row_fetch() == WideRowFetch::ring) {
+        dispatch_group<RingRows<WideRowCodec<Elem, D>, D>, D>(group, visit);
+    } else {
+        dispatch_group<DirectRows<Elem, D>, D>(group, visit);
+    }
+}
+
 // 16-bit caches: head_dim 32, 64, 128 or 256.
 template <typename Elem, typename Visit>
-void dispatch_direct(int head_dim, int group, Visit&& visit) {
+void dispatch_wide(int head_dim, int group, Visit&& visit) {
     switch (head_dim) {
     case 32:
-        dispatch_group<DirectRows<Elem, 32>, 32>(group, visit);
+        dispatch_wide_rows<Elem, 32>(group, visit);
         return;
     case 64:
-        dispatch_group<DirectRows<Elem, 64>, 64>(group, visit);
+        dispatch_wide_rows<Elem, 64>(group, visit);
         return;
     case 128:
-        dispatch_group<DirectRows<Elem, 128>, 128>(group, visit);
+        dispatch_wide_rows<Elem, 128>(group, visit);
         return;
     case 256:
-        dispatch_group<DirectRows<Elem, 256>, 256>(group, visit);
+        dispatch_wide_rows<Elem, 256>(group, visit);
         return;
     default:
         throw std::invalid_argument("vector attention: no kernel for head_dim " +
@@ -407,11 +536,11 @@ void dispatch_direct(int head_dim, int group, Visit&& visit) {
 
 // Quantised per-token caches: head_dim 64 or 128 (the kernels compiled).
 template <kv::KvFormat Format, typename Visit>
-void dispatch_staged(int head_dim, int group, Visit&& visit) {
+void dispatch_quantised(int head_dim, int group, Visit&& visit) {
     if (head_dim == 64) {
-        dispatch_group<StagedRows<Format, 64>, 64>(group, visit);
+        dispatch_group<RingRows<QuantisedRowCodec<Format, 64>, 64>, 64>(group, visit);
     } else if (head_dim == 128) {
-        dispatch_group<StagedRows<Format, 128>, 128>(group, visit);
+        dispatch_group<RingRows<QuantisedRowCodec<Format, 128>, 128>, 128>(group, visit);
     } else {
         throw std::invalid_argument("vector attention: no quantised kernel for head_dim " +
                                     std::to_string(head_dim));
@@ -431,15 +560,15 @@ void dispatch(const PagedKvView& cache, int heads, Visit&& visit) {
     const int group = heads / cache.kv_heads;
     switch (cache.keys.format) {
     case kv::KvFormat::f16:
-        return dispatch_direct<__half>(cache.head_dim, group, visit);
+        return dispatch_wide<__half>(cache.head_dim, group, visit);
     case kv::KvFormat::bf16:
-        return dispatch_direct<__nv_bfloat16>(cache.head_dim, group, visit);
+        return dispatch_wide<__nv_bfloat16>(cache.head_dim, group, visit);
     case kv::KvFormat::q8_0:
-        return dispatch_staged<kv::KvFormat::q8_0>(cache.head_dim, group, visit);
+        return dispatch_quantised<kv::KvFormat::q8_0>(cache.head_dim, group, visit);
     case kv::KvFormat::q4_0:
-        return dispatch_staged<kv::KvFormat::q4_0>(cache.head_dim, group, visit);
+        return dispatch_quantised<kv::KvFormat::q4_0>(cache.head_dim, group, visit);
     case kv::KvFormat::fp8_e4m3:
-        return dispatch_staged<kv::KvFormat::fp8_e4m3>(cache.head_dim, group, visit);
+        return dispatch_quantised<kv::KvFormat::fp8_e4m3>(cache.head_dim, group, visit);
     default:
         throw std::invalid_argument("vector attention: no kernel for this KV format");
     }
@@ -461,10 +590,12 @@ bool vector_attention_fits(const PagedKvView& cache, int heads) {
     }
     const int d = cache.head_dim;
     if (format == kv::KvFormat::f16 || format == kv::KvFormat::bf16) {
+        // Rows of exactly 2 * head_dim bytes (the ring's tiles are sized so),
+        // K and V blocks alike (the ring finds a row's place once for both).
         return (d == 32 || d == 64 || d == 128 || d == 256) && aligned16(cache.keys.data) &&
-               aligned16(cache.values.data) && cache.keys.row_bytes % 16 == 0 &&
-               cache.values.row_bytes % 16 == 0 && cache.keys.head_block_bytes % 16 == 0 &&
-               cache.values.head_block_bytes % 16 == 0;
+               aligned16(cache.values.data) && cache.keys.row_bytes == 2 * d &&
+               cache.values.row_bytes == 2 * d && cache.keys.head_block_bytes % 16 == 0 &&
+               cache.values.head_block_bytes == cache.keys.head_block_bytes;
     }
     if (format == kv::KvFormat::q8_0 || format == kv::KvFormat::q4_0 ||
         format == kv::KvFormat::fp8_e4m3) {
@@ -474,7 +605,8 @@ bool vector_attention_fits(const PagedKvView& cache, int heads) {
         return (d == 64 || d == 128) && aligned4(cache.keys.data) && aligned4(cache.values.data) &&
                cache.keys.row_bytes == math::row_bytes(format, d, false) &&
                cache.values.row_bytes == cache.keys.row_bytes && cache.keys.row_bytes % 4 == 0 &&
-               cache.keys.head_block_bytes % 4 == 0 && cache.values.head_block_bytes % 4 == 0;
+               cache.keys.head_block_bytes % 4 == 0 &&
+               cache.values.head_block_bytes == cache.keys.head_block_bytes;
     }
     return false;
 }

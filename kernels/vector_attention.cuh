@@ -15,9 +15,10 @@ namespace kvscope::kernels {
 
 // Whether the vector path can run this layer's cache for `heads` query heads,
 // at most 8 query heads per KV head: K and V both f16 or both bf16, head_dim
-// 32, 64, 128 or 256, rows 16-byte aligned (read straight into registers); or
-// K and V both q8_0, q4_0 or fp8 e4m3, head_dim 64 or 128, rows whole 4-byte
-// words (staged in shared memory, decoded by the CPU's decoder).
+// 32, 64, 128 or 256, rows 16-byte aligned (read into registers, or through
+// a shared-memory ring: wide_row_fetch.h); or K and V both q8_0, q4_0 or fp8
+// e4m3, head_dim 64 or 128, rows whole 4-byte words (copied asynchronously
+// through the ring, decoded by the CPU's decoder).
 bool vector_attention_fits(const PagedKvView& cache, int heads);
 
 // Blocks of the kernel this cache and group take that fit one multiprocessor

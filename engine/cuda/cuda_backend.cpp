@@ -185,6 +185,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const model::LlamaModel> model,
         // lands, and the non-blocking stream does not wait for it.
         KVSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
     }
+    const kernels::WideRowFetchScope rows(options_.wide_row_fetch); // the kernel planned for
     step_splits_ = kernels::attention_split_limits(first_layer, c.heads, /*capture=*/false);
     capture_splits_ = kernels::attention_split_limits(first_layer, c.heads, /*capture=*/true);
     stream_.synchronize();
@@ -574,6 +575,7 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     validate(requested);
     KVSCOPE_CUDA_CHECK(cudaSetDevice(options_.device));
     const kernels::OverlappedLaunches overlap(overlap_launches_);
+    const kernels::WideRowFetchScope rows(options_.wide_row_fetch);
     const StepPlan plan = plan_step(requested, sampling, sampled_tokens != nullptr);
     reserve_step(plan, sampling);
     const DeviceStep step = stage_step(plan, sampling);

@@ -19,6 +19,7 @@
 #include "kernels/paged_attention.cuh"
 #include "kernels/paged_kv_view.cuh"
 #include "kernels/rope_kv_write.cuh"
+#include "kernels/wide_row_fetch.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -48,6 +49,9 @@ struct CudaBackendOptions {
     // launch), where the device and the build can (launch_overlap.h); off,
     // and for cuBLAS and the other kernels: strictly in turn.
     bool overlap_launches = true;
+    // How the vector attention path reads 16-bit K and V rows: into
+    // registers, or through a shared-memory ring (kernels/wide_row_fetch.h).
+    kernels::WideRowFetch wide_row_fetch = kernels::WideRowFetch::registers;
 };
 
 class CudaBackend final : public runner::Backend {

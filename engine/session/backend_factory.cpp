@@ -143,6 +143,13 @@ std::unique_ptr<runner::Backend> make_backend(const BackendSpec& spec,
         if (const char* overlap = std::getenv("KVSCOPE_CUDA_OVERLAP")) {
             options.overlap_launches = std::string_view(overlap) != "0";
         }
+        // KVSCOPE_CUDA_WIDE_ROWS=ring reads 16-bit K and V rows through the
+        // attention's shared-memory ring (wide_row_fetch.h), to compare.
+        if (const char* rows = std::getenv("KVSCOPE_CUDA_WIDE_ROWS")) {
+            options.wide_row_fetch = std::string_view(rows) == "ring"
+                                         ? kernels::WideRowFetch::ring
+                                         : kernels::WideRowFetch::registers;
+        }
         backend = std::make_unique<cuda::CudaBackend>(std::move(model), options);
         break;
 #else

@@ -29,6 +29,7 @@
 #include "kernels/sampling.cuh"
 #include "kernels/swiglu.cuh"
 #include "kernels/to_half.cuh"
+#include "kernels/wide_row_fetch.h"
 
 #include <algorithm>
 #include <cmath>
@@ -1162,6 +1163,19 @@ void TestCudaKernels::paged_attention_matches_the_cpu() {
         const std::vector<__half> got = halves.download(q.size());
         for (std::size_t i = 0; i < q.size(); ++i) {
             QCOMPARE(static_cast<__half_raw>(got[i]).x, fp32_to_fp16(floats[i]));
+        }
+        if (vector && sixteen_bit) {
+            // 16-bit rows through the shared-memory ring (wide_row_fetch.h):
+            // the same values in the same order, so the same bits.
+            const kernels::WideRowFetchScope ring(kernels::WideRowFetch::ring);
+            out.zero();
+            kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(), heads,
+                                            1.0f / std::sqrt(static_cast<float>(head_dim)), context,
+                                            workspace, out.get(), nullptr);
+            QVERIFY2(out.download(q.size()) == floats,
+                     qPrintable(QString("splits of %1: the ring's output differs from the "
+                                        "registers'")
+                                    .arg(split)));
         }
     }
 }
