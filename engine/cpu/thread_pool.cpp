@@ -47,19 +47,22 @@ constexpr int kPausesBeforeYield = 2048;
 // gains from its threads) in kLowWindows windows in a row, it runs loops
 // alone (its workers go to sleep), in stretches of kStretchLoops.
 //
-// After each stretch it reads the machine's count of runnable threads (a
-// few microseconds; waking the workers for a window costs a window of loops
-// run under contention): while the count says the pool's threads would still get too few cores it
-// stays alone, up to kMaxSoloLoops between windows (a window still comes
-// then, in case the count misleads: it is the whole machine's, and a
-// container's cores may be fewer); once the count says the cores are free
-// it wakes the workers for a window at once. Where the count cannot be
-// read, a window comes after kSoloLoops alone, four times as many each time
-// the machine is still busy, up to kMaxSoloLoops. A window at full share
-// starts over. A window restarts after a gap of kGapNs between loops (the
-// engine idle between requests: wall time that no thread wanted), and
-// stretches alone end after kIdleNs of it. A passing hiccup on an idle
-// machine so costs a few steps' parallelism at most.
+// After each stretch it reads the machine's count of runnable threads (a few
+// microseconds; waking the workers for a window costs a window of loops run
+// under contention): while the count says the pool's threads would still get
+// too few cores it stays alone, up to kMaxSoloLoops between windows (a window
+// still comes then, in case the count misleads: it is the whole machine's, and
+// a container's cores may be fewer, or weighed otherwise); once the count says
+// the cores are free it wakes the workers for a window at once (and, should
+// that window still find the pool short of cores, stops believing a free count
+// until a window at full share). Where the count cannot be read, or the process
+// may not run on every CPU (a cpuset: the count is the whole machine's), a
+// window comes after kSoloLoops alone, four times as many each time the machine
+// is still busy, up to kMaxSoloLoops. A window at full share starts over. A
+// window restarts after a gap of kGapNs between loops (the engine idle between
+// requests: wall time that no thread wanted), and stretches alone end after
+// kIdleNs of it. A passing hiccup on an idle machine so costs a few steps'
+// parallelism at most.
 constexpr int kWindowLoops = 64;
 constexpr std::int64_t kWindowMinNs = 1'000'000;
 constexpr std::int64_t kWindowNsPerThread = 100'000;
@@ -71,6 +74,8 @@ constexpr int kSoloLoops = 1024;
 constexpr int kMaxSoloLoops = 16384;
 constexpr std::int64_t kGapNs = 2'000'000; // the workers' spin before they sleep
 constexpr std::int64_t kIdleNs = 100'000'000;
+static_assert(kSoloLoops % kStretchLoops == 0 && kMaxSoloLoops % kStretchLoops == 0,
+              "periods alone end where stretches do");
 
 // Waits until `done()` with pauses, then yields.
 template <class Done>
@@ -87,7 +92,8 @@ void wait_until(Done&& done) {
 } // namespace
 
 ThreadPool::ThreadPool(int threads)
-    : solo_period_(kSoloLoops) {
+    : solo_period_(kSoloLoops)
+    , machine_cpus_(whole_machine_cpus()) {
     if (threads <= 0) {
         threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     }
@@ -157,7 +163,7 @@ bool ThreadPool::runs_alone(std::int64_t now) {
 }
 
 ThreadPool::Outlook ThreadPool::outlook() const {
-    const int runnable = machine_runnable_threads();
+    const int runnable = machine_cpus_ > 0 ? machine_runnable_threads() : -1;
     if (runnable < 0) {
         return Outlook::unknown;
     }
@@ -167,8 +173,8 @@ ThreadPool::Outlook ThreadPool::outlook() const {
     const int others = std::max(0, runnable - 1 - workers_awake);
     // The cores the pool's threads would get with the others beside them,
     // judged as a window judges what they got.
-    const double threads = size();
-    const double cpus = machine_online_cpus();
+    const double threads = measured_threads();
+    const double cpus = machine_cpus_;
     const double cores = threads + others <= cpus ? threads : cpus * threads / (threads + others);
     return cores < std::min(kSharedShare * threads, kSoloCores) ? Outlook::busy : Outlook::free;
 }

@@ -47,9 +47,11 @@ public:
     // from the thread that calls parallel_for.
     std::int64_t sheds() const { return sheds_; }
     // Times the pool, having gone on alone, woke its workers to measure the
-    // machine again. Read it from the thread that calls parallel_for.
+    // machine again (after a stretch alone; not after an idle gap, which
+    // ends it too). Read it from the thread that calls parallel_for.
     std::int64_t probes() const { return probes_; }
-    // Whether the next parallel loop runs on the caller alone.
+    // Whether the pool is going on alone: the next parallel loop runs on the
+    // caller alone unless an idle gap of kIdleNs comes first.
     bool alone() const { return solo_loops_ > 0; }
 
 private:
@@ -112,12 +114,14 @@ private:
     int low_windows_ = 0;          // in a row, the pool's share of the cores low
     int solo_loops_ = 0;           // left in this stretch alone
     int alone_loops_ = 0;          // run alone since the last probe
-    int solo_limit_ = 0;           // alone before the next probe, when outlook() is unknown
+    int solo_limit_ = 0;           // alone before the next probe, unless outlook() is busy
+                                   // or a trusted free
     int solo_period_;              // solo_limit_ at the next shed
     bool free_probe_ = false;      // the window open was asked for by a free outlook
     bool trust_free_ = true;       // no free outlook's probe came out low since a full window
     std::int64_t sheds_ = 0;
     std::int64_t probes_ = 0;
+    const int machine_cpus_; // whole_machine_cpus(): -1 where outlook() cannot judge
 };
 
 } // namespace kvscope::cpu

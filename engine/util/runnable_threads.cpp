@@ -1,12 +1,12 @@
 #include "engine/util/runnable_threads.h"
 
-#include <algorithm>
-#include <thread>
-
 #if defined(__linux__)
+#include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 #endif
 
@@ -20,7 +20,10 @@ int machine_runnable_threads() noexcept {
         return -1;
     }
     char text[128];
-    const ssize_t bytes = read(fd, text, sizeof text - 1);
+    ssize_t bytes = 0;
+    do {
+        bytes = read(fd, text, sizeof text - 1);
+    } while (bytes < 0 && errno == EINTR);
     close(fd);
     if (bytes <= 0) {
         return -1;
@@ -36,7 +39,7 @@ int machine_runnable_threads() noexcept {
     }
     char* end = nullptr;
     const long runnable = std::strtol(field, &end, 10);
-    if (end == field || *end != '/' || runnable < 0) {
+    if (end == field || *end != '/' || runnable < 1 || runnable > INT_MAX) {
         return -1;
     }
     return static_cast<int>(runnable);
@@ -45,14 +48,19 @@ int machine_runnable_threads() noexcept {
 #endif
 }
 
-int machine_online_cpus() noexcept {
+int whole_machine_cpus() noexcept {
 #if defined(__linux__)
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    if (online > 0) {
-        return static_cast<int>(online);
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (online <= 0 || online > CPU_SETSIZE ||
+        sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) != online) {
+        return -1;
     }
+    return static_cast<int>(online);
+#else
+    return -1;
 #endif
-    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 } // namespace kvscope
