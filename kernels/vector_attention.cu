@@ -3,6 +3,7 @@
 #include "kernels/dependent_launch.cuh"
 #include "kernels/math/kv_codec_math.h"
 #include "kernels/math/paged_slots.h"
+#include "kernels/math/ring_tile.h"
 #include "kernels/vector_attention.cuh"
 #include "kernels/wide_row_fetch.h"
 
@@ -186,17 +187,11 @@ struct QuantisedRowCodec {
 template <typename Codec, int D>
 struct RingRows {
     static constexpr int kRowBytes = Codec::kRowBytes;
-    static constexpr int kCopyBytes = Codec::kCopyBytes;
-    static constexpr int kRowCopies = kRowBytes / kCopyBytes;
     static constexpr int kTileRows = (32 / (D / 8)) * kRowLoads;
-    static constexpr int kTileCopies = kTileRows * kRowCopies; // per plane
-    static constexpr int kCopiesPerLane = (kTileCopies + 31) / 32;
-    static constexpr int kPlaneWords = kTileRows * kRowBytes / 4;
-    static constexpr int kSlotWords = 2 * kPlaneWords; // K rows, then V rows
-    static constexpr int kSharedWords = 2 * kSlotWords;
-    static_assert(kRowBytes % kCopyBytes == 0, "rows must be whole copies");
-    static_assert(kPlaneWords % 4 == 0, "planes and slots must start 16-byte aligned");
-    static_assert(kTileRows <= 32, "a lane finds each row of a tile");
+    using Layout = math::RingTileLayout<kRowBytes, Codec::kCopyBytes, kTileRows>;
+    static constexpr int kPlaneWords = Layout::kPlaneWords;
+    static constexpr int kSlotWords = Layout::kSlotWords;
+    static constexpr int kSharedWords = Layout::kRingWords;
     const std::uint8_t* stage = nullptr; // the slot of the tile being computed
     int slot = 0;
     int load_row = 0;
@@ -206,31 +201,26 @@ struct RingRows {
     // Issues the copies of the tile at `tile` into `slot_words` and commits
     // them. Lane r finds where row r sits in a plane (one block-table read a
     // row; K and V blocks are the same size: vector_attention_fits), and
-    // each piece takes its row's place from that lane.
+    // each copy takes its row's place from that lane.
     __device__ static void copy_tile(const PagedKvView& cache, const SplitBlock& b, int tile,
                                      int lane, std::uint32_t* slot_words) {
         std::int64_t lane_row_at = 0;
         if (lane < kTileRows && tile + lane < b.n) {
-            const int entry = b.begin + tile + lane;
-            const std::int32_t block = math::block_of_entry(b.table, entry, cache.block_size);
-            lane_row_at = math::head_block_offset(block, b.kv_head, cache.kv_heads,
-                                                  cache.keys.head_block_bytes) +
-                          static_cast<std::int64_t>(entry % cache.block_size) * kRowBytes;
+            lane_row_at =
+                math::entry_row_offset(b.table, b.begin + tile + lane, cache.block_size, b.kv_head,
+                                       cache.kv_heads, cache.keys.head_block_bytes, kRowBytes);
         }
 #pragma unroll
-        for (int c = 0; c < kCopiesPerLane; ++c) {
-            const int piece = lane + 32 * c;
-            const int row = piece / kRowCopies;
-            // Every lane takes part in the shuffle, pieces past the tile too.
-            const std::int64_t row_at = __shfl_sync(kAllLanes, lane_row_at, row % 32);
-            if (kTileCopies % 32 == 0 || piece < kTileCopies) {
-                const bool live = tile + row < b.n;
-                const int at_in_row = (piece % kRowCopies) * kCopyBytes;
-                const std::int64_t at = live ? row_at + at_in_row : 0;
-                const int word = (row * kRowBytes + at_in_row) / 4;
-                copy_async<kCopyBytes>(slot_words + word, cache.keys.data + at, live);
-                copy_async<kCopyBytes>(slot_words + kPlaneWords + word, cache.values.data + at,
-                                       live);
+        for (int c = 0; c < Layout::kCopiesPerLane; ++c) {
+            const math::RingPiece piece = Layout::piece(lane, c);
+            // Every lane takes part in the shuffle, lanes without a copy too.
+            const std::int64_t row_at = __shfl_sync(kAllLanes, lane_row_at, piece.row % 32);
+            if (piece.exists) {
+                const bool live = tile + piece.row < b.n;
+                const std::int64_t at = live ? row_at + piece.byte : 0;
+                copy_async<Codec::kCopyBytes>(slot_words + piece.word, cache.keys.data + at, live);
+                copy_async<Codec::kCopyBytes>(slot_words + kPlaneWords + piece.word,
+                                              cache.values.data + at, live);
             }
         }
         commit_copies();
@@ -265,7 +255,7 @@ struct RingRows {
         }
     }
     __device__ const std::uint8_t* row(int plane, int r) const {
-        return stage + plane * kPlaneWords * 4 + (r * load_rows + load_row) * kRowBytes;
+        return stage + plane * kPlaneWords * 4 + Layout::row_start(r * load_rows + load_row);
     }
     __device__ void key(int r, float (&out)[8]) const {
         Codec::decode8(row(0, r), chunk, out);

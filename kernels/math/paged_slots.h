@@ -32,6 +32,17 @@ KVSCOPE_HD inline std::int32_t block_of_entry(const std::int32_t* table, std::in
     return table[entry / block_size];
 }
 
+// Byte offset within one plane of a sequence's cache entry `entry` of KV
+// head `head`: its block's (block, head) run, then its row in that run.
+KVSCOPE_HD inline std::int64_t entry_row_offset(const std::int32_t* table, std::int32_t entry,
+                                                int block_size, int head, int kv_heads,
+                                                std::int64_t head_block_bytes,
+                                                std::int64_t row_bytes) {
+    return head_block_offset(block_of_entry(table, entry, block_size), head, kv_heads,
+                             head_block_bytes) +
+           static_cast<std::int64_t>(entry % block_size) * row_bytes;
+}
+
 // The first cache entry a query with `context` entries attends: 0, or for a
 // sliding window of `window` positions (the query's own included) the
 // oldest one still inside it.
