@@ -188,6 +188,19 @@ bool counts_each_index_once(ThreadPool& pool, std::vector<std::atomic<int>>& hit
     return std::all_of(hits.begin(), hits.end(),
                        [](const std::atomic<int>& hit) { return hit.load() == 1; });
 }
+
+// Loops until the pool sheds: a window needs 64 parallel loops and 1 ms, two
+// low ones shed. The minute only bounds a broken pool (slow under TSan on a
+// busy runner). Whether every loop ran each index once.
+bool loops_until_it_sheds(ThreadPool& pool, std::vector<std::atomic<int>>& hits) {
+    bool complete = true;
+    QElapsedTimer timer;
+    timer.start();
+    while (timer.elapsed() < 60'000 && pool.sheds() == 0) {
+        complete = counts_each_index_once(pool, hits) && complete;
+    }
+    return complete;
+}
 } // namespace
 
 void TestThreadPool::a_busy_machine_runs_loops_on_the_caller() {
@@ -198,14 +211,7 @@ void TestThreadPool::a_busy_machine_runs_loops_on_the_caller() {
     BusyThreads busy;
     ThreadPool pool(2);
     std::vector<std::atomic<int>> hits(1024);
-    bool complete = true;
-    QElapsedTimer timer;
-    timer.start();
-    // A window needs 64 parallel loops and 1 ms; two low ones shed. The
-    // deadline only bounds a broken pool (slow under TSan on a busy runner).
-    while (timer.elapsed() < 60'000 && pool.sheds() == 0) {
-        complete = counts_each_index_once(pool, hits) && complete;
-    }
+    const bool complete = loops_until_it_sheds(pool, hits);
     busy.stop();
     QVERIFY(complete);
     QVERIFY2(pool.sheds() > 0, "the pool never noticed the machine was busy");
@@ -231,12 +237,7 @@ void TestThreadPool::a_busy_pool_stays_alone_without_waking_its_workers() {
     BusyThreads busy;
     ThreadPool pool(2);
     std::vector<std::atomic<int>> hits(1024);
-    bool complete = true;
-    QElapsedTimer timer;
-    timer.start();
-    while (timer.elapsed() < 60'000 && pool.sheds() == 0) {
-        complete = counts_each_index_once(pool, hits) && complete;
-    }
+    bool complete = loops_until_it_sheds(pool, hits);
     QVERIFY2(pool.sheds() > 0, "the pool never noticed the machine was busy");
     for (int loop = 0; loop < 8192; ++loop) {
         complete = counts_each_index_once(pool, hits) && complete;
@@ -246,7 +247,8 @@ void TestThreadPool::a_busy_pool_stays_alone_without_waking_its_workers() {
     // At most 16,384 loops alone between windows, whatever the count says
     // (other tests may run beside this one); the deadline bounds a pool
     // that never wakes its workers.
-    timer.restart();
+    QElapsedTimer timer;
+    timer.start();
     while (timer.elapsed() < 60'000 && pool.alone()) {
         complete = counts_each_index_once(pool, hits) && complete;
     }
