@@ -20,7 +20,8 @@
 // backend's default; KVSCOPE_CUDA_OVERLAP, which this sets for each).
 // KVSCOPE_CUDA_WIDE_ROWS=ring runs the steps with 16-bit rows read through
 // the attention's shared-memory ring; the attention table at the end
-// always shows both, and q8_0.
+// always shows both, and q8_0, after a 128 x 4096 step with q8_0 KV beside
+// the same step with f16.
 //
 //   kvscope-bench-cuda [--model FILE] [--batches 1,32,128] [--contexts 1024,4096]
 //                      [--format f16] [--steps 20] [--launch-variants]
@@ -330,6 +331,20 @@ void print_attention_variants(const model::LlamaConfig& c, kv::KvFormat format, 
     }
 }
 
+// Issue 40's quantised-KV target: a whole decode step at 128 x 4096 with a
+// q8_0 cache against the same step with f16, side by side (each twice,
+// interleaved, the better median kept).
+void print_quantised_step(const std::shared_ptr<const model::LlamaModel>& model, int steps) {
+    double f16 = 1e30;
+    double q8_0 = 1e30;
+    for (int round = 0; round < 2; ++round) {
+        f16 = std::min(f16, decode_step_ms(model, kv::KvFormat::f16, 128, 4096, steps));
+        q8_0 = std::min(q8_0, decode_step_ms(model, kv::KvFormat::q8_0, 128, 4096, steps));
+    }
+    std::printf("\ndecode step at 128 x 4096: q8_0 KV %.3f ms, f16 %.3f ms (q8_0 / f16 %.2f)\n",
+                q8_0, f16, q8_0 / f16);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -387,6 +402,7 @@ int main(int argc, char** argv) {
                 std::fflush(stdout);
             }
         }
+        print_quantised_step(model, steps);
         print_attention_variants(c, *format, bandwidth);
     } catch (const std::exception& error) {
         std::cerr << "kvscope-bench-cuda: " << error.what() << "\n";
