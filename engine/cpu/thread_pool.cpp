@@ -176,7 +176,11 @@ ThreadPool::Outlook ThreadPool::outlook() const {
     const double threads = measured_threads();
     const double cpus = machine_cpus_;
     const double cores = threads + others <= cpus ? threads : cpus * threads / (threads + others);
-    return cores < std::min(kSharedShare * threads, kSoloCores) ? Outlook::busy : Outlook::free;
+    return short_of_cores(cores) ? Outlook::busy : Outlook::free;
+}
+
+bool ThreadPool::short_of_cores(double cores) const {
+    return cores < std::min(kSharedShare * measured_threads(), kSoloCores);
 }
 
 void ThreadPool::after_stretch_alone() {
@@ -210,9 +214,7 @@ void ThreadPool::measure_window(std::int64_t now) {
     if (cpu < 0 || ran < 0) {
         return; // a clock could not be read: no verdict
     }
-    const double wall_ns = static_cast<double>(wall);
-    const bool shared = static_cast<double>(ran) <
-                        std::min(kSharedShare * measured_threads(), kSoloCores) * wall_ns;
+    const bool shared = short_of_cores(static_cast<double>(ran) / static_cast<double>(wall));
     if (free_probe_ && shared) {
         // The count said the cores were free, yet the pool got too few: it
         // misleads here (a container's cores, say), so it no longer ends

@@ -72,6 +72,9 @@ private:
     // (free), or nothing (the count cannot be read).
     enum class Outlook { busy, free, unknown };
     Outlook outlook() const;
+    // Whether the pool's threads, getting `cores` cores between them, get
+    // too few to gain from running together (kSharedShare, kSoloCores).
+    bool short_of_cores(double cores) const;
     // At the end of a stretch alone: another stretch, or wake the workers
     // for a window (a probe).
     void after_stretch_alone();
