@@ -21,7 +21,8 @@
 // KVSCOPE_CUDA_WIDE_ROWS=ring runs the steps with 16-bit rows read through
 // the attention's shared-memory ring; the attention table at the end
 // always shows both, and q8_0, after a 128 x 4096 step with q8_0 KV beside
-// the same step with f16.
+// the same step with f16. Last, prefill tokens/s with the attention over
+// query tiles on tensor cores beside the per-token vector path.
 //
 //   kvscope-bench-cuda [--model FILE] [--batches 1,32,128] [--contexts 1024,4096]
 //                      [--format f16] [--steps 20] [--launch-variants]
@@ -46,6 +47,7 @@
 #include <iterator>
 #include <memory>
 #include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -345,6 +347,76 @@ void print_quantised_step(const std::shared_ptr<const model::LlamaModel>& model,
                 q8_0, f16, q8_0 / f16);
 }
 
+// Prefill tokens per second: `batch` sequences of `context` tokens, each
+// prefilled alone in chunks of `chunk` (as `kvscope bench` does), with the
+// attention over query tiles on tensor cores or per token on the vector path
+// (KVSCOPE_CUDA_TILE_PREFILL, which the backend factory reads). The best of
+// three passes over every sequence.
+double prefill_tokens_per_second(const std::shared_ptr<const model::LlamaModel>& model, int batch,
+                                 int context, int chunk, bool tiles) {
+    const int block_size = 16;
+    ::setenv("KVSCOPE_CUDA_TILE_PREFILL", tiles ? "1" : "0", /*overwrite=*/1);
+    session::BackendSpec spec;
+    spec.kind = session::BackendKind::cuda;
+    session::KvCacheSpec cache;
+    cache.block_size = block_size;
+    cache.num_blocks = batch * ((context + block_size - 1) / block_size);
+    cache.format = {kv::KvFormat::f16, kv::KvFormat::f16};
+    auto backend = session::make_backend(spec, model, cache);
+    ::unsetenv("KVSCOPE_CUDA_TILE_PREFILL");
+    kv::BlockAllocator allocator(backend->num_blocks());
+    std::vector<kv::SequenceBlocks> sequences(static_cast<std::size_t>(batch));
+    for (kv::SequenceBlocks& s : sequences) {
+        if (!kv::reserve(s, context, block_size, allocator)) {
+            throw std::runtime_error("KV pool too small for the benchmark");
+        }
+    }
+    const std::vector<std::int32_t> prompt(static_cast<std::size_t>(context), 100);
+    const std::vector<runner::RowSampling> greedy(1);
+    std::int32_t next = 0;
+    const auto prefill_all = [&] {
+        for (kv::SequenceBlocks& s : sequences) {
+            for (int done = 0; done < context; done += chunk) {
+                s.length = done;
+                const runner::SequenceStep step{
+                    &s, std::span<const std::int32_t>(prompt).subspan(
+                            static_cast<std::size_t>(done),
+                            static_cast<std::size_t>(std::min(chunk, context - done)))};
+                const runner::ForwardBatch fb = runner::build_forward_batch({&step, 1}, block_size);
+                backend->forward_sampled(fb, greedy, &next); // returns synchronised
+            }
+        }
+    };
+    prefill_all(); // allocations, cuBLAS heuristics
+    double best = 1e30;
+    for (int pass = 0; pass < 3; ++pass) {
+        const auto start = std::chrono::steady_clock::now();
+        prefill_all();
+        best = std::min(
+            best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return static_cast<double>(batch) * context / best;
+}
+
+// Issue 40's prefill target (32 x 1024 in chunks of 512, as `kvscope bench`
+// measures it) and a longer context, the tile path beside the per-token one
+// in one run.
+void print_prefill_variants(const std::shared_ptr<const model::LlamaModel>& model) {
+    std::printf("\nprefill tokens/s, f16 KV, each sequence alone in chunks of 512 (best of 3)\n\n");
+    std::printf(
+        "| batch | context | per token (vector path) | query tiles (tensor cores) | tiles / "
+        "per token |\n");
+    std::printf("|---:|---:|---:|---:|---:|\n");
+    const int cases[][2] = {{32, 1024}, {8, 4096}};
+    for (const auto& [batch, context] : cases) {
+        const double per_token = prefill_tokens_per_second(model, batch, context, 512, false);
+        const double tiled = prefill_tokens_per_second(model, batch, context, 512, true);
+        std::printf("| %d | %d | %.0f | %.0f | %.2f |\n", batch, context, per_token, tiled,
+                    tiled / per_token);
+        std::fflush(stdout);
+    }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -404,6 +476,7 @@ int main(int argc, char** argv) {
         }
         print_quantised_step(model, steps);
         print_attention_variants(c, *format, bandwidth);
+        print_prefill_variants(model);
     } catch (const std::exception& error) {
         std::cerr << "kvscope-bench-cuda: " << error.what() << "\n";
         return 1;

@@ -4,6 +4,7 @@
 #include "kernels/half_store.cuh"
 #include "kernels/nvtx_range.h"
 #include "kernels/paged_attention.cuh"
+#include "kernels/tile_attention.cuh"
 #include "kernels/vector_attention.cuh"
 
 #include <cfloat>
@@ -289,7 +290,12 @@ void launch_attention(const PagedKvView& cache, const DeviceBatchView& batch, co
     const int group = heads / cache.kv_heads;
     const int max_splits =
         (attended_entries(cache, max_context) + workspace.split - 1) / workspace.split;
-    if (attention_takes_vector_path(cache, heads)) { // (q must then be 16-byte aligned)
+    if (batch.query_tiles > 0 && tile_attention_fits(cache, heads)) {
+        launch_tile_attention(cache, batch, q, heads, scale, max_splits, workspace, out, stream);
+        if (max_splits == 1) {
+            return; // the tiles wrote the output themselves
+        }
+    } else if (attention_takes_vector_path(cache, heads)) { // (q must then be 16-byte aligned)
         launch_vector_attention_splits(cache, batch, q, heads, scale, max_splits, workspace,
                                        stream);
     } else {

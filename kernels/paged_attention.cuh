@@ -8,7 +8,10 @@
 // caller asks for shorter ones (AttentionWorkspace::split), as it does when a
 // step has too few tokens to fill the GPU otherwise. Caches of 16-bit K and V
 // take the vector path (vector_attention.cuh), which reads each row once with
-// 16-byte loads and also runs longer splits, up to kLongestVectorSplit.
+// 16-byte loads and also runs longer splits, up to kLongestVectorSplit. A
+// batch cut into query tiles (DeviceBatchView::query_tiles: prefill chunks)
+// over a 16-bit cache takes the tensor-core path instead (tile_attention.cuh),
+// which reads a row once for a whole tile.
 #pragma once
 
 #include "kernels/paged_kv_view.cuh"

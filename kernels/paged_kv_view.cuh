@@ -76,6 +76,13 @@ struct DeviceBatchView {
     // The KV group (kv_groups.h) whose tables the layer reads: block_tables
     // holds every sequence's table of group 0, then of group 1, ...
     int kv_group = 0;
+    // Query tiles (engine/cuda/query_tiles.h) where the step's attention
+    // takes the tensor-core path (tile_attention.cuh): tile i holds tokens
+    // [query_tile_starts[i], query_tile_starts[i + 1]), at most
+    // query_tile_tokens of them. No tiles: the per-token paths.
+    int query_tiles = 0;
+    int query_tile_tokens = 0;
+    const std::int32_t* query_tile_starts = nullptr; // (query_tiles + 1)
 
     // Sequence `seq`'s block table in the layer's group. The group's offset
     // is read on the device: the tables grow between replays of a captured

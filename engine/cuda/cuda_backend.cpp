@@ -2,6 +2,7 @@
 
 #include "engine/cuda/cuda_cache_support.h"
 #include "engine/cuda/decode_padding.h"
+#include "engine/cuda/query_tiles.h"
 #include "engine/cuda/staging_layout.h"
 #include "engine/util/host_clock.h"
 #include "kernels/attention_capture.cuh"
@@ -19,6 +20,7 @@
 #include "kernels/rope_kv_write.cuh"
 #include "kernels/sampling.cuh"
 #include "kernels/swiglu.cuh"
+#include "kernels/tile_attention.cuh"
 #include "kernels/to_half.cuh"
 
 #include <algorithm>
@@ -103,6 +105,7 @@ struct StepArrays {
     std::size_t write_slot = 0; // KIVI only, like the two below
     std::size_t read_slot = 0;
     std::size_t filled_blocks = 0;
+    std::size_t query_tile_starts = 0; // tiled steps only
 };
 
 } // namespace
@@ -188,6 +191,12 @@ CudaBackend::CudaBackend(std::shared_ptr<const model::LlamaModel> model,
     const kernels::WideRowFetchScope rows(options_.wide_row_fetch); // the kernel planned for
     step_splits_ = kernels::attention_split_limits(first_layer, c.heads, /*capture=*/false);
     capture_splits_ = kernels::attention_split_limits(first_layer, c.heads, /*capture=*/true);
+    if (options_.tile_prefill) {
+        tile_splits_ = kernels::tile_attention_split_limits(first_layer, c.heads);
+        if (tile_splits_.blocks_per_multiprocessor > 0) {
+            tile_tokens_ = kernels::tile_attention_tile_tokens(c.heads / c.kv_heads);
+        }
+    }
     stream_.synchronize();
 }
 
@@ -548,6 +557,7 @@ struct CudaBackend::StepPlan {
     int max_splits = 0;
     std::vector<std::int64_t> offsets; // each sequence's captured entries start here
     std::int64_t capture_total = 0;
+    std::vector<std::int32_t> tile_starts; // query tiles (query_tiles.h); empty: per token
     StagingLayout layout;
     StepArrays at;
     bool sampled = false; // forward_sampled: tokens back, the logits stay on the device
@@ -622,11 +632,26 @@ CudaBackend::StepPlan CudaBackend::plan_step(const runner::ForwardBatch& request
                               ? split_bucket(max_context, kernels::kShortestAttentionSplit) *
                                     kernels::kShortestAttentionSplit
                               : max_context;
+    // Prefill chunks (with any decodes beside them) take the tensor-core
+    // attention over query tiles, a block per tile rather than per token.
+    // Never in a graph (decodes only) nor with a capture, which rescores the
+    // per-token splits.
+    if (tile_tokens_ > 0 && !plan.bucket && !plan.capture) {
+        std::vector<std::int32_t> starts = query_tile_starts(batch.sequence_of, tile_tokens_);
+        if (worth_tiling(tokens, static_cast<std::int64_t>(starts.size()) - 1)) {
+            plan.tile_starts = std::move(starts);
+        }
+    }
+    const bool tiled = !plan.tile_starts.empty();
     // The capture rescores a split in shared memory, so it keeps the general
     // path's split lengths.
-    const kernels::AttentionSplitLimits& limits = plan.capture ? capture_splits_ : step_splits_;
+    const kernels::AttentionSplitLimits& limits = plan.capture ? capture_splits_
+                                                  : tiled      ? tile_splits_
+                                                               : step_splits_;
+    const int blocks_per_split =
+        tiled ? static_cast<int>(plan.tile_starts.size()) - 1 : tokens; // per KV head
     plan.split =
-        attention_split_length(tokens, c.kv_heads, plan.launch_context, multiprocessors_,
+        attention_split_length(blocks_per_split, c.kv_heads, plan.launch_context, multiprocessors_,
                                limits.longest, limits.shortest, limits.blocks_per_multiprocessor);
     plan.max_splits = (plan.launch_context + plan.split - 1) / plan.split;
 
@@ -654,6 +679,9 @@ CudaBackend::StepPlan CudaBackend::plan_step(const runner::ForwardBatch& request
     // between decode steps of one batch, so the others keep the addresses the
     // graph was captured with.
     at.block_tables = layout.add<std::int32_t>(batch.block_tables.size());
+    if (tiled) { // never in a graph's step, so past its arrays
+        at.query_tile_starts = layout.add<std::int32_t>(plan.tile_starts.size());
+    }
     // The sampling rows last of all: the sampling kernel runs outside any
     // graph, and their count (real rows, not the bucket) and presence
     // (forward or forward_sampled) vary between replays of one graph.
@@ -748,6 +776,9 @@ CudaBackend::DeviceStep CudaBackend::stage_step(const StepPlan& plan,
     }
     StagingLayout::write<std::int64_t>(staged, at.capture_offsets, plan.offsets);
     StagingLayout::write<std::int32_t>(staged, at.logit_tokens, batch.logit_tokens);
+    if (!plan.tile_starts.empty()) {
+        StagingLayout::write<std::int32_t>(staged, at.query_tile_starts, plan.tile_starts);
+    }
     if (plan.sampled) {
         auto* params = StagingLayout::at<kernels::DeviceSamplingParams>(staged, plan.at_sampling);
         for (std::size_t r = 0; r < sampling.size(); ++r) {
@@ -789,6 +820,12 @@ CudaBackend::DeviceStep CudaBackend::stage_step(const StepPlan& plan,
         StagingLayout::at<std::int32_t>(arrays, at.capture_attention_from);
     device_batch.capture_offsets = StagingLayout::at<std::int64_t>(arrays, at.capture_offsets);
     step.logit_tokens = StagingLayout::at<std::int32_t>(arrays, at.logit_tokens);
+    if (!plan.tile_starts.empty()) {
+        device_batch.query_tiles = static_cast<int>(plan.tile_starts.size()) - 1;
+        device_batch.query_tile_tokens = tile_tokens_;
+        device_batch.query_tile_starts =
+            StagingLayout::at<std::int32_t>(arrays, at.query_tile_starts);
+    }
     if (has_kivi_plane()) {
         step.write_slot = StagingLayout::at<std::int32_t>(arrays, at.write_slot);
         step.read_slot = StagingLayout::at<std::int32_t>(arrays, at.read_slot);

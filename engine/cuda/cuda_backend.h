@@ -52,6 +52,10 @@ struct CudaBackendOptions {
     // How the vector attention path reads 16-bit K and V rows: into
     // registers, or through a shared-memory ring (kernels/wide_row_fetch.h).
     kernels::WideRowFetch wide_row_fetch = kernels::WideRowFetch::registers;
+    // Steps of prefill chunks take the tensor-core attention over query tiles
+    // (kernels/tile_attention.cuh) where the cache fits it; off: every token
+    // through the vector path, as decodes are.
+    bool tile_prefill = true;
 };
 
 class CudaBackend final : public runner::Backend {
@@ -227,6 +231,8 @@ private:
     // capture (kernels/paged_attention.cuh).
     kernels::AttentionSplitLimits step_splits_;
     kernels::AttentionSplitLimits capture_splits_;
+    kernels::AttentionSplitLimits tile_splits_;
+    int tile_tokens_ = 0; // tokens per query tile; 0: the tile path does not fit
     DecodeGraphs graphs_;
     std::string failure_;              // why a step failed on the device; empty while all is well
     bool device_work_started_ = false; // this step or copy has changed device or bookkeeping

@@ -150,6 +150,11 @@ std::unique_ptr<runner::Backend> make_backend(const BackendSpec& spec,
                                          ? kernels::WideRowFetch::ring
                                          : kernels::WideRowFetch::registers;
         }
+        // KVSCOPE_CUDA_TILE_PREFILL=0 runs prefill attention per token on
+        // the vector path instead of over query tiles on tensor cores.
+        if (const char* tiles = std::getenv("KVSCOPE_CUDA_TILE_PREFILL")) {
+            options.tile_prefill = std::string_view(tiles) != "0";
+        }
         backend = std::make_unique<cuda::CudaBackend>(std::move(model), options);
         break;
 #else

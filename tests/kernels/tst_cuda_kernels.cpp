@@ -7,6 +7,7 @@
 #include "engine/cpu/ops.h"
 #include "engine/cpu/paged_attention.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/cuda/query_tiles.h"
 #include "engine/gpu_devices.h"
 #include "engine/kv/kv_format.h"
 #include "engine/runner/captured_attention.h"
@@ -28,6 +29,7 @@
 #include "kernels/rope_kv_write.cuh"
 #include "kernels/sampling.cuh"
 #include "kernels/swiglu.cuh"
+#include "kernels/tile_attention.cuh"
 #include "kernels/to_half.cuh"
 #include "kernels/wide_row_fetch.h"
 
@@ -419,6 +421,8 @@ private slots:
     void windowed_attention_matches_the_cpu();
     void windowed_attention_capture_matches_the_cpu_data();
     void windowed_attention_capture_matches_the_cpu();
+    void tiled_attention_matches_the_cpu_data();
+    void tiled_attention_matches_the_cpu();
     void attention_reads_the_layers_kv_group_data();
     void attention_reads_the_layers_kv_group();
     void copy_slot_rows_match_the_cpu_store();
@@ -1380,6 +1384,100 @@ void TestCudaKernels::windowed_attention_capture_matches_the_cpu() {
                                 .arg(out_error)
                                 .arg(error)));
     }
+}
+
+void TestCudaKernels::tiled_attention_matches_the_cpu_data() {
+    QTest::addColumn<KvFormat>("format");
+    QTest::addColumn<int>("heads");
+    QTest::addColumn<int>("kv_heads");
+    QTest::addColumn<int>("head_dim");
+    QTest::addColumn<int>("window");
+    // Every tile shape: groups of 1 (tiles of 64 tokens, 4 warps), 2 (32),
+    // 3 (SmolLM2: 16 tokens, 3 warps), 4, 7 and 8; head_dim 32, 64 and 128.
+    QTest::newRow("f16, SmolLM2 heads") << KvFormat::f16 << 9 << 3 << 64 << 0;
+    QTest::newRow("bf16, SmolLM2 heads") << KvFormat::bf16 << 9 << 3 << 64 << 0;
+    QTest::newRow("f16, d64, group 1") << KvFormat::f16 << 4 << 4 << 64 << 0;
+    QTest::newRow("f16, d128, group 2") << KvFormat::f16 << 4 << 2 << 128 << 0;
+    QTest::newRow("bf16, d128, group 4") << KvFormat::bf16 << 16 << 4 << 128 << 0;
+    QTest::newRow("f16, d128, group 7") << KvFormat::f16 << 7 << 1 << 128 << 0;
+    QTest::newRow("bf16, d64, group 8") << KvFormat::bf16 << 16 << 2 << 64 << 0;
+    QTest::newRow("f16, d32, group 2 (the tiny test models)") << KvFormat::f16 << 2 << 1 << 32 << 0;
+    // Sliding windows (a tile's tokens each start their own window).
+    QTest::newRow("f16, SmolLM2 heads, window 8") << KvFormat::f16 << 9 << 3 << 64 << 8;
+    QTest::newRow("f16, d128, group 4, window 37") << KvFormat::f16 << 8 << 2 << 128 << 37;
+    QTest::newRow("f16, d64, group 1, window 200") << KvFormat::f16 << 2 << 2 << 64 << 200;
+}
+
+// The tensor-core path (tile_attention.cuh) over query tiles: prefill chunks
+// from nothing and over prefix-cached blocks, decodes beside them (tiles of
+// one token), splits from 64 entries to one split covering every context
+// (then the tiles write the output without the merge). Q and P are rounded
+// to the cache's 16-bit type for the products, so the output agrees with the
+// CPU to that rounding, not to fp32 summation order.
+void TestCudaKernels::tiled_attention_matches_the_cpu() {
+    QFETCH(KvFormat, format);
+    QFETCH(int, heads);
+    QFETCH(int, kv_heads);
+    QFETCH(int, head_dim);
+    QFETCH(int, window);
+    const TestGeometry g{heads, kv_heads, head_dim, 16, 128};
+    const TestBatches batches = make_batches(window > 0 ? kWindowBatch : kMixedBatch, g, 31);
+    cpu::KvStore store({1, kv_heads, head_dim, g.block_size, g.num_blocks}, {format, format});
+    fill_store(store, batches, g, 32);
+    runner::ForwardBatch batch = batches.step;
+    if (window > 0) {
+        QVERIFY(let_go_outside_window(batch, 0, window) > 0);
+    }
+    const auto tokens = static_cast<int>(batch.token_count());
+    const std::vector<float> q =
+        random_floats(static_cast<std::size_t>(tokens) * heads * head_dim, 33);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    cpu::ThreadPool threads(2);
+    std::vector<float> cpu_out(q.size());
+    cpu::paged_attention(store.layer(0), batch, q.data(), heads, cpu_out.data(), threads, {},
+                         {scale, window});
+
+    DevicePool pool(store, g);
+    pool.mirror(store);
+    pool.view.window = window;
+    QVERIFY(kernels::tile_attention_fits(pool.view, heads));
+    const int tile_tokens = kernels::tile_attention_tile_tokens(heads / kv_heads);
+    const std::vector<std::int32_t> starts =
+        cuda::query_tile_starts(batch.sequence_of, tile_tokens);
+    DeviceBatch d_batch(batch);
+    DeviceArray<std::int32_t> d_starts(starts);
+    d_batch.view.query_tiles = static_cast<int>(starts.size()) - 1;
+    d_batch.view.query_tile_tokens = tile_tokens;
+    d_batch.view.query_tile_starts = d_starts.get();
+    DeviceArray<float> d_q(q);
+    const int context = max_context(batch);
+    const double tolerance = format == KvFormat::bf16 ? 3e-2 : 5e-3;
+    for (const int split : {64, kernels::kAttentionSplit, kernels::kLongestVectorSplit}) {
+        const TestWorkspace work(tokens, heads, head_dim, context, window, split);
+        DeviceArray<float> out(q.size());
+        kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(), heads, scale, context,
+                                        work.workspace, out.get(), nullptr);
+        const std::vector<float> floats = out.download(q.size());
+        const double error = relative_error(floats, cpu_out);
+        qDebug("splits of %d (%d a token at most): relative error %.3g", split, work.splits, error);
+        QVERIFY2(error < tolerance,
+                 qPrintable(QString("splits of %1: relative error %2").arg(split).arg(error)));
+        DeviceArray<__half> halves(q.size());
+        kernels::launch_paged_attention_half(pool.view, d_batch.view, d_q.get(), heads, scale,
+                                             context, work.workspace, halves.get(), nullptr);
+        const std::vector<__half> got = halves.download(q.size());
+        for (std::size_t i = 0; i < q.size(); ++i) {
+            QCOMPARE(static_cast<__half_raw>(got[i]).x, fp32_to_fp16(floats[i]));
+        }
+    }
+    // Tiles cut for another group are refused, not misread.
+    d_batch.view.query_tile_tokens = tile_tokens * 2;
+    const TestWorkspace work(tokens, heads, head_dim, context, window, 64);
+    DeviceArray<float> out(q.size());
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(),
+                                                             heads, scale, context, work.workspace,
+                                                             out.get(), nullptr));
 }
 
 void TestCudaKernels::attention_reads_the_layers_kv_group_data() {
