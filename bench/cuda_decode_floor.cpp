@@ -24,8 +24,12 @@
 // the same step with f16. Last, prefill tokens/s with the attention over
 // query tiles on tensor cores beside the per-token vector path.
 //
+// --profile-attention launches each attention kernel once and nothing else,
+// for Nsight Compute to read (scripts/gpu-check.sh's profile step).
+//
 //   kvscope-bench-cuda [--model FILE] [--batches 1,32,128] [--contexts 1024,4096]
 //                      [--format f16] [--steps 20] [--launch-variants]
+//                      [--profile-attention]
 #include "engine/cuda/decode_padding.h"
 #include "engine/gpu_devices.h"
 #include "engine/kv/block_allocator.h"
@@ -117,7 +121,7 @@ struct AttentionFigure {
 // The decode attention kernel alone over one layer: batch sequences of
 // `context` entries, one query token each.
 AttentionFigure attention_bandwidth(const model::LlamaConfig& c, kv::KvFormat format, int batch,
-                                    int context) {
+                                    int context, int repeats = 20) {
     const int block_size = 16;
     const int blocks_per_sequence = (context + block_size - 1) / block_size;
     const int num_blocks = batch * blocks_per_sequence;
@@ -185,7 +189,7 @@ AttentionFigure attention_bandwidth(const model::LlamaConfig& c, kv::KvFormat fo
     const kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
         static_cast<float*>(scratch.data), batch, c.heads, splits, c.head_dim, split);
     AttentionFigure figure;
-    figure.ms = best_ms(20, [&] {
+    figure.ms = best_ms(repeats, [&] {
         kernels::launch_paged_attention(cache, view, static_cast<const float*>(q.data), c.heads,
                                         0.125f, context, workspace, static_cast<float*>(out.data),
                                         nullptr);
@@ -398,6 +402,44 @@ double prefill_tokens_per_second(const std::shared_ptr<const model::LlamaModel>&
     return static_cast<double>(batch) * context / best;
 }
 
+// Each attention kernel launched once, for a profiler to read
+// (scripts/gpu-check.sh runs this under Nsight Compute): the decode split
+// kernel at 32 x 4096 with f16 rows into registers, f16 rows through the
+// ring and q8_0, then one prefill chunk of 512 tokens over 512 cached
+// entries (the shape of `kvscope bench`'s second chunk) through the
+// backend, whose first layer's tile kernel comes first.
+void profile_attention(const std::shared_ptr<const model::LlamaModel>& model) {
+    const model::LlamaConfig& c = model->config();
+    for (const auto& [format, fetch] :
+         {std::pair{kv::KvFormat::f16, kernels::WideRowFetch::registers},
+          std::pair{kv::KvFormat::f16, kernels::WideRowFetch::ring},
+          std::pair{kv::KvFormat::q8_0, kernels::WideRowFetch::ring}}) {
+        const kernels::WideRowFetchScope rows(fetch);
+        attention_bandwidth(c, format, 32, 4096, /*repeats=*/0); // its warm-up launch only
+    }
+    const int block_size = 16;
+    session::BackendSpec spec;
+    spec.kind = session::BackendKind::cuda;
+    session::KvCacheSpec cache;
+    cache.block_size = block_size;
+    cache.num_blocks = 1024 / block_size;
+    cache.format = {kv::KvFormat::f16, kv::KvFormat::f16};
+    auto backend = session::make_backend(spec, model, cache);
+    kv::BlockAllocator allocator(backend->num_blocks());
+    kv::SequenceBlocks sequence;
+    if (!kv::reserve(sequence, 1024, block_size, allocator)) {
+        throw std::runtime_error("KV pool too small for the profile");
+    }
+    sequence.length = 512; // never prefilled: the kernels read the same bytes
+    const std::vector<std::int32_t> chunk(512, 100);
+    const runner::SequenceStep step{&sequence, chunk};
+    const std::vector<runner::RowSampling> greedy(1);
+    std::int32_t next = 0;
+    backend->forward_sampled(runner::build_forward_batch({&step, 1}, block_size), greedy, &next);
+    std::printf("profiled: decode attention at 32 x 4096 (f16 into registers, f16 through the "
+                "ring, q8_0), then a prefill chunk of 512 tokens over 512 cached entries\n");
+}
+
 // Issue 40's prefill target (32 x 1024 in chunks of 512, as `kvscope bench`
 // measures it) and a longer context, the tile path beside the per-token one
 // in one run.
@@ -427,6 +469,7 @@ int main(int argc, char** argv) {
     std::string format_name = "f16";
     int steps = 20;
     bool launch_variants = false;
+    bool profile = false;
     app.add_option("--model", model_option,
                    "GGUF model (default: $KVSCOPE_MODEL or the fetched one)");
     app.add_option("--batches", batches, "batch sizes")->delimiter(',');
@@ -435,6 +478,9 @@ int main(int argc, char** argv) {
     app.add_option("--steps", steps, "decode steps timed per case (the median is kept)");
     app.add_flag("--launch-variants", launch_variants,
                  "time each case with kernels launched in turn and overlapped, side by side");
+    app.add_flag("--profile-attention", profile,
+                 "launch each attention kernel once, for a profiler (ncu) to read, and nothing "
+                 "else");
     CLI11_PARSE(app, argc, argv);
 
     const GpuInventory gpus = query_gpu_devices();
@@ -456,6 +502,10 @@ int main(int argc, char** argv) {
                     session::describe_model(*model).c_str(), format_name.c_str());
         std::printf("device-to-device copy bandwidth: %.0f GB/s\n\n", bandwidth / 1e9);
 
+        if (profile) {
+            profile_attention(model);
+            return 0;
+        }
         if (launch_variants) {
             print_launch_variants(model, *format, batches, contexts, steps);
             return 0;

@@ -10,7 +10,9 @@
 # Runs the GPU-labelled test suites, then again under compute-sanitizer
 # (memcheck: all but tst_cuda_record; racecheck: the kernel suites; see
 # sanitizer_leaves_out), the GPU benchmarks (kvscope bench
-# --backend cuda and any bench program named *cuda*) and a CUPTI recording
+# --backend cuda and any bench program named *cuda*), Nsight Compute's reading
+# of the attention kernels (ncu: throughput and occupancy, into bench.txt),
+# and a CUPTI recording
 # (kvscope record --backend cuda --gpu-capture on, then kvscope stats), and
 # writes everything into one results folder of at most 8 files: summary.md,
 # nvidia-smi.txt, build.log, tests.log, sanitizer.log, bench.txt,
@@ -32,7 +34,7 @@
 #                      random-weight model of SmolLM2-135M's shape and storage
 #                      (scripts/make_random_model.py) and the summary says so;
 #                      tests that need the real model then skip.
-#   --only STEPS       comma-separated subset of: tests,sanitizer,bench,record
+#   --only STEPS       comma-separated subset of: tests,sanitizer,bench,profile,record
 #   --timeout SECONDS  limit for each program the check runs (default: 900)
 #   --no-compare       leave out the side-by-side run with Hugging Face
 #                      transformers in the bench step (its torch.compile takes
@@ -62,7 +64,7 @@ set -euo pipefail
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly repo_root
 original_args=("$@")
-readonly all_steps=(tests sanitizer bench record)
+readonly all_steps=(tests sanitizer bench profile record)
 readonly result_files=(summary.md nvidia-smi.txt build.log tests.log sanitizer.log bench.txt
                        recording-stats.txt recording.sqlite)
 readonly pack_archive=kvscope-gpu-pack.tar.xz
@@ -181,7 +183,7 @@ else
     IFS=, read -r -a only_steps <<<"$only"
     for step in "${only_steps[@]}"; do
         case "$step" in
-            tests|sanitizer|bench|record) wanted[$step]=1 ;;
+            tests|sanitizer|bench|profile|record) wanted[$step]=1 ;;
             *) usage_error "--only: unknown step '$step' (steps: ${all_steps[*]})" ;;
         esac
     done
@@ -932,6 +934,41 @@ bench_step() {
         add_step bench fail "$failed of $ran failed:$failures (bench.txt)"
     else
         add_step bench pass "$ran benchmark(s), ${#bench_programs[@]} *cuda* program(s) and kvscope bench; $which (bench.txt)"
+    fi
+}
+
+# Nsight Compute's reading of the attention kernels, each launched once by
+# kvscope-bench-cuda --profile-attention: the decode split kernel (f16 rows
+# into registers and through the ring, q8_0) and the prefill's tile kernel.
+# Speed of light (DRAM and compute throughput against the peaks), occupancy
+# and launch statistics, appended to bench.txt. The clocks are left as they
+# are (--clock-control none), as the device's notes ask.
+profile_step() {
+    local log=$out_dir/bench.txt program floor_bench="" ncu status=0 profiled
+    for program in "${bench_programs[@]}"; do
+        [[ $(basename "$program") == kvscope-bench-cuda ]] && floor_bench=$program
+    done
+    if [[ -z $floor_bench ]]; then
+        add_step profile skip "no kvscope-bench-cuda in these binaries"
+        return
+    fi
+    if ! ncu=$(find_program ncu); then
+        add_step profile skip "Nsight Compute (ncu) not found"
+        return
+    fi
+    echo "===== ncu: kvscope-bench-cuda --profile-attention =====" >>"$log"
+    timeout "$step_timeout" "${ours[@]}" ${model:+"KVSCOPE_MODEL=$model"} "$ncu" \
+        --clock-control none --kernel-name regex:'vector_attention_split_kernel|tile_attention_kernel' \
+        --launch-count 4 --section SpeedOfLight --section Occupancy --section LaunchStats \
+        "$floor_bench" --profile-attention >"$work/ncu.out" 2>&1 || status=$?
+    cat "$work/ncu.out" >>"$log"
+    profiled=$(grep -c 'Section: GPU Speed Of Light Throughput' "$work/ncu.out" || true)
+    if ((status != 0)); then
+        add_step profile fail "ncu exited with status $status after $profiled kernel(s) (bench.txt)"
+    elif ((profiled == 0)); then
+        add_step profile fail "ncu profiled no kernel (bench.txt)"
+    else
+        add_step profile pass "ncu read $profiled attention kernel(s): speed of light, occupancy (bench.txt)"
     fi
 }
 
