@@ -3,6 +3,8 @@
 #include "kernels/cuda_check.cuh"
 #include "kernels/nvtx_range.h"
 
+#include <stdexcept>
+
 namespace kvscope::kernels {
 
 // ---- Kernels ------------------------------------------------------------------
@@ -53,6 +55,9 @@ void launch_attention_capture(const PagedKvView& cache, const DeviceBatchView& b
     nvtx::Range range("attention_capture");
     if (batch.tokens <= 0 || max_context <= 0 || batch.capture_attention_from == nullptr) {
         return;
+    }
+    if (batch.query_tiles > 0) { // it rescores every token's per-token splits
+        throw std::invalid_argument("attention capture: a batch cut into query tiles");
     }
     const int group = heads / cache.kv_heads;
     const int max_splits =

@@ -114,7 +114,7 @@ struct SplitBlock {
 __device__ inline SplitBlock split_block(const PagedKvView& cache, const DeviceBatchView& batch,
                                          int heads, int length) {
     SplitBlock b;
-    b.token = blockIdx.x;
+    b.token = batch.per_token_row_token(static_cast<int>(blockIdx.x));
     b.kv_head = blockIdx.y;
     b.split = blockIdx.z;
     b.length = length;

@@ -290,11 +290,21 @@ void launch_attention(const PagedKvView& cache, const DeviceBatchView& batch, co
     const int group = heads / cache.kv_heads;
     const int max_splits =
         (attended_entries(cache, max_context) + workspace.split - 1) / workspace.split;
-    if (batch.query_tiles > 0 && tile_attention_fits(cache, heads)) {
-        launch_tile_attention(cache, batch, q, heads, scale, max_splits, workspace, out, stream);
-        if (max_splits == 1) {
-            return; // the tiles wrote the output themselves
+    if (batch.query_tiles > 0) {
+        if (!tile_attention_fits(cache, heads)) {
+            throw std::invalid_argument(
+                "paged attention: a batch cut into query tiles needs a cache the tile path "
+                "takes (see tile_attention_fits)");
         }
+        // The tiles, then the single tokens beside them on the vector path:
+        // the same partial results, merged together below. Alone, in one
+        // split, the tiles write the output themselves.
+        launch_tile_attention(cache, batch, q, heads, scale, max_splits, workspace, out, stream);
+        if (batch.single_token_count == 0 && max_splits == 1) {
+            return;
+        }
+        launch_vector_attention_splits(cache, batch, q, heads, scale, max_splits, workspace,
+                                       stream);
     } else if (attention_takes_vector_path(cache, heads)) { // (q must then be 16-byte aligned)
         launch_vector_attention_splits(cache, batch, q, heads, scale, max_splits, workspace,
                                        stream);

@@ -5,6 +5,7 @@
 #include "kernels/math/paged_slots.h"
 #include "kernels/tile_attention.cuh"
 
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cuda_bf16.h>
@@ -127,8 +128,8 @@ __global__ void __launch_bounds__(kMaxTileWarps * 32)
     wait_for_previous_kernel();
     const int split = static_cast<int>(blockIdx.z);
     const int kv_head = static_cast<int>(blockIdx.y);
-    const int first_token = batch.query_tile_starts[blockIdx.x];
-    const int tile_tokens = batch.query_tile_starts[blockIdx.x + 1] - first_token;
+    const int first_token = batch.query_tile_bounds[2 * blockIdx.x];
+    const int tile_tokens = batch.query_tile_bounds[2 * blockIdx.x + 1] - first_token;
     const int group = heads / cache.kv_heads;
     const int length = workspace.split;
     const std::int32_t* table = batch.table_of(batch.sequence_of[first_token]);
@@ -330,9 +331,11 @@ __global__ void __launch_bounds__(kMaxTileWarps * 32)
         }
     }
 
+    // Every lane takes part in both sums before any lane branches below.
+    row_sum[0] = group_sum(row_sum[0]);
+    row_sum[1] = group_sum(row_sum[1]);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        row_sum[h] = group_sum(row_sum[h]);
         if (end[h] <= begin[h]) {
             continue; // no entry of this split (or no token) in this row
         }
@@ -396,13 +399,27 @@ bool aligned16(const void* pointer) {
     return reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0;
 }
 
+// Whether the current device has mma.sync for 16-bit inputs (compute
+// capability 8.0 on), asked of the run-time once per device: the attention
+// asks on every layer's launch.
 bool device_has_mma() {
+    constexpr int kDevicesKept = 64;
+    static std::atomic<int> known[kDevicesKept] = {}; // 0: not asked yet, 1: yes, 2: no
     int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        return false;
+    }
+    if (device >= 0 && device < kDevicesKept && known[device].load() != 0) {
+        return known[device].load() == 1;
+    }
     int major = 0;
-    return cudaGetDevice(&device) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
-               cudaSuccess &&
-           major >= 8;
+    const bool has =
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+        major >= 8;
+    if (device >= 0 && device < kDevicesKept) {
+        known[device].store(has ? 1 : 2);
+    }
+    return has;
 }
 
 template <typename Out>
@@ -432,7 +449,7 @@ void launch(const PagedKvView& cache, const DeviceBatchView& batch, const float*
     dispatch<Out>(cache, [&](auto kernel, int head_dim) {
         launch_kernel("tile_attention_kernel", kernel, grid, block, shared_bytes(head_dim), stream,
                       cache, batch, q, heads, scale, max_splits, workspace, out,
-                      /*direct=*/max_splits == 1);
+                      /*direct=*/max_splits == 1 && batch.single_token_count == 0);
     });
 }
 

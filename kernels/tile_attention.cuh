@@ -10,8 +10,9 @@
 // causal range (and sliding window), so tiles may mix prefill positions.
 //
 // It writes the same partial results as the split kernels, which the same
-// merge then combines; a step whose every token fits one split skips the
-// merge and writes the output itself.
+// merge then combines (with those of a step's single tokens, which the
+// vector path computes beside it); a step of tiles alone whose every token
+// fits one split skips the merge and writes the output itself.
 #pragma once
 
 #include "kernels/paged_attention.cuh"
@@ -37,10 +38,10 @@ int tile_attention_tile_tokens(int group);
 AttentionSplitLimits tile_attention_split_limits(const PagedKvView& cache, int heads);
 
 // The split pass over grid (batch.query_tiles, kv_heads, max_splits), into
-// the workspace's partial results; or, with max_splits 1, the whole
-// attention, written to `out` ((tokens, heads, head_dim)) with the merge's
-// maximum and sum. Throws std::invalid_argument where tile_attention_fits
-// does not hold, q is not 16-byte aligned, or batch.query_tile_tokens is not
+// the workspace's partial results; or, with max_splits 1 and no single
+// tokens beside the tiles, the whole attention, written to `out` ((tokens,
+// heads, head_dim)) with the merge's maximum and sum. Throws std::invalid_argument where
+// tile_attention_fits does not hold, q is not 16-byte aligned, or batch.query_tile_tokens is not
 // tile_attention_tile_tokens(heads / kv_heads) (the tiles the blocks are
 // built for).
 void launch_tile_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,

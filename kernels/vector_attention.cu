@@ -625,8 +625,11 @@ void launch_vector_attention_splits(const PagedKvView& cache, const DeviceBatchV
     if (!aligned16(q)) {
         throw std::invalid_argument("vector attention: the queries must be 16-byte aligned");
     }
-    const dim3 grid(static_cast<unsigned>(batch.tokens), static_cast<unsigned>(cache.kv_heads),
-                    static_cast<unsigned>(max_splits));
+    if (batch.per_token_rows() <= 0 || max_splits <= 0) {
+        return; // a tiled step of no single tokens
+    }
+    const dim3 grid(static_cast<unsigned>(batch.per_token_rows()),
+                    static_cast<unsigned>(cache.kv_heads), static_cast<unsigned>(max_splits));
     dispatch(cache, heads, [&](auto kernel) {
         launch_kernel("vector_attention_split_kernel", kernel, grid, dim3(kThreads), 0, stream,
                       cache, batch, q, heads, scale, max_splits, workspace);

@@ -27,7 +27,8 @@ bool vector_attention_fits(const PagedKvView& cache, int heads);
 int vector_attention_resident_blocks(const PagedKvView& cache, int heads);
 
 // The split pass over grid (tokens, kv_heads, max_splits), any split length
-// (workspace.split). Throws std::invalid_argument where vector_attention_fits
+// (workspace.split); in a step cut into query tiles, over its single tokens
+// only (DeviceBatchView::per_token_rows). Throws std::invalid_argument where vector_attention_fits
 // does not hold or q is not 16-byte aligned.
 void launch_vector_attention_splits(const PagedKvView& cache, const DeviceBatchView& batch,
                                     const float* q, int heads, float scale, int max_splits,

@@ -105,7 +105,8 @@ struct StepArrays {
     std::size_t write_slot = 0; // KIVI only, like the two below
     std::size_t read_slot = 0;
     std::size_t filled_blocks = 0;
-    std::size_t query_tile_starts = 0; // tiled steps only
+    std::size_t query_tile_bounds = 0; // tiled steps only, like the one below
+    std::size_t single_tokens = 0;
 };
 
 } // namespace
@@ -557,7 +558,7 @@ struct CudaBackend::StepPlan {
     int max_splits = 0;
     std::vector<std::int64_t> offsets; // each sequence's captured entries start here
     std::int64_t capture_total = 0;
-    std::vector<std::int32_t> tile_starts; // query tiles (query_tiles.h); empty: per token
+    QueryTiles tiles; // (query_tiles.h) none: every token on the per-token paths
     StagingLayout layout;
     StepArrays at;
     bool sampled = false; // forward_sampled: tokens back, the logits stay on the device
@@ -632,27 +633,26 @@ CudaBackend::StepPlan CudaBackend::plan_step(const runner::ForwardBatch& request
                               ? split_bucket(max_context, kernels::kShortestAttentionSplit) *
                                     kernels::kShortestAttentionSplit
                               : max_context;
-    // Prefill chunks (with any decodes beside them) take the tensor-core
-    // attention over query tiles, a block per tile rather than per token.
-    // Never in a graph (decodes only) nor with a capture, which rescores the
-    // per-token splits.
+    // Prefill chunks (and speculative verifications) take the tensor-core
+    // attention over query tiles, a block per tile rather than per token;
+    // decodes beside them stay per token. Never in a graph (decodes only)
+    // nor with a capture, which rescores the per-token splits.
     if (tile_tokens_ > 0 && !plan.bucket && !plan.capture) {
-        std::vector<std::int32_t> starts = query_tile_starts(batch.sequence_of, tile_tokens_);
-        if (worth_tiling(tokens, static_cast<std::int64_t>(starts.size()) - 1)) {
-            plan.tile_starts = std::move(starts);
-        }
+        plan.tiles = plan_query_tiles(batch.sequence_of, tile_tokens_);
     }
-    const bool tiled = !plan.tile_starts.empty();
-    // The capture rescores a split in shared memory, so it keeps the general
-    // path's split lengths.
-    const kernels::AttentionSplitLimits& limits = plan.capture ? capture_splits_
-                                                  : tiled      ? tile_splits_
-                                                               : step_splits_;
-    const int blocks_per_split =
-        tiled ? static_cast<int>(plan.tile_starts.size()) - 1 : tokens; // per KV head
-    plan.split =
-        attention_split_length(blocks_per_split, c.kv_heads, plan.launch_context, multiprocessors_,
-                               limits.longest, limits.shortest, limits.blocks_per_multiprocessor);
+    const bool tiled = plan.tiles.count() > 0;
+    if (tiled) {
+        plan.split = tiled_split_length(
+            plan.tiles, batch.cache_positions, c.kv_heads, multiprocessors_, tile_splits_.longest,
+            tile_splits_.shortest, tile_splits_.blocks_per_multiprocessor);
+    } else {
+        // The capture rescores a split in shared memory, so it keeps the
+        // general path's split lengths.
+        const kernels::AttentionSplitLimits& limits = plan.capture ? capture_splits_ : step_splits_;
+        plan.split = attention_split_length(tokens, c.kv_heads, plan.launch_context,
+                                            multiprocessors_, limits.longest, limits.shortest,
+                                            limits.blocks_per_multiprocessor);
+    }
     plan.max_splits = (plan.launch_context + plan.split - 1) / plan.split;
 
     // Each sequence's captured entries start at its offset (as on the CPU).
@@ -680,7 +680,8 @@ CudaBackend::StepPlan CudaBackend::plan_step(const runner::ForwardBatch& request
     // graph was captured with.
     at.block_tables = layout.add<std::int32_t>(batch.block_tables.size());
     if (tiled) { // never in a graph's step, so past its arrays
-        at.query_tile_starts = layout.add<std::int32_t>(plan.tile_starts.size());
+        at.query_tile_bounds = layout.add<std::int32_t>(plan.tiles.bounds.size());
+        at.single_tokens = layout.add<std::int32_t>(plan.tiles.single_tokens.size());
     }
     // The sampling rows last of all: the sampling kernel runs outside any
     // graph, and their count (real rows, not the bucket) and presence
@@ -776,8 +777,9 @@ CudaBackend::DeviceStep CudaBackend::stage_step(const StepPlan& plan,
     }
     StagingLayout::write<std::int64_t>(staged, at.capture_offsets, plan.offsets);
     StagingLayout::write<std::int32_t>(staged, at.logit_tokens, batch.logit_tokens);
-    if (!plan.tile_starts.empty()) {
-        StagingLayout::write<std::int32_t>(staged, at.query_tile_starts, plan.tile_starts);
+    if (plan.tiles.count() > 0) {
+        StagingLayout::write<std::int32_t>(staged, at.query_tile_bounds, plan.tiles.bounds);
+        StagingLayout::write<std::int32_t>(staged, at.single_tokens, plan.tiles.single_tokens);
     }
     if (plan.sampled) {
         auto* params = StagingLayout::at<kernels::DeviceSamplingParams>(staged, plan.at_sampling);
@@ -820,11 +822,14 @@ CudaBackend::DeviceStep CudaBackend::stage_step(const StepPlan& plan,
         StagingLayout::at<std::int32_t>(arrays, at.capture_attention_from);
     device_batch.capture_offsets = StagingLayout::at<std::int64_t>(arrays, at.capture_offsets);
     step.logit_tokens = StagingLayout::at<std::int32_t>(arrays, at.logit_tokens);
-    if (!plan.tile_starts.empty()) {
-        device_batch.query_tiles = static_cast<int>(plan.tile_starts.size()) - 1;
+    if (plan.tiles.count() > 0) {
+        device_batch.query_tiles = static_cast<int>(plan.tiles.count());
         device_batch.query_tile_tokens = tile_tokens_;
-        device_batch.query_tile_starts =
-            StagingLayout::at<std::int32_t>(arrays, at.query_tile_starts);
+        device_batch.query_tile_bounds =
+            StagingLayout::at<std::int32_t>(arrays, at.query_tile_bounds);
+        device_batch.single_token_count = static_cast<int>(plan.tiles.single_tokens.size());
+        device_batch.single_tokens = StagingLayout::at<std::int32_t>(arrays, at.single_tokens);
+        ++tiled_steps_;
     }
     if (has_kivi_plane()) {
         step.write_slot = StagingLayout::at<std::int32_t>(arrays, at.write_slot);

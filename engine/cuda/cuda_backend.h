@@ -84,6 +84,8 @@ public:
     // Decode graphs captured so far and steps replayed from them (tests).
     std::size_t decode_graph_count() const { return graphs_.size(); }
     std::int64_t decode_graph_replays() const { return graphs_.replays(); }
+    // Steps whose attention ran over query tiles (tests).
+    std::int64_t tiled_steps() const { return tiled_steps_; }
     const std::string& device_name() const { return device_name_; }
     int device() const { return options_.device; }
 
@@ -233,6 +235,7 @@ private:
     kernels::AttentionSplitLimits capture_splits_;
     kernels::AttentionSplitLimits tile_splits_;
     int tile_tokens_ = 0; // tokens per query tile; 0: the tile path does not fit
+    std::int64_t tiled_steps_ = 0;
     DecodeGraphs graphs_;
     std::string failure_;              // why a step failed on the device; empty while all is well
     bool device_work_started_ = false; // this step or copy has changed device or bookkeeping

@@ -1,10 +1,11 @@
 // Query tiles: how a step's tokens are grouped for the tensor-core attention
 // (kernels/tile_attention.cuh). A tile is a run of consecutive tokens of one
-// sequence, at most `tile_tokens` long (a prefill chunk is cut into tiles of
-// that many; a decode is a tile of one). The kernel reads each K/V row once
-// for a whole tile, where the vector path reads it once per token, and
-// computes the tile's scores with matrix instructions. Host-only, so the
-// CPU tests check it.
+// sequence, at most `tile_tokens` long: a prefill chunk (or a speculative
+// verification's few tokens) is cut into tiles, whose kernel reads each K/V
+// row once for the whole tile where the per-token path reads it once per
+// token. A sequence with one token in the step (a decode) stays on the
+// per-token vector path, tuned for it; both write the same partial results,
+// which one merge combines. Host-only, so the CPU tests check it.
 #pragma once
 
 #include <cstdint>
@@ -13,17 +14,30 @@
 
 namespace kvscope::cuda {
 
-// The first token of every tile, then the token count: tile i holds tokens
-// [starts[i], starts[i + 1]). `sequence_of` is the step's (ForwardBatch's),
-// whose tokens of one sequence are consecutive.
-std::vector<std::int32_t> query_tile_starts(std::span<const std::int32_t> sequence_of,
-                                            int tile_tokens);
+struct QueryTiles {
+    // Tile i holds tokens [bounds[2i], bounds[2i + 1]).
+    std::vector<std::int32_t> bounds;
+    // The tokens of one-token sequences, in order: the per-token path's.
+    std::vector<std::int32_t> single_tokens;
 
-// Whether a step whose tokens fall into `tiles` tiles takes the tile path:
-// when its tiles average at least kTiledTokensPerTile tokens (prefill chunks,
-// speculative verification). A step of decodes alone, one token a tile,
-// stays on the vector path, tuned for it.
-inline constexpr int kTiledTokensPerTile = 4;
-bool worth_tiling(std::int64_t tokens, std::int64_t tiles);
+    std::int64_t count() const { return static_cast<std::int64_t>(bounds.size() / 2); }
+};
+
+// Cuts a step's tokens (ForwardBatch::sequence_of, whose tokens of one
+// sequence are consecutive) into tiles of at most `tile_tokens`; no tiles
+// when every sequence has one token. Throws std::invalid_argument for
+// tile_tokens < 1.
+QueryTiles plan_query_tiles(std::span<const std::int32_t> sequence_of, int tile_tokens);
+
+// Cache entries per attention split for a tiled step: as
+// attention_split_length (decode_padding.h), halving from `longest` to
+// `shortest` until the grid has `blocks_per_multiprocessor` blocks of work
+// per multiprocessor, but counting the blocks that have work: a tile (or a
+// single token) over c entries has ceil(c / length) splits, not the
+// longest context's (the early tiles of a causal prefill see few entries).
+// cache_positions: the step's (ForwardBatch's).
+int tiled_split_length(const QueryTiles& tiles, std::span<const std::int32_t> cache_positions,
+                       int kv_heads, int multiprocessors, int longest, int shortest,
+                       int blocks_per_multiprocessor);
 
 } // namespace kvscope::cuda

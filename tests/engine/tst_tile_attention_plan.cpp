@@ -1,16 +1,18 @@
 // What the CUDA tile attention (kernels/tile_attention.cu) plans and indexes
 // on the host's side, checked here where no GPU is needed: how a step's
-// tokens are cut into query tiles (engine/cuda/query_tiles.h), and the
-// tensor-core fragment layouts it finds every element through
-// (kernels/math/mma_fragments.h). The layouts are run lane by lane as a warp
-// holds them: each covers its matrix exactly once, and a warp's scores and
-// weighted values, composed the way the kernel composes them (queries as A,
-// keys read along their dimensions as B, the scores' accumulators reused as
-// the probabilities' A, values read down the entries as B), are Q K^T and
-// P V.
+// tokens are cut into query tiles and its splits planned
+// (engine/cuda/query_tiles.h), and the tensor-core fragment layouts it finds
+// every element through (kernels/math/mma_fragments.h). The layouts are run
+// lane by lane as a warp holds them: each covers its matrix exactly once,
+// and a warp's scores and weighted values, composed the way the kernel
+// composes them (queries as A, keys read along their dimensions as B, the
+// scores' accumulators reused as the probabilities' A, values read down the
+// entries as B), through an instruction written from the PTX ISA's own
+// tables (not through the layouts under test), are Q K^T and P V.
 #include "engine/cuda/query_tiles.h"
 #include "kernels/math/mma_fragments.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <random>
@@ -30,31 +32,36 @@ struct Fragments {
     std::array<std::array<float, 4>, 32> c{};                // [lane][value]
 };
 
-// What the hardware does with them (the PTX ISA's definition, through the
-// same layouts): d = a b + c.
+// What the hardware does with them: d = a b + c, the fragments read as the
+// PTX ISA's tables for mma.m16n8k16 (.f16/.bf16 inputs, .f32 accumulators)
+// give them, written out here apart from mma_fragments.h. A's element i of
+// a lane (0-7, two a register) sits at row groupID (+8 for i = 2, 3, 6, 7)
+// and column threadID_in_group * 2 + (i & 1) (+8 for i >= 4); B's element i
+// (0-3) at row threadID_in_group * 2 + (i & 1) (+8 for i >= 2), column
+// groupID; C's element i (0-3) at row groupID (+8 for i >= 2), column
+// threadID_in_group * 2 + (i & 1).
 void emulate_mma(Fragments& f) {
     float a[16][16];
     float b[16][8];
     for (int lane = 0; lane < 32; ++lane) {
-        for (int reg = 0; reg < 4; ++reg) {
-            for (int half = 0; half < 2; ++half) {
-                const mma::Element e = mma::a_element(lane, reg, half);
-                a[e.row][e.col] = f.a[lane][reg][half];
-            }
+        const int group = lane >> 2;
+        const int in_group = lane & 3;
+        for (int i = 0; i < 8; ++i) {
+            const int row = group + ((i == 2 || i == 3 || i == 6 || i == 7) ? 8 : 0);
+            const int col = in_group * 2 + (i & 1) + (i >= 4 ? 8 : 0);
+            a[row][col] = f.a[lane][i / 2][i % 2];
         }
-        for (int reg = 0; reg < 2; ++reg) {
-            for (int half = 0; half < 2; ++half) {
-                const mma::Element e = mma::b_element(lane, reg, half);
-                b[e.row][e.col] = f.b[lane][reg][half];
-            }
+        for (int i = 0; i < 4; ++i) {
+            b[in_group * 2 + (i & 1) + (i >= 2 ? 8 : 0)][group] = f.b[lane][i / 2][i % 2];
         }
     }
     for (int lane = 0; lane < 32; ++lane) {
         for (int v = 0; v < 4; ++v) {
-            const mma::Element e = mma::c_element(lane, v);
+            const int row = (lane >> 2) + (v >= 2 ? 8 : 0);
+            const int col = (lane & 3) * 2 + (v & 1);
             double sum = f.c[lane][v];
             for (int k = 0; k < 16; ++k) {
-                sum += static_cast<double>(a[e.row][k]) * b[k][e.col];
+                sum += static_cast<double>(a[row][k]) * b[k][col];
             }
             f.c[lane][v] = static_cast<float>(sum);
         }
@@ -78,51 +85,75 @@ class TestTileAttentionPlan : public QObject {
 
 private slots:
     void tiles_cut_at_sequences_and_at_the_tile_length();
-    void decodes_alone_stay_per_token();
+    void splits_count_the_blocks_with_work();
     void fragment_layouts_cover_each_matrix_once();
     void a_warp_composes_scores_and_weighted_values();
 };
 
 void TestTileAttentionPlan::tiles_cut_at_sequences_and_at_the_tile_length() {
-    // A prefill of 37 tokens, a decode, a chunk of 20, a decode of 2 (a
-    // speculative verification), cut into tiles of 16.
+    // A prefill of 37 tokens, a decode, a chunk of 20, a decode, a
+    // speculative verification of 2, cut into tiles of 16.
     std::vector<std::int32_t> sequence_of;
-    const int lengths[] = {37, 1, 20, 2};
-    for (int s = 0; s < 4; ++s) {
+    const int lengths[] = {37, 1, 20, 1, 2};
+    for (int s = 0; s < 5; ++s) {
         sequence_of.insert(sequence_of.end(), static_cast<std::size_t>(lengths[s]), s);
     }
-    const std::vector<std::int32_t> starts = cuda::query_tile_starts(sequence_of, 16);
-    const std::vector<std::int32_t> expected{0, 16, 32, 37, 38, 54, 58, 60};
-    QCOMPARE(starts, expected);
-    // Every tile is one sequence's, at most 16 long, and they cover the step.
-    for (std::size_t i = 0; i + 1 < starts.size(); ++i) {
-        QVERIFY(starts[i + 1] - starts[i] >= 1 && starts[i + 1] - starts[i] <= 16);
-        for (std::int32_t t = starts[i]; t < starts[i + 1]; ++t) {
+    const cuda::QueryTiles tiles = cuda::plan_query_tiles(sequence_of, 16);
+    QCOMPARE(tiles.bounds,
+             (std::vector<std::int32_t>{0, 16, 16, 32, 32, 37, 38, 54, 54, 58, 59, 61}));
+    QCOMPARE(tiles.single_tokens, (std::vector<std::int32_t>{37, 58}));
+    QCOMPARE(tiles.count(), std::int64_t{6});
+    // Every token once, in a tile of one sequence's tokens or alone.
+    std::vector<int> seen(sequence_of.size(), 0);
+    for (std::size_t i = 0; i < tiles.bounds.size(); i += 2) {
+        QVERIFY(tiles.bounds[i + 1] - tiles.bounds[i] >= 1 &&
+                tiles.bounds[i + 1] - tiles.bounds[i] <= 16);
+        for (std::int32_t t = tiles.bounds[i]; t < tiles.bounds[i + 1]; ++t) {
+            ++seen[static_cast<std::size_t>(t)];
             QCOMPARE(sequence_of[static_cast<std::size_t>(t)],
-                     sequence_of[static_cast<std::size_t>(starts[i])]);
+                     sequence_of[static_cast<std::size_t>(tiles.bounds[i])]);
         }
     }
-    QCOMPARE(cuda::query_tile_starts(sequence_of, 64),
-             (std::vector<std::int32_t>{0, 37, 38, 58, 60}));
-    QCOMPARE(cuda::query_tile_starts({}, 16), std::vector<std::int32_t>{0});
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, cuda::query_tile_starts(sequence_of, 0));
-    QVERIFY(cuda::worth_tiling(60, 7)); // 8.6 tokens a tile
+    for (const std::int32_t t : tiles.single_tokens) {
+        ++seen[static_cast<std::size_t>(t)];
+    }
+    QVERIFY(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+    QCOMPARE(cuda::plan_query_tiles(sequence_of, 64).bounds,
+             (std::vector<std::int32_t>{0, 37, 38, 58, 59, 61}));
+    // Decodes alone: no tiles, every token per token.
+    const std::vector<std::int32_t> decodes{0, 1, 2, 3};
+    QCOMPARE(cuda::plan_query_tiles(decodes, 16).count(), std::int64_t{0});
+    QCOMPARE(cuda::plan_query_tiles(decodes, 16).single_tokens, decodes);
+    QCOMPARE(cuda::plan_query_tiles({}, 16).count(), std::int64_t{0});
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, cuda::plan_query_tiles(sequence_of, 0));
 }
 
-void TestTileAttentionPlan::decodes_alone_stay_per_token() {
-    std::vector<std::int32_t> sequence_of(32);
-    for (std::int32_t s = 0; s < 32; ++s) {
-        sequence_of[static_cast<std::size_t>(s)] = s;
+void TestTileAttentionPlan::splits_count_the_blocks_with_work() {
+    // One prefill chunk of 512 tokens from nothing, tiles of 16: 32 tiles
+    // whose contexts grow from 16 to 512 entries.
+    std::vector<std::int32_t> sequence_of(512, 0);
+    std::vector<std::int32_t> cache_positions(512);
+    for (std::int32_t t = 0; t < 512; ++t) {
+        cache_positions[static_cast<std::size_t>(t)] = t;
     }
-    const std::vector<std::int32_t> starts = cuda::query_tile_starts(sequence_of, 16);
-    QCOMPARE(starts.size(), std::size_t{33}); // a tile per decode
-    QVERIFY(!cuda::worth_tiling(32, 32));
-    // Decodes beside one long chunk: mostly chunk, tiled.
-    sequence_of.insert(sequence_of.end(), 512, 32);
-    QVERIFY(cuda::worth_tiling(
-        static_cast<std::int64_t>(sequence_of.size()),
-        static_cast<std::int64_t>(cuda::query_tile_starts(sequence_of, 16).size() - 1)));
-    QVERIFY(!cuda::worth_tiling(0, 0));
+    const cuda::QueryTiles tiles = cuda::plan_query_tiles(sequence_of, 16);
+    // 3 KV heads, 132 multiprocessors x 4 blocks = 528 blocks wanted. At
+    // splits of 64 the tiles have sum(ceil(16 t / 64)) = 4 * (1 + ... + 8) =
+    // 144 splits of work, 432 blocks: short of it; at 32 (the shortest
+    // asked for) it is whatever 32 gives.
+    QCOMPARE(cuda::tiled_split_length(tiles, cache_positions, 3, 132, 2048, 32, 4), 32);
+    // Counting every tile at the longest context would have stopped at 64
+    // (32 tiles x 8 splits x 3 = 768 blocks), though most tiles end early.
+    // A GPU of 20 multiprocessors wanting 2 blocks each: 40. One KV head:
+    // 32 blocks at 2048, 1024 and 512 entries, 48 at 256.
+    QCOMPARE(cuda::tiled_split_length(tiles, cache_positions, 1, 20, 2048, 64, 2), 256);
+    QCOMPARE(cuda::tiled_split_length(tiles, cache_positions, 3, 20, 2048, 64, 2), 2048);
+    // A single token counts its own context: a decode over 4096 entries
+    // beside the chunk gives 32 + 8 = 40 blocks at 512.
+    cuda::QueryTiles mixed = tiles;
+    mixed.single_tokens.push_back(512);
+    cache_positions.push_back(4095);
+    QCOMPARE(cuda::tiled_split_length(mixed, cache_positions, 1, 20, 2048, 64, 2), 512);
 }
 
 void TestTileAttentionPlan::fragment_layouts_cover_each_matrix_once() {

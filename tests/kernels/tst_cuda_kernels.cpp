@@ -44,6 +44,7 @@
 #include <random>
 #include <stdexcept>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <QTest>
@@ -1409,9 +1410,10 @@ void TestCudaKernels::tiled_attention_matches_the_cpu_data() {
 }
 
 // The tensor-core path (tile_attention.cuh) over query tiles: prefill chunks
-// from nothing and over prefix-cached blocks, decodes beside them (tiles of
-// one token), splits from 64 entries to one split covering every context
-// (then the tiles write the output without the merge). Q and P are rounded
+// from nothing and over prefix-cached blocks, with the decodes beside them on
+// the vector path (as the backend plans a step) or in tiles of one token;
+// splits from 64 entries to one split covering every context (then a step of
+// tiles alone writes the output without the merge). Q and P are rounded
 // to the cache's 16-bit type for the products, so the output agrees with the
 // CPU to that rounding, not to fp32 summation order.
 void TestCudaKernels::tiled_attention_matches_the_cpu() {
@@ -1442,42 +1444,60 @@ void TestCudaKernels::tiled_attention_matches_the_cpu() {
     pool.view.window = window;
     QVERIFY(kernels::tile_attention_fits(pool.view, heads));
     const int tile_tokens = kernels::tile_attention_tile_tokens(heads / kv_heads);
-    const std::vector<std::int32_t> starts =
-        cuda::query_tile_starts(batch.sequence_of, tile_tokens);
-    DeviceBatch d_batch(batch);
-    DeviceArray<std::int32_t> d_starts(starts);
-    d_batch.view.query_tiles = static_cast<int>(starts.size()) - 1;
-    d_batch.view.query_tile_tokens = tile_tokens;
-    d_batch.view.query_tile_starts = d_starts.get();
+    // As the backend plans them: tiles, and the decodes beside them per token.
+    const cuda::QueryTiles planned = cuda::plan_query_tiles(batch.sequence_of, tile_tokens);
+    QVERIFY(planned.count() > 0 && !planned.single_tokens.empty());
+    // Every token in a tile, the decodes in tiles of one: then a step of
+    // one split needs no merge, and the tiles write the output themselves.
+    cuda::QueryTiles all_tiles = planned;
+    for (const std::int32_t t : planned.single_tokens) {
+        all_tiles.bounds.push_back(t);
+        all_tiles.bounds.push_back(t + 1);
+    }
+    all_tiles.single_tokens.clear();
     DeviceArray<float> d_q(q);
     const int context = max_context(batch);
     const double tolerance = format == KvFormat::bf16 ? 3e-2 : 5e-3;
-    for (const int split : {64, kernels::kAttentionSplit, kernels::kLongestVectorSplit}) {
-        const TestWorkspace work(tokens, heads, head_dim, context, window, split);
-        DeviceArray<float> out(q.size());
-        kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(), heads, scale, context,
-                                        work.workspace, out.get(), nullptr);
-        const std::vector<float> floats = out.download(q.size());
-        const double error = relative_error(floats, cpu_out);
-        qDebug("splits of %d (%d a token at most): relative error %.3g", split, work.splits, error);
-        QVERIFY2(error < tolerance,
-                 qPrintable(QString("splits of %1: relative error %2").arg(split).arg(error)));
-        DeviceArray<__half> halves(q.size());
-        kernels::launch_paged_attention_half(pool.view, d_batch.view, d_q.get(), heads, scale,
-                                             context, work.workspace, halves.get(), nullptr);
-        const std::vector<__half> got = halves.download(q.size());
-        for (std::size_t i = 0; i < q.size(); ++i) {
-            QCOMPARE(static_cast<__half_raw>(got[i]).x, fp32_to_fp16(floats[i]));
+    for (const cuda::QueryTiles* tiles : {&planned, &std::as_const(all_tiles)}) {
+        DeviceBatch d_batch(batch);
+        DeviceArray<std::int32_t> d_bounds(tiles->bounds);
+        DeviceArray<std::int32_t> d_singles(tiles->single_tokens);
+        d_batch.view.query_tiles = static_cast<int>(tiles->count());
+        d_batch.view.query_tile_tokens = tile_tokens;
+        d_batch.view.query_tile_bounds = d_bounds.get();
+        d_batch.view.single_token_count = static_cast<int>(tiles->single_tokens.size());
+        d_batch.view.single_tokens = d_singles.get();
+        const char* which = tiles == &planned ? "decodes per token" : "every token in a tile";
+        for (const int split : {64, kernels::kAttentionSplit, kernels::kLongestVectorSplit}) {
+            const TestWorkspace work(tokens, heads, head_dim, context, window, split);
+            DeviceArray<float> out(q.size());
+            kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(), heads, scale,
+                                            context, work.workspace, out.get(), nullptr);
+            const std::vector<float> floats = out.download(q.size());
+            const double error = relative_error(floats, cpu_out);
+            qDebug("%s, splits of %d (%d a token at most): relative error %.3g", which, split,
+                   work.splits, error);
+            QVERIFY2(error < tolerance, qPrintable(QString("%1, splits of %2: relative error %3")
+                                                       .arg(which)
+                                                       .arg(split)
+                                                       .arg(error)));
+            DeviceArray<__half> halves(q.size());
+            kernels::launch_paged_attention_half(pool.view, d_batch.view, d_q.get(), heads, scale,
+                                                 context, work.workspace, halves.get(), nullptr);
+            const std::vector<__half> got = halves.download(q.size());
+            for (std::size_t i = 0; i < q.size(); ++i) {
+                QCOMPARE(static_cast<__half_raw>(got[i]).x, fp32_to_fp16(floats[i]));
+            }
         }
+        // Tiles cut for another group are refused, not misread.
+        d_batch.view.query_tile_tokens = tile_tokens * 2;
+        const TestWorkspace work(tokens, heads, head_dim, context, window, 64);
+        DeviceArray<float> out(q.size());
+        QVERIFY_THROWS_EXCEPTION(
+            std::invalid_argument,
+            kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(), heads, scale,
+                                            context, work.workspace, out.get(), nullptr));
     }
-    // Tiles cut for another group are refused, not misread.
-    d_batch.view.query_tile_tokens = tile_tokens * 2;
-    const TestWorkspace work(tokens, heads, head_dim, context, window, 64);
-    DeviceArray<float> out(q.size());
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
-                             kernels::launch_paged_attention(pool.view, d_batch.view, d_q.get(),
-                                                             heads, scale, context, work.workspace,
-                                                             out.get(), nullptr));
 }
 
 void TestCudaKernels::attention_reads_the_layers_kv_group_data() {
