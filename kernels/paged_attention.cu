@@ -296,11 +296,11 @@ void launch_attention(const PagedKvView& cache, const DeviceBatchView& batch, co
                 "paged attention: a batch cut into query tiles needs a cache the tile path "
                 "takes (see tile_attention_fits)");
         }
-        // The tiles, then the single tokens beside them on the vector path:
+        // The tiles, then the untiled tokens beside them on the vector path:
         // the same partial results, merged together below. Alone, in one
         // split, the tiles write the output themselves.
-        launch_tile_attention(cache, batch, q, heads, scale, max_splits, workspace, out, stream);
-        if (batch.single_token_count == 0 && max_splits == 1) {
+        if (launch_tile_attention(cache, batch, q, heads, scale, max_splits, workspace, out,
+                                  stream)) {
             return;
         }
         launch_vector_attention_splits(cache, batch, q, heads, scale, max_splits, workspace,

@@ -80,23 +80,23 @@ struct DeviceBatchView {
     // (engine/cuda/query_tiles.h, tile_attention.cuh): tile i holds tokens
     // [query_tile_bounds[2i], query_tile_bounds[2i + 1]), at most
     // query_tile_tokens of them, and the per-token kernels run only the
-    // single tokens (those of one-token sequences). No tiles: every token
-    // takes the per-token paths.
+    // untiled tokens (decodes, and other runs too short for a tile). No
+    // tiles: every token takes the per-token paths.
     int query_tiles = 0;
     int query_tile_tokens = 0;
     const std::int32_t* query_tile_bounds = nullptr; // (2 * query_tiles)
-    int single_token_count = 0;
-    const std::int32_t* single_tokens = nullptr; // (single_token_count)
+    int untiled_count = 0;
+    const std::int32_t* untiled_tokens = nullptr; // (untiled_count)
+
+    // The per-token kernels' rows of grid x, and the token of row `row`.
+    KVSCOPE_HD int per_token_rows() const { return query_tiles > 0 ? untiled_count : tokens; }
+    KVSCOPE_HD int per_token_row_token(int row) const {
+        return query_tiles > 0 ? untiled_tokens[row] : row;
+    }
 
     // Sequence `seq`'s block table in the layer's group. The group's offset
     // is read on the device: the tables grow between replays of a captured
     // decode graph, which must not bake it in.
-    // The per-token kernels' rows of grid x, and the token of row `row`.
-    KVSCOPE_HD int per_token_rows() const { return query_tiles > 0 ? single_token_count : tokens; }
-    KVSCOPE_HD int per_token_row_token(int row) const {
-        return query_tiles > 0 ? single_tokens[row] : row;
-    }
-
     KVSCOPE_HD const std::int32_t* table_of(int seq) const {
         return block_tables + static_cast<std::int64_t>(kv_group) * block_table_offsets[sequences] +
                block_table_offsets[seq];

@@ -413,9 +413,10 @@ bool device_has_mma() {
         return known[device].load() == 1;
     }
     int major = 0;
-    const bool has =
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-        major >= 8;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+        return false; // not kept: a failed question is asked again
+    }
+    const bool has = major >= 8;
     if (device >= 0 && device < kDevicesKept) {
         known[device].store(has ? 1 : 2);
     }
@@ -423,7 +424,7 @@ bool device_has_mma() {
 }
 
 template <typename Out>
-void launch(const PagedKvView& cache, const DeviceBatchView& batch, const float* q, int heads,
+bool launch(const PagedKvView& cache, const DeviceBatchView& batch, const float* q, int heads,
             float scale, int max_splits, const AttentionWorkspace& workspace, Out* out,
             cudaStream_t stream) {
     if (!tile_attention_fits(cache, heads)) {
@@ -441,16 +442,19 @@ void launch(const PagedKvView& cache, const DeviceBatchView& batch, const float*
                                     " query heads takes tiles of " + std::to_string(tile_tokens));
     }
     if (batch.query_tiles <= 0 || max_splits <= 0) {
-        return;
+        return false;
     }
+    // The only split and no untiled tokens: no merge, the tiles write the
+    // output themselves.
+    const bool direct = max_splits == 1 && batch.untiled_count == 0;
     const dim3 grid(static_cast<unsigned>(batch.query_tiles), static_cast<unsigned>(cache.kv_heads),
                     static_cast<unsigned>(max_splits));
     const dim3 block(static_cast<unsigned>(32 * group * (tile_tokens / kWarpTokens)));
     dispatch<Out>(cache, [&](auto kernel, int head_dim) {
         launch_kernel("tile_attention_kernel", kernel, grid, block, shared_bytes(head_dim), stream,
-                      cache, batch, q, heads, scale, max_splits, workspace, out,
-                      /*direct=*/max_splits == 1 && batch.single_token_count == 0);
+                      cache, batch, q, heads, scale, max_splits, workspace, out, direct);
     });
+    return direct;
 }
 
 } // namespace
@@ -496,16 +500,16 @@ AttentionSplitLimits tile_attention_split_limits(const PagedKvView& cache, int h
     return limits;
 }
 
-void launch_tile_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
+bool launch_tile_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
                            int heads, float scale, int max_splits,
                            const AttentionWorkspace& workspace, float* out, cudaStream_t stream) {
-    launch(cache, batch, q, heads, scale, max_splits, workspace, out, stream);
+    return launch(cache, batch, q, heads, scale, max_splits, workspace, out, stream);
 }
 
-void launch_tile_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
+bool launch_tile_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
                            int heads, float scale, int max_splits,
                            const AttentionWorkspace& workspace, __half* out, cudaStream_t stream) {
-    launch(cache, batch, q, heads, scale, max_splits, workspace, out, stream);
+    return launch(cache, batch, q, heads, scale, max_splits, workspace, out, stream);
 }
 
 } // namespace kvscope::kernels

@@ -10,7 +10,7 @@
 // causal range (and sliding window), so tiles may mix prefill positions.
 //
 // It writes the same partial results as the split kernels, which the same
-// merge then combines (with those of a step's single tokens, which the
+// merge then combines (with those of a step's untiled tokens, which the
 // vector path computes beside it); a step of tiles alone whose every token
 // fits one split skips the merge and writes the output itself.
 #pragma once
@@ -38,16 +38,17 @@ int tile_attention_tile_tokens(int group);
 AttentionSplitLimits tile_attention_split_limits(const PagedKvView& cache, int heads);
 
 // The split pass over grid (batch.query_tiles, kv_heads, max_splits), into
-// the workspace's partial results; or, with max_splits 1 and no single
+// the workspace's partial results; or, with max_splits 1 and no untiled
 // tokens beside the tiles, the whole attention, written to `out` ((tokens,
-// heads, head_dim)) with the merge's maximum and sum. Throws std::invalid_argument where
+// heads, head_dim)) with the merge's maximum and sum. Returns whether it
+// wrote `out` (then no merge must follow). Throws std::invalid_argument where
 // tile_attention_fits does not hold, q is not 16-byte aligned, or batch.query_tile_tokens is not
 // tile_attention_tile_tokens(heads / kv_heads) (the tiles the blocks are
 // built for).
-void launch_tile_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
+bool launch_tile_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
                            int heads, float scale, int max_splits,
                            const AttentionWorkspace& workspace, float* out, cudaStream_t stream);
-void launch_tile_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
+bool launch_tile_attention(const PagedKvView& cache, const DeviceBatchView& batch, const float* q,
                            int heads, float scale, int max_splits,
                            const AttentionWorkspace& workspace, __half* out, cudaStream_t stream);
 

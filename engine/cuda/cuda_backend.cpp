@@ -106,7 +106,7 @@ struct StepArrays {
     std::size_t read_slot = 0;
     std::size_t filled_blocks = 0;
     std::size_t query_tile_bounds = 0; // tiled steps only, like the one below
-    std::size_t single_tokens = 0;
+    std::size_t untiled_tokens = 0;
 };
 
 } // namespace
@@ -193,8 +193,15 @@ CudaBackend::CudaBackend(std::shared_ptr<const model::LlamaModel> model,
     step_splits_ = kernels::attention_split_limits(first_layer, c.heads, /*capture=*/false);
     capture_splits_ = kernels::attention_split_limits(first_layer, c.heads, /*capture=*/true);
     if (options_.tile_prefill) {
+        // Every layer's cache must take the tile path: a tiled step has no
+        // per-token fallback.
+        bool every_layer_fits = true;
+        for (int l = 0; l < c.layers; ++l) {
+            every_layer_fits = every_layer_fits && kernels::tile_attention_fits(
+                                                       layer_view(l, nullptr, nullptr), c.heads);
+        }
         tile_splits_ = kernels::tile_attention_split_limits(first_layer, c.heads);
-        if (tile_splits_.blocks_per_multiprocessor > 0) {
+        if (every_layer_fits && tile_splits_.blocks_per_multiprocessor > 0) {
             tile_tokens_ = kernels::tile_attention_tile_tokens(c.heads / c.kv_heads);
         }
     }
@@ -356,11 +363,24 @@ void CudaBackend::op(const char* name, int layer, Run&& run) {
         return;
     }
     const int begin = next_timing_event();
-    timing_events_[static_cast<std::size_t>(begin)].record(stream_.get());
+    record_timing_event(begin);
     run();
     const int end = next_timing_event();
-    timing_events_[static_cast<std::size_t>(end)].record(stream_.get());
+    record_timing_event(end);
     timed_ops_.push_back({name, layer, begin, end});
+}
+
+void CudaBackend::record_timing_event(int index) {
+    const cudaStream_t stream = stream_.get();
+    const cudaEvent_t event = timing_events_[static_cast<std::size_t>(index)].get();
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    KVSCOPE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+    // Into a graph being captured as an event record node (a plain record
+    // there only orders the capture), so every replay records the time.
+    KVSCOPE_CUDA_CHECK(cudaEventRecordWithFlags(event, stream,
+                                                capturing == cudaStreamCaptureStatusActive
+                                                    ? cudaEventRecordExternal
+                                                    : cudaEventRecordDefault));
 }
 
 void CudaBackend::report_ops() {
@@ -592,6 +612,7 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     const DeviceStep step = stage_step(plan, sampling);
     enqueue_step(plan, step);
     read_back(plan, step, logits, sampled_tokens);
+    tiled_steps_ += plan.tiles.count() > 0 ? 1 : 0;
 }
 
 CudaBackend::StepPlan CudaBackend::plan_step(const runner::ForwardBatch& requested,
@@ -601,11 +622,12 @@ CudaBackend::StepPlan CudaBackend::plan_step(const runner::ForwardBatch& request
     StepPlan plan;
     plan.requested = &requested;
     // A plain decode step runs as its bucket's captured graph: padded to the
-    // bucket with rows nobody reads (decode_padding.h). Op timing needs the
-    // ops one by one, and KIVI's per-step finalisation varies in size.
-    // A self-draft's partial pass (requested.layers) runs op by op: the
-    // graphs are captured over every layer.
-    if (graphs_.enabled() && op_observer_ == nullptr && !has_kivi_plane() &&
+    // bucket with rows nobody reads (decode_padding.h), recorded for a
+    // profile too (its op timing events are nodes of the graph). KIVI's
+    // per-step finalisation varies in size. A self-draft's partial pass
+    // (requested.layers) runs op by op: the graphs are captured over every
+    // layer.
+    if (graphs_.enabled(/*timed=*/op_observer_ != nullptr) && !has_kivi_plane() &&
         requested.layers == 0 && is_plain_decode(requested)) {
         plan.bucket = decode_bucket(static_cast<int>(requested.token_count()));
     }
@@ -681,7 +703,7 @@ CudaBackend::StepPlan CudaBackend::plan_step(const runner::ForwardBatch& request
     at.block_tables = layout.add<std::int32_t>(batch.block_tables.size());
     if (tiled) { // never in a graph's step, so past its arrays
         at.query_tile_bounds = layout.add<std::int32_t>(plan.tiles.bounds.size());
-        at.single_tokens = layout.add<std::int32_t>(plan.tiles.single_tokens.size());
+        at.untiled_tokens = layout.add<std::int32_t>(plan.tiles.untiled_tokens.size());
     }
     // The sampling rows last of all: the sampling kernel runs outside any
     // graph, and their count (real rows, not the bucket) and presence
@@ -779,7 +801,7 @@ CudaBackend::DeviceStep CudaBackend::stage_step(const StepPlan& plan,
     StagingLayout::write<std::int32_t>(staged, at.logit_tokens, batch.logit_tokens);
     if (plan.tiles.count() > 0) {
         StagingLayout::write<std::int32_t>(staged, at.query_tile_bounds, plan.tiles.bounds);
-        StagingLayout::write<std::int32_t>(staged, at.single_tokens, plan.tiles.single_tokens);
+        StagingLayout::write<std::int32_t>(staged, at.untiled_tokens, plan.tiles.untiled_tokens);
     }
     if (plan.sampled) {
         auto* params = StagingLayout::at<kernels::DeviceSamplingParams>(staged, plan.at_sampling);
@@ -827,9 +849,8 @@ CudaBackend::DeviceStep CudaBackend::stage_step(const StepPlan& plan,
         device_batch.query_tile_tokens = tile_tokens_;
         device_batch.query_tile_bounds =
             StagingLayout::at<std::int32_t>(arrays, at.query_tile_bounds);
-        device_batch.single_token_count = static_cast<int>(plan.tiles.single_tokens.size());
-        device_batch.single_tokens = StagingLayout::at<std::int32_t>(arrays, at.single_tokens);
-        ++tiled_steps_;
+        device_batch.untiled_count = static_cast<int>(plan.tiles.untiled_tokens.size());
+        device_batch.untiled_tokens = StagingLayout::at<std::int32_t>(arrays, at.untiled_tokens);
     }
     if (has_kivi_plane()) {
         step.write_slot = StagingLayout::at<std::int32_t>(arrays, at.write_slot);
@@ -869,7 +890,25 @@ void CudaBackend::enqueue_step(const StepPlan& plan, const DeviceStep& step) {
     bool replayed = false;
     if (plan.bucket) {
         graphs_.check_addresses(graph_addresses());
-        replayed = graphs_.run({*plan.bucket, plan.launch_context}, stream, enqueue);
+        const bool timed = op_observer_ != nullptr;
+        const DecodeGraphKey key{*plan.bucket, plan.launch_context, timed};
+        const int events_before = timing_events_used_;
+        replayed = graphs_.run(key, stream, enqueue);
+        if (timed && replayed) {
+            // The ops were listed while the graph was captured (this step, or
+            // the first of its key); a replay records the same events again.
+            if (!timed_ops_.empty()) {
+                timed_graph_ops_[key] = {timed_ops_, timing_events_used_};
+            } else {
+                const TimedGraphOps& ops = timed_graph_ops_.at(key);
+                timed_ops_ = ops.ops;
+                timing_events_used_ = ops.events_used;
+            }
+        } else if (!replayed) {
+            // A capture that failed listed ops (and took events) of its own.
+            timed_ops_.clear();
+            timing_events_used_ = events_before;
+        }
     }
     if (!replayed) {
         enqueue();

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cuda_fp16.h>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -190,6 +191,9 @@ private:
     template <class Run>
     void op(const char* name, int layer, Run&& run);
     int next_timing_event();
+    // Records timing event `index` on the stream, as a node of the graph
+    // when the stream is being captured.
+    void record_timing_event(int index);
     void report_ops();
 
     std::shared_ptr<const model::LlamaModel> model_;
@@ -290,6 +294,13 @@ private:
     std::vector<CudaEvent> timing_events_;
     int timing_events_used_ = 0;
     std::vector<TimedOp> timed_ops_;
+    // A timed decode graph's ops, listed when it was captured: its event
+    // record nodes hold the same events (never freed while the backend lives).
+    struct TimedGraphOps {
+        std::vector<TimedOp> ops;
+        int events_used = 0;
+    };
+    std::map<DecodeGraphKey, TimedGraphOps> timed_graph_ops_;
     std::int64_t anchor_host_ns_ = 0; // the host clock when timing_events_[0] was recorded
 };
 

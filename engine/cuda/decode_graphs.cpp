@@ -20,9 +20,9 @@ void DecodeGraphs::check_addresses(const std::vector<const void*>& addresses) {
     }
 }
 
-bool DecodeGraphs::run(std::pair<int, int> key, cudaStream_t stream,
+bool DecodeGraphs::run(const DecodeGraphKey& key, cudaStream_t stream,
                        const std::function<void()>& enqueue) {
-    if (!enabled_) {
+    if (!enabled(key.timed)) {
         return false;
     }
     auto found = graphs_.find(key);
@@ -54,10 +54,17 @@ bool DecodeGraphs::run(std::pair<int, int> key, cudaStream_t stream,
         }
         if (exec == nullptr) {
             (void)cudaGetLastError(); // clear the capture's error; the eager run reports its own
-            enabled_ = false;
             disabled_reason_ = failure;
-            std::cerr << "kvscope: CUDA graphs off for this run (capture failed: " << failure
-                      << "); decode steps run without them\n";
+            if (key.timed) {
+                timed_enabled_ = false;
+                std::cerr << "kvscope: CUDA graphs off for recorded steps (capture with op timing "
+                             "failed: "
+                          << failure << "); recorded decode steps run without them\n";
+            } else {
+                enabled_ = false;
+                std::cerr << "kvscope: CUDA graphs off for this run (capture failed: " << failure
+                          << "); decode steps run without them\n";
+            }
             return false;
         }
         found = graphs_.emplace(key, exec).first;

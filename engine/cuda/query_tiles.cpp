@@ -18,8 +18,10 @@ QueryTiles plan_query_tiles(std::span<const std::int32_t> sequence_of, int tile_
                                    sequence_of[static_cast<std::size_t>(first)]) {
             ++end;
         }
-        if (end - first == 1) {
-            tiles.single_tokens.push_back(first);
+        if (end - first < kShortestTiledRun) {
+            for (std::int32_t t = first; t < end; ++t) {
+                tiles.untiled_tokens.push_back(t);
+            }
         } else {
             for (std::int32_t t = first; t < end; t += tile_tokens) {
                 tiles.bounds.push_back(t);
@@ -34,7 +36,7 @@ QueryTiles plan_query_tiles(std::span<const std::int32_t> sequence_of, int tile_
 int tiled_split_length(const QueryTiles& tiles, std::span<const std::int32_t> cache_positions,
                        int kv_heads, int multiprocessors, int longest, int shortest,
                        int blocks_per_multiprocessor) {
-    // The most entries a token of each tile, and each single token, attends.
+    // The most entries a token of each tile, and each untiled token, attends.
     std::vector<std::int64_t> contexts;
     for (std::size_t i = 0; i + 1 < tiles.bounds.size(); i += 2) {
         std::int64_t longest_context = 0;
@@ -44,7 +46,7 @@ int tiled_split_length(const QueryTiles& tiles, std::span<const std::int32_t> ca
         }
         contexts.push_back(longest_context);
     }
-    for (const std::int32_t t : tiles.single_tokens) {
+    for (const std::int32_t t : tiles.untiled_tokens) {
         contexts.push_back(cache_positions[static_cast<std::size_t>(t)] + 1);
     }
     const std::int64_t wanted = static_cast<std::int64_t>(std::max(blocks_per_multiprocessor, 1)) *

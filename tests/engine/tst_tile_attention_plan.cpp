@@ -91,17 +91,18 @@ private slots:
 };
 
 void TestTileAttentionPlan::tiles_cut_at_sequences_and_at_the_tile_length() {
-    // A prefill of 37 tokens, a decode, a chunk of 20, a decode, a
-    // speculative verification of 2, cut into tiles of 16.
+    // A prefill of 37 tokens, a decode, a chunk of 20, a decode, and
+    // speculative verifications of 2 and 4 tokens, cut into tiles of 16:
+    // runs shorter than kShortestTiledRun (4) stay per token.
     std::vector<std::int32_t> sequence_of;
-    const int lengths[] = {37, 1, 20, 1, 2};
-    for (int s = 0; s < 5; ++s) {
+    const int lengths[] = {37, 1, 20, 1, 2, 4};
+    for (int s = 0; s < 6; ++s) {
         sequence_of.insert(sequence_of.end(), static_cast<std::size_t>(lengths[s]), s);
     }
     const cuda::QueryTiles tiles = cuda::plan_query_tiles(sequence_of, 16);
     QCOMPARE(tiles.bounds,
-             (std::vector<std::int32_t>{0, 16, 16, 32, 32, 37, 38, 54, 54, 58, 59, 61}));
-    QCOMPARE(tiles.single_tokens, (std::vector<std::int32_t>{37, 58}));
+             (std::vector<std::int32_t>{0, 16, 16, 32, 32, 37, 38, 54, 54, 58, 61, 65}));
+    QCOMPARE(tiles.untiled_tokens, (std::vector<std::int32_t>{37, 58, 59, 60}));
     QCOMPARE(tiles.count(), std::int64_t{6});
     // Every token once, in a tile of one sequence's tokens or alone.
     std::vector<int> seen(sequence_of.size(), 0);
@@ -114,16 +115,16 @@ void TestTileAttentionPlan::tiles_cut_at_sequences_and_at_the_tile_length() {
                      sequence_of[static_cast<std::size_t>(tiles.bounds[i])]);
         }
     }
-    for (const std::int32_t t : tiles.single_tokens) {
+    for (const std::int32_t t : tiles.untiled_tokens) {
         ++seen[static_cast<std::size_t>(t)];
     }
     QVERIFY(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
     QCOMPARE(cuda::plan_query_tiles(sequence_of, 64).bounds,
-             (std::vector<std::int32_t>{0, 37, 38, 58, 59, 61}));
+             (std::vector<std::int32_t>{0, 37, 38, 58, 61, 65}));
     // Decodes alone: no tiles, every token per token.
     const std::vector<std::int32_t> decodes{0, 1, 2, 3};
     QCOMPARE(cuda::plan_query_tiles(decodes, 16).count(), std::int64_t{0});
-    QCOMPARE(cuda::plan_query_tiles(decodes, 16).single_tokens, decodes);
+    QCOMPARE(cuda::plan_query_tiles(decodes, 16).untiled_tokens, decodes);
     QCOMPARE(cuda::plan_query_tiles({}, 16).count(), std::int64_t{0});
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, cuda::plan_query_tiles(sequence_of, 0));
 }
@@ -151,7 +152,7 @@ void TestTileAttentionPlan::splits_count_the_blocks_with_work() {
     // A single token counts its own context: a decode over 4096 entries
     // beside the chunk gives 32 + 8 = 40 blocks at 512.
     cuda::QueryTiles mixed = tiles;
-    mixed.single_tokens.push_back(512);
+    mixed.untiled_tokens.push_back(512);
     cache_positions.push_back(4095);
     QCOMPARE(cuda::tiled_split_length(mixed, cache_positions, 1, 20, 2048, 64, 2), 512);
 }

@@ -304,6 +304,7 @@ private slots:
     void blocks_moved_out_and_in_match_the_cpu_data();
     void blocks_moved_out_and_in_match_the_cpu();
     void ops_are_timed_on_the_host_clock();
+    void recorded_decodes_replay_graphs_with_their_op_times();
     void device_memory_is_accounted();
     void decode_graphs_replay_the_eager_logits();
     void overlapped_steps_match_steps_in_turn();
@@ -842,6 +843,49 @@ void TestCudaBackend::ops_are_timed_on_the_host_clock() {
     observer.ops.clear();
     logits_in_chunks(*gpu, ids, {20});
     QVERIFY(observer.ops.empty());
+}
+
+void TestCudaBackend::recorded_decodes_replay_graphs_with_their_op_times() {
+    // Decodes recorded for a profile (op timing on) replay their decode
+    // graph, the timing events inside it as event record nodes: the ops come
+    // out step by step in stream order on the host clock, and the logits are
+    // an unrecorded backend's, bit for bit.
+    const std::vector<std::int32_t> ids = random_ids(24, tiny_->config().vocab, 13);
+    const std::vector<int> chunks{20, 1, 1, 1, 1}; // a prefill, then four decodes
+    auto plain = make_cuda(tiny_, 16, 16, {F::f16, F::f16});
+    const std::vector<float> expected = logits_in_chunks(*plain, ids, chunks);
+    auto recorded = make_cuda(tiny_, 16, 16, {F::f16, F::f16});
+    RecordingObserver observer;
+    recorded->set_op_observer(&observer);
+    const std::int64_t before = host_now_ns();
+    const std::vector<float> got = logits_in_chunks(*recorded, ids, chunks);
+    const std::int64_t after = host_now_ns();
+    recorded->set_op_observer(nullptr);
+    QVERIFY(got == expected);
+    const auto* gpu = dynamic_cast<const cuda::CudaBackend*>(recorded.get());
+    QCOMPARE(gpu->decode_graph_replays(), std::int64_t{4}); // the first captured it
+    const int layers = tiny_->config().layers;
+    const std::vector<std::string> per_layer{"attn_norm", "qkv",      "rope_kv_write", "attention",
+                                             "attn_out",  "ffn_norm", "gate_up",       "down"};
+    const std::size_t per_step = per_layer.size() * static_cast<std::size_t>(layers) + 2;
+    QCOMPARE(observer.ops.size(), 5 * per_step);
+    std::int64_t last_end = before;
+    for (std::size_t i = 0; i < observer.ops.size(); ++i) {
+        const RecordingObserver::Op& op = observer.ops[i];
+        const std::size_t at = i % per_step;
+        if (at == 0) {
+            QCOMPARE(op.name, std::string("embedding"));
+        } else if (at + 1 == per_step) {
+            QCOMPARE(op.name, std::string("lm_head"));
+        } else {
+            QCOMPARE(op.name, per_layer[(at - 1) % per_layer.size()]);
+            QCOMPARE(op.layer, static_cast<int>((at - 1) / per_layer.size()));
+        }
+        QVERIFY2(op.begin_ns <= op.end_ns, op.name.c_str());
+        QVERIFY2(op.begin_ns + 1000 >= last_end, op.name.c_str()); // 1 us of event resolution
+        QVERIFY2(op.end_ns <= after, op.name.c_str());
+        last_end = op.end_ns;
+    }
 }
 
 void TestCudaBackend::device_memory_is_accounted() {

@@ -1410,8 +1410,9 @@ void TestCudaKernels::tiled_attention_matches_the_cpu_data() {
 }
 
 // The tensor-core path (tile_attention.cuh) over query tiles: prefill chunks
-// from nothing and over prefix-cached blocks, with the decodes beside them on
-// the vector path (as the backend plans a step) or in tiles of one token;
+// from nothing and over prefix-cached blocks, with the decodes and runs of 2
+// beside them on the vector path (as the backend plans a step) or in tiles
+// of one token;
 // splits from 64 entries to one split covering every context (then a step of
 // tiles alone writes the output without the merge). Q and P are rounded
 // to the cache's 16-bit type for the products, so the output agrees with the
@@ -1444,30 +1445,30 @@ void TestCudaKernels::tiled_attention_matches_the_cpu() {
     pool.view.window = window;
     QVERIFY(kernels::tile_attention_fits(pool.view, heads));
     const int tile_tokens = kernels::tile_attention_tile_tokens(heads / kv_heads);
-    // As the backend plans them: tiles, and the decodes beside them per token.
+    // As the backend plans them: tiles, and the short runs beside them per token.
     const cuda::QueryTiles planned = cuda::plan_query_tiles(batch.sequence_of, tile_tokens);
-    QVERIFY(planned.count() > 0 && !planned.single_tokens.empty());
-    // Every token in a tile, the decodes in tiles of one: then a step of
+    QVERIFY(planned.count() > 0 && !planned.untiled_tokens.empty());
+    // Every token in a tile, the short runs in tiles of one: then a step of
     // one split needs no merge, and the tiles write the output themselves.
     cuda::QueryTiles all_tiles = planned;
-    for (const std::int32_t t : planned.single_tokens) {
+    for (const std::int32_t t : planned.untiled_tokens) {
         all_tiles.bounds.push_back(t);
         all_tiles.bounds.push_back(t + 1);
     }
-    all_tiles.single_tokens.clear();
+    all_tiles.untiled_tokens.clear();
     DeviceArray<float> d_q(q);
     const int context = max_context(batch);
     const double tolerance = format == KvFormat::bf16 ? 3e-2 : 5e-3;
     for (const cuda::QueryTiles* tiles : {&planned, &std::as_const(all_tiles)}) {
         DeviceBatch d_batch(batch);
         DeviceArray<std::int32_t> d_bounds(tiles->bounds);
-        DeviceArray<std::int32_t> d_singles(tiles->single_tokens);
+        DeviceArray<std::int32_t> d_singles(tiles->untiled_tokens);
         d_batch.view.query_tiles = static_cast<int>(tiles->count());
         d_batch.view.query_tile_tokens = tile_tokens;
         d_batch.view.query_tile_bounds = d_bounds.get();
-        d_batch.view.single_token_count = static_cast<int>(tiles->single_tokens.size());
-        d_batch.view.single_tokens = d_singles.get();
-        const char* which = tiles == &planned ? "decodes per token" : "every token in a tile";
+        d_batch.view.untiled_count = static_cast<int>(tiles->untiled_tokens.size());
+        d_batch.view.untiled_tokens = d_singles.get();
+        const char* which = tiles == &planned ? "short runs per token" : "every token in a tile";
         for (const int split : {64, kernels::kAttentionSplit, kernels::kLongestVectorSplit}) {
             const TestWorkspace work(tokens, heads, head_dim, context, window, split);
             DeviceArray<float> out(q.size());
