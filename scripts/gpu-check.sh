@@ -420,7 +420,10 @@ model_is_real=0
 made_link=
 summary_written=0
 started=$(date -u '+%F %H:%M UTC')
-declare -a step_names=() step_results=() step_details=()
+declare -a step_names=() step_results=() step_details=() step_seconds=()
+# Each step's wall time: from the row before it (or the start) to its own,
+# so a lease's minutes can be planned from an earlier summary.
+row_started=$SECONDS
 device_line="unknown"
 device_name=
 compute_cap=
@@ -435,7 +438,9 @@ add_step() {
     step_names+=("$1")
     step_results+=("$2")
     step_details+=("$3")
-    say "$1: $2${3:+ ($3)}"
+    step_seconds+=($((SECONDS - row_started)))
+    row_started=$SECONDS
+    say "$1: $2${3:+ ($3)} [${step_seconds[-1]} s]"
 }
 
 failed_steps() {
@@ -486,10 +491,10 @@ write_summary() {
         echo "- command: scripts/gpu-check.sh ${original_args[*]}"
         if ((${#step_names[@]} > 0)); then
             echo
-            echo "| step | result | detail |"
-            echo "| --- | --- | --- |"
+            echo "| step | result | seconds | detail |"
+            echo "| --- | --- | ---: | --- |"
             for i in "${!step_names[@]}"; do
-                echo "| ${step_names[$i]} | ${step_results[$i]} | ${step_details[$i]//|/\\|} |"
+                echo "| ${step_names[$i]} | ${step_results[$i]} | ${step_seconds[$i]} | ${step_details[$i]//|/\\|} |"
             done
         fi
         if ((${#notes[@]} > 0)); then
