@@ -21,8 +21,10 @@
 // KVSCOPE_CUDA_WIDE_ROWS=ring runs the steps with 16-bit rows read through
 // the attention's shared-memory ring; the attention table at the end
 // always shows both, and q8_0, after a 128 x 4096 step with q8_0 KV beside
-// the same step with f16. Last, prefill tokens/s with the attention over
-// query tiles on tensor cores beside the per-token vector path.
+// the same step with f16. Then prefill tokens/s with the attention over
+// query tiles on tensor cores beside the per-token vector path, and decode
+// steps of batch 16 to 64 with the linear layers on tensor cores beside
+// cuBLAS.
 //
 // --profile-attention launches each attention kernel once and nothing else,
 // for Nsight Compute to read (scripts/gpu-check.sh's profile step).
@@ -51,6 +53,7 @@
 #include <iterator>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -69,6 +72,32 @@ struct DeviceBytes {
     DeviceBytes& operator=(const DeviceBytes&) = delete;
     ~DeviceBytes() { cudaFree(data); }
     void* data = nullptr;
+};
+
+// Sets an environment variable (one the backend factory reads) while it
+// lives, then puts back what was there.
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const char* value)
+        : name_(name) {
+        if (const char* old = std::getenv(name)) {
+            previous_ = old;
+        }
+        ::setenv(name, value, /*overwrite=*/1);
+    }
+    ~ScopedEnv() {
+        if (previous_) {
+            ::setenv(name_, previous_->c_str(), /*overwrite=*/1);
+        } else {
+            ::unsetenv(name_);
+        }
+    }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+private:
+    const char* name_;
+    std::optional<std::string> previous_;
 };
 
 // Milliseconds of `work` on the default stream, the best of `repeats`
@@ -220,8 +249,9 @@ double decode_step_ms(std::shared_ptr<const model::LlamaModel> model, kv::KvForm
     // Through the backend factory, as the engine makes it (KVSCOPE_CUDA_GRAPHS
     // and KVSCOPE_CUDA_OVERLAP hold here too); a variant, where one is asked
     // for, through the variable the factory reads.
+    std::optional<ScopedEnv> overlap;
     if (launches != nullptr) {
-        ::setenv("KVSCOPE_CUDA_OVERLAP", launches->overlap_launches ? "1" : "0", /*overwrite=*/1);
+        overlap.emplace("KVSCOPE_CUDA_OVERLAP", launches->overlap_launches ? "1" : "0");
     }
     session::BackendSpec spec;
     spec.kind = session::BackendKind::cuda;
@@ -359,7 +389,8 @@ void print_quantised_step(const std::shared_ptr<const model::LlamaModel>& model,
 double prefill_tokens_per_second(const std::shared_ptr<const model::LlamaModel>& model, int batch,
                                  int context, int chunk, bool tiles) {
     const int block_size = 16;
-    ::setenv("KVSCOPE_CUDA_TILE_PREFILL", tiles ? "1" : "0", /*overwrite=*/1);
+    std::optional<ScopedEnv> tile_prefill;
+    tile_prefill.emplace("KVSCOPE_CUDA_TILE_PREFILL", tiles ? "1" : "0");
     session::BackendSpec spec;
     spec.kind = session::BackendKind::cuda;
     session::KvCacheSpec cache;
@@ -367,7 +398,7 @@ double prefill_tokens_per_second(const std::shared_ptr<const model::LlamaModel>&
     cache.num_blocks = batch * ((context + block_size - 1) / block_size);
     cache.format = {kv::KvFormat::f16, kv::KvFormat::f16};
     auto backend = session::make_backend(spec, model, cache);
-    ::unsetenv("KVSCOPE_CUDA_TILE_PREFILL");
+    tile_prefill.reset(); // read when the backend was made
     kv::BlockAllocator allocator(backend->num_blocks());
     std::vector<kv::SequenceBlocks> sequences(static_cast<std::size_t>(batch));
     for (kv::SequenceBlocks& s : sequences) {
@@ -459,6 +490,31 @@ void print_prefill_variants(const std::shared_ptr<const model::LlamaModel>& mode
     }
 }
 
+// Decode steps whose linear layers take 9 to 64 tokens: on tensor cores with
+// the kernel of our own (kernels/tile_gemm.cuh) beside cuBLAS
+// (KVSCOPE_CUDA_TILE_GEMM, which the backend factory reads), each twice,
+// interleaved, the better median kept.
+void print_gemm_variants(const std::shared_ptr<const model::LlamaModel>& model, int steps) {
+    std::printf("\ndecode ms per step, f16 KV, context 1024: linear layers on tensor cores "
+                "(tile_gemm) and through cuBLAS\n\n");
+    std::printf("| batch | tile_gemm | cuBLAS | tile_gemm / cuBLAS |\n|---:|---:|---:|---:|\n");
+    for (const int batch : {16, 32, 64}) {
+        double tiles = 1e30;
+        double cublas = 1e30;
+        for (int round = 0; round < 2; ++round) {
+            {
+                const ScopedEnv on("KVSCOPE_CUDA_TILE_GEMM", "1");
+                tiles =
+                    std::min(tiles, decode_step_ms(model, kv::KvFormat::f16, batch, 1024, steps));
+            }
+            const ScopedEnv off("KVSCOPE_CUDA_TILE_GEMM", "0");
+            cublas = std::min(cublas, decode_step_ms(model, kv::KvFormat::f16, batch, 1024, steps));
+        }
+        std::printf("| %d | %.3f | %.3f | %.2f |\n", batch, tiles, cublas, tiles / cublas);
+        std::fflush(stdout);
+    }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -527,6 +583,7 @@ int main(int argc, char** argv) {
         print_quantised_step(model, steps);
         print_attention_variants(c, *format, bandwidth);
         print_prefill_variants(model);
+        print_gemm_variants(model, steps);
     } catch (const std::exception& error) {
         std::cerr << "kvscope-bench-cuda: " << error.what() << "\n";
         return 1;

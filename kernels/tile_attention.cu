@@ -3,9 +3,9 @@
 #include "kernels/half_store.cuh"
 #include "kernels/math/mma_fragments.h"
 #include "kernels/math/paged_slots.h"
+#include "kernels/tensor_cores.h"
 #include "kernels/tile_attention.cuh"
 
-#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cuda_bf16.h>
@@ -397,30 +397,6 @@ void dispatch(const PagedKvView& cache, Visit&& visit) {
 
 bool aligned16(const void* pointer) {
     return reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0;
-}
-
-// Whether the current device has mma.sync for 16-bit inputs (compute
-// capability 8.0 on), asked of the run-time once per device: the attention
-// asks on every layer's launch.
-bool device_has_mma() {
-    constexpr int kDevicesKept = 64;
-    static std::atomic<int> known[kDevicesKept] = {}; // 0: not asked yet, 1: yes, 2: no
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) {
-        return false;
-    }
-    if (device >= 0 && device < kDevicesKept && known[device].load() != 0) {
-        return known[device].load() == 1;
-    }
-    int major = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-        return false; // not kept: a failed question is asked again
-    }
-    const bool has = major >= 8;
-    if (device >= 0 && device < kDevicesKept) {
-        known[device].store(has ? 1 : 2);
-    }
-    return has;
 }
 
 template <typename Out>

@@ -1,6 +1,7 @@
 #include "engine/cuda/cublas_linear.h"
 
 #include "kernels/gemv.cuh"
+#include "kernels/tile_gemm.cuh"
 
 namespace kvscope::cuda {
 
@@ -61,6 +62,11 @@ void linear(const CublasHandle& cublas, const __half* x, int tokens, const HalfM
     }
     if (kernels::gemv_fits(w.data, x, tokens, w.cols)) {
         kernels::launch_gemv(w.data, w.rows, w.cols, x, tokens, y, accumulate, cublas.stream());
+        return;
+    }
+    if (cublas.tile_gemm() && kernels::tile_gemm_fits(w.data, x, tokens, w.rows, w.cols)) {
+        kernels::launch_tile_gemm(w.data, w.rows, w.cols, x, tokens, y, accumulate,
+                                  cublas.stream());
         return;
     }
     // cuBLAS is column-major. Row-major y (tokens, out) is column-major

@@ -44,6 +44,10 @@ public:
 
     cublasHandle_t get() const { return handle_; }
     cudaStream_t stream() const { return stream_; }
+    // Whether linear() computes 9 to 64 tokens with the tensor-core kernel
+    // of our own (kernels/tile_gemm.cuh) instead of cuBLAS.
+    bool tile_gemm() const { return tile_gemm_; }
+    void set_tile_gemm(bool on) { tile_gemm_ = on; }
 
 private:
     // cuBLAS's recommendation for Hopper (32 MiB); enough for earlier GPUs.
@@ -51,12 +55,15 @@ private:
     cublasHandle_t handle_ = nullptr;
     cudaStream_t stream_ = nullptr;
     void* workspace_ = nullptr;
+    bool tile_gemm_ = true;
 };
 
 // y = x · w^T: x (tokens, w.cols) fp16, y (tokens, w.rows) fp32, row-major,
 // accumulated in fp32. With `accumulate`, y += x · w^T instead (the residual
 // add done by the matrix product's epilogue). Up to 8 tokens run as a GEMV
-// of our own (kernels/gemv.cuh) where the shape fits, more through cuBLAS.
+// of our own (kernels/gemv.cuh) where the shape fits, up to 64 on tensor
+// cores (kernels/tile_gemm.cuh) unless the handle says otherwise, more
+// through cuBLAS.
 // Runs on the handle's stream; tokens == 0 does nothing.
 void linear(const CublasHandle& cublas, const __half* x, int tokens, const HalfMatrix& w, float* y,
             bool accumulate = false);

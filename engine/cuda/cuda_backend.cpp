@@ -120,6 +120,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const model::LlamaModel> model,
     , weights_(CudaWeights::of(*model_, options.device))
     , graphs_(options.cuda_graphs) {
     const model::LlamaConfig& c = model_->config();
+    cublas_.set_tile_gemm(options_.tile_gemm);
     groups_ = model::kv_group_layout(c, options_.hybrid_kv);
     rope_halves_ = c.traits.rope == model::RopePairing::halves;
     const kv::KvCacheFormat& format = options_.cache_format;
@@ -893,16 +894,25 @@ void CudaBackend::enqueue_step(const StepPlan& plan, const DeviceStep& step) {
         const bool timed = op_observer_ != nullptr;
         const DecodeGraphKey key{*plan.bucket, plan.launch_context, timed};
         const int events_before = timing_events_used_;
-        replayed = graphs_.run(key, stream, enqueue);
+        {
+            // A timed graph's kernels launch in turn: a kernel allowed to
+            // overlap the one before it would follow an event record node,
+            // and its op's boundaries are events anyway.
+            const kernels::OverlappedLaunches in_turn(!timed && kernels::launches_overlap());
+            replayed = graphs_.run(key, stream, enqueue);
+        }
         if (timed && replayed) {
             // The ops were listed while the graph was captured (this step, or
             // the first of its key); a replay records the same events again.
             if (!timed_ops_.empty()) {
                 timed_graph_ops_[key] = {timed_ops_, timing_events_used_};
             } else {
-                const TimedGraphOps& ops = timed_graph_ops_.at(key);
-                timed_ops_ = ops.ops;
-                timing_events_used_ = ops.events_used;
+                const auto found = timed_graph_ops_.find(key);
+                if (found == timed_graph_ops_.end()) {
+                    throw std::logic_error("CUDA backend: a timed decode graph without its ops");
+                }
+                timed_ops_ = found->second.ops;
+                timing_events_used_ = found->second.events_used;
             }
         } else if (!replayed) {
             // A capture that failed listed ops (and took events) of its own.

@@ -57,6 +57,9 @@ struct CudaBackendOptions {
     // (kernels/tile_attention.cuh) where the cache fits it; off: every token
     // through the vector path, as decodes are.
     bool tile_prefill = true;
+    // Linear layers of 9 to 64 tokens on tensor cores (kernels/tile_gemm.cuh);
+    // off: through cuBLAS.
+    bool tile_gemm = true;
 };
 
 class CudaBackend final : public runner::Backend {
@@ -240,6 +243,26 @@ private:
     kernels::AttentionSplitLimits tile_splits_;
     int tile_tokens_ = 0; // tokens per query tile; 0: the tile path does not fit
     std::int64_t tiled_steps_ = 0;
+    // Op timing, only while an observer is set: events recorded around each
+    // op, read back after the step's synchronisation.
+    struct TimedOp {
+        const char* name;
+        int layer;
+        int begin; // index into timing_events_
+        int end;
+    };
+    std::vector<CudaEvent> timing_events_;
+    int timing_events_used_ = 0;
+    std::vector<TimedOp> timed_ops_;
+    // A timed decode graph's ops, listed when it was captured: its event
+    // record nodes hold the same events (never freed while the backend lives).
+    struct TimedGraphOps {
+        std::vector<TimedOp> ops;
+        int events_used = 0;
+    };
+    std::map<DecodeGraphKey, TimedGraphOps> timed_graph_ops_;
+    std::int64_t anchor_host_ns_ = 0; // the host clock when timing_events_[0] was recorded
+    // After the timing events: timed graphs hold them, so the graphs go first.
     DecodeGraphs graphs_;
     std::string failure_;              // why a step failed on the device; empty while all is well
     bool device_work_started_ = false; // this step or copy has changed device or bookkeeping
@@ -282,26 +305,6 @@ private:
     PinnedBuffer<std::int32_t> download_tokens_; // sampled tokens
 
     runner::CapturedAttention captured_; // in the last forward()
-
-    // Op timing, only while an observer is set: events recorded around each
-    // op, read back after the step's synchronisation.
-    struct TimedOp {
-        const char* name;
-        int layer;
-        int begin; // index into timing_events_
-        int end;
-    };
-    std::vector<CudaEvent> timing_events_;
-    int timing_events_used_ = 0;
-    std::vector<TimedOp> timed_ops_;
-    // A timed decode graph's ops, listed when it was captured: its event
-    // record nodes hold the same events (never freed while the backend lives).
-    struct TimedGraphOps {
-        std::vector<TimedOp> ops;
-        int events_used = 0;
-    };
-    std::map<DecodeGraphKey, TimedGraphOps> timed_graph_ops_;
-    std::int64_t anchor_host_ns_ = 0; // the host clock when timing_events_[0] was recorded
 };
 
 } // namespace kvscope::cuda

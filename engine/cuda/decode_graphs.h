@@ -2,13 +2,14 @@
 // timed or not): a decode step of a small model is hundreds of short kernels,
 // and replaying a graph launches them all at the cost of one. A timed graph
 // holds the op timing events of a step recorded for a profile (event record
-// nodes between its ops), so a recorded decode runs as an unrecorded one
-// does, kernels back to back, instead of eagerly at the host's pace. A graph bakes in the device
-// addresses it was captured with, so the set is dropped whenever a buffer
-// it uses moves (grows); and if capture fails (a driver or library that
-// cannot capture), graphs switch off for the backend with one message, and
-// steps run eagerly. A timed graph that fails to capture switches off timed
-// graphs alone: recorded steps then run eagerly, as they did before.
+// nodes between its ops), so a recorded decode is launched at the cost of
+// one too, instead of op by op at the host's pace. Its kernels launch in
+// turn (no overlap with the kernel before), and each op adds two event
+// nodes, so a recorded step takes somewhat longer than an unrecorded one. A graph bakes in the
+// device addresses it was captured with, so the set is dropped whenever a buffer it uses moves
+// (grows); and if capture fails (a driver or library that cannot capture), graphs switch off for
+// the backend with one message, and steps run eagerly. Timed graphs that fail to capture three
+// times switch off timed graphs alone: recorded steps then run eagerly, as they did before.
 #pragma once
 
 #include <compare>
@@ -58,6 +59,8 @@ private:
 
     bool enabled_;
     bool timed_enabled_ = true;
+    static constexpr int kTimedCaptureTries = 3;
+    int timed_failures_ = 0;
     std::string disabled_reason_;
     std::map<DecodeGraphKey, cudaGraphExec_t> graphs_;
     std::vector<const void*> addresses_;

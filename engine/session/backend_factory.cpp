@@ -155,6 +155,11 @@ std::unique_ptr<runner::Backend> make_backend(const BackendSpec& spec,
         if (const char* tiles = std::getenv("KVSCOPE_CUDA_TILE_PREFILL")) {
             options.tile_prefill = std::string_view(tiles) != "0";
         }
+        // KVSCOPE_CUDA_TILE_GEMM=0 runs the linear layers of 9 to 64 tokens
+        // through cuBLAS instead of the tensor-core kernel of our own.
+        if (const char* gemm = std::getenv("KVSCOPE_CUDA_TILE_GEMM")) {
+            options.tile_gemm = std::string_view(gemm) != "0";
+        }
         backend = std::make_unique<cuda::CudaBackend>(std::move(model), options);
         break;
 #else

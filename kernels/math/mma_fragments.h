@@ -47,4 +47,18 @@ KVSCOPE_HD inline AccumulatorSource a_from_accumulators(int reg, int half) {
     return {reg / 2, 2 * (reg % 2) + half};
 }
 
+// A 32-wide slice of dot products done as two K steps of the instruction,
+// each lane loading 16 contiguous bytes (8 values) of every row it holds:
+// K position k of step `step` (0, 1) reads column slice_column(step, k) of
+// the slice. The columns a_element and b_element give a lane (k = 2 *
+// (lane % 4) + half + 8 * upper) all lie in its own 8 values, in the 32-bit
+// word slice_word(step, upper); A and B read the same order, so each step's
+// products pair the same columns and the slice sums every column once.
+KVSCOPE_HD inline int slice_column(int step, int k) {
+    return 8 * ((k % 8) / 2) + 4 * step + 2 * (k / 8) + k % 2;
+}
+KVSCOPE_HD inline int slice_word(int step, int upper) {
+    return 2 * step + upper;
+}
+
 } // namespace kvscope::math::mma

@@ -29,7 +29,9 @@
 #include "kernels/rope_kv_write.cuh"
 #include "kernels/sampling.cuh"
 #include "kernels/swiglu.cuh"
+#include "kernels/tensor_cores.h"
 #include "kernels/tile_attention.cuh"
+#include "kernels/tile_gemm.cuh"
 #include "kernels/to_half.cuh"
 #include "kernels/wide_row_fetch.h"
 
@@ -409,6 +411,8 @@ private slots:
     void rope_kv_write_matches_the_cpu_data();
     void rope_kv_write_matches_the_cpu();
     void gemv_matches_a_double_reference();
+    void tile_gemm_matches_a_double_reference_data();
+    void tile_gemm_matches_a_double_reference();
     void overlapped_launches_keep_each_kernels_inputs_data();
     void overlapped_launches_keep_each_kernels_inputs();
     void embedding_gather_matches_the_table();
@@ -871,6 +875,86 @@ void TestCudaKernels::gemv_matches_a_double_reference() {
                                 .arg(set_error)
                                 .arg(add_error)));
     }
+}
+
+void TestCudaKernels::tile_gemm_matches_a_double_reference_data() {
+    QTest::addColumn<int>("tokens");
+    QTest::addColumn<int>("rows");
+    QTest::addColumn<int>("cols");
+    // Every tile count (1 to 4 of 16 tokens), partial tiles, SmolLM2's
+    // shapes (QKV 960 x 576, down 576 x 1536), rows no multiple of 8 and
+    // inputs of fewer slices than a block has warps.
+    QTest::newRow("9 tokens, QKV") << 9 << 960 << 576;
+    QTest::newRow("16 tokens, 963 rows") << 16 << 963 << 576;
+    QTest::newRow("17 tokens, down") << 17 << 576 << 1536;
+    QTest::newRow("32 tokens, gate/up") << 32 << 3072 << 576;
+    QTest::newRow("45 tokens, 5 rows") << 45 << 5 << 576;
+    QTest::newRow("64 tokens, 3 slices") << 64 << 100 << 96;
+    QTest::newRow("1 token") << 1 << 64 << 64;
+}
+
+// The tensor-core kernel for 9 to 64 tokens (tile_gemm.cuh) against sums in
+// double of the same fp16 values, set and accumulated; every output written
+// (the buffer starts poisoned).
+void TestCudaKernels::tile_gemm_matches_a_double_reference() {
+    QFETCH(int, tokens);
+    QFETCH(int, rows);
+    QFETCH(int, cols);
+    const auto halves = [](const std::vector<float>& floats, std::vector<double>& values) {
+        std::vector<__half> out(floats.size());
+        values.resize(floats.size());
+        for (std::size_t i = 0; i < floats.size(); ++i) {
+            __half_raw raw;
+            raw.x = fp32_to_fp16(floats[i]);
+            out[i] = __half(raw);
+            values[i] = fp16_to_fp32(raw.x);
+        }
+        return out;
+    };
+    std::vector<double> w_values, x_values;
+    const std::vector<__half> w =
+        halves(random_floats(static_cast<std::size_t>(rows) * cols, 61), w_values);
+    const std::vector<__half> x =
+        halves(random_floats(static_cast<std::size_t>(tokens) * cols, 62), x_values);
+    const std::vector<float> start = random_floats(static_cast<std::size_t>(tokens) * rows, 63);
+    std::vector<float> product(start.size()), sum(start.size());
+    for (int t = 0; t < tokens; ++t) {
+        for (int r = 0; r < rows; ++r) {
+            double dot = 0.0;
+            for (int c = 0; c < cols; ++c) {
+                dot += w_values[static_cast<std::size_t>(r) * cols + c] *
+                       x_values[static_cast<std::size_t>(t) * cols + c];
+            }
+            const std::size_t at = static_cast<std::size_t>(t) * rows + r;
+            product[at] = static_cast<float>(dot);
+            sum[at] = static_cast<float>(start[at] + dot);
+        }
+    }
+    if (!kernels::device_has_mma()) {
+        QSKIP("the tensor-core kernels need a GPU of compute capability 8.0 or later");
+    }
+    DeviceArray<__half> d_w(w), d_x(x);
+    QVERIFY(kernels::tile_gemm_fits(d_w.get(), d_x.get(), tokens, rows, cols));
+    QVERIFY(!kernels::tile_gemm_fits(d_w.get(), d_x.get(), kernels::kTileGemmMaxTokens + 1, rows,
+                                     cols));
+    QVERIFY(!kernels::tile_gemm_fits(d_w.get(), d_x.get(), tokens, rows, 40)); // no multiple of 32
+    QVERIFY(!kernels::tile_gemm_fits(d_w.get(), d_x.get(), tokens, 49152, 576)); // an output head
+    DeviceArray<float> y(start.size());
+    kernels::launch_tile_gemm(d_w.get(), rows, cols, d_x.get(), tokens, y.get(), false, nullptr);
+    const double set_error = relative_error(y.download(start.size()), product);
+    DeviceArray<float> accumulated(start);
+    kernels::launch_tile_gemm(d_w.get(), rows, cols, d_x.get(), tokens, accumulated.get(), true,
+                              nullptr);
+    const double add_error = relative_error(accumulated.download(start.size()), sum);
+    qDebug("relative error %.3g, accumulating %.3g", set_error, add_error);
+    // fp32 sums of up to 1536 products of fp16 values (exact in the tensor
+    // cores' products): a few units in the last place.
+    QVERIFY2(
+        set_error < 1e-5 && add_error < 1e-5,
+        qPrintable(QString("relative error %1, accumulating %2").arg(set_error).arg(add_error)));
+    QVERIFY_THROWS_EXCEPTION(
+        std::invalid_argument,
+        kernels::launch_tile_gemm(d_w.get(), rows, 40, d_x.get(), tokens, y.get(), false, nullptr));
 }
 
 namespace {
@@ -1440,6 +1524,9 @@ void TestCudaKernels::tiled_attention_matches_the_cpu() {
     cpu::paged_attention(store.layer(0), batch, q.data(), heads, cpu_out.data(), threads, {},
                          {scale, window});
 
+    if (!kernels::device_has_mma()) {
+        QSKIP("the tensor-core kernels need a GPU of compute capability 8.0 or later");
+    }
     DevicePool pool(store, g);
     pool.mirror(store);
     pool.view.window = window;

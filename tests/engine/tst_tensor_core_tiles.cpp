@@ -1,14 +1,16 @@
-// What the CUDA tile attention (kernels/tile_attention.cu) plans and indexes
-// on the host's side, checked here where no GPU is needed: how a step's
-// tokens are cut into query tiles and its splits planned
-// (engine/cuda/query_tiles.h), and the tensor-core fragment layouts it finds
-// every element through (kernels/math/mma_fragments.h). The layouts are run
+// What the CUDA tensor-core kernels (kernels/tile_attention.cu,
+// kernels/tile_gemm.cu) plan and index on the host's side, checked here where
+// no GPU is needed: how a step's tokens are cut into query tiles and its
+// splits planned (engine/cuda/query_tiles.h), and the fragment layouts and
+// slice order they find every element through (kernels/math/mma_fragments.h). The layouts are run
 // lane by lane as a warp holds them: each covers its matrix exactly once,
 // and a warp's scores and weighted values, composed the way the kernel
 // composes them (queries as A, keys read along their dimensions as B, the
 // scores' accumulators reused as the probabilities' A, values read down the
 // entries as B), through an instruction written from the PTX ISA's own
-// tables (not through the layouts under test), are Q K^T and P V.
+// tables (not through the layouts under test), are Q K^T and P V; and a
+// warp's share of a small matrix product, each lane reading 16 contiguous
+// bytes of its rows per 32-wide slice, is x w^T.
 #include "engine/cuda/query_tiles.h"
 #include "kernels/math/mma_fragments.h"
 
@@ -80,7 +82,7 @@ std::vector<float> random_matrix(int rows, int cols, std::uint32_t seed) {
 
 } // namespace
 
-class TestTileAttentionPlan : public QObject {
+class TestTensorCoreTiles : public QObject {
     Q_OBJECT
 
 private slots:
@@ -88,9 +90,11 @@ private slots:
     void splits_count_the_blocks_with_work();
     void fragment_layouts_cover_each_matrix_once();
     void a_warp_composes_scores_and_weighted_values();
+    void slices_pair_each_column_once();
+    void a_warp_computes_a_slice_product();
 };
 
-void TestTileAttentionPlan::tiles_cut_at_sequences_and_at_the_tile_length() {
+void TestTensorCoreTiles::tiles_cut_at_sequences_and_at_the_tile_length() {
     // A prefill of 37 tokens, a decode, a chunk of 20, a decode, and
     // speculative verifications of 2 and 4 tokens, cut into tiles of 16:
     // runs shorter than kShortestTiledRun (4) stay per token.
@@ -129,7 +133,7 @@ void TestTileAttentionPlan::tiles_cut_at_sequences_and_at_the_tile_length() {
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, cuda::plan_query_tiles(sequence_of, 0));
 }
 
-void TestTileAttentionPlan::splits_count_the_blocks_with_work() {
+void TestTensorCoreTiles::splits_count_the_blocks_with_work() {
     // One prefill chunk of 512 tokens from nothing, tiles of 16: 32 tiles
     // whose contexts grow from 16 to 512 entries.
     std::vector<std::int32_t> sequence_of(512, 0);
@@ -157,7 +161,7 @@ void TestTileAttentionPlan::splits_count_the_blocks_with_work() {
     QCOMPARE(cuda::tiled_split_length(mixed, cache_positions, 1, 20, 2048, 64, 2), 512);
 }
 
-void TestTileAttentionPlan::fragment_layouts_cover_each_matrix_once() {
+void TestTensorCoreTiles::fragment_layouts_cover_each_matrix_once() {
     int a[16][16] = {};
     int b[16][8] = {};
     int c[16][8] = {};
@@ -218,7 +222,7 @@ void TestTileAttentionPlan::fragment_layouts_cover_each_matrix_once() {
     }
 }
 
-void TestTileAttentionPlan::a_warp_composes_scores_and_weighted_values() {
+void TestTensorCoreTiles::a_warp_composes_scores_and_weighted_values() {
     // One warp's 16 query rows against 64 entries, head_dim 32: the shapes
     // of the kernel's loop (two K steps of the scores, 8 score tiles; four K
     // steps of the output, 4 output tiles).
@@ -320,5 +324,90 @@ void TestTileAttentionPlan::a_warp_composes_scores_and_weighted_values() {
     }
 }
 
-QTEST_APPLESS_MAIN(TestTileAttentionPlan)
-#include "tst_tile_attention_plan.moc"
+void TestTensorCoreTiles::slices_pair_each_column_once() {
+    // Over a slice's two steps the 16 K positions cover its 32 columns once,
+    // and every lane finds the columns of its A and B values in its own 8,
+    // in the word slice_word names.
+    std::vector<int> seen(32, 0);
+    for (int step = 0; step < 2; ++step) {
+        for (int k = 0; k < 16; ++k) {
+            ++seen[static_cast<std::size_t>(mma::slice_column(step, k))];
+        }
+    }
+    QVERIFY(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+    for (int lane = 0; lane < 32; ++lane) {
+        const int first = 8 * (lane % 4);
+        for (int step = 0; step < 2; ++step) {
+            for (int reg = 0; reg < 4; ++reg) {
+                for (int half = 0; half < 2; ++half) {
+                    const int column = mma::slice_column(step, mma::a_element(lane, reg, half).col);
+                    QCOMPARE(column, first + 2 * mma::slice_word(step, reg / 2) + half);
+                }
+            }
+            for (int reg = 0; reg < 2; ++reg) {
+                for (int half = 0; half < 2; ++half) {
+                    const int column = mma::slice_column(step, mma::b_element(lane, reg, half).row);
+                    QCOMPARE(column, first + 2 * mma::slice_word(step, reg) + half);
+                }
+            }
+        }
+    }
+}
+
+void TestTensorCoreTiles::a_warp_computes_a_slice_product() {
+    // tile_gemm_kernel's registers for 16 tokens x 8 output rows over 64
+    // input columns (two slices), built as it builds them: lane (g, t) holds
+    // 8 values from column 8 t of each slice of input rows g and g + 8 and of
+    // weight row g, and step s takes words slice_word(s, upper).
+    constexpr int kTokens = 16;
+    constexpr int kOut = 8;
+    constexpr int kCols = 64;
+    const std::vector<float> x = random_matrix(kTokens, kCols, 4);
+    const std::vector<float> w = random_matrix(kOut, kCols, 5);
+    std::array<std::array<float, 4>, 32> acc{};
+    for (int slice = 0; slice < kCols / 32; ++slice) {
+        for (int step = 0; step < 2; ++step) {
+            Fragments f;
+            for (int lane = 0; lane < 32; ++lane) {
+                const int first = slice * 32 + 8 * (lane % 4);
+                for (int reg = 0; reg < 4; ++reg) {
+                    const int row = mma::a_element(lane, reg, 0).row;
+                    const int word = mma::slice_word(step, reg / 2);
+                    for (int half = 0; half < 2; ++half) {
+                        f.a[lane][reg][half] = x[row * kCols + first + 2 * word + half];
+                    }
+                }
+                const int w_row = mma::b_element(lane, 0, 0).col;
+                for (int reg = 0; reg < 2; ++reg) {
+                    const int word = mma::slice_word(step, reg);
+                    for (int half = 0; half < 2; ++half) {
+                        f.b[lane][reg][half] = w[w_row * kCols + first + 2 * word + half];
+                    }
+                }
+                f.c[lane] = acc[lane];
+            }
+            emulate_mma(f);
+            for (int lane = 0; lane < 32; ++lane) {
+                acc[lane] = f.c[lane];
+            }
+        }
+    }
+    for (int lane = 0; lane < 32; ++lane) {
+        for (int v = 0; v < 4; ++v) {
+            const mma::Element e = mma::c_element(lane, v); // (token, output row)
+            double expected = 0.0;
+            for (int c = 0; c < kCols; ++c) {
+                expected += static_cast<double>(x[e.row * kCols + c]) * w[e.col * kCols + c];
+            }
+            QVERIFY2(std::abs(acc[lane][v] - expected) < 1e-4,
+                     qPrintable(QString("token %1, row %2: %3 against %4")
+                                    .arg(e.row)
+                                    .arg(e.col)
+                                    .arg(acc[lane][v])
+                                    .arg(expected)));
+        }
+    }
+}
+
+QTEST_APPLESS_MAIN(TestTensorCoreTiles)
+#include "tst_tensor_core_tiles.moc"
