@@ -3,6 +3,7 @@
 #include "kernels/half_store.cuh"
 #include "kernels/math/mma_fragments.h"
 #include "kernels/math/paged_slots.h"
+#include "kernels/tensor_core_mma.cuh"
 #include "kernels/tensor_cores.h"
 #include "kernels/tile_attention.cuh"
 
@@ -30,50 +31,6 @@ constexpr int kRowPad = 8;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr unsigned kAllLanes = 0xffffffffu;
-
-// One 16-bit type's side of the products: two values packed into a register
-// (the first in the low half, as the fragments hold them), and one m16n8k16
-// step, d += a b.
-template <typename Elem>
-struct TensorCore;
-
-template <>
-struct TensorCore<__half> {
-    __device__ static std::uint32_t pack(float low, float high) {
-        const __half2 pair = __floats2half2_rn(low, high);
-        return *reinterpret_cast<const std::uint32_t*>(&pair);
-    }
-    __device__ static void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                               std::uint32_t b1) {
-#if __CUDA_ARCH__ >= 800
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-        __trap(); // tile_attention_fits refuses such devices
-#endif
-    }
-};
-
-template <>
-struct TensorCore<__nv_bfloat16> {
-    __device__ static std::uint32_t pack(float low, float high) {
-        const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
-        return *reinterpret_cast<const std::uint32_t*>(&pair);
-    }
-    __device__ static void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                               std::uint32_t b1) {
-#if __CUDA_ARCH__ >= 800
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-        __trap();
-#endif
-    }
-};
 
 __device__ inline int warp_min_int(int x) {
     for (int offset = 16; offset > 0; offset /= 2) {

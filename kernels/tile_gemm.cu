@@ -2,6 +2,7 @@
 #include "kernels/dependent_launch.cuh"
 #include "kernels/math/mma_fragments.h"
 #include "kernels/nvtx_range.h"
+#include "kernels/tensor_core_mma.cuh"
 #include "kernels/tensor_cores.h"
 #include "kernels/tile_gemm.cuh"
 
@@ -20,18 +21,6 @@ constexpr int kRows = 8;       // output rows a block computes: mma's N
 constexpr int kSlice = 32;     // input columns a warp takes at once: two K steps
 constexpr int kMaxTiles = 4;   // 16-token tiles: kTileGemmMaxTokens / 16
 constexpr int kHeldSlices = 4; // slices of weights a warp loads before the wait
-
-__device__ inline void mma_f16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                               std::uint32_t b1) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-    __trap(); // tile_gemm_fits refuses such devices
-#endif
-}
 
 __device__ inline std::uint32_t word(const uint4& v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
@@ -60,8 +49,8 @@ __device__ inline void slice_product(const __half* x, int tokens, int cols, int 
             for (int reg = 0; reg < 4; ++reg) { // row reg % 2, upper half reg / 2
                 a[reg] = word(inputs[reg % 2], math::mma::slice_word(step, reg / 2));
             }
-            mma_f16(acc[m], a, word(weights, math::mma::slice_word(step, 0)),
-                    word(weights, math::mma::slice_word(step, 1)));
+            TensorCore<__half>::mma(acc[m], a, word(weights, math::mma::slice_word(step, 0)),
+                                    word(weights, math::mma::slice_word(step, 1)));
         }
     }
 }

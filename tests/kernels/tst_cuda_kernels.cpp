@@ -821,53 +821,71 @@ void TestCudaKernels::rope_kv_write_matches_the_cpu() {
     QVERIFY(d_qkv.download(qkv.size()) == qkv); // the layer's output is left as it was
 }
 
+namespace {
+
+// `floats` rounded to fp16, and the values the halves hold, in double.
+std::vector<__half> fp16_values(const std::vector<float>& floats, std::vector<double>& values) {
+    std::vector<__half> halves(floats.size());
+    values.resize(floats.size());
+    for (std::size_t i = 0; i < floats.size(); ++i) {
+        __half_raw raw;
+        raw.x = fp32_to_fp16(floats[i]);
+        halves[i] = __half(raw);
+        values[i] = fp16_to_fp32(raw.x);
+    }
+    return halves;
+}
+
+// A linear layer's products in double: y = x w^T (`product`), and y added to
+// `start` (`sum`), each (tokens, rows), rounded to fp32.
+struct LinearReference {
+    std::vector<float> product;
+    std::vector<float> sum;
+};
+LinearReference linear_reference(const std::vector<double>& w, const std::vector<double>& x,
+                                 const std::vector<float>& start, int tokens, int rows, int cols) {
+    LinearReference r{std::vector<float>(start.size()), std::vector<float>(start.size())};
+    for (int t = 0; t < tokens; ++t) {
+        for (int row = 0; row < rows; ++row) {
+            double dot = 0.0;
+            for (int c = 0; c < cols; ++c) {
+                dot += w[static_cast<std::size_t>(row) * cols + c] *
+                       x[static_cast<std::size_t>(t) * cols + c];
+            }
+            const std::size_t at = static_cast<std::size_t>(t) * rows + row;
+            r.product[at] = static_cast<float>(dot);
+            r.sum[at] = static_cast<float>(start[at] + dot);
+        }
+    }
+    return r;
+}
+
+} // namespace
+
 void TestCudaKernels::gemv_matches_a_double_reference() {
     const int rows = 963, cols = 576; // rows not a multiple of a block's four
-    std::vector<__half> w(static_cast<std::size_t>(rows) * cols);
-    std::vector<double> w_values(w.size());
-    const std::vector<float> w_floats = random_floats(w.size(), 31);
-    for (std::size_t i = 0; i < w.size(); ++i) {
-        __half_raw raw;
-        raw.x = fp32_to_fp16(w_floats[i]);
-        w[i] = __half(raw);
-        w_values[i] = fp16_to_fp32(raw.x);
-    }
+    std::vector<double> w_values;
+    const std::vector<__half> w =
+        fp16_values(random_floats(static_cast<std::size_t>(rows) * cols, 31), w_values);
     DeviceArray<__half> d_w(w);
     QVERIFY(!kernels::gemv_fits(d_w.get(), d_w.get(), 9, cols)); // too many tokens
     QVERIFY(!kernels::gemv_fits(d_w.get(), d_w.get(), 1, 100));  // width not a multiple of 8
     for (int tokens = 1; tokens <= kernels::kGemvMaxTokens; ++tokens) {
-        std::vector<__half> x(static_cast<std::size_t>(tokens) * cols);
-        std::vector<double> x_values(x.size());
-        const std::vector<float> x_floats = random_floats(x.size(), 40 + tokens);
-        for (std::size_t i = 0; i < x.size(); ++i) {
-            __half_raw raw;
-            raw.x = fp32_to_fp16(x_floats[i]);
-            x[i] = __half(raw);
-            x_values[i] = fp16_to_fp32(raw.x);
-        }
+        std::vector<double> x_values;
+        const std::vector<__half> x = fp16_values(
+            random_floats(static_cast<std::size_t>(tokens) * cols, 40 + tokens), x_values);
         const std::vector<float> start = random_floats(static_cast<std::size_t>(tokens) * rows, 50);
-        std::vector<float> product(start.size()), sum(start.size());
-        for (int t = 0; t < tokens; ++t) {
-            for (int r = 0; r < rows; ++r) {
-                double dot = 0.0;
-                for (int c = 0; c < cols; ++c) {
-                    dot += w_values[static_cast<std::size_t>(r) * cols + c] *
-                           x_values[static_cast<std::size_t>(t) * cols + c];
-                }
-                const std::size_t at = static_cast<std::size_t>(t) * rows + r;
-                product[at] = static_cast<float>(dot);
-                sum[at] = static_cast<float>(start[at] + dot);
-            }
-        }
+        const LinearReference want =
+            linear_reference(w_values, x_values, start, tokens, rows, cols);
         DeviceArray<__half> d_x(x);
         QVERIFY(kernels::gemv_fits(d_w.get(), d_x.get(), tokens, cols));
         DeviceArray<float> y(start.size()); // poisoned: every output must be written
         kernels::launch_gemv(d_w.get(), rows, cols, d_x.get(), tokens, y.get(), false, nullptr);
-        const double set_error = relative_error(y.download(start.size()), product);
+        const double set_error = relative_error(y.download(start.size()), want.product);
         DeviceArray<float> accumulated(start);
         kernels::launch_gemv(d_w.get(), rows, cols, d_x.get(), tokens, accumulated.get(), true,
                              nullptr);
-        const double add_error = relative_error(accumulated.download(start.size()), sum);
+        const double add_error = relative_error(accumulated.download(start.size()), want.sum);
         // fp32 sums of 576 products: a few units in the last place.
         QVERIFY2(set_error < 1e-5 && add_error < 1e-5,
                  qPrintable(QString("%1 tokens: relative error %2, accumulating %3")
@@ -900,39 +918,16 @@ void TestCudaKernels::tile_gemm_matches_a_double_reference() {
     QFETCH(int, tokens);
     QFETCH(int, rows);
     QFETCH(int, cols);
-    const auto halves = [](const std::vector<float>& floats, std::vector<double>& values) {
-        std::vector<__half> out(floats.size());
-        values.resize(floats.size());
-        for (std::size_t i = 0; i < floats.size(); ++i) {
-            __half_raw raw;
-            raw.x = fp32_to_fp16(floats[i]);
-            out[i] = __half(raw);
-            values[i] = fp16_to_fp32(raw.x);
-        }
-        return out;
-    };
-    std::vector<double> w_values, x_values;
-    const std::vector<__half> w =
-        halves(random_floats(static_cast<std::size_t>(rows) * cols, 61), w_values);
-    const std::vector<__half> x =
-        halves(random_floats(static_cast<std::size_t>(tokens) * cols, 62), x_values);
-    const std::vector<float> start = random_floats(static_cast<std::size_t>(tokens) * rows, 63);
-    std::vector<float> product(start.size()), sum(start.size());
-    for (int t = 0; t < tokens; ++t) {
-        for (int r = 0; r < rows; ++r) {
-            double dot = 0.0;
-            for (int c = 0; c < cols; ++c) {
-                dot += w_values[static_cast<std::size_t>(r) * cols + c] *
-                       x_values[static_cast<std::size_t>(t) * cols + c];
-            }
-            const std::size_t at = static_cast<std::size_t>(t) * rows + r;
-            product[at] = static_cast<float>(dot);
-            sum[at] = static_cast<float>(start[at] + dot);
-        }
-    }
     if (!kernels::device_has_mma()) {
         QSKIP("the tensor-core kernels need a GPU of compute capability 8.0 or later");
     }
+    std::vector<double> w_values, x_values;
+    const std::vector<__half> w =
+        fp16_values(random_floats(static_cast<std::size_t>(rows) * cols, 61), w_values);
+    const std::vector<__half> x =
+        fp16_values(random_floats(static_cast<std::size_t>(tokens) * cols, 62), x_values);
+    const std::vector<float> start = random_floats(static_cast<std::size_t>(tokens) * rows, 63);
+    const LinearReference want = linear_reference(w_values, x_values, start, tokens, rows, cols);
     DeviceArray<__half> d_w(w), d_x(x);
     QVERIFY(kernels::tile_gemm_fits(d_w.get(), d_x.get(), tokens, rows, cols));
     QVERIFY(!kernels::tile_gemm_fits(d_w.get(), d_x.get(), kernels::kTileGemmMaxTokens + 1, rows,
@@ -941,11 +936,11 @@ void TestCudaKernels::tile_gemm_matches_a_double_reference() {
     QVERIFY(!kernels::tile_gemm_fits(d_w.get(), d_x.get(), tokens, 49152, 576)); // an output head
     DeviceArray<float> y(start.size());
     kernels::launch_tile_gemm(d_w.get(), rows, cols, d_x.get(), tokens, y.get(), false, nullptr);
-    const double set_error = relative_error(y.download(start.size()), product);
+    const double set_error = relative_error(y.download(start.size()), want.product);
     DeviceArray<float> accumulated(start);
     kernels::launch_tile_gemm(d_w.get(), rows, cols, d_x.get(), tokens, accumulated.get(), true,
                               nullptr);
-    const double add_error = relative_error(accumulated.download(start.size()), sum);
+    const double add_error = relative_error(accumulated.download(start.size()), want.sum);
     qDebug("relative error %.3g, accumulating %.3g", set_error, add_error);
     // fp32 sums of up to 1536 products of fp16 values (exact in the tensor
     // cores' products): a few units in the last place.
