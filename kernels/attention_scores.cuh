@@ -124,8 +124,9 @@ __device__ inline SplitBlock split_block(const PagedKvView& cache, const DeviceB
     const int context = batch.cache_positions[b.token] + 1;
     // A sliding window's splits start at its oldest entry, as the CPU's
     // segments do: both attend the same entries.
-    b.begin = math::attended_first(context, cache.window) + b.split * length;
-    b.n = b.begin < context ? min(length, context - b.begin) : 0;
+    const math::EntryRange entries = math::split_entries(context, cache.window, b.split, length);
+    b.begin = entries.begin;
+    b.n = entries.end - entries.begin;
     b.table = batch.table_of(b.seq);
     return b;
 }

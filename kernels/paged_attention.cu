@@ -171,9 +171,7 @@ __global__ void __launch_bounds__(kMergeThreads)
     wait_for_previous_kernel();
     const std::int64_t row = blockIdx.x;
     const int token = static_cast<int>(row / heads);
-    const int context = batch.cache_positions[token] + 1;
-    const int attended = context - math::attended_first(context, window);
-    const int splits = (attended + workspace.split - 1) / workspace.split;
+    const int splits = math::split_count(batch.cache_positions[token] + 1, window, workspace.split);
     const float* maxes = workspace.partial_max + row * max_splits;
     const float* sums = workspace.partial_sum + row * max_splits;
     const int tid = static_cast<int>(threadIdx.x);

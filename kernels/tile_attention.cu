@@ -96,15 +96,13 @@ __global__ void __launch_bounds__(kMaxTileWarps * 32)
     // time; empty past its context, and for rows past the tile.
     for (int r = static_cast<int>(threadIdx.x); r < kMaxTileTokens;
          r += static_cast<int>(blockDim.x)) {
-        int begin = 0;
-        int end = 0;
+        math::EntryRange entries{0, 0};
         if (r < tile_tokens) {
-            const int context = batch.cache_positions[first_token + r] + 1;
-            begin = math::attended_first(context, cache.window) + split * length;
-            end = max(begin, min(begin + length, context));
+            entries = math::split_entries(batch.cache_positions[first_token + r] + 1, cache.window,
+                                          split, length);
         }
-        row_begin[r] = begin;
-        row_end[r] = end;
+        row_begin[r] = entries.begin;
+        row_end[r] = entries.end;
     }
     __syncthreads();
     if (threadIdx.x == 0) { // the entries any token of the tile attends here

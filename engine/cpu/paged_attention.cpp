@@ -56,10 +56,12 @@ void paged_attention(const LayerKvView& cache, const runner::ForwardBatch& batch
     for (std::int64_t rank = 0; rank < tokens; ++rank) {
         const std::int64_t t = rank % 2 == 0 ? rank / 2 : tokens - 1 - rank / 2;
         const std::int32_t context = batch.cache_positions[static_cast<std::size_t>(t)] + 1;
-        const std::int32_t first = math::attended_first(context, scope.window);
+        const std::int32_t splits = math::split_count(context, scope.window, kSegmentKeys);
         for (int h = 0; h < cache.kv_heads; ++h) {
-            for (std::int32_t begin = first; begin < context; begin += kSegmentKeys) {
-                segments.push_back({t, h, begin, std::min(context, begin + kSegmentKeys)});
+            for (std::int32_t s = 0; s < splits; ++s) {
+                const math::EntryRange entries =
+                    math::split_entries(context, scope.window, s, kSegmentKeys);
+                segments.push_back({t, h, entries.begin, entries.end});
             }
         }
     }

@@ -50,4 +50,25 @@ KVSCOPE_HD inline std::int32_t attended_first(std::int32_t context, std::int32_t
     return window > 0 && context > window ? context - window : 0;
 }
 
+// The cache entries [begin, end) that split `split` of `length` entries holds
+// for a query with `context` entries: splits are cut from the first entry it
+// attends, so split s starts s * length entries past attended_first; empty
+// (begin == end) past its context. Every attention cuts them so (the CPU's
+// segments, the CUDA split kernels, the tile attention), and the merges
+// count split_count of them.
+struct EntryRange {
+    std::int32_t begin;
+    std::int32_t end;
+};
+KVSCOPE_HD inline EntryRange split_entries(std::int32_t context, std::int32_t window,
+                                           std::int32_t split, std::int32_t length) {
+    const std::int32_t begin = attended_first(context, window) + split * length;
+    const std::int32_t end = begin + length < context ? begin + length : context;
+    return {begin, end > begin ? end : begin};
+}
+KVSCOPE_HD inline std::int32_t split_count(std::int32_t context, std::int32_t window,
+                                           std::int32_t length) {
+    return (context - attended_first(context, window) + length - 1) / length;
+}
+
 } // namespace kvscope::math

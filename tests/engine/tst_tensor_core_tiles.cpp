@@ -13,6 +13,7 @@
 // bytes of its rows per 32-wide slice, is x w^T.
 #include "engine/cuda/query_tiles.h"
 #include "kernels/math/mma_fragments.h"
+#include "kernels/math/paged_slots.h"
 
 #include <algorithm>
 #include <array>
@@ -88,6 +89,7 @@ class TestTensorCoreTiles : public QObject {
 private slots:
     void tiles_cut_at_sequences_and_at_the_tile_length();
     void splits_count_the_blocks_with_work();
+    void splits_cut_each_context_once();
     void fragment_layouts_cover_each_matrix_once();
     void a_warp_composes_scores_and_weighted_values();
     void slices_pair_each_column_once();
@@ -159,6 +161,32 @@ void TestTensorCoreTiles::splits_count_the_blocks_with_work() {
     mixed.untiled_tokens.push_back(512);
     cache_positions.push_back(4095);
     QCOMPARE(cuda::tiled_split_length(mixed, cache_positions, 1, 20, 2048, 64, 2), 512);
+}
+
+void TestTensorCoreTiles::splits_cut_each_context_once() {
+    // The splits a query's entries are cut into (math::split_entries), as
+    // the CPU's segments, the CUDA split kernels and the tile attention cut
+    // them, and as many as the merges count (math::split_count): together
+    // they hold the attended entries once each, every counted split some,
+    // the one past none.
+    for (const std::int32_t window : {0, 8, 37, 512}) {
+        for (const std::int32_t length : {32, 64, 256, 2048}) {
+            for (std::int32_t context = 1; context <= 1200; context += 7) {
+                const std::int32_t first = math::attended_first(context, window);
+                const std::int32_t splits = math::split_count(context, window, length);
+                std::int32_t next = first;
+                for (std::int32_t s = 0; s < splits; ++s) {
+                    const math::EntryRange r = math::split_entries(context, window, s, length);
+                    QCOMPARE(r.begin, next);
+                    QVERIFY(r.end > r.begin && r.end - r.begin <= length);
+                    next = r.end;
+                }
+                QCOMPARE(next, context);
+                const math::EntryRange past = math::split_entries(context, window, splits, length);
+                QCOMPARE(past.begin, past.end);
+            }
+        }
+    }
 }
 
 void TestTensorCoreTiles::fragment_layouts_cover_each_matrix_once() {
