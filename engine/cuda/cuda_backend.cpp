@@ -215,6 +215,22 @@ CudaBackend::~CudaBackend() {
     (void)cudaStreamSynchronize(stream_.get());
 }
 
+std::string CudaBackend::changed_paths() const {
+    const CudaBackendOptions defaults;
+    std::string text;
+    const auto add = [&text](bool changed, const char* what) {
+        if (changed) {
+            text += (text.empty() ? "" : ", ") + std::string(what);
+        }
+    };
+    add(options_.cuda_graphs != defaults.cuda_graphs, "no CUDA graphs");
+    add(options_.overlap_launches != defaults.overlap_launches, "kernels launched in turn");
+    add(options_.wide_row_fetch != defaults.wide_row_fetch, "16-bit K/V rows through the ring");
+    add(options_.tile_prefill != defaults.tile_prefill, "prefill attention per token");
+    add(options_.tile_gemm != defaults.tile_gemm, "cuBLAS for 9 to 64 tokens");
+    return text;
+}
+
 // ---- Views and buffers --------------------------------------------------------
 
 kernels::PagedKvView CudaBackend::layer_view(int layer, const std::int32_t* write_slot,

@@ -91,6 +91,10 @@ public:
     // Steps whose attention ran over query tiles (tests).
     std::int64_t tiled_steps() const { return tiled_steps_; }
     const std::string& device_name() const { return device_name_; }
+    // The options that differ from the defaults (CudaBackendOptions), in
+    // words, comma-separated; empty when none does: which kernels a run
+    // took, for its description (session::describe_backend).
+    std::string changed_paths() const;
     int device() const { return options_.device; }
 
     // Throws std::invalid_argument for a batch that would address outside

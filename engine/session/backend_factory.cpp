@@ -201,6 +201,9 @@ std::string describe_backend(const runner::Backend& backend) {
 #if KVSCOPE_HAVE_CUDA
     if (const auto* cuda_backend = dynamic_cast<const cuda::CudaBackend*>(inner)) {
         text += ", " + cuda_backend->device_name();
+        if (const std::string changed = cuda_backend->changed_paths(); !changed.empty()) {
+            text += " (" + changed + ")";
+        }
     }
 #endif
     // Per token as the pool holds it (block-level scales included).

@@ -33,6 +33,7 @@
 #include "engine/model/llama_model.h"
 #include "engine/runner/forward_batch.h"
 #include "engine/sampling/sampler.h"
+#include "engine/session/backend_factory.h"
 #include "engine/util/host_clock.h"
 #include "kernels/launch_overlap.h"
 #include "tests/support/chunked_logits.h"
@@ -467,8 +468,12 @@ void TestCudaBackend::tiled_prefill_matches_per_token_prefill() {
         for (std::size_t step = 0; step < 4; ++step) {
             run({{0, all.subspan(320 + step, 1)}, {1, all.subspan(330 + step, 1)}});
         }
-        // The prefill steps ran over tiles, the decodes per token.
+        // The prefill steps ran over tiles, the decodes per token; a run
+        // without tiles says so in its description.
         QCOMPARE(backend.tiled_steps(), std::int64_t{which == 1 ? 4 : 0});
+        QCOMPARE(session::describe_backend(backend).find("prefill attention per token") !=
+                     std::string::npos,
+                 which == 0);
     }
     const Agreement a = compare(outputs[0], outputs[1], vocab, 0.1);
     qInfo("tiles against per token: max |logit difference| %.3g, KL mean %.3g, top-1 %.4f",
