@@ -16,12 +16,26 @@ __device__ inline __half to_half_saturated(float x) {
     return __float2half_rn(isnan(x) ? x : clamped);
 }
 
-// Stores `value` as the output type: as it is into fp32, saturated into fp16.
-__device__ inline void store_activation(float* out, float value) {
+// The smallest magnitude fp16 rounds to infinity: what saturation changes.
+inline constexpr float kHalfOverflow = 65520.0f;
+
+// The same, counting into `overflows` (activation_overflow.h; null: no
+// count) each value saturation changed. An atomic only when one does.
+__device__ inline __half to_half_saturated(float x, unsigned int* overflows) {
+    if (overflows != nullptr && fabsf(x) >= kHalfOverflow) { // infinities too, not NaN
+        atomicAdd(overflows, 1u);
+    }
+    return to_half_saturated(x);
+}
+
+// Stores `value` as the output type: as it is into fp32, saturated into
+// fp16 (counted into `overflows` where not null).
+__device__ inline void store_activation(float* out, float value, unsigned int* = nullptr) {
     *out = value;
 }
-__device__ inline void store_activation(__half* out, float value) {
-    *out = to_half_saturated(value);
+__device__ inline void store_activation(__half* out, float value,
+                                        unsigned int* overflows = nullptr) {
+    *out = to_half_saturated(value, overflows);
 }
 
 } // namespace kvscope::kernels

@@ -1,3 +1,4 @@
+#include "kernels/activation_overflow.h"
 #include "kernels/attention_scores.cuh"
 #include "kernels/cuda_check.cuh"
 #include "kernels/dependent_launch.cuh"
@@ -165,7 +166,8 @@ constexpr int kMergeThreads = 128;
 template <int W, typename Out>
 __global__ void __launch_bounds__(kMergeThreads)
     attention_merge_kernel(DeviceBatchView batch, int heads, int head_dim, int window,
-                           int max_splits, AttentionWorkspace workspace, Out* __restrict__ out) {
+                           int max_splits, AttentionWorkspace workspace, Out* __restrict__ out,
+                           unsigned int* overflows) {
     __shared__ float reduce[kMergeThreads / 32];
     __shared__ float group_sums[kMergeThreads * W];
     wait_for_previous_kernel();
@@ -246,7 +248,7 @@ __global__ void __launch_bounds__(kMergeThreads)
         for (int g = 0; g < groups; ++g) {
             value += group_sums[(g * chunks + c) * W + k];
         }
-        store_activation(out + row * head_dim + i, value * inverse);
+        store_activation(out + row * head_dim + i, value * inverse, overflows);
     }
     if (tid == 0) {
         workspace.lse_max[row] = m;
@@ -332,11 +334,13 @@ void launch_attention(const PagedKvView& cache, const DeviceBatchView& batch, co
     if (cache.head_dim % 4 == 0 && cache.head_dim <= 4 * kMergeThreads) {
         launch_kernel("attention_merge_kernel", attention_merge_kernel<4, Out>,
                       dim3(static_cast<unsigned>(rows)), dim3(kMergeThreads), 0, stream, batch,
-                      heads, cache.head_dim, cache.window, max_splits, workspace, out);
+                      heads, cache.head_dim, cache.window, max_splits, workspace, out,
+                      activation_overflow_counter());
     } else if (cache.head_dim <= kMergeThreads) {
         launch_kernel("attention_merge_kernel", attention_merge_kernel<1, Out>,
                       dim3(static_cast<unsigned>(rows)), dim3(kMergeThreads), 0, stream, batch,
-                      heads, cache.head_dim, cache.window, max_splits, workspace, out);
+                      heads, cache.head_dim, cache.window, max_splits, workspace, out,
+                      activation_overflow_counter());
     } else {
         throw std::invalid_argument("paged attention: head_dim " + std::to_string(cache.head_dim) +
                                     " is past what the merge takes (a multiple of 4 up to " +

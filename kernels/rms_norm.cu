@@ -1,3 +1,4 @@
+#include "kernels/activation_overflow.h"
 #include "kernels/cuda_check.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/half_store.cuh"
@@ -20,7 +21,7 @@ constexpr int kBlockThreads = 256;
 // add), rather than out = it.
 template <typename Out, bool Accumulate = false>
 __global__ void rms_norm_kernel(const float* x, const float* __restrict__ weight, Out* out, int dim,
-                                float eps) {
+                                float eps, unsigned int* overflows) {
     wait_for_previous_kernel();
     const float* row_in = x + static_cast<size_t>(blockIdx.x) * dim;
     Out* row_out = out + static_cast<size_t>(blockIdx.x) * dim;
@@ -53,7 +54,7 @@ __global__ void rms_norm_kernel(const float* x, const float* __restrict__ weight
         if constexpr (Accumulate) {
             row_out[i] += value;
         } else {
-            store_activation(row_out + i, value);
+            store_activation(row_out + i, value, overflows);
         }
     }
 }
@@ -98,7 +99,7 @@ void launch_rms_norm(const float* x, const float* weight, float* out, int rows, 
         return;
     }
     launch_kernel("rms_norm_kernel", rms_norm_kernel<float>, dim3(rows), dim3(kBlockThreads), 0,
-                  stream, x, weight, out, dim, eps);
+                  stream, x, weight, out, dim, eps, nullptr);
 }
 
 void launch_rms_norm_half(const float* x, const float* weight, __half* out, int rows, int dim,
@@ -108,7 +109,7 @@ void launch_rms_norm_half(const float* x, const float* weight, __half* out, int 
         return;
     }
     launch_kernel("rms_norm_kernel", rms_norm_kernel<__half>, dim3(rows), dim3(kBlockThreads), 0,
-                  stream, x, weight, out, dim, eps);
+                  stream, x, weight, out, dim, eps, activation_overflow_counter());
 }
 
 void launch_rms_norm_add(const float* h, const float* weight, float* x, int rows, int dim,
@@ -118,7 +119,7 @@ void launch_rms_norm_add(const float* h, const float* weight, float* x, int rows
         return;
     }
     launch_kernel("rms_norm_kernel", rms_norm_kernel<float, true>, dim3(rows), dim3(kBlockThreads),
-                  0, stream, h, weight, x, dim, eps);
+                  0, stream, h, weight, x, dim, eps, nullptr);
 }
 
 void launch_rms_norm_heads(float* x, const float* weight, int tokens, int heads, int head_dim,

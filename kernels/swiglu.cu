@@ -1,3 +1,4 @@
+#include "kernels/activation_overflow.h"
 #include "kernels/cuda_check.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/grid_stride.cuh"
@@ -28,7 +29,7 @@ __global__ void silu_mul_kernel(float* __restrict__ gate, const float* __restric
 // (Gemma), else SwiGLU; the activations are the CPU's (activation_math.h).
 template <bool GeluTanh>
 __global__ void gated_half_kernel(const float* __restrict__ gate_up, std::int64_t tokens, int ffn,
-                                  __half* __restrict__ out) {
+                                  __half* __restrict__ out, unsigned int* overflows) {
     wait_for_previous_kernel();
     const std::int64_t count = tokens * ffn;
     for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
@@ -37,7 +38,7 @@ __global__ void gated_half_kernel(const float* __restrict__ gate_up, std::int64_
         const std::int64_t j = i % ffn;
         const float g = gate_up[token * 2 * ffn + j];
         const float u = gate_up[token * 2 * ffn + ffn + j];
-        out[i] = to_half_saturated((GeluTanh ? math::gelu_tanh(g) : math::silu(g)) * u);
+        out[i] = to_half_saturated((GeluTanh ? math::gelu_tanh(g) : math::silu(g)) * u, overflows);
     }
 }
 
@@ -63,7 +64,8 @@ void launch_gated_half(const float* gate_up, std::int64_t tokens, int ffn, bool 
     const unsigned blocks = grid_stride_blocks(tokens * ffn, kThreads);
     launch_kernel("gated_half_kernel",
                   gelu_tanh ? gated_half_kernel<true> : gated_half_kernel<false>, dim3(blocks),
-                  dim3(kThreads), 0, stream, gate_up, tokens, ffn, out);
+                  dim3(kThreads), 0, stream, gate_up, tokens, ffn, out,
+                  activation_overflow_counter());
 }
 
 } // namespace kvscope::kernels

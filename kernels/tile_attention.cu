@@ -1,3 +1,4 @@
+#include "kernels/activation_overflow.h"
 #include "kernels/cuda_check.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/half_store.cuh"
@@ -67,7 +68,7 @@ template <typename Elem, int D, typename Out>
 __global__ void __launch_bounds__(kMaxTileWarps * 32)
     tile_attention_kernel(PagedKvView cache, DeviceBatchView batch, const float* __restrict__ q,
                           int heads, float scale, int max_splits, AttentionWorkspace workspace,
-                          Out* __restrict__ out, bool direct) {
+                          Out* __restrict__ out, bool direct, unsigned int* overflows) {
     using Core = TensorCore<Elem>;
     constexpr int kStride = D + kRowPad;       // 16-bit values from one staged row to the next
     constexpr int kSteps = D / 16;             // K steps of the scores
@@ -302,8 +303,8 @@ __global__ void __launch_bounds__(kMaxTileWarps * 32)
 #pragma unroll
             for (int n = 0; n < kOutTiles; ++n) {
                 const int col = n * 8 + math::mma::c_element(lane, 2 * h).col;
-                store_activation(out + row * D + col, acc[n][2 * h] * inverse);
-                store_activation(out + row * D + col + 1, acc[n][2 * h + 1] * inverse);
+                store_activation(out + row * D + col, acc[n][2 * h] * inverse, overflows);
+                store_activation(out + row * D + col + 1, acc[n][2 * h + 1] * inverse, overflows);
             }
             if (writes_totals) {
                 workspace.lse_max[row] = row_max[h] * kLn2;
@@ -383,7 +384,8 @@ bool launch(const PagedKvView& cache, const DeviceBatchView& batch, const float*
     const dim3 block(static_cast<unsigned>(32 * group * (tile_tokens / kWarpTokens)));
     dispatch<Out>(cache, [&](auto kernel, int head_dim) {
         launch_kernel("tile_attention_kernel", kernel, grid, block, shared_bytes(head_dim), stream,
-                      cache, batch, q, heads, scale, max_splits, workspace, out, direct);
+                      cache, batch, q, heads, scale, max_splits, workspace, out, direct,
+                      activation_overflow_counter());
     });
     return direct;
 }

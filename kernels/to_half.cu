@@ -1,3 +1,4 @@
+#include "kernels/activation_overflow.h"
 #include "kernels/cuda_check.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/grid_stride.cuh"
@@ -14,10 +15,10 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void to_half_kernel(const float* __restrict__ in, __half* __restrict__ out,
-                               std::int64_t count) {
+                               std::int64_t count, unsigned int* overflows) {
     for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
          i < count; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-        out[i] = to_half_saturated(in[i]);
+        out[i] = to_half_saturated(in[i], overflows);
     }
 }
 
@@ -42,7 +43,8 @@ void launch_to_half(const float* in, __half* out, std::int64_t count, cudaStream
     if (count <= 0) {
         return;
     }
-    to_half_kernel<<<grid_stride_blocks(count, kThreads), kThreads, 0, stream>>>(in, out, count);
+    to_half_kernel<<<grid_stride_blocks(count, kThreads), kThreads, 0, stream>>>(
+        in, out, count, activation_overflow_counter());
     KVSCOPE_CHECK_LAUNCH("to_half_kernel");
 }
 

@@ -5,6 +5,7 @@
 #include "engine/cuda/query_tiles.h"
 #include "engine/cuda/staging_layout.h"
 #include "engine/util/host_clock.h"
+#include "kernels/activation_overflow.h"
 #include "kernels/attention_capture.cuh"
 #include "kernels/copy_slots.cuh"
 #include "kernels/cuda_check.cuh"
@@ -121,6 +122,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const model::LlamaModel> model,
     , graphs_(options.cuda_graphs) {
     const model::LlamaConfig& c = model_->config();
     cublas_.set_tile_gemm(options_.tile_gemm);
+    overflows_.reserve_discard(1);
+    download_overflows_.reserve_discard(1);
     groups_ = model::kv_group_layout(c, options_.hybrid_kv);
     rope_halves_ = c.traits.rope == model::RopePairing::halves;
     const kv::KvCacheFormat& format = options_.cache_format;
@@ -624,6 +627,7 @@ void CudaBackend::run_step(const runner::ForwardBatch& requested, float* logits,
     KVSCOPE_CUDA_CHECK(cudaSetDevice(options_.device));
     const kernels::OverlappedLaunches overlap(overlap_launches_);
     const kernels::WideRowFetchScope rows(options_.wide_row_fetch);
+    const kernels::ActivationOverflowScope overflow(overflows_.data());
     const StepPlan plan = plan_step(requested, sampling, sampled_tokens != nullptr);
     reserve_step(plan, sampling);
     const DeviceStep step = stage_step(plan, sampling);
@@ -901,6 +905,8 @@ void CudaBackend::enqueue_step(const StepPlan& plan, const DeviceStep& step) {
         KVSCOPE_CUDA_CHECK(cudaMemsetAsync(act_.capture.data(), 0,
                                            size_of(plan.capture_total) * sizeof(float), stream));
     }
+    // Outside any graph, which only bakes in the counter's address.
+    KVSCOPE_CUDA_CHECK(cudaMemsetAsync(overflows_.data(), 0, sizeof(unsigned int), stream));
     const auto enqueue = [&] {
         enqueue_model(plan, step, workspace);
     };
@@ -1132,7 +1138,10 @@ void CudaBackend::read_back(const StepPlan& plan, const DeviceStep& step, float*
                                            size_of(capture_total) * sizeof(float),
                                            cudaMemcpyDeviceToHost, stream));
     }
+    KVSCOPE_CUDA_CHECK(cudaMemcpyAsync(download_overflows_.data(), overflows_.data(),
+                                       sizeof(unsigned int), cudaMemcpyDeviceToHost, stream));
     stream_.synchronize();
+    activation_overflows_ += *download_overflows_.data();
 
     if (sampled) {
         std::memcpy(sampled_tokens, download_tokens_.data(),

@@ -126,6 +126,7 @@ public:
 
     // cudaMemGetInfo and the buffers this backend holds.
     std::optional<runner::DeviceMemory> device_memory() const override;
+    std::int64_t activation_overflows() const override { return activation_overflows_; }
 
 private:
     // run_step, refusing every step after one failed on the device.
@@ -307,6 +308,11 @@ private:
     } act_;
     PinnedBuffer<float> download_;               // logits, then the capture sums
     PinnedBuffer<std::int32_t> download_tokens_; // sampled tokens
+    // Where a step's fp16 writes count the values they saturate
+    // (kernels/activation_overflow.h), its copy, and the running total.
+    DeviceBuffer<unsigned int> overflows_;
+    PinnedBuffer<unsigned int> download_overflows_;
+    std::int64_t activation_overflows_ = 0;
 
     runner::CapturedAttention captured_; // in the last forward()
 };

@@ -108,6 +108,12 @@ public:
     // A GPU backend's use of its device now; none for host backends.
     virtual std::optional<DeviceMemory> device_memory() const { return std::nullopt; }
 
+    // Activations past fp16's range that the backend saturated on their way
+    // into a linear layer, over every step so far: the CUDA backend feeds its
+    // matrix products fp16, where a model whose activations grow past 65504
+    // computes on clamped values. 0 for backends that keep them in fp32.
+    virtual std::int64_t activation_overflows() const { return 0; }
+
 protected:
     OpObserver* op_observer_ = nullptr;
 };

@@ -55,6 +55,7 @@ public:
         inner_->write_block(block, bytes);
     }
     std::optional<DeviceMemory> device_memory() const override { return inner_->device_memory(); }
+    std::int64_t activation_overflows() const override { return inner_->activation_overflows(); }
     bool samples_on_device() const override { return inner_->samples_on_device(); }
     void forward_sampled(const ForwardBatch& batch, std::span<const RowSampling> rows,
                          std::int32_t* tokens) override {

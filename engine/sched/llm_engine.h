@@ -105,6 +105,7 @@ public:
     const kv::KvManager& kv() const { return kv_; }
     // The second tier, or null when there is none.
     const kv::OffloadTier* offload_tier() const { return tier_.get(); }
+    const runner::Backend& backend() const { return backend_; }
     const Scheduler& scheduler() const { return scheduler_; }
     const EngineConfig& config() const { return config_; }
     std::int64_t steps() const { return step_index_; }

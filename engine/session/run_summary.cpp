@@ -82,6 +82,7 @@ RunSummary summarize_run(const sched::LlmEngine& engine, const std::vector<std::
     s.peak_blocks_used = peak_blocks_used;
     s.total_blocks = engine.kv().total_blocks();
     s.kv_bytes_per_token = kv_bytes_per_token;
+    s.activation_overflows = engine.backend().activation_overflows();
     if (const kv::OffloadTier* tier = engine.offload_tier()) {
         s.tier = tier->stats();
     }
@@ -127,6 +128,7 @@ std::string RunSummary::to_json(bool per_request, int indent) const {
         {"peak_blocks_used", peak_blocks_used},
         {"total_blocks", total_blocks},
         {"kv_bytes_per_token", kv_bytes_per_token},
+        {"activation_overflows", activation_overflows},
     };
     if (per_request) {
         nlohmann::json rows = nlohmann::json::array();

@@ -56,6 +56,8 @@ struct RunSummary {
     int peak_blocks_used = 0;
     int total_blocks = 0;
     double kv_bytes_per_token = 0;
+    // Activations the backend saturated at fp16's range (Backend::activation_overflows).
+    std::int64_t activation_overflows = 0;
     std::vector<RequestSummary> requests;
 
     double prefix_hit_rate() const; // of all prompt tokens

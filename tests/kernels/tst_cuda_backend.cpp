@@ -471,6 +471,7 @@ void TestCudaBackend::tiled_prefill_matches_per_token_prefill() {
         // The prefill steps ran over tiles, the decodes per token; a run
         // without tiles says so in its description.
         QCOMPARE(backend.tiled_steps(), std::int64_t{which == 1 ? 4 : 0});
+        QCOMPARE(backend.activation_overflows(), std::int64_t{0}); // none counted by mistake
         QCOMPARE(session::describe_backend(backend).find("prefill attention per token") !=
                      std::string::npos,
                  which == 0);

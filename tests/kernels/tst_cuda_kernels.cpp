@@ -13,6 +13,7 @@
 #include "engine/runner/captured_attention.h"
 #include "engine/runner/forward_batch.h"
 #include "engine/sampling/sampler.h"
+#include "kernels/activation_overflow.h"
 #include "kernels/attention_capture.cuh"
 #include "kernels/copy_slots.cuh"
 #include "kernels/embedding.cuh"
@@ -402,6 +403,7 @@ class TestCudaKernels : public QObject {
 private slots:
     void initTestCase();
     void elementwise_ops_match_the_cpu();
+    void saturated_activations_are_counted();
     void rms_norm_heads_matches_the_cpu();
     void rms_norm_add_matches_the_cpu();
     void geglu_half_matches_the_cpu();
@@ -520,6 +522,50 @@ void TestCudaKernels::elementwise_ops_match_the_cpu() {
                      a[static_cast<std::size_t>(rows[r] * width + i)]);
         }
     }
+}
+
+void TestCudaKernels::saturated_activations_are_counted() {
+    // Values fp16 would round to infinity (|x| >= 65520) are saturated to
+    // +-65504 and counted where a counter is set; NaN stays NaN, uncounted.
+    const std::vector<float> in{1.0f, 70000.0f, -1e30f,   INFINITY,
+                                NAN,  65519.0f, 65520.0f, -65504.0f};
+    DeviceArray<float> d_in(in);
+    DeviceArray<__half> out(in.size());
+    DeviceArray<unsigned int> counter(1);
+    counter.zero();
+    kernels::launch_to_half(d_in.get(), out.get(), static_cast<std::int64_t>(in.size()), nullptr);
+    QCOMPARE(counter.download(1)[0], 0u); // no scope: counted nowhere
+    {
+        const kernels::ActivationOverflowScope scope(counter.get());
+        kernels::launch_to_half(d_in.get(), out.get(), static_cast<std::int64_t>(in.size()),
+                                nullptr);
+    }
+    QCOMPARE(counter.download(1)[0], 4u);
+    const std::vector<__half> got = out.download(in.size());
+    QCOMPARE(static_cast<float>(got[1]), 65504.0f);
+    QCOMPARE(static_cast<float>(got[2]), -65504.0f);
+    QCOMPARE(static_cast<float>(got[3]), 65504.0f);
+    QVERIFY(std::isnan(static_cast<float>(got[4])));
+    QCOMPARE(static_cast<float>(got[5]), 65504.0f);
+
+    // The RMSNorm and the gated activation into fp16 count theirs too: rows
+    // of ones under a norm weight of 1e6, and silu(1000) * 1000, are 1e6
+    // each, every one past the range.
+    const int dim = 64;
+    DeviceArray<float> d_x(std::vector<float>(dim, 1.0f));
+    DeviceArray<float> d_weight(std::vector<float>(dim, 1e6f));
+    DeviceArray<float> d_gate_up(std::vector<float>(2 * dim, 1e3f));
+    DeviceArray<__half> normed(dim), gated(dim);
+    counter.zero();
+    {
+        const kernels::ActivationOverflowScope scope(counter.get());
+        kernels::launch_rms_norm_half(d_x.get(), d_weight.get(), normed.get(), 1, dim, 1e-6f,
+                                      nullptr);
+        kernels::launch_gated_half(d_gate_up.get(), 1, dim, false, gated.get(), nullptr);
+    }
+    QCOMPARE(counter.download(1)[0], static_cast<unsigned int>(2 * dim));
+    QCOMPARE(static_cast<float>(normed.download(dim)[0]), 65504.0f);
+    QCOMPARE(static_cast<float>(gated.download(dim)[0]), 65504.0f);
 }
 
 void TestCudaKernels::rms_norm_heads_matches_the_cpu() {
