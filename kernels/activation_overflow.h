@@ -5,7 +5,9 @@
 // computes on clamped values, which the backend reports instead of hiding.
 // A device counter per thread, held while a scope lives (as
 // launch_overlap.h's choice is): the CUDA backend sets its own for its
-// steps; launches outside any scope count nowhere.
+// steps; launches outside any scope count nowhere. Other fp16 roundings are
+// not counted: the queries the tile attention packs for its tensor cores,
+// and K/V written to an f16 cache (which math::fp32_to_fp16 rounds).
 #pragma once
 
 namespace kvscope::kernels {

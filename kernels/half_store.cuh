@@ -2,7 +2,8 @@
 // saturated at fp16's largest finite value, so an activation past its range
 // stays a large number instead of becoming an infinity that poisons every
 // later layer; NaN stays NaN. Device-only, shared by the kernels that write
-// the linear layers' inputs (to_half, rms_norm, silu_mul, the attention merge).
+// the linear layers' inputs (to_half, rms_norm, the gated activation, the
+// attention merge and the tile attention's direct write).
 #pragma once
 
 #include <cuda_fp16.h>

@@ -68,8 +68,8 @@ void print_summary(const session::RunSummary& s, const session::RunConfig& confi
     std::printf("KV blocks       peak %d of %d in use\n", s.peak_blocks_used, s.total_blocks);
     if (s.activation_overflows > 0) {
         std::printf(
-            "fp16 overflow   %lld activations past fp16's range saturated on their way into "
-            "a linear layer: this model's numbers outgrow fp16 there, so expect its "
+            "fp16 overflow   %lld times an activation past fp16's range was saturated on its "
+            "way into a linear layer: this model's numbers outgrow fp16 there, so expect its "
             "output to differ from the CPU backend's\n",
             ll(s.activation_overflows));
     }

@@ -108,10 +108,13 @@ public:
     // A GPU backend's use of its device now; none for host backends.
     virtual std::optional<DeviceMemory> device_memory() const { return std::nullopt; }
 
-    // Activations past fp16's range that the backend saturated on their way
+    // Times the backend saturated an activation past fp16's range on its way
     // into a linear layer, over every step so far: the CUDA backend feeds its
     // matrix products fp16, where a model whose activations grow past 65504
-    // computes on clamped values. 0 for backends that keep them in fp32.
+    // computes on clamped values. A value computed again (a self-draft's
+    // layers, a recomputed prompt, a decode graph's padding rows, which
+    // decode token 0 at position 0) counts again. 0 for backends that keep
+    // activations in fp32.
     virtual std::int64_t activation_overflows() const { return 0; }
 
 protected:
