@@ -4,6 +4,7 @@
 #include "kernels/math/kv_codec_math.h"
 #include "kernels/math/paged_slots.h"
 #include "kernels/math/ring_tile.h"
+#include "kernels/math/row_chunk_decode.h"
 #include "kernels/vector_attention.cuh"
 #include "kernels/wide_row_fetch.h"
 
@@ -156,26 +157,26 @@ struct WideRowCodec {
     }
 };
 // Quantised per-token rows (q8_0, q4_0, fp8 e4m3; only 4-byte aligned, a
-// q8_0 row of 64 is 68 bytes): 4-byte copies, decoded by the CPU's decoder
-// (math::decode_row_element, the format a template argument, so no run-time
-// switch is left).
+// q8_0 row of 64 is 68 bytes): 4-byte copies, a lane's 8 values decoded at
+// once (math::decode_row_chunk: the element decoder's values, one scale read
+// and the codes widened without integer conversions).
 template <kv::KvFormat Format, int D>
 struct QuantisedRowCodec {
+    static_assert(math::kChunkValues == 8, "a lane decodes 8 values of a row");
     static constexpr int kRowBytes = static_cast<int>(math::row_bytes(Format, D, false));
     static constexpr int kCopyBytes = 4;
     __device__ static void decode8(const std::uint8_t* row, int chunk, float (&out)[8]) {
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            out[i] = math::decode_row_element(Format, row, D, chunk * 8 + i);
-        }
+        math::decode_row_chunk<Format>(row, chunk, out);
     }
 };
 
 // Rows copied asynchronously through a ring of two tiles per warp in shared
 // memory: while the warp computes one tile, the next one's K and V rows are
 // landing. A tile is kTileRows consecutive cache entries; every lane copies
-// consecutive pieces of them (coalesced), and rows past the split are
-// zero-filled, which every format decodes to 0.
+// consecutive pieces of them (coalesced): 16 bytes at a time from the first
+// row where the tile's rows lie end to end in the pool (ring_tile.h's whole
+// tiles), else row by row, with rows past the split zero-filled, which every
+// format decodes to 0.
 //
 // start() issues the warp's first tile. The order in fetch: every lane has
 // finished reading the slot the next tile goes to (the tile before this one;
@@ -209,6 +210,28 @@ struct RingRows {
             lane_row_at =
                 math::entry_row_offset(b.table, b.begin + tile + lane, cache.block_size, b.kv_head,
                                        cache.kv_heads, cache.keys.head_block_bytes, kRowBytes);
+        }
+        // A whole tile (every row in the split, end to end in the pool) in
+        // 16-byte copies from its first row on (ring_tile.h). Uniform over
+        // the warp: every lane has the same rows' places.
+        const std::int64_t first_at = __shfl_sync(kAllLanes, lane_row_at, 0);
+        const std::int64_t last_at = __shfl_sync(kAllLanes, lane_row_at, kTileRows - 1);
+        const bool pool_aligned = ((reinterpret_cast<std::uintptr_t>(cache.keys.data) |
+                                    reinterpret_cast<std::uintptr_t>(cache.values.data)) %
+                                   16) == 0;
+        if (tile + kTileRows <= b.n && pool_aligned &&
+            Layout::whole(first_at, last_at, cache.block_size)) {
+#pragma unroll
+            for (int c = 0; c < Layout::kWholeCopiesPerLane; ++c) {
+                const int byte = Layout::whole_copy_byte(lane, c);
+                if (byte < Layout::kTileBytes) {
+                    copy_async<16>(slot_words + byte / 4, cache.keys.data + first_at + byte, true);
+                    copy_async<16>(slot_words + kPlaneWords + byte / 4,
+                                   cache.values.data + first_at + byte, true);
+                }
+            }
+            commit_copies();
+            return;
         }
 #pragma unroll
         for (int c = 0; c < Layout::kCopiesPerLane; ++c) {
@@ -587,8 +610,7 @@ bool vector_attention_fits(const PagedKvView& cache, int heads) {
                cache.values.row_bytes == 2 * d && cache.keys.head_block_bytes % 16 == 0 &&
                cache.values.head_block_bytes == cache.keys.head_block_bytes;
     }
-    if (format == kv::KvFormat::q8_0 || format == kv::KvFormat::q4_0 ||
-        format == kv::KvFormat::fp8_e4m3) {
+    if (math::has_chunk_decoder(format)) { // the formats dispatch_quantised compiles
         const auto aligned4 = [](const void* pointer) {
             return reinterpret_cast<std::uintptr_t>(pointer) % 4 == 0;
         };

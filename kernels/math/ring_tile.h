@@ -12,6 +12,8 @@
 
 #include "kernels/math/host_device.h"
 
+#include <cstdint>
+
 namespace kvscope::math {
 
 // One lane's c-th copy of a tile.
@@ -43,6 +45,28 @@ struct RingTileLayout {
     }
     // Where row `row` of a plane starts, in bytes from the plane's start.
     KVSCOPE_HD static int row_start(int row) { return row * RowBytes; }
+
+    // Whole tiles. A tile whose rows lie end to end in the pool (one head
+    // block, or two adjacent ones: a split's tiles start at multiples of
+    // TileRows, so in long contexts most do), from a 16-byte aligned start,
+    // is one run of bytes with the plane's layout: the warp copies it 16
+    // bytes at a time, with no row's place to look up, and 4-byte rows
+    // (q8_0's 68 bytes) take a quarter of the copies.
+    static constexpr int kTileBytes = TileRows * RowBytes;
+    static constexpr bool kWholeTiles = kTileBytes % 16 == 0;
+    static constexpr int kWholeCopiesPerLane = (kTileBytes / 16 + 31) / 32;
+    // Whether the tile whose first row is `first` bytes into the pool and
+    // whose last row is at `last` is such a run (the pool itself 16-byte
+    // aligned). With block_size >= TileRows a tile spans at most two head
+    // blocks, and then the rows are end to end exactly when the distance
+    // from the first to the last is TileRows - 1 rows.
+    KVSCOPE_HD static bool whole(std::int64_t first, std::int64_t last, int block_size) {
+        return kWholeTiles && block_size >= TileRows && first % 16 == 0 &&
+               last - first == std::int64_t{TileRows - 1} * RowBytes;
+    }
+    // Where a lane's c-th 16-byte copy of a whole tile starts, in the tile
+    // and in the plane alike; kTileBytes or more: the lane has no such copy.
+    KVSCOPE_HD static int whole_copy_byte(int lane, int c) { return (lane + 32 * c) * 16; }
 };
 
 } // namespace kvscope::math

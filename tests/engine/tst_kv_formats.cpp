@@ -7,6 +7,7 @@
 #include "engine/kv/kv_format.h"
 #include "kernels/math/kv_codec_math.h"
 #include "kernels/math/rope_math.h"
+#include "kernels/math/row_chunk_decode.h"
 
 #include <algorithm>
 #include <cmath>
@@ -100,6 +101,8 @@ private slots:
     void device_decoders_match_the_cpu_codec_data();
     void device_decoders_match_the_cpu_codec();
     void device_kivi_key_decoder_matches_the_cpu_codec();
+    void chunk_decoders_match_the_element_decoder_data();
+    void chunk_decoders_match_the_element_decoder();
     void rope_angles_match_a_double_reference();
 };
 
@@ -164,6 +167,25 @@ void TestKvFormats::e4m3_known_values() {
     QCOMPARE(cpu::e4m3_to_fp32(0x7e), 448.0f);
     QCOMPARE(cpu::e4m3_to_fp32(0x01), std::ldexp(1.0f, -9));
     QVERIFY(std::isnan(cpu::e4m3_to_fp32(0x7f)));
+    // Every code against the format's definition (OCP FP8, E4M3 "FN"): bias
+    // 7, subnormals m * 2^-9, S.1111.111 NaN, no infinities. The device's
+    // decoders compute it with bit moves (math::e4m3_to_fp32).
+    for (int code = 0; code < 256; ++code) {
+        const int exponent = (code >> 3) & 0xf;
+        const int mantissa = code & 7;
+        const float magnitude = exponent == 0
+                                    ? std::ldexp(float(mantissa), -9)
+                                    : std::ldexp(1.0f + float(mantissa) / 8.0f, exponent - 7);
+        const float expected = (code & 0x80) != 0 ? -magnitude : magnitude;
+        const float decoded = math::e4m3_to_fp32(static_cast<std::uint8_t>(code));
+        if ((code & 0x7f) == 0x7f) {
+            QVERIFY(std::isnan(decoded));
+            QCOMPARE(std::signbit(decoded), (code & 0x80) != 0);
+        } else {
+            QCOMPARE(std::signbit(decoded), std::signbit(expected));
+            QCOMPARE(decoded, expected);
+        }
+    }
 }
 
 void TestKvFormats::e4m3_every_code_round_trips() {
@@ -560,6 +582,79 @@ void TestKvFormats::device_kivi_key_decoder_matches_the_cpu_codec() {
             for (int c = 0; c < d; ++c) {
                 QCOMPARE(math::decode_kivi_key_element(bits, device.data(), d, t, c),
                          cpu_values[static_cast<std::size_t>(t * d + c)]);
+            }
+        }
+    }
+}
+
+// The vector attention decodes 8 values of a row at a time
+// (math::decode_row_chunk); each must be the element decoder's value, bit
+// for bit, for every code: rows of random bytes (every code of every chunk
+// position, scales of every kind, NaN and infinity included), then encoded
+// rows. It fails if a
+// chunk's group, nibble half or code offset is off by one (checked by hand).
+void TestKvFormats::chunk_decoders_match_the_element_decoder_data() {
+    QTest::addColumn<KvFormat>("format");
+    QTest::addColumn<int>("head_dim");
+    for (const KvFormat format : kv::all_kv_formats()) {
+        if (!math::has_chunk_decoder(format)) {
+            continue;
+        }
+        for (const int d : {32, 64, 128, 256}) {
+            QTest::newRow(
+                qPrintable(QString("%1 d%2").arg(kv::kv_format_name(format).data()).arg(d)))
+                << format << d;
+        }
+    }
+}
+
+void TestKvFormats::chunk_decoders_match_the_element_decoder() {
+    QFETCH(KvFormat, format);
+    QFETCH(int, head_dim);
+    const auto row_bytes = static_cast<std::size_t>(kv::kv_row_bytes(format, head_dim, false));
+    const int random_rows = 600; // every byte value many times at every position
+    const int encoded_rows = 20;
+    std::vector<std::uint8_t> bytes(row_bytes * (random_rows + encoded_rows));
+    std::mt19937 generator(91u + static_cast<unsigned>(head_dim));
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (std::size_t i = 0; i < row_bytes * random_rows; ++i) {
+        bytes[i] = static_cast<std::uint8_t>(byte(generator));
+    }
+    const std::vector<float> values =
+        random_values(static_cast<std::size_t>(encoded_rows) * head_dim, 13u, 40.0f);
+    for (int r = 0; r < encoded_rows; ++r) {
+        math::encode_row(format, values.data() + r * head_dim, head_dim,
+                         bytes.data() + (random_rows + r) * row_bytes);
+    }
+    const auto decode_chunk = [format](const std::uint8_t* row, int chunk,
+                                       float(&out)[math::kChunkValues]) {
+        switch (format) {
+        case KvFormat::q8_0:
+            return math::decode_row_chunk<KvFormat::q8_0>(row, chunk, out);
+        case KvFormat::q4_0:
+            return math::decode_row_chunk<KvFormat::q4_0>(row, chunk, out);
+        default:
+            return math::decode_row_chunk<KvFormat::fp8_e4m3>(row, chunk, out);
+        }
+    };
+    for (int r = 0; r < random_rows + encoded_rows; ++r) {
+        const std::uint8_t* row = bytes.data() + r * row_bytes;
+        for (int chunk = 0; chunk < head_dim / math::kChunkValues; ++chunk) {
+            float out[math::kChunkValues];
+            decode_chunk(row, chunk, out);
+            for (int v = 0; v < math::kChunkValues; ++v) {
+                const int i = chunk * math::kChunkValues + v;
+                const float expected = math::decode_row_element(format, row, head_dim, i);
+                // NaN times NaN keeps either operand's payload, and the
+                // compiler may swap a product's operands: any NaN will do.
+                const bool both_nan = std::isnan(out[v]) && std::isnan(expected);
+                if (!both_nan && std::memcmp(&out[v], &expected, sizeof(float)) != 0) {
+                    QFAIL(qPrintable(QString("row %1 value %2: chunk decoder %3, element %4")
+                                         .arg(r)
+                                         .arg(i)
+                                         .arg(double(out[v]))
+                                         .arg(double(expected))));
+                }
             }
         }
     }
