@@ -157,7 +157,8 @@ struct WideRowCodec {
     }
 };
 // Quantised per-token rows (q8_0, q4_0, fp8 e4m3; only 4-byte aligned, a
-// q8_0 row of 64 is 68 bytes): 4-byte copies, a lane's 8 values decoded at
+// q8_0 row of 64 is 68 bytes): 4-byte copies row by row (16-byte ones for
+// whole tiles), a lane's 8 values decoded at
 // once (math::decode_row_chunk: the element decoder's values, one scale read
 // and the codes widened without integer conversions).
 template <kv::KvFormat Format, int D>
@@ -219,8 +220,7 @@ struct RingRows {
         const bool pool_aligned = ((reinterpret_cast<std::uintptr_t>(cache.keys.data) |
                                     reinterpret_cast<std::uintptr_t>(cache.values.data)) %
                                    16) == 0;
-        if (tile + kTileRows <= b.n && pool_aligned &&
-            Layout::whole(first_at, last_at, cache.block_size)) {
+        if (Layout::whole(b.n - tile, pool_aligned, first_at, last_at, cache.block_size)) {
 #pragma unroll
             for (int c = 0; c < Layout::kWholeCopiesPerLane; ++c) {
                 const int byte = Layout::whole_copy_byte(lane, c);

@@ -55,14 +55,16 @@ struct RingTileLayout {
     static constexpr int kTileBytes = TileRows * RowBytes;
     static constexpr bool kWholeTiles = kTileBytes % 16 == 0;
     static constexpr int kWholeCopiesPerLane = (kTileBytes / 16 + 31) / 32;
-    // Whether the tile whose first row is `first` bytes into the pool and
-    // whose last row is at `last` is such a run (the pool itself 16-byte
-    // aligned). With block_size >= TileRows a tile spans at most two head
+    // Whether a tile is such a run: all its rows in the split (`live_rows`
+    // of them from its first on), a pool whose K and V planes start 16-byte
+    // aligned, and its first row `first` bytes into the plane, its last at
+    // `last`. With block_size >= TileRows a tile spans at most two head
     // blocks, and then the rows are end to end exactly when the distance
     // from the first to the last is TileRows - 1 rows.
-    KVSCOPE_HD static bool whole(std::int64_t first, std::int64_t last, int block_size) {
-        return kWholeTiles && block_size >= TileRows && first % 16 == 0 &&
-               last - first == std::int64_t{TileRows - 1} * RowBytes;
+    KVSCOPE_HD static bool whole(int live_rows, bool pool_aligned, std::int64_t first,
+                                 std::int64_t last, int block_size) {
+        return kWholeTiles && live_rows >= TileRows && pool_aligned && block_size >= TileRows &&
+               first % 16 == 0 && last - first == std::int64_t{TileRows - 1} * RowBytes;
     }
     // Where a lane's c-th 16-byte copy of a whole tile starts, in the tile
     // and in the plane alike; kTileBytes or more: the lane has no such copy.

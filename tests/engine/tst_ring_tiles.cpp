@@ -96,13 +96,13 @@ void tiles_land_where_rows_are_read() {
                     std::vector<std::uint8_t> plane(
                         static_cast<std::size_t>(Layout::kPlaneWords) * 4, 0xAB);
                     const std::int64_t first = lane_row_at[0];
-                    if (tile + TileRows <= n &&
-                        Layout::whole(first, lane_row_at[TileRows - 1], block_size)) {
+                    if (Layout::whole(n - tile, /*pool_aligned=*/true, first,
+                                      lane_row_at[TileRows - 1], block_size)) {
                         ++whole_tiles;
                         for (int lane = 0; lane < 32; ++lane) {
                             for (int c = 0; c < Layout::kWholeCopiesPerLane; ++c) {
                                 const int byte = Layout::whole_copy_byte(lane, c);
-                                QCOMPARE(byte % 16, 0);
+                                QCOMPARE((first + byte) % 16, 0); // cp.async's 16 bytes
                                 if (byte < Layout::kTileBytes) {
                                     std::memcpy(plane.data() + byte, pool.data() + first + byte,
                                                 16);
