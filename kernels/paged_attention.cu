@@ -23,9 +23,10 @@ std::size_t AttentionWorkspace::floats(int tokens, int heads, int max_splits, in
 AttentionWorkspace AttentionWorkspace::carve(float* base, int tokens, int heads, int max_splits,
                                              int head_dim, int split) {
     if (split < kShortestAttentionSplit || split > kLongestVectorSplit ||
-        (split & (split - 1)) != 0) {
+        split % kShortestAttentionSplit != 0) {
         throw std::invalid_argument("attention split of " + std::to_string(split) +
-                                    " entries: a power of two from " +
+                                    " entries: a multiple of " +
+                                    std::to_string(kShortestAttentionSplit) + " from " +
                                     std::to_string(kShortestAttentionSplit) + " to " +
                                     std::to_string(kLongestVectorSplit) + " is needed");
     }

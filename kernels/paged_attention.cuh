@@ -30,7 +30,7 @@ inline constexpr int kLongestVectorSplit = 2048;
 
 // Scratch the launcher needs, sized by the caller once per shape bucket.
 struct AttentionWorkspace {
-    // Cache entries per split: a power of two from kShortestAttentionSplit to
+    // Cache entries per split: a multiple of kShortestAttentionSplit up to
     // kAttentionSplit, or to kLongestVectorSplit where the vector path runs.
     // max_splits below counts splits of this length.
     int split = kAttentionSplit;
@@ -43,7 +43,7 @@ struct AttentionWorkspace {
     static std::size_t floats(int tokens, int heads, int max_splits, int head_dim);
     // Points the five arrays into `base` (floats(...) floats), for splits of
     // `split` entries. Throws std::invalid_argument for a split length other
-    // than a power of two from kShortestAttentionSplit to kLongestVectorSplit.
+    // than a multiple of kShortestAttentionSplit up to kLongestVectorSplit.
     static AttentionWorkspace carve(float* base, int tokens, int heads, int max_splits,
                                     int head_dim, int split = kAttentionSplit);
 };

@@ -34,6 +34,9 @@
 
 namespace kvscope::cuda {
 
+static_assert(kSplitLengthStep == kernels::kShortestAttentionSplit,
+              "attention_split_length cuts the lengths the kernels take");
+
 namespace {
 
 std::string mib(std::int64_t bytes) {

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdint>
 #include <stdexcept>
+#include <vector>
 
 namespace kvscope::cuda {
 
@@ -25,19 +26,49 @@ int split_bucket(int max_context, int split_entries) {
     return bucket;
 }
 
+double wave_fill(std::int64_t blocks, std::int64_t wave) {
+    blocks = std::max<std::int64_t>(blocks, 1);
+    wave = std::max<std::int64_t>(wave, 1);
+    const std::int64_t waves = (blocks + wave - 1) / wave;
+    return static_cast<double>(blocks) / static_cast<double>(waves * wave);
+}
+
 int attention_split_length(int tokens, int kv_heads, int context, int multiprocessors, int longest,
                            int shortest, int blocks_per_multiprocessor) {
-    const std::int64_t wanted = static_cast<std::int64_t>(std::max(blocks_per_multiprocessor, 1)) *
-                                std::max(multiprocessors, 1);
-    int length = longest;
-    while (length > shortest) {
-        const std::int64_t splits = (std::max(context, 1) + length - 1) / length;
-        if (static_cast<std::int64_t>(tokens) * kv_heads * splits >= wanted) {
-            break;
+    constexpr int kStep = kSplitLengthStep;
+    constexpr double kNearlyFullest = 0.85;
+    const std::int64_t wave = static_cast<std::int64_t>(std::max(blocks_per_multiprocessor, 1)) *
+                              std::max(multiprocessors, 1);
+    const std::int64_t rows =
+        static_cast<std::int64_t>(std::max(tokens, 1)) * std::max(kv_heads, 1);
+    const std::int64_t entries = std::max(context, 1);
+    struct Choice {
+        int length; // the shortest giving its split count: the evenest splits
+        std::int64_t splits;
+        double fill;
+    };
+    std::vector<Choice> choices; // fewest splits first
+    for (int length = longest; length >= shortest; length -= kStep) {
+        const std::int64_t splits = (entries + length - 1) / length;
+        if (!choices.empty() && choices.back().splits == splits) {
+            choices.back().length = length;
+        } else {
+            choices.push_back({length, splits, wave_fill(rows * splits, wave)});
         }
-        length /= 2;
     }
-    return length;
+    if (choices.empty()) { // shortest > longest: nothing to choose from
+        return longest;
+    }
+    double fullest = 0.0;
+    for (const Choice& choice : choices) {
+        fullest = std::max(fullest, choice.fill);
+    }
+    for (const Choice& choice : choices) {
+        if (choice.fill >= kNearlyFullest * fullest) {
+            return choice.length;
+        }
+    }
+    return choices.back().length;
 }
 
 bool is_plain_decode(const runner::ForwardBatch& batch) {

@@ -7,6 +7,7 @@
 
 #include "engine/runner/forward_batch.h"
 
+#include <cstdint>
 #include <optional>
 
 namespace kvscope::cuda {
@@ -23,16 +24,31 @@ int split_bucket(int max_context, int split_entries);
 
 // Cache entries per attention split for a step of `tokens` query tokens over
 // `kv_heads` KV heads whose longest context is `context` entries. The
-// attention runs a thread block per token, KV head and split, so a decode of
-// one sequence has only kv_heads blocks per split (3 for SmolLM2): with
-// `longest` splits, 3 of an H100's 132 multiprocessors worked while the rest
-// idled (2026-11-24). So: `longest` while the grid has `blocks_per_multiprocessor`
-// blocks per multiprocessor, else halved down to `shortest` until it has.
-// Powers of two in, a power of two out. The limits for a cache come from
+// attention runs a thread block per token, KV head and split, and a GPU
+// holds `blocks_per_multiprocessor` x `multiprocessors` of them at once (a
+// wave). A decode of one sequence has only kv_heads blocks per split (3 for
+// SmolLM2): with long splits 3 of an H100's 132 multiprocessors worked while
+// the rest idled (2026-11-24). And a grid of 1.45 waves, as halving lengths
+// gave 32 x 4k, 32 x 1k, 128 x 1k and 128 x 4k decodes alike, runs its last
+// wave half empty.
+//
+// So each split count from the fewest (splits of `longest`) to the most (of
+// `shortest`) is weighed by how full its waves are (blocks over the slots of
+// the waves they need), and the fewest splits within 85% of the fullest win:
+// FlashAttention's split heuristic (fewer splits: less to merge, longer
+// runs). Lengths are multiples of kSplitLengthStep, the shortest giving
+// their split count. The limits for a cache come from
 // kernels::attention_split_limits (the vector path: 64 to 2048 entries, as
 // many blocks as fit the GPU at once; the general path: 32 to 256, 2).
 int attention_split_length(int tokens, int kv_heads, int context, int multiprocessors, int longest,
                            int shortest, int blocks_per_multiprocessor = 2);
+// kernels::kShortestAttentionSplit (the CUDA backend checks they agree):
+// the kernels take split lengths that are multiples of it.
+inline constexpr int kSplitLengthStep = 32;
+
+// How full the waves of a grid of `blocks` are, a wave being `wave` blocks:
+// blocks / (waves needed x wave), in (0, 1].
+double wave_fill(std::int64_t blocks, std::int64_t wave);
 
 // Whether `batch` is a pure decode step a graph can run: one token per
 // sequence, each wanting its logits, in order, and no attention capture.

@@ -34,10 +34,10 @@ struct QueryTiles {
 // std::invalid_argument for tile_tokens < 1.
 QueryTiles plan_query_tiles(std::span<const std::int32_t> sequence_of, int tile_tokens);
 
-// Cache entries per attention split for a tiled step: as
-// attention_split_length (decode_padding.h), halving from `longest` to
-// `shortest` until the grid has `blocks_per_multiprocessor` blocks of work
-// per multiprocessor, but counting the blocks that have work: a tile (or a
+// Cache entries per attention split for a tiled step: halving from
+// `longest` to `shortest` (powers of two, whole stages of the tile kernel)
+// until the grid has `blocks_per_multiprocessor` blocks of work per
+// multiprocessor, counting the blocks that have work: a tile (or a
 // untiled token) over c entries has ceil(c / length) splits, not the
 // longest context's (the early tiles of a causal prefill see few entries).
 // The tiles' and the untiled tokens' blocks are counted together, though

@@ -55,7 +55,7 @@ class TestDecodePadding : public QObject {
 
 private slots:
     void buckets();
-    void attention_splits_shorten_for_few_tokens();
+    void attention_splits_fill_the_waves();
     void only_plain_decodes_qualify();
     void padded_rows_leave_real_logits_unchanged_data();
     void padded_rows_leave_real_logits_unchanged();
@@ -77,31 +77,61 @@ void TestDecodePadding::buckets() {
     QCOMPARE(cuda::split_bucket(4096, 256), 16);
 }
 
-void TestDecodePadding::attention_splits_shorten_for_few_tokens() {
-    // An H100's 132 multiprocessors want 264 blocks of tokens x KV heads x
-    // splits; splits from 256 entries down to 32.
+void TestDecodePadding::attention_splits_fill_the_waves() {
+    // A wave is what the GPU holds at once: 264 blocks of tokens x KV heads
+    // x splits on an H100's 132 multiprocessors at 2 each; splits from 256
+    // entries down to 32, multiples of 32. Fill: blocks over the slots of
+    // the waves they take.
     const auto length = [](int tokens, int context) {
         return cuda::attention_split_length(tokens, 3, context, 132, 256, 32);
     };
-    QCOMPARE(length(1, 1024), 32);   // 96 blocks even at the shortest
-    QCOMPARE(length(8, 1024), 64);   // 8 x 3 x 16 = 384
-    QCOMPARE(length(32, 1024), 256); // 32 x 3 x 4 = 384 already
-    QCOMPARE(length(32, 4096), 256);
-    QCOMPARE(length(1024, 1024), 256); // a prefill chunk
+    QCOMPARE(length(1, 1024), 32);     // 96 blocks even at the shortest: the fullest there is
+    QCOMPARE(length(8, 1024), 96);     // 24 x 11 = 264, one full wave (128: 192, 73%)
+    QCOMPARE(length(32, 1024), 224);   // 96 x 5 = 480, 91% (256: 384 in 2 waves, 73%)
+    QCOMPARE(length(32, 4096), 256);   // 96 x 16 = 1536 in 6 waves, 97%
+    QCOMPARE(length(1024, 1024), 256); // a prefill chunk: 3072 x 4, 99%
     QCOMPARE(length(1, 0), 32);
     QCOMPARE(cuda::attention_split_length(1, 3, 1024, 0, 256, 32), 256); // 2 blocks wanted
-    QCOMPARE(cuda::attention_split_length(4, 8, 300, 16, 256, 32), 256); // 4 x 8 x 2 = 64 >= 32
-    // The vector path: splits of 64 to 2048 entries, 528 blocks wanted (4
-    // a multiprocessor, SmolLM2's kernel on an H100).
+    // 32 rows a wave: 2 splits fill it exactly, the evenest being 160 + 140.
+    QCOMPARE(cuda::attention_split_length(4, 8, 300, 16, 256, 32), 160);
+    // The vector path: splits of 64 to 2048 entries, 528 blocks a wave (4 a
+    // multiprocessor, SmolLM2's kernel on an H100). Halving lengths gave
+    // each of the four targets' grids 768 blocks, 1.45 waves.
     const auto vector_length = [](int tokens, int context) {
         return cuda::attention_split_length(tokens, 3, context, 132, 2048, 64, 4);
     };
-    QCOMPARE(vector_length(128, 4096), 2048);  // 128 x 3 x 2 = 768
-    QCOMPARE(vector_length(32, 4096), 512);    // 32 x 3 x 8 = 768; 1024 gives 384
-    QCOMPARE(vector_length(128, 1024), 512);   // 128 x 3 x 2 = 768
-    QCOMPARE(vector_length(32, 1024), 128);    // 32 x 3 x 8 = 768
+    QCOMPARE(vector_length(128, 4096), 1024);  // 384 x 4 = 1536 in 3 waves, 97%
+    QCOMPARE(vector_length(32, 4096), 832);    // 96 x 5 = 480 in one, 91%
+    QCOMPARE(vector_length(128, 1024), 256);   // 384 x 4, 97%
+    QCOMPARE(vector_length(32, 1024), 224);    // 96 x 5, 91%
     QCOMPARE(vector_length(1, 1024), 64);      // 48 blocks even at the shortest
-    QCOMPARE(vector_length(1024, 1024), 2048); // a prefill chunk: one split a token
+    QCOMPARE(vector_length(1024, 1024), 1024); // a prefill chunk: one split a token
+    // The chosen length gives the fewest splits within 85% of the fullest
+    // fill, and is the shortest giving that many (the evenest cut).
+    for (const int tokens : {1, 3, 8, 17, 32, 100, 128, 512}) {
+        for (const int context : {1, 100, 1000, 1024, 1025, 3000, 4096, 20000}) {
+            const int chosen = vector_length(tokens, context);
+            QVERIFY(chosen >= 64 && chosen <= 2048 && chosen % cuda::kSplitLengthStep == 0);
+            const auto fill = [&](int split_length) {
+                return cuda::wave_fill(
+                    std::int64_t{tokens} * 3 * ((context + split_length - 1) / split_length), 528);
+            };
+            double fullest = 0.0;
+            for (int other = 64; other <= 2048; other += 32) {
+                fullest = std::max(fullest, fill(other));
+            }
+            const int splits = (context + chosen - 1) / chosen;
+            QVERIFY(fill(chosen) >= 0.85 * fullest);
+            for (int other = 64; other <= 2048; other += 32) {
+                const int other_splits = (context + other - 1) / other;
+                QVERIFY(other_splits >= splits || fill(other) < 0.85 * fullest);
+                QVERIFY(other >= chosen || other_splits > splits);
+            }
+        }
+    }
+    QCOMPARE(cuda::wave_fill(528, 528), 1.0);
+    QCOMPARE(cuda::wave_fill(768, 528), 768.0 / 1056.0);
+    QCOMPARE(cuda::wave_fill(0, 528), 1.0 / 528.0);
 }
 
 void TestDecodePadding::only_plain_decodes_qualify() {

@@ -1245,9 +1245,10 @@ void TestCudaKernels::paged_attention_matches_the_cpu() {
     DeviceArray<float> d_q(q), out(q.size());
     const int context = max_context(batch);
     // The longest splits (the CPU's segments) and the shortest, which a step
-    // of few tokens asks for (cuda::attention_split_length); on the vector
-    // path also the longer splits it plans (at 2048 one split covers the
-    // longest context, 701 entries), and the general path must refuse those.
+    // of few tokens asks for (cuda::attention_split_length), and one that is
+    // no power of two (it plans any multiple of 32); on the vector path also
+    // the longer splits it plans (at 2048 one split covers the longest
+    // context, 701 entries), and the general path must refuse those.
     const bool vector = kernels::attention_takes_vector_path(pool.view, heads);
     const bool sixteen_bit = format == KvFormat::f16 || format == KvFormat::bf16;
     const bool staged =
@@ -1255,9 +1256,10 @@ void TestCudaKernels::paged_attention_matches_the_cpu() {
     QCOMPARE(vector, (sixteen_bit &&
                       (head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256)) ||
                          (staged && (head_dim == 64 || head_dim == 128)));
-    std::vector<int> splits_tried{kernels::kAttentionSplit, kernels::kShortestAttentionSplit};
+    std::vector<int> splits_tried{kernels::kAttentionSplit, kernels::kShortestAttentionSplit, 224};
     if (vector) {
         splits_tried.push_back(512);
+        splits_tried.push_back(832);
         splits_tried.push_back(kernels::kLongestVectorSplit);
     } else {
         DeviceArray<float> scratch(
