@@ -21,7 +21,9 @@
 // KVSCOPE_CUDA_WIDE_ROWS=ring runs the steps with 16-bit rows read through
 // the attention's shared-memory ring; the attention table at the end
 // always shows both, and q8_0, after a 128 x 4096 step with q8_0 KV beside
-// the same step with f16. Then prefill tokens/s with the attention over
+// the same step with f16, then the attention at 32 and 128 x 1k and 4k with
+// the splits the backend plans (filling the GPU's waves) beside the halved
+// splits it planned until 2026-11-28. Then prefill tokens/s with the attention over
 // query tiles on tensor cores beside the per-token vector path, and decode
 // steps of batch 16 to 64 with the linear layers on tensor cores beside
 // cuBLAS.
@@ -143,14 +145,17 @@ double weight_bytes(const model::LlamaConfig& c) {
 }
 
 struct AttentionFigure {
-    double ms = 0;
+    double ms = 1e30; // none yet: slower than any measured
     double bytes_per_second = 0;
+    int split = 0;                        // entries per split it ran
+    kernels::AttentionSplitLimits limits; // the cache's, which the plans choose within
 };
 
 // The decode attention kernel alone over one layer: batch sequences of
 // `context` entries, one query token each.
+// `split`: entries per split; 0 plans them as the backend does.
 AttentionFigure attention_bandwidth(const model::LlamaConfig& c, kv::KvFormat format, int batch,
-                                    int context, int repeats = 20) {
+                                    int context, int repeats = 20, int split = 0) {
     const int block_size = 16;
     const int blocks_per_sequence = (context + block_size - 1) / block_size;
     const int num_blocks = batch * blocks_per_sequence;
@@ -202,14 +207,16 @@ AttentionFigure attention_bandwidth(const model::LlamaConfig& c, kv::KvFormat fo
     cache.block_size = block_size;
     cache.num_blocks = num_blocks;
 
-    // Splits as the backend plans them for this step.
+    // Splits as the backend plans them for this step, unless given.
     int multiprocessors = 1;
     KVSCOPE_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, 0));
     const kernels::AttentionSplitLimits limits =
         kernels::attention_split_limits(cache, c.heads, /*capture=*/false);
-    const int split =
-        cuda::attention_split_length(batch, c.kv_heads, context, multiprocessors, limits.longest,
-                                     limits.shortest, limits.blocks_per_multiprocessor);
+    if (split == 0) {
+        split = cuda::attention_split_length(batch, c.kv_heads, context, multiprocessors,
+                                             limits.longest, limits.shortest,
+                                             limits.blocks_per_multiprocessor);
+    }
     const int splits = (context + split - 1) / split;
     DeviceBytes q(static_cast<std::size_t>(batch) * c.heads * c.head_dim * sizeof(float));
     DeviceBytes out(static_cast<std::size_t>(batch) * c.heads * c.head_dim * sizeof(float));
@@ -218,6 +225,8 @@ AttentionFigure attention_bandwidth(const model::LlamaConfig& c, kv::KvFormat fo
     const kernels::AttentionWorkspace workspace = kernels::AttentionWorkspace::carve(
         static_cast<float*>(scratch.data), batch, c.heads, splits, c.head_dim, split);
     AttentionFigure figure;
+    figure.split = split;
+    figure.limits = limits;
     figure.ms = best_ms(repeats, [&] {
         kernels::launch_paged_attention(cache, view, static_cast<const float*>(q.data), c.heads,
                                         0.125f, context, workspace, static_cast<float*>(out.data),
@@ -336,16 +345,18 @@ void print_attention_variants(const model::LlamaConfig& c, kv::KvFormat format, 
         std::string name;
         kv::KvFormat format;
         kernels::WideRowFetch fetch;
-        AttentionFigure best{1e30, 0};
+        AttentionFigure best;
     };
     std::vector<Variant> variants{
-        {"f16, rows into registers", kv::KvFormat::f16, kernels::WideRowFetch::registers},
-        {"f16, rows through the ring", kv::KvFormat::f16, kernels::WideRowFetch::ring},
-        {"q8_0 (the ring)", kv::KvFormat::q8_0, kernels::WideRowFetch::ring},
+        {"f16, rows into registers", kv::KvFormat::f16, kernels::WideRowFetch::registers, {}},
+        {"f16, rows through the ring", kv::KvFormat::f16, kernels::WideRowFetch::ring, {}},
+        {"q8_0 (the ring)", kv::KvFormat::q8_0, kernels::WideRowFetch::ring, {}},
     };
     if (format != kv::KvFormat::f16 && format != kv::KvFormat::q8_0) {
-        variants.push_back(
-            {std::string(kv::kv_format_name(format)), format, kernels::WideRowFetch::registers});
+        variants.push_back({std::string(kv::kv_format_name(format)),
+                            format,
+                            kernels::WideRowFetch::registers,
+                            {}});
     }
     for (int round = 0; round < 2; ++round) {
         for (Variant& variant : variants) {
@@ -364,6 +375,61 @@ void print_attention_variants(const model::LlamaConfig& c, kv::KvFormat format, 
                     variant.best.bytes_per_second / 1e9,
                     100.0 * variant.best.bytes_per_second / bandwidth,
                     variant.best.ms / variants.front().best.ms);
+    }
+}
+
+// The plan before 2026-11-28, for comparison: the longest split while the
+// grid has a wave of blocks, else halved until it has (every decode target's
+// grid came out at 1.45 waves).
+int halving_split_length(int tokens, int kv_heads, int context, int multiprocessors,
+                         const kernels::AttentionSplitLimits& limits) {
+    const std::int64_t wanted =
+        std::int64_t{std::max(limits.blocks_per_multiprocessor, 1)} * multiprocessors;
+    int length = limits.longest;
+    while (length > limits.shortest) {
+        const std::int64_t splits = (context + length - 1) / length;
+        if (std::int64_t{tokens} * kv_heads * splits >= wanted) {
+            break;
+        }
+        length /= 2;
+    }
+    return length;
+}
+
+// The decode attention kernel alone, one layer, f16 into registers, with
+// the splits cuda::attention_split_length plans (filling the GPU's waves)
+// beside the halving plan it replaced, interleaved, the better of two kept.
+void print_split_plans(const model::LlamaConfig& c, double bandwidth) {
+    int multiprocessors = 1;
+    KVSCOPE_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, 0));
+    const kernels::WideRowFetchScope rows(kernels::WideRowFetch::registers);
+    std::printf("\ndecode attention, f16, one layer: splits filling the waves against halved "
+                "splits (better of two runs)\n\n");
+    std::printf("| batch | context | split | ms | of copy bandwidth | halved split | ms | of copy "
+                "bandwidth | planned / halved |\n");
+    std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    const int cases[][2] = {{32, 1024}, {128, 1024}, {32, 4096}, {128, 4096}};
+    for (const auto& [batch, context] : cases) {
+        const AttentionFigure first = attention_bandwidth(c, kv::KvFormat::f16, batch, context, 1);
+        const int planned = first.split;
+        const int halved =
+            halving_split_length(batch, c.kv_heads, context, multiprocessors, first.limits);
+        AttentionFigure best_planned;
+        AttentionFigure best_halved;
+        for (int round = 0; round < 2; ++round) {
+            const AttentionFigure p =
+                attention_bandwidth(c, kv::KvFormat::f16, batch, context, 20, planned);
+            const AttentionFigure h =
+                attention_bandwidth(c, kv::KvFormat::f16, batch, context, 20, halved);
+            best_planned = p.ms < best_planned.ms ? p : best_planned;
+            best_halved = h.ms < best_halved.ms ? h : best_halved;
+        }
+        std::printf("| %d | %d | %d | %.4f | %.0f%% | %d | %.4f | %.0f%% | %.2f |\n", batch,
+                    context, planned, best_planned.ms,
+                    100.0 * best_planned.bytes_per_second / bandwidth, halved, best_halved.ms,
+                    100.0 * best_halved.bytes_per_second / bandwidth,
+                    best_planned.ms / best_halved.ms);
+        std::fflush(stdout);
     }
 }
 
@@ -582,6 +648,7 @@ int main(int argc, char** argv) {
         }
         print_quantised_step(model, steps);
         print_attention_variants(c, *format, bandwidth);
+        print_split_plans(c, bandwidth);
         print_prefill_variants(model);
         print_gemm_variants(model, steps);
     } catch (const std::exception& error) {
