@@ -1,6 +1,9 @@
+#include "kernels/activation_overflow.h"
 #include "kernels/cuda_check.cuh"
 #include "kernels/dependent_launch.cuh"
 #include "kernels/gemv.cuh"
+#include "kernels/half_store.cuh"
+#include "kernels/math/activation_math.h"
 #include "kernels/nvtx_range.h"
 
 #include <cstdint>
@@ -34,14 +37,28 @@ __device__ inline float dot8(const uint4& a, const uint4& b) {
     return sum;
 }
 
+// What a warp does with its row's sums: store them into fp32 (set or
+// accumulated), or, for a gated FFN, take the row's gate and up sums and
+// store act(gate) * up as the fp16 input of the down layer (SwiGLU or
+// GeGLU, the CPU's activations: activation_math.h), saturated and counted
+// as launch_gated_half stores it (half_store.cuh).
+enum class Epilogue { store, silu_gate, gelu_gate };
+
 // A warp per output row: each lane takes every 32nd 16-byte chunk of the
 // row's weights and dots it with the same chunk of each token's input, then
 // the lanes' sums meet by shuffles. The first kHeldChunks chunks are loaded
 // before the wait for the kernel before (dependent_launch.cuh).
-template <int T>
+//
+// Gated (rows = ffn, the matrix's 2 * ffn rows the gates' then the ups'):
+// the warp of output j dots weight rows j and ffn + j, each summed exactly
+// as the plain kernel sums it (same chunks, same order, same shuffles), so
+// the outputs are the bits of the product followed by launch_gated_half.
+template <int T, Epilogue E>
 __global__ void __launch_bounds__(kThreads)
     gemv_kernel(const __half* __restrict__ w, int rows, int cols, const __half* x,
-                float* __restrict__ y, bool accumulate) {
+                float* __restrict__ y, bool accumulate, __half* __restrict__ gated,
+                unsigned int* overflows) {
+    constexpr int kWeightRows = E == Epilogue::store ? 1 : 2;
     const int row =
         static_cast<int>(blockIdx.x) * kRowsPerBlock + static_cast<int>(threadIdx.x) / 32;
     const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -49,55 +66,121 @@ __global__ void __launch_bounds__(kThreads)
         return; // the whole warp; no block-wide barrier follows
     }
     const int chunks = cols / 8;
-    const uint4* w_row = reinterpret_cast<const uint4*>(w + static_cast<std::int64_t>(row) * cols);
-    uint4 held[kHeldChunks];
+    const uint4* w_rows[kWeightRows];
 #pragma unroll
-    for (int i = 0; i < kHeldChunks; ++i) {
-        const int c = lane + 32 * i;
-        held[i] = c < chunks ? __ldg(w_row + c) : make_uint4(0, 0, 0, 0);
+    for (int r = 0; r < kWeightRows; ++r) {
+        w_rows[r] =
+            reinterpret_cast<const uint4*>(w + (static_cast<std::int64_t>(r) * rows + row) * cols);
+    }
+    uint4 held[kWeightRows][kHeldChunks];
+#pragma unroll
+    for (int r = 0; r < kWeightRows; ++r) {
+#pragma unroll
+        for (int i = 0; i < kHeldChunks; ++i) {
+            const int c = lane + 32 * i;
+            held[r][i] = c < chunks ? __ldg(w_rows[r] + c) : make_uint4(0, 0, 0, 0);
+        }
     }
     wait_for_previous_kernel();
     // The inputs another kernel wrote, read only after the wait.
     const uint4* input = reinterpret_cast<const uint4*>(x);
-    float acc[T] = {};
+    float acc[kWeightRows][T] = {};
 #pragma unroll
     for (int i = 0; i < kHeldChunks; ++i) {
         const int c = lane + 32 * i;
         if (c < chunks) {
 #pragma unroll
             for (int t = 0; t < T; ++t) {
-                acc[t] += dot8(held[i], input[t * chunks + c]);
+                const uint4 in = input[t * chunks + c];
+#pragma unroll
+                for (int r = 0; r < kWeightRows; ++r) {
+                    acc[r][t] += dot8(held[r][i], in);
+                }
             }
         }
     }
 #pragma unroll 2
     for (int c = lane + 32 * kHeldChunks; c < chunks; c += 32) {
-        const uint4 weights = __ldg(w_row + c);
+        uint4 weights[kWeightRows];
+#pragma unroll
+        for (int r = 0; r < kWeightRows; ++r) {
+            weights[r] = __ldg(w_rows[r] + c);
+        }
 #pragma unroll
         for (int t = 0; t < T; ++t) {
-            acc[t] += dot8(weights, input[t * chunks + c]);
+            const uint4 in = input[t * chunks + c];
+#pragma unroll
+            for (int r = 0; r < kWeightRows; ++r) {
+                acc[r][t] += dot8(weights[r], in);
+            }
         }
     }
 #pragma unroll
     for (int t = 0; t < T; ++t) {
-        float sum = acc[t];
-        for (int offset = 16; offset > 0; offset /= 2) {
-            sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        float sum[kWeightRows];
+#pragma unroll
+        for (int r = 0; r < kWeightRows; ++r) {
+            sum[r] = acc[r][t];
+#pragma unroll
+            for (int offset = 16; offset > 0; offset /= 2) {
+                sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], offset);
+            }
         }
         if (lane == 0) {
-            float* out = y + static_cast<std::int64_t>(t) * rows + row;
-            *out = accumulate ? *out + sum : sum;
+            if constexpr (E == Epilogue::store) {
+                float* out = y + static_cast<std::int64_t>(t) * rows + row;
+                *out = accumulate ? *out + sum[0] : sum[0];
+            } else {
+                const float g = sum[0];
+                const float activated =
+                    E == Epilogue::gelu_gate ? math::gelu_tanh(g) : math::silu(g);
+                gated[static_cast<std::int64_t>(t) * rows + row] =
+                    to_half_saturated(activated * sum[1], overflows);
+            }
         }
     }
 }
 
-template <int T>
-void launch_tokens(const __half* w, int rows, int cols, const __half* x, float* y, bool accumulate,
-                   cudaStream_t stream) {
-    const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-    launch_kernel("gemv_kernel", gemv_kernel<T>, dim3(blocks), dim3(kThreads), 0, stream, w, rows,
-                  cols, x, y, accumulate);
-}
+template <Epilogue E>
+struct Launch {
+    const __half* w;
+    int rows;
+    int cols;
+    const __half* x;
+    float* y;
+    bool accumulate;
+    __half* gated;
+    cudaStream_t stream;
+
+    template <int T>
+    void run() const {
+        const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+        launch_kernel("gemv_kernel", gemv_kernel<T, E>, dim3(blocks), dim3(kThreads), 0, stream, w,
+                      rows, cols, x, y, accumulate, gated,
+                      E == Epilogue::store ? nullptr : activation_overflow_counter());
+    }
+    // The token count a template argument: the sums stay in registers.
+    void tokens(int count) const {
+        switch (count) {
+        case 1:
+            return run<1>();
+        case 2:
+            return run<2>();
+        case 3:
+            return run<3>();
+        case 4:
+            return run<4>();
+        case 5:
+            return run<5>();
+        case 6:
+            return run<6>();
+        case 7:
+            return run<7>();
+        default:
+            return run<8>();
+        }
+    }
+};
 
 bool aligned16(const void* pointer) {
     return reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0;
@@ -119,23 +202,22 @@ void launch_gemv(const __half* w, int rows, int cols, const __half* x, int token
         throw std::invalid_argument("gemv: 1 to 8 tokens, a width that is a multiple of 8 and "
                                     "16-byte aligned operands are needed");
     }
-    switch (tokens) { // the count is a template argument: the sums stay in registers
-    case 1:
-        return launch_tokens<1>(w, rows, cols, x, y, accumulate, stream);
-    case 2:
-        return launch_tokens<2>(w, rows, cols, x, y, accumulate, stream);
-    case 3:
-        return launch_tokens<3>(w, rows, cols, x, y, accumulate, stream);
-    case 4:
-        return launch_tokens<4>(w, rows, cols, x, y, accumulate, stream);
-    case 5:
-        return launch_tokens<5>(w, rows, cols, x, y, accumulate, stream);
-    case 6:
-        return launch_tokens<6>(w, rows, cols, x, y, accumulate, stream);
-    case 7:
-        return launch_tokens<7>(w, rows, cols, x, y, accumulate, stream);
-    default:
-        return launch_tokens<8>(w, rows, cols, x, y, accumulate, stream);
+    Launch<Epilogue::store>{w, rows, cols, x, y, accumulate, nullptr, stream}.tokens(tokens);
+}
+
+void launch_gemv_gated(const __half* w_gate_up, int ffn, int cols, const __half* x, int tokens,
+                       bool gelu_tanh, __half* out, cudaStream_t stream) {
+    nvtx::Range range(gelu_tanh ? "gemv_gelu_mul" : "gemv_silu_mul");
+    if (!gemv_fits(w_gate_up, x, tokens, cols) || ffn <= 0) {
+        throw std::invalid_argument("gated gemv: 1 to 8 tokens, a width that is a multiple of 8 "
+                                    "and 16-byte aligned operands are needed");
+    }
+    if (gelu_tanh) {
+        Launch<Epilogue::gelu_gate>{w_gate_up, ffn, cols, x, nullptr, false, out, stream}.tokens(
+            tokens);
+    } else {
+        Launch<Epilogue::silu_gate>{w_gate_up, ffn, cols, x, nullptr, false, out, stream}.tokens(
+            tokens);
     }
 }
 

@@ -9,10 +9,13 @@
 // lane loads the first chunks of its row's weights before it waits for the
 // kernel before it (dependent_launch.cuh), so with overlapped launches those
 // loads run while that kernel ends. (Folding the RMSNorm before it and the
-// gated activation into it, each block computing the whole input in shared
-// memory, was measured and dropped: 0.88 ms a step at batch 1 against 0.81
-// with overlapped launches alone, and 2.8 against 1.3 at batch 8, on an H100,
-// 2026-11-27, bench/results/gpu-2026-11-27-nvidia-h100-80gb-hbm3.)
+// gated activation into the GEMV that reads them, each block computing the
+// whole input in shared memory, was measured and dropped: 0.88 ms a step at
+// batch 1 against 0.81 with overlapped launches alone, and 2.8 against 1.3 at
+// batch 8, on an H100, 2026-11-27, bench/results/gpu-2026-11-27-nvidia-h100-
+// 80gb-hbm3. The gated activation in the epilogue of the gate/up GEMV that
+// writes its operands, launch_gemv_gated, recomputes nothing: each warp
+// computes one gate and its up.)
 #pragma once
 
 #include <cuda_fp16.h>
@@ -32,5 +35,15 @@ bool gemv_fits(const __half* w, const __half* x, int tokens, int cols);
 // does not hold.
 void launch_gemv(const __half* w, int rows, int cols, const __half* x, int tokens, float* y,
                  bool accumulate, cudaStream_t stream);
+
+// A gated FFN's product and activation in one kernel: w_gate_up (2 * ffn,
+// cols) holds the gate's rows then the up's (the fused gate_up layer); out
+// (tokens, ffn) = act(x . gate^T) * (x . up^T) as fp16, act SiLU or, where
+// `gelu_tanh`, GELU-tanh: the bits launch_gemv then launch_gated_half
+// (swiglu.cuh) give, one kernel and no fp32 round trip fewer. Saturated
+// values count into activation_overflow_counter(). Needs gemv_fits (else
+// throws std::invalid_argument).
+void launch_gemv_gated(const __half* w_gate_up, int ffn, int cols, const __half* x, int tokens,
+                       bool gelu_tanh, __half* out, cudaStream_t stream);
 
 } // namespace kvscope::kernels

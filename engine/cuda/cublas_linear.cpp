@@ -1,6 +1,7 @@
 #include "engine/cuda/cublas_linear.h"
 
 #include "kernels/gemv.cuh"
+#include "kernels/swiglu.cuh"
 #include "kernels/tile_gemm.cuh"
 
 namespace kvscope::cuda {
@@ -85,6 +86,21 @@ void linear(const CublasHandle& cublas, const __half* x, int tokens, const HalfM
                                  ", " + std::to_string(w.cols) + ") . w^T (" +
                                  std::to_string(w.rows) + ", " + std::to_string(w.cols) + ")");
     }
+}
+
+void gated_linear(const CublasHandle& cublas, const __half* x, int tokens,
+                  const HalfMatrix& w_gate_up, bool gelu_tanh, float* gate_up, __half* out) {
+    if (tokens <= 0) {
+        return;
+    }
+    const int ffn = w_gate_up.rows / 2;
+    if (kernels::gemv_fits(w_gate_up.data, x, tokens, w_gate_up.cols)) {
+        kernels::launch_gemv_gated(w_gate_up.data, ffn, w_gate_up.cols, x, tokens, gelu_tanh, out,
+                                   cublas.stream());
+        return;
+    }
+    linear(cublas, x, tokens, w_gate_up, gate_up);
+    kernels::launch_gated_half(gate_up, tokens, ffn, gelu_tanh, out, cublas.stream());
 }
 
 } // namespace kvscope::cuda

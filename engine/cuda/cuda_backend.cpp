@@ -339,20 +339,21 @@ std::int64_t CudaBackend::activation_bytes() const {
     for (const RopeAngles& table : rope_angles_) {
         rope_bytes += table.angles.bytes();
     }
-    const std::size_t bytes =
-        act_.x.bytes() + act_.h.bytes() + act_.qkv.bytes() + act_.q.bytes() + act_.k.bytes() +
-        act_.v.bytes() + act_.gate_up.bytes() + act_.x_half.bytes() + act_.workspace.bytes() +
-        act_.selected.bytes() + act_.logits.bytes() + act_.capture.bytes() +
-        act_.copy_rows.bytes() + act_.copy_keys.bytes() + act_.copy_values.bytes() +
-        act_.sample_scratch.bytes() + act_.tokens.bytes() + batch_arrays_.bytes() + rope_bytes;
+    const std::size_t bytes = act_.x.bytes() + act_.h.bytes() + act_.qkv.bytes() + act_.q.bytes() +
+                              act_.k.bytes() + act_.v.bytes() + act_.gate_up.bytes() +
+                              act_.x_half.bytes() + act_.ffn_half.bytes() + act_.workspace.bytes() +
+                              act_.selected.bytes() + act_.logits.bytes() + act_.capture.bytes() +
+                              act_.copy_rows.bytes() + act_.copy_keys.bytes() +
+                              act_.copy_values.bytes() + act_.sample_scratch.bytes() +
+                              act_.tokens.bytes() + batch_arrays_.bytes() + rope_bytes;
     return static_cast<std::int64_t>(bytes);
 }
 
 std::vector<const void*> CudaBackend::graph_addresses() const {
-    return {act_.x.data(),         act_.h.data(),        act_.qkv.data(),     act_.q.data(),
-            act_.k.data(),         act_.v.data(),        act_.gate_up.data(), act_.x_half.data(),
-            act_.workspace.data(), act_.selected.data(), act_.logits.data(),  batch_arrays_.data(),
-            pool_.data(),          open_pool_.data()};
+    return {act_.x.data(),        act_.h.data(),         act_.qkv.data(),      act_.q.data(),
+            act_.k.data(),        act_.v.data(),         act_.gate_up.data(),  act_.x_half.data(),
+            act_.ffn_half.data(), act_.workspace.data(), act_.selected.data(), act_.logits.data(),
+            batch_arrays_.data(), pool_.data(),          open_pool_.data()};
 }
 
 std::optional<runner::DeviceMemory> CudaBackend::device_memory() const {
@@ -767,7 +768,8 @@ void CudaBackend::reserve_step(const StepPlan& plan,
         act_.v.reserve_discard(n * size_of(kv_width));
     }
     act_.gate_up.reserve_discard(n * size_of(2 * ffn));
-    act_.x_half.reserve_discard(n * size_of(std::max({hidden, q_width, ffn})));
+    act_.x_half.reserve_discard(n * size_of(std::max(hidden, q_width)));
+    act_.ffn_half.reserve_discard(n * size_of(ffn));
     act_.workspace.reserve_discard(kernels::AttentionWorkspace::floats(
         tokens, c.heads, std::max(plan.max_splits, 1), c.head_dim));
     act_.selected.reserve_discard(size_of(rows) * size_of(hidden));
@@ -988,7 +990,6 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
     const std::int64_t q_width = static_cast<std::int64_t>(c.heads) * c.head_dim;
     const std::int64_t kv_width = static_cast<std::int64_t>(c.kv_heads) * c.head_dim;
     const std::int64_t qkv_width = q_width + 2 * kv_width;
-    const std::int64_t ffn = c.ffn_hidden;
     const float scale = c.attention_scale > 0.0f ? c.attention_scale
                                                  : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     const bool fused_rope_write = !rope_angles_.empty();
@@ -1004,6 +1005,7 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
     float* gate_up = act_.gate_up.data();
     float* h = act_.h.data();
     __half* x_half = act_.x_half.data();
+    __half* ffn_half = act_.ffn_half.data();
     float* sums = act_.capture.data();
 
     const CudaLayerWeights& layer = weights_->layers[static_cast<std::size_t>(l)];
@@ -1019,20 +1021,22 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
     // The output of attention or the FFN goes through the layer's
     // post-norm, where it has one, into the residual stream; else
     // the matrix product adds it there itself.
-    const auto project_into_residual = [&](const HalfMatrix& matrix, const float* post_norm) {
+    const auto project_into_residual = [&](const __half* input, const HalfMatrix& matrix,
+                                           const float* post_norm) {
         if (post_norm == nullptr) {
-            linear(cublas_, x_half, tokens, matrix, x, /*accumulate=*/true);
+            linear(cublas_, input, tokens, matrix, x, /*accumulate=*/true);
             return;
         }
-        linear(cublas_, x_half, tokens, matrix, h);
+        linear(cublas_, input, tokens, matrix, h);
         kernels::launch_rms_norm_add(h, post_norm, x, tokens, c.hidden, c.rms_eps, stream);
     };
 
-    // Ten kernels a layer on 16-bit caches for Llama (Qwen and Gemma
-    // add their biases, QK norms and post-norms): each linear
-    // layer's input is written as fp16 by the kernel before it, and
-    // the output projections add into the residual stream themselves
-    // where no post-norm comes between.
+    // Ten kernels a layer on 16-bit caches for Llama, nine up to 8
+    // tokens, where the gate/up GEMV applies the activation itself (Qwen
+    // and Gemma add their biases, QK norms and post-norms): each linear
+    // layer's input is written as fp16 by the kernel before it, and the
+    // output projections add into the residual stream themselves where
+    // no post-norm comes between.
     op("attn_norm", l, [&] {
         kernels::launch_rms_norm_half(x, layer.attn_norm, x_half, tokens, c.hidden, c.rms_eps,
                                       stream);
@@ -1100,17 +1104,15 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
                                               workspace, sums, stream);
         }
     });
-    op("attn_out", l, [&] { project_into_residual(layer.wo, layer.post_attn_norm); });
+    op("attn_out", l, [&] { project_into_residual(x_half, layer.wo, layer.post_attn_norm); });
     op("ffn_norm", l, [&] {
         kernels::launch_rms_norm_half(x, layer.ffn_norm, x_half, tokens, c.hidden, c.rms_eps,
                                       stream);
     });
     op("gate_up", l, [&] {
-        linear(cublas_, x_half, tokens, layer.w_gate_up, gate_up);
-        kernels::launch_gated_half(gate_up, tokens, static_cast<int>(ffn), gelu_tanh, x_half,
-                                   stream);
+        gated_linear(cublas_, x_half, tokens, layer.w_gate_up, gelu_tanh, gate_up, ffn_half);
     });
-    op("down", l, [&] { project_into_residual(layer.w_down, layer.post_ffn_norm); });
+    op("down", l, [&] { project_into_residual(ffn_half, layer.w_down, layer.post_ffn_norm); });
 }
 
 void CudaBackend::read_back(const StepPlan& plan, const DeviceStep& step, float* logits,

@@ -291,9 +291,13 @@ private:
         DeviceBuffer<float> k;       // (tokens, kv_heads, head_dim): unfused path only
         DeviceBuffer<float> v;       // (tokens, kv_heads, head_dim): unfused path only
         DeviceBuffer<float> gate_up; // (tokens, 2 ffn_hidden): gate, then up, per token
-        // (tokens, max(hidden, heads * head_dim, ffn_hidden)): every linear
-        // layer's input, written by the kernel before it (norm, attention, SwiGLU)
+        // (tokens, max(hidden, heads * head_dim)): the input of the linear
+        // layers but the down one, written by the kernel before it (a norm,
+        // the attention)
         DeviceBuffer<__half> x_half;
+        // (tokens, ffn_hidden): the down layer's input, the gated activation,
+        // apart from x_half, which the gate/up GEMV that writes it reads
+        DeviceBuffer<__half> ffn_half;
         DeviceBuffer<float>
             workspace;                // AttentionWorkspace::floats(tokens, heads, splits, head_dim)
         DeviceBuffer<float> selected; // (logit rows, hidden)

@@ -413,6 +413,7 @@ private slots:
     void rope_kv_write_matches_the_cpu_data();
     void rope_kv_write_matches_the_cpu();
     void gemv_matches_a_double_reference();
+    void gated_gemv_matches_the_product_then_the_activation();
     void tile_gemm_matches_a_double_reference_data();
     void tile_gemm_matches_a_double_reference();
     void overlapped_launches_keep_each_kernels_inputs_data();
@@ -1014,6 +1015,72 @@ std::vector<__half> half_weights(std::size_t n, std::uint32_t seed, float spread
 
 } // namespace
 
+// The gate/up GEMV with the activation in its epilogue (launch_gemv_gated)
+// against the product into fp32 then launch_gated_half: the same bits for
+// every token count, SwiGLU and GeGLU, rows no multiple of a block's 4, and
+// the same count of saturated values (weights scaled so some products pass
+// fp16's range).
+void TestCudaKernels::gated_gemv_matches_the_product_then_the_activation() {
+    const int cols = 576;
+    DeviceArray<unsigned int> fused_count(1), apart_count(1);
+    for (const int ffn : {1536, 101}) {
+        for (const float spread : {0.05f, 40.0f}) {
+            DeviceArray<__half> w(
+                half_weights(static_cast<std::size_t>(2) * ffn * cols, 81 + ffn, spread));
+            for (int tokens = 1; tokens <= kernels::kGemvMaxTokens; ++tokens) {
+                DeviceArray<__half> x(
+                    half_weights(static_cast<std::size_t>(tokens) * cols, 90 + tokens, 1.0f));
+                QVERIFY(kernels::gemv_fits(w.get(), x.get(), tokens, cols));
+                for (const bool gelu : {false, true}) {
+                    const std::size_t n = static_cast<std::size_t>(tokens) * ffn;
+                    DeviceArray<__half> fused(n), apart(n); // poisoned: all written
+                    DeviceArray<float> products(n * 2);
+                    fused_count.zero();
+                    apart_count.zero();
+                    {
+                        const kernels::ActivationOverflowScope scope(fused_count.get());
+                        kernels::launch_gemv_gated(w.get(), ffn, cols, x.get(), tokens, gelu,
+                                                   fused.get(), nullptr);
+                    }
+                    {
+                        const kernels::ActivationOverflowScope scope(apart_count.get());
+                        kernels::launch_gemv(w.get(), 2 * ffn, cols, x.get(), tokens,
+                                             products.get(), false, nullptr);
+                        kernels::launch_gated_half(products.get(), tokens, ffn, gelu, apart.get(),
+                                                   nullptr);
+                    }
+                    const std::vector<__half> got = fused.download(n);
+                    const std::vector<__half> want = apart.download(n);
+                    for (std::size_t i = 0; i < n; ++i) {
+                        if (static_cast<__half_raw>(got[i]).x !=
+                            static_cast<__half_raw>(want[i]).x) {
+                            QFAIL(qPrintable(QString("ffn %1, spread %2, %3 tokens, %4: value %5 "
+                                                     "is %6, apart %7")
+                                                 .arg(ffn)
+                                                 .arg(double(spread))
+                                                 .arg(tokens)
+                                                 .arg(gelu ? "GeGLU" : "SwiGLU")
+                                                 .arg(i)
+                                                 .arg(double(static_cast<float>(got[i])))
+                                                 .arg(double(static_cast<float>(want[i])))));
+                        }
+                    }
+                    const unsigned int saturated = apart_count.download(1)[0];
+                    QCOMPARE(fused_count.download(1)[0], saturated);
+                    // Large weights do pass the range (the count is checked).
+                    QVERIFY(spread < 1.0f ? saturated == 0 : saturated > 0);
+                }
+            }
+        }
+    }
+    DeviceArray<__half> w(half_weights(static_cast<std::size_t>(2) * 64 * 100, 5, 1.0f));
+    DeviceArray<__half> out(64);
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             kernels::launch_gemv_gated(w.get(), 64, 100, w.get(), 1, false,
+                                                        out.get(),
+                                                        nullptr)); // 100: no multiple of 8
+}
+
 void TestCudaKernels::overlapped_launches_keep_each_kernels_inputs_data() {
     QTest::addColumn<int>("tokens");
     for (const int tokens : {1, 3, 8}) {
@@ -1022,10 +1089,12 @@ void TestCudaKernels::overlapped_launches_keep_each_kernels_inputs_data() {
 }
 
 // A chain of FFN blocks over a residual stream (norm, gate/up product, gated
-// activation, down product adding into the stream), each kernel reading what
-// the one before wrote: with launches overlapped it gives the same bytes as
-// kernels launched strictly in turn. A kernel that read before its wait for
-// the one before (dependent_launch.cuh) would read stale inputs.
+// activation, down product adding into the stream; every other block the
+// product and activation in one kernel, as the backend runs them up to 8
+// tokens), each kernel reading what the one before wrote: with launches
+// overlapped it gives the same bytes as kernels launched strictly in turn. A
+// kernel that read before its wait for the one before (dependent_launch.cuh)
+// would read stale inputs.
 void TestCudaKernels::overlapped_launches_keep_each_kernels_inputs() {
     QFETCH(int, tokens);
     if (!kernels::device_overlaps_launches(0)) {
@@ -1047,13 +1116,19 @@ void TestCudaKernels::overlapped_launches_keep_each_kernels_inputs() {
         DeviceArray<float> residual(x_start);
         DeviceArray<float> products(static_cast<std::size_t>(tokens) * 2 * ffn);
         DeviceArray<__half> inputs(static_cast<std::size_t>(tokens) * ffn);
+        DeviceArray<__half> gated(static_cast<std::size_t>(tokens) * ffn);
         for (int block = 0; block < 6; ++block) {
             kernels::launch_rms_norm_half(residual.get(), norm.get(), inputs.get(), tokens, hidden,
                                           eps, stream);
-            kernels::launch_gemv(w_gate_up.get(), 2 * ffn, hidden, inputs.get(), tokens,
-                                 products.get(), false, stream);
-            kernels::launch_gated_half(products.get(), tokens, ffn, false, inputs.get(), stream);
-            kernels::launch_gemv(w_down.get(), hidden, ffn, inputs.get(), tokens, residual.get(),
+            if (block % 2 == 0) {
+                kernels::launch_gemv(w_gate_up.get(), 2 * ffn, hidden, inputs.get(), tokens,
+                                     products.get(), false, stream);
+                kernels::launch_gated_half(products.get(), tokens, ffn, false, gated.get(), stream);
+            } else {
+                kernels::launch_gemv_gated(w_gate_up.get(), ffn, hidden, inputs.get(), tokens,
+                                           false, gated.get(), stream);
+            }
+            kernels::launch_gemv(w_down.get(), hidden, ffn, gated.get(), tokens, residual.get(),
                                  true, stream);
         }
         return residual.download(x_start.size());
