@@ -1,9 +1,8 @@
 #include "kernels/activation_overflow.h"
 #include "kernels/cuda_check.cuh"
 #include "kernels/dependent_launch.cuh"
+#include "kernels/gated_activation.cuh"
 #include "kernels/gemv.cuh"
-#include "kernels/half_store.cuh"
-#include "kernels/math/activation_math.h"
 #include "kernels/nvtx_range.h"
 
 #include <cstdint>
@@ -36,13 +35,6 @@ __device__ inline float dot8(const uint4& a, const uint4& b) {
     }
     return sum;
 }
-
-// What a warp does with its row's sums: store them into fp32 (set or
-// accumulated), or, for a gated FFN, take the row's gate and up sums and
-// store act(gate) * up as the fp16 input of the down layer (SwiGLU or
-// GeGLU, the CPU's activations: activation_math.h), saturated and counted
-// as launch_gated_half stores it (half_store.cuh).
-enum class Epilogue { store, silu_gate, gelu_gate };
 
 // A warp per output row: each lane takes every 32nd 16-byte chunk of the
 // row's weights and dots it with the same chunk of each token's input, then
@@ -131,11 +123,8 @@ __global__ void __launch_bounds__(kThreads)
                 float* out = y + static_cast<std::int64_t>(t) * rows + row;
                 *out = accumulate ? *out + sum[0] : sum[0];
             } else {
-                const float g = sum[0];
-                const float activated =
-                    E == Epilogue::gelu_gate ? math::gelu_tanh(g) : math::silu(g);
                 gated[static_cast<std::int64_t>(t) * rows + row] =
-                    to_half_saturated(activated * sum[1], overflows);
+                    gated_activation(E == Epilogue::gelu_gate, sum[0], sum[1], overflows);
             }
         }
     }

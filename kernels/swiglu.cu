@@ -1,9 +1,8 @@
 #include "kernels/activation_overflow.h"
 #include "kernels/cuda_check.cuh"
 #include "kernels/dependent_launch.cuh"
+#include "kernels/gated_activation.cuh"
 #include "kernels/grid_stride.cuh"
-#include "kernels/half_store.cuh"
-#include "kernels/math/activation_math.h"
 #include "kernels/nvtx_range.h"
 #include "kernels/swiglu.cuh"
 
@@ -38,7 +37,7 @@ __global__ void gated_half_kernel(const float* __restrict__ gate_up, std::int64_
         const std::int64_t j = i % ffn;
         const float g = gate_up[token * 2 * ffn + j];
         const float u = gate_up[token * 2 * ffn + ffn + j];
-        out[i] = to_half_saturated((GeluTanh ? math::gelu_tanh(g) : math::silu(g)) * u, overflows);
+        out[i] = gated_activation(GeluTanh, g, u, overflows);
     }
 }
 

@@ -1,5 +1,7 @@
+#include "kernels/activation_overflow.h"
 #include "kernels/cuda_check.cuh"
 #include "kernels/dependent_launch.cuh"
+#include "kernels/gated_activation.cuh"
 #include "kernels/math/mma_fragments.h"
 #include "kernels/nvtx_range.h"
 #include "kernels/tensor_core_mma.cuh"
@@ -62,21 +64,34 @@ __device__ inline void slice_product(const __half* x, int tokens, int cols, int 
 // first kHeldSlices slices of weights are loaded before the wait for the
 // kernel before (every slice of SmolLM2's layers but the down projection's
 // last two), so at these sizes the loads overlap that kernel's end.
-template <int T>
+//
+// Gated (Epilogue::silu_gate, gelu_gate; rows = ffn, the matrix's 2 * ffn
+// rows the gates' then the ups'): a block's 8 columns are 4 gates (n0 to
+// n0 + 3) and their 4 ups (ffn + n0 on), grid ceil(ffn / 4); each sum is
+// the plain kernel's (the same slices and warps in the same order), and
+// the block stores gated_activation(gate, up) as fp16 into `gated`
+// (tokens, ffn).
+template <int T, Epilogue E>
 __global__ void __launch_bounds__(kWarps * 32)
     tile_gemm_kernel(const __half* __restrict__ w, int rows, int cols, const __half* x, int tokens,
-                     float* __restrict__ y, bool accumulate) {
+                     float* __restrict__ y, bool accumulate, __half* __restrict__ gated,
+                     unsigned int* overflows) {
+    constexpr bool kGated = E != Epilogue::store;
+    constexpr int kOutputs = kGated ? kRows / 2 : kRows; // a block's output rows
     __shared__ alignas(16) float shares[kWarps][T][32][4];
     const int warp = static_cast<int>(threadIdx.x) / 32;
     const int lane = static_cast<int>(threadIdx.x) % 32;
-    const int n0 = static_cast<int>(blockIdx.x) * kRows;
-    // This lane's weight row: B's column lane / 4 (mma::b_element).
-    const int w_row = n0 + math::mma::b_element(lane, 0, 0).col;
+    const int n0 = static_cast<int>(blockIdx.x) * kOutputs;
+    // This lane's weight row: B's column lane / 4 (mma::b_element); gated,
+    // columns 0 to 3 are gates, 4 to 7 their ups.
+    const int column = math::mma::b_element(lane, 0, 0).col;
+    const int output = n0 + column % kOutputs;
+    const int w_row = kGated && column >= kOutputs ? rows + output : output;
     const int first = 8 * (lane % 4); // its 8 values of each slice
     const int slices = cols / kSlice;
     const __half* w_at = w + static_cast<std::int64_t>(w_row) * cols + first;
     const auto weights_of = [&](int slice) {
-        return slice < slices && w_row < rows
+        return slice < slices && output < rows
                    ? __ldg(reinterpret_cast<const uint4*>(w_at + slice * kSlice))
                    : make_uint4(0, 0, 0, 0);
     };
@@ -106,34 +121,88 @@ __global__ void __launch_bounds__(kWarps * 32)
             make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
     }
     __syncthreads();
-    // Each thread sums one (tile, lane, value) over the warps and writes it.
-    for (int i = static_cast<int>(threadIdx.x); i < T * 32 * 4; i += kWarps * 32) {
-        const int m = i / 128;
-        const int l = (i / 4) % 32;
-        const int v = i % 4;
-        const math::mma::Element at = math::mma::c_element(l, v);
-        const int token = 16 * m + at.row;
-        const int row = n0 + at.col;
-        if (token >= tokens || row >= rows) {
-            continue;
-        }
-        float sum = 0.0f;
+    // Each thread sums one (tile, lane, value) over the warps and stores it,
+    // or, gated, keeps it by (token, column) for the activation after.
+    if constexpr (kGated) {
+        __shared__ float sums[T * 16][kRows];
+        for (int i = static_cast<int>(threadIdx.x); i < T * 32 * 4; i += kWarps * 32) {
+            const int m = i / 128;
+            const int l = (i / 4) % 32;
+            const int v = i % 4;
+            const math::mma::Element at = math::mma::c_element(l, v);
+            float sum = 0.0f;
 #pragma unroll
-        for (int k = 0; k < kWarps; ++k) {
-            sum += shares[k][m][l][v];
+            for (int k = 0; k < kWarps; ++k) {
+                sum += shares[k][m][l][v];
+            }
+            sums[16 * m + at.row][at.col] = sum;
         }
-        float* out = y + static_cast<std::int64_t>(token) * rows + row;
-        *out = accumulate ? *out + sum : sum;
+        __syncthreads();
+        for (int i = static_cast<int>(threadIdx.x); i < T * 16 * kOutputs; i += kWarps * 32) {
+            const int token = i / kOutputs;
+            const int j = i % kOutputs;
+            if (token < tokens && n0 + j < rows) {
+                gated[static_cast<std::int64_t>(token) * rows + n0 + j] = gated_activation(
+                    E == Epilogue::gelu_gate, sums[token][j], sums[token][kOutputs + j], overflows);
+            }
+        }
+    } else {
+        for (int i = static_cast<int>(threadIdx.x); i < T * 32 * 4; i += kWarps * 32) {
+            const int m = i / 128;
+            const int l = (i / 4) % 32;
+            const int v = i % 4;
+            const math::mma::Element at = math::mma::c_element(l, v);
+            const int token = 16 * m + at.row;
+            const int row = n0 + at.col;
+            if (token >= tokens || row >= rows) {
+                continue;
+            }
+            float sum = 0.0f;
+#pragma unroll
+            for (int k = 0; k < kWarps; ++k) {
+                sum += shares[k][m][l][v];
+            }
+            float* out = y + static_cast<std::int64_t>(token) * rows + row;
+            *out = accumulate ? *out + sum : sum;
+        }
     }
 }
 
-template <int T>
-void launch_tiles(const __half* w, int rows, int cols, const __half* x, int tokens, float* y,
-                  bool accumulate, cudaStream_t stream) {
-    const unsigned blocks = static_cast<unsigned>((rows + kRows - 1) / kRows);
-    launch_kernel("tile_gemm_kernel", tile_gemm_kernel<T>, dim3(blocks), dim3(kWarps * 32), 0,
-                  stream, w, rows, cols, x, tokens, y, accumulate);
-}
+template <Epilogue E>
+struct Launch {
+    const __half* w;
+    int rows; // output rows: the matrix's, or gated, the gates'
+    int cols;
+    const __half* x;
+    int tokens;
+    float* y;
+    bool accumulate;
+    __half* gated;
+    cudaStream_t stream;
+
+    template <int T>
+    void run() const {
+        constexpr int kOutputs = E == Epilogue::store ? kRows : kRows / 2;
+        const unsigned blocks = static_cast<unsigned>((rows + kOutputs - 1) / kOutputs);
+        launch_kernel("tile_gemm_kernel", tile_gemm_kernel<T, E>, dim3(blocks), dim3(kWarps * 32),
+                      0, stream, w, rows, cols, x, tokens, y, accumulate, gated,
+                      E == Epilogue::store ? nullptr : activation_overflow_counter());
+    }
+    // Tiles of 16 tokens, a template argument: the sums stay in registers.
+    void tiles() const {
+        switch ((tokens + 15) / 16) {
+        case 1:
+            return run<1>();
+        case 2:
+            return run<2>();
+        case 3:
+            return run<3>();
+        default:
+            static_assert(kMaxTiles * 16 == kTileGemmMaxTokens, "every token count has a kernel");
+            return run<kMaxTiles>();
+        }
+    }
+};
 
 bool aligned16(const void* pointer) {
     return reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0;
@@ -149,26 +218,38 @@ bool tile_gemm_fits(const __half* w, const __half* x, int tokens, int rows, int 
            aligned16(w) && aligned16(x) && device_has_mma();
 }
 
+namespace {
+
+std::string requirements() {
+    return "1 to " + std::to_string(kTileGemmMaxTokens) + " tokens, at most " +
+           std::to_string(kTileGemmMaxValues) +
+           " weights, a width that is a multiple of 32, 16-byte aligned operands and a device of "
+           "compute capability 8.0 or later are needed";
+}
+
+} // namespace
+
 void launch_tile_gemm(const __half* w, int rows, int cols, const __half* x, int tokens, float* y,
                       bool accumulate, cudaStream_t stream) {
     nvtx::Range range("tile_gemm");
     if (!tile_gemm_fits(w, x, tokens, rows, cols)) {
-        throw std::invalid_argument(
-            "tile gemm: 1 to " + std::to_string(kTileGemmMaxTokens) + " tokens, at most " +
-            std::to_string(kTileGemmMaxValues) +
-            " weights, a width that is a multiple of 32, 16-byte aligned operands and a device "
-            "of compute capability 8.0 or later are needed");
+        throw std::invalid_argument("tile gemm: " + requirements());
     }
-    switch ((tokens + 15) / 16) { // tiles of 16 tokens, a template argument: sums in registers
-    case 1:
-        return launch_tiles<1>(w, rows, cols, x, tokens, y, accumulate, stream);
-    case 2:
-        return launch_tiles<2>(w, rows, cols, x, tokens, y, accumulate, stream);
-    case 3:
-        return launch_tiles<3>(w, rows, cols, x, tokens, y, accumulate, stream);
-    default:
-        static_assert(kMaxTiles * 16 == kTileGemmMaxTokens, "every token count has a kernel");
-        return launch_tiles<kMaxTiles>(w, rows, cols, x, tokens, y, accumulate, stream);
+    Launch<Epilogue::store>{w, rows, cols, x, tokens, y, accumulate, nullptr, stream}.tiles();
+}
+
+void launch_tile_gemm_gated(const __half* w_gate_up, int ffn, int cols, const __half* x, int tokens,
+                            bool gelu_tanh, __half* out, cudaStream_t stream) {
+    nvtx::Range range(gelu_tanh ? "tile_gemm_gelu_mul" : "tile_gemm_silu_mul");
+    if (ffn <= 0 || !tile_gemm_fits(w_gate_up, x, tokens, 2 * ffn, cols)) {
+        throw std::invalid_argument("gated tile gemm: " + requirements());
+    }
+    if (gelu_tanh) {
+        Launch<Epilogue::gelu_gate>{w_gate_up, ffn, cols, x, tokens, nullptr, false, out, stream}
+            .tiles();
+    } else {
+        Launch<Epilogue::silu_gate>{w_gate_up, ffn, cols, x, tokens, nullptr, false, out, stream}
+            .tiles();
     }
 }
 

@@ -40,4 +40,13 @@ bool tile_gemm_fits(const __half* w, const __half* x, int tokens, int rows, int 
 void launch_tile_gemm(const __half* w, int rows, int cols, const __half* x, int tokens, float* y,
                       bool accumulate, cudaStream_t stream);
 
+// A gated FFN's product and activation in one kernel, as launch_gemv_gated
+// (gemv.cuh) for up to 8 tokens: w_gate_up (2 * ffn, cols), the gate's rows
+// then the up's; out (tokens, ffn) = act(x . gate^T) * (x . up^T) as fp16,
+// act SiLU or (`gelu_tanh`) GELU-tanh, saturated values counted into
+// activation_overflow_counter(). Needs tile_gemm_fits for the whole matrix
+// (else throws std::invalid_argument).
+void launch_tile_gemm_gated(const __half* w_gate_up, int ffn, int cols, const __half* x, int tokens,
+                            bool gelu_tanh, __half* out, cudaStream_t stream);
+
 } // namespace kvscope::kernels

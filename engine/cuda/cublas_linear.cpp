@@ -99,6 +99,12 @@ void gated_linear(const CublasHandle& cublas, const __half* x, int tokens,
                                    cublas.stream());
         return;
     }
+    if (cublas.tile_gemm() &&
+        kernels::tile_gemm_fits(w_gate_up.data, x, tokens, w_gate_up.rows, w_gate_up.cols)) {
+        kernels::launch_tile_gemm_gated(w_gate_up.data, ffn, w_gate_up.cols, x, tokens, gelu_tanh,
+                                        out, cublas.stream());
+        return;
+    }
     linear(cublas, x, tokens, w_gate_up, gate_up);
     kernels::launch_gated_half(gate_up, tokens, ffn, gelu_tanh, out, cublas.stream());
 }

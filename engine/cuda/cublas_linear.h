@@ -70,10 +70,12 @@ void linear(const CublasHandle& cublas, const __half* x, int tokens, const HalfM
 
 // A gated FFN's first half: out (tokens, ffn) = act(x . gate^T) * (x . up^T)
 // as fp16 (saturated and counted), w_gate_up's rows the gate's ffn then the
-// up's, act SiLU or (`gelu_tanh`) GELU-tanh. Up to 8 tokens one GEMV with
-// the activation in its epilogue (kernels::launch_gemv_gated); more, the
-// product into gate_up (tokens, 2 * ffn fp32, scratch) as linear() computes
-// it, then kernels::launch_gated_half. The same bits either way.
+// up's, act SiLU or (`gelu_tanh`) GELU-tanh. Where linear() would take the
+// GEMV or the tile GEMM, one kernel with the activation in its epilogue
+// (kernels::launch_gemv_gated, launch_tile_gemm_gated); through cuBLAS, the
+// product into gate_up (tokens, 2 * ffn fp32, scratch), then
+// kernels::launch_gated_half. The same bits as the product then the
+// activation, whichever kernel computes the product.
 void gated_linear(const CublasHandle& cublas, const __half* x, int tokens,
                   const HalfMatrix& w_gate_up, bool gelu_tanh, float* gate_up, __half* out);
 

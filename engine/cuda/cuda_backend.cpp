@@ -1031,9 +1031,9 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
         kernels::launch_rms_norm_add(h, post_norm, x, tokens, c.hidden, c.rms_eps, stream);
     };
 
-    // Ten kernels a layer on 16-bit caches for Llama, nine up to 8
-    // tokens, where the gate/up GEMV applies the activation itself (Qwen
-    // and Gemma add their biases, QK norms and post-norms): each linear
+    // Nine kernels a layer on 16-bit caches for Llama up to 64 tokens,
+    // where the gate/up product applies the activation itself, ten past
+    // that (Qwen and Gemma add their biases, QK norms and post-norms): each linear
     // layer's input is written as fp16 by the kernel before it, and the
     // output projections add into the residual stream themselves where
     // no post-norm comes between.

@@ -1,0 +1,27 @@
+// The gated FFN's activation as every kernel that stores it computes it:
+// act(gate) * up into fp16, act SiLU or GELU-tanh (the CPU's:
+// math/activation_math.h), saturated and counted (half_store.cuh). The
+// separate kernel (swiglu.cu) and the products that end with it (the
+// GEMV's and the tile GEMM's gated epilogues) share this one expression,
+// so they store the same bits for the same gate and up.
+#pragma once
+
+#include "kernels/half_store.cuh"
+#include "kernels/math/activation_math.h"
+
+#include <cuda_fp16.h>
+
+namespace kvscope::kernels {
+
+__device__ inline __half gated_activation(bool gelu_tanh, float gate, float up,
+                                          unsigned int* overflows) {
+    const float activated = gelu_tanh ? math::gelu_tanh(gate) : math::silu(gate);
+    return to_half_saturated(activated * up, overflows);
+}
+
+// How a linear layer's kernel ends: storing its sums (fp32, set or added
+// to), or, for a gated FFN's gate/up product, storing each gate's
+// gated_activation with its up.
+enum class Epilogue { store, silu_gate, gelu_gate };
+
+} // namespace kvscope::kernels
