@@ -9,6 +9,7 @@
 #include "kernels/half_store.cuh"
 #include "kernels/math/activation_math.h"
 
+#include <cstddef>
 #include <cuda_fp16.h>
 
 namespace kvscope::kernels {
@@ -17,6 +18,16 @@ __device__ inline __half gated_activation(bool gelu_tanh, float gate, float up,
                                           unsigned int* overflows) {
     const float activated = gelu_tanh ? math::gelu_tanh(gate) : math::silu(gate);
     return to_half_saturated(activated * up, overflows);
+}
+
+// Whether a gated product's output (tokens, ffn) overlaps its input
+// (tokens, cols): its blocks read every input row while others store, so
+// they must not share memory (the launchers refuse it).
+inline bool gated_output_overlaps_input(const __half* out, int ffn, const __half* x, int cols,
+                                        int tokens) {
+    const __half* out_end = out + static_cast<std::ptrdiff_t>(tokens) * ffn;
+    const __half* x_end = x + static_cast<std::ptrdiff_t>(tokens) * cols;
+    return out < x_end && x < out_end;
 }
 
 // How a linear layer's kernel ends: storing its sums (fp32, set or added

@@ -113,7 +113,6 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int r = 0; r < kWeightRows; ++r) {
             sum[r] = acc[r][t];
-#pragma unroll
             for (int offset = 16; offset > 0; offset /= 2) {
                 sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], offset);
             }
@@ -200,6 +199,9 @@ void launch_gemv_gated(const __half* w_gate_up, int ffn, int cols, const __half*
     if (!gemv_fits(w_gate_up, x, tokens, cols) || ffn <= 0) {
         throw std::invalid_argument("gated gemv: 1 to 8 tokens, a width that is a multiple of 8 "
                                     "and 16-byte aligned operands are needed");
+    }
+    if (gated_output_overlaps_input(out, ffn, x, cols, tokens)) {
+        throw std::invalid_argument("gated gemv: the output overlaps the input it reads");
     }
     if (gelu_tanh) {
         Launch<Epilogue::gelu_gate>{w_gate_up, ffn, cols, x, nullptr, false, out, stream}.tokens(

@@ -41,8 +41,8 @@ void launch_gemv(const __half* w, int rows, int cols, const __half* x, int token
 // (tokens, ffn) = act(x . gate^T) * (x . up^T) as fp16, act SiLU or, where
 // `gelu_tanh`, GELU-tanh: the bits launch_gemv then launch_gated_half
 // (swiglu.cuh) give, one kernel and no fp32 round trip fewer. Saturated
-// values count into activation_overflow_counter(). Needs gemv_fits (else
-// throws std::invalid_argument).
+// values count into activation_overflow_counter(). Needs gemv_fits and an
+// `out` apart from `x` (else throws std::invalid_argument).
 void launch_gemv_gated(const __half* w_gate_up, int ffn, int cols, const __half* x, int tokens,
                        bool gelu_tanh, __half* out, cudaStream_t stream);
 

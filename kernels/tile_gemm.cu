@@ -244,6 +244,9 @@ void launch_tile_gemm_gated(const __half* w_gate_up, int ffn, int cols, const __
     if (ffn <= 0 || !tile_gemm_fits(w_gate_up, x, tokens, 2 * ffn, cols)) {
         throw std::invalid_argument("gated tile gemm: " + requirements());
     }
+    if (gated_output_overlaps_input(out, ffn, x, cols, tokens)) {
+        throw std::invalid_argument("gated tile gemm: the output overlaps the input it reads");
+    }
     if (gelu_tanh) {
         Launch<Epilogue::gelu_gate>{w_gate_up, ffn, cols, x, tokens, nullptr, false, out, stream}
             .tiles();

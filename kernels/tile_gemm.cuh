@@ -45,7 +45,7 @@ void launch_tile_gemm(const __half* w, int rows, int cols, const __half* x, int 
 // then the up's; out (tokens, ffn) = act(x . gate^T) * (x . up^T) as fp16,
 // act SiLU or (`gelu_tanh`) GELU-tanh, saturated values counted into
 // activation_overflow_counter(). Needs tile_gemm_fits for the whole matrix
-// (else throws std::invalid_argument).
+// and an `out` apart from `x` (else throws std::invalid_argument).
 void launch_tile_gemm_gated(const __half* w_gate_up, int ffn, int cols, const __half* x, int tokens,
                             bool gelu_tanh, __half* out, cudaStream_t stream);
 

@@ -348,9 +348,10 @@ void TestCudaBackend::tiny_model_matches_the_cpu_data() {
 void TestCudaBackend::tiny_model_matches_the_cpu() {
     QFETCH(kv::KvFormat, key);
     QFETCH(kv::KvFormat, value);
-    // 600 tokens: a 37-token prefill, decodes, chunks of 100 and 5; past 512
-    // the attention runs three splits of 256 (more, shorter ones in steps of
-    // few tokens: cuda::attention_split_length). Block size 16, blocks left over.
+    // 600 tokens: a 37-token prefill, decodes, chunks of 100 and 5; the
+    // attention's splits as cuda::attention_split_length plans them for
+    // each step (short ones for steps of few tokens). Block size 16, blocks
+    // left over.
     const std::vector<std::int32_t> ids = random_ids(600, tiny_->config().vocab, 7);
     const std::vector<int> chunks{37, 1, 1, 1, 100, 5};
     auto cpu = make_cpu(tiny_, 48, 16, {key, value});
