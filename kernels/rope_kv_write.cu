@@ -6,6 +6,7 @@
 #include "kernels/rope_kv_write.cuh"
 
 #include <stdexcept>
+#include <string>
 
 namespace kvscope::kernels {
 
@@ -68,12 +69,18 @@ struct RowTargets {
 // item is one pair (2i, 2i+1). Halves pairing: an item is pairs 2i and 2i+1,
 // whose dimensions (2i, 2i+1) and (2i + d/2, 2i+1 + d/2) make two whole
 // 32-bit stores.
-template <bool Halves>
+//
+// Normed: first a warp per Q and K head finds its 1 / rms exactly as
+// rms_norm_heads_kernel does (rms_norm.cu: the same strided sums, the same
+// shuffles, rsqrtf), into shared memory; then every Q and K value is
+// value * inv_rms * weight, the in-place norm's expression, before RoPE.
+template <bool Halves, bool Normed>
 __global__ void rope_kv_write_kernel(PagedKvView cache, const float* __restrict__ qkv,
                                      float* __restrict__ q,
                                      const std::int32_t* __restrict__ positions,
                                      const std::int32_t* __restrict__ slot_mapping,
-                                     RopeTableView table, int heads) {
+                                     RopeTableView table, int heads, QkNorms norms) {
+    __shared__ float inv_rms[Normed ? kMaxNormedHeads : 1];
     wait_for_previous_kernel();
     const int token = blockIdx.x;
     const int d = cache.head_dim;
@@ -84,13 +91,42 @@ __global__ void rope_kv_write_kernel(PagedKvView cache, const float* __restrict_
     const float* row = qkv + static_cast<std::int64_t>(token) * row_heads * d;
     const RowTargets targets{cache, q + static_cast<std::int64_t>(token) * heads * d,
                              math::slot_address(slot_mapping[token], cache.block_size), heads};
+    if constexpr (Normed) {
+        const int lane = static_cast<int>(threadIdx.x) % 32;
+        const int warps = static_cast<int>(blockDim.x) / 32;
+        for (int head = static_cast<int>(threadIdx.x) / 32; head < heads + kv_heads;
+             head += warps) {
+            const float* values = row + head * d;
+            float sum_sq = 0.0f;
+            for (int i = lane; i < d; i += 32) {
+                sum_sq += values[i] * values[i];
+            }
+            for (int offset = 16; offset > 0; offset /= 2) {
+                sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, offset);
+            }
+            if (lane == 0) {
+                inv_rms[head] = rsqrtf(sum_sq / static_cast<float>(d) + norms.eps);
+            }
+        }
+        __syncthreads();
+    }
+    // Value i of head `head` as RoPE takes it: normed where asked (Q and K).
+    const auto value = [&](int head, int i) {
+        const float x = row[head * d + i];
+        if constexpr (Normed) {
+            if (head < heads + kv_heads) {
+                const float* weight = head < heads ? norms.q_weight : norms.k_weight;
+                return x * inv_rms[head] * weight[i];
+            }
+        }
+        return x;
+    };
     for (int work = threadIdx.x; work < row_heads * items; work += blockDim.x) {
         const int head = work / items;
         const int item = work % items;
-        const float* in = row + head * d;
         const bool rotated = head < heads + kv_heads; // Q and K are, V is not
         if (!Halves) {
-            float values[2] = {in[2 * item], in[2 * item + 1]};
+            float values[2] = {value(head, 2 * item), value(head, 2 * item + 1)};
             if (rotated) {
                 math::rope_rotate_pair(values, rope_angle(table, position, item));
             }
@@ -99,10 +135,10 @@ __global__ void rope_kv_write_kernel(PagedKvView cache, const float* __restrict_
         }
         const int low = 2 * item;     // dimensions low, low + 1 ...
         const int high = low + d / 2; // ... and their partners high, high + 1
-        float a0 = in[low];
-        float a1 = in[low + 1];
-        float b0 = in[high];
-        float b1 = in[high + 1];
+        float a0 = value(head, low);
+        float a1 = value(head, low + 1);
+        float b0 = value(head, high);
+        float b1 = value(head, high + 1);
         if (rotated) {
             math::rope_rotate(a0, b0, rope_angle(table, position, low));
             math::rope_rotate(a1, b1, rope_angle(table, position, low + 1));
@@ -143,19 +179,27 @@ bool rope_kv_write_fits(const PagedKvView& cache, bool halves) {
 void launch_rope_kv_write(const PagedKvView& cache, const float* qkv, float* q,
                           const std::int32_t* positions, const std::int32_t* slot_mapping,
                           const RopeTableView& table, int tokens, int heads, bool halves,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, const QkNorms& norms) {
     nvtx::Range range("rope_kv_write");
     if (!rope_kv_write_fits(cache, halves) || table.head_dim != cache.head_dim) {
         throw std::invalid_argument("rope_kv_write: K and V must be f16 or bf16, the head_dim "
                                     "even (a multiple of 4 for halves pairing), and the angle "
                                     "table of the cache's head_dim");
     }
+    const bool normed = norms.q_weight != nullptr || norms.k_weight != nullptr;
+    if (normed && (norms.q_weight == nullptr || norms.k_weight == nullptr ||
+                   heads + cache.kv_heads > kMaxNormedHeads)) {
+        throw std::invalid_argument("rope_kv_write: QK norms need both weights and at most " +
+                                    std::to_string(kMaxNormedHeads) + " Q and K heads");
+    }
     if (tokens <= 0) {
         return;
     }
-    launch_kernel("rope_kv_write_kernel",
-                  halves ? rope_kv_write_kernel<true> : rope_kv_write_kernel<false>, dim3(tokens),
-                  dim3(kThreads), 0, stream, cache, qkv, q, positions, slot_mapping, table, heads);
+    const auto kernel =
+        normed ? (halves ? rope_kv_write_kernel<true, true> : rope_kv_write_kernel<false, true>)
+               : (halves ? rope_kv_write_kernel<true, false> : rope_kv_write_kernel<false, false>);
+    launch_kernel("rope_kv_write_kernel", kernel, dim3(tokens), dim3(kThreads), 0, stream, cache,
+                  qkv, q, positions, slot_mapping, table, heads, norms);
 }
 
 } // namespace kvscope::kernels

@@ -36,13 +36,26 @@ std::vector<math::RopeCosSin> rope_table(int positions, int head_dim, float thet
 // head_dim it can pair): halves is math::rope_pair_dims' choice.
 bool rope_kv_write_fits(const PagedKvView& cache, bool halves = false);
 
+// Qwen 3's and Gemma 3's RMSNorms over each Q and K head before RoPE: the
+// weights (head_dim each, on the device), or none.
+struct QkNorms {
+    const float* q_weight = nullptr;
+    const float* k_weight = nullptr;
+    float eps = 0.0f;
+};
+// The most Q and K heads a token may have for the kernel to norm them.
+inline constexpr int kMaxNormedHeads = 256;
+
 // qkv: (tokens, (heads + 2 kv_heads) * head_dim), each token's Q heads, then
 // K heads, then V heads, as the fused QKV linear layer writes them; q:
 // (tokens, heads, head_dim), the rotated Q (the attention's input);
-// positions, slot_mapping: (tokens).
+// positions, slot_mapping: (tokens). With `norms`, each Q and K head is
+// normed first, in the kernel, as launch_rms_norm_heads would norm it in
+// place (the same bits, one kernel instead of three; qkv is left as it
+// was); heads + kv_heads at most kMaxNormedHeads then.
 void launch_rope_kv_write(const PagedKvView& cache, const float* qkv, float* q,
                           const std::int32_t* positions, const std::int32_t* slot_mapping,
                           const RopeTableView& table, int tokens, int heads, bool halves,
-                          cudaStream_t stream);
+                          cudaStream_t stream, const QkNorms& norms = {});
 
 } // namespace kvscope::kernels

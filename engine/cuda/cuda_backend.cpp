@@ -1033,10 +1033,10 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
 
     // Nine kernels a layer on 16-bit caches for Llama up to 64 tokens,
     // where the gate/up product applies the activation itself, ten past
-    // that (Qwen and Gemma add their biases, QK norms and post-norms): each linear
-    // layer's input is written as fp16 by the kernel before it, and the
-    // output projections add into the residual stream themselves where
-    // no post-norm comes between.
+    // that (Qwen 2 adds its bias, Gemma 3 its post-norms; QK norms go
+    // into the RoPE kernel): each linear layer's input is written as fp16
+    // by the kernel before it, and the output projections add into the
+    // residual stream themselves where no post-norm comes between.
     op("attn_norm", l, [&] {
         kernels::launch_rms_norm_half(x, layer.attn_norm, x_half, tokens, c.hidden, c.rms_eps,
                                       stream);
@@ -1049,18 +1049,16 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
                                          stream);
             }
         });
-        if (layer.q_norm != nullptr) { // before RoPE, as on the CPU
-            op("qk_norm", l, [&] {
-                kernels::launch_rms_norm_heads(qkv, layer.q_norm, tokens, c.heads, c.head_dim,
-                                               qkv_width, c.rms_eps, stream);
-                kernels::launch_rms_norm_heads(qkv + q_width, layer.k_norm, tokens, c.kv_heads,
-                                               c.head_dim, qkv_width, c.rms_eps, stream);
-            });
+        // Qwen 3's and Gemma 3's QK norms (before RoPE, as on the CPU) in
+        // the same kernel: one op, not qk_norm and rope_kv_write.
+        kernels::QkNorms norms;
+        if (layer.q_norm != nullptr) {
+            norms = {layer.q_norm, layer.k_norm, c.rms_eps};
         }
         op("rope_kv_write", l, [&] {
             kernels::launch_rope_kv_write(cache, qkv, q, device_batch.positions, slots,
                                           rope_table_of(rope_base), tokens, c.heads, rope_halves_,
-                                          stream);
+                                          stream, norms);
         });
     } else {
         op("qkv", l, [&] {

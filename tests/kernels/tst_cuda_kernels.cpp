@@ -412,6 +412,7 @@ private slots:
     void rope_matches_the_cpu();
     void rope_kv_write_matches_the_cpu_data();
     void rope_kv_write_matches_the_cpu();
+    void rope_kv_write_applies_the_qk_norms();
     void gemv_matches_a_double_reference();
     void gated_products_match_the_product_then_the_activation();
     void tile_gemm_matches_a_double_reference_data();
@@ -866,6 +867,86 @@ void TestCudaKernels::rope_kv_write_matches_the_cpu() {
     QVERIFY2(different * 1000 <= static_cast<int>(got.size() / 2),
              qPrintable(QString("%1 key values differ in the last place").arg(different)));
     QVERIFY(d_qkv.download(qkv.size()) == qkv); // the layer's output is left as it was
+}
+
+// Qwen 3's and Gemma 3's QK norms inside the RoPE kernel against the norm
+// kernel in place then the plain RoPE kernel: the same Q bits and the same
+// pool bytes, with the layer's output left as it was, at head_dim 128
+// (Qwen 3) and 256 (Gemma 3, a single KV head), both pairings.
+void TestCudaKernels::rope_kv_write_applies_the_qk_norms() {
+    struct Case {
+        int heads;
+        int kv_heads;
+        int head_dim;
+        bool halves;
+    };
+    for (const Case& c : {Case{16, 8, 128, true}, Case{4, 1, 256, true}, Case{9, 3, 64, false}}) {
+        const TestGeometry g{c.heads, c.kv_heads, c.head_dim, 16, 64};
+        const TestBatches batches = make_batches({{0, 37}, {0, 5}}, g, 31);
+        const runner::ForwardBatch& batch = batches.step;
+        const auto tokens = static_cast<int>(batch.token_count());
+        const std::int64_t stride = std::int64_t{c.heads + 2 * c.kv_heads} * c.head_dim;
+        const std::vector<float> qkv =
+            random_floats(static_cast<std::size_t>(tokens * stride), 32, 3.0f);
+        const std::vector<float> q_weight = random_floats(static_cast<std::size_t>(c.head_dim), 33);
+        const std::vector<float> k_weight = random_floats(static_cast<std::size_t>(c.head_dim), 34);
+        const float eps = 1e-6f;
+        cpu::KvStore store({1, c.kv_heads, c.head_dim, g.block_size, g.num_blocks},
+                           {KvFormat::bf16, KvFormat::bf16});
+        DeviceBatch d_batch(batch);
+        const std::vector<math::RopeCosSin> angles =
+            kernels::rope_table(256, c.head_dim, 1000000.0f, nullptr);
+        DeviceArray<math::RopeCosSin> d_angles(angles);
+        const kernels::RopeTableView table{d_angles.get(), 256, c.head_dim, 1000000.0f, nullptr};
+        DeviceArray<float> d_q_weight(q_weight), d_k_weight(k_weight);
+        const std::size_t q_values = static_cast<std::size_t>(tokens) * c.heads * c.head_dim;
+        const auto key_bytes = static_cast<std::size_t>(DevicePool::plane_bytes(store, true));
+        const auto value_bytes = static_cast<std::size_t>(DevicePool::plane_bytes(store, false));
+
+        // Apart: the norms in place on a copy of the layer's output, then RoPE.
+        DevicePool apart(store, g);
+        apart.keys.zero();
+        apart.values.zero();
+        DeviceArray<float> normed_qkv(qkv), q_apart(q_values);
+        kernels::launch_rms_norm_heads(normed_qkv.get(), d_q_weight.get(), tokens, c.heads,
+                                       c.head_dim, stride, eps, nullptr);
+        kernels::launch_rms_norm_heads(normed_qkv.get() + std::int64_t{c.heads} * c.head_dim,
+                                       d_k_weight.get(), tokens, c.kv_heads, c.head_dim, stride,
+                                       eps, nullptr);
+        kernels::launch_rope_kv_write(apart.view, normed_qkv.get(), q_apart.get(),
+                                      d_batch.view.positions, d_batch.view.slot_mapping, table,
+                                      tokens, c.heads, c.halves, nullptr);
+        // Fused: one kernel over the layer's output as it is.
+        DevicePool fused(store, g);
+        fused.keys.zero();
+        fused.values.zero();
+        DeviceArray<float> d_qkv(qkv), q_fused(q_values);
+        kernels::launch_rope_kv_write(fused.view, d_qkv.get(), q_fused.get(),
+                                      d_batch.view.positions, d_batch.view.slot_mapping, table,
+                                      tokens, c.heads, c.halves, nullptr,
+                                      {d_q_weight.get(), d_k_weight.get(), eps});
+        const QString shape =
+            QString("heads %1/%2, head_dim %3").arg(c.heads).arg(c.kv_heads).arg(c.head_dim);
+        QVERIFY2(q_fused.download(q_values) == q_apart.download(q_values), qPrintable(shape));
+        QVERIFY2(fused.keys.download(key_bytes) == apart.keys.download(key_bytes),
+                 qPrintable(shape));
+        QVERIFY2(fused.values.download(value_bytes) == apart.values.download(value_bytes),
+                 qPrintable(shape));
+        QVERIFY(d_qkv.download(qkv.size()) == qkv);
+        // The norms changed the values (a kernel that skipped them would
+        // not match the normed path, but check the test's premise too).
+        QVERIFY(normed_qkv.download(qkv.size()) != qkv);
+    }
+    // One weight without the other is refused.
+    const TestGeometry g{4, 1, 64, 16, 64};
+    cpu::KvStore store({1, 1, 64, 16, 64}, {KvFormat::f16, KvFormat::f16});
+    DevicePool pool(store, g);
+    DeviceArray<float> weight(std::vector<float>(64, 1.0f));
+    const kernels::RopeTableView table{nullptr, 0, 64, 10000.0f, nullptr};
+    QVERIFY_THROWS_EXCEPTION(
+        std::invalid_argument,
+        kernels::launch_rope_kv_write(pool.view, weight.get(), weight.get(), nullptr, nullptr,
+                                      table, 1, 4, false, nullptr, {weight.get(), nullptr, 1e-6f}));
 }
 
 namespace {
