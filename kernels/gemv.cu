@@ -48,8 +48,8 @@ __device__ inline float dot8(const uint4& a, const uint4& b) {
 template <int T, Epilogue E>
 __global__ void __launch_bounds__(kThreads)
     gemv_kernel(const __half* __restrict__ w, int rows, int cols, const __half* x,
-                float* __restrict__ y, bool accumulate, __half* __restrict__ gated,
-                unsigned int* overflows) {
+                float* __restrict__ y, bool accumulate, const float* __restrict__ bias,
+                __half* __restrict__ gated, unsigned int* overflows) {
     constexpr int kWeightRows = E == Epilogue::store ? 1 : 2;
     const int row =
         static_cast<int>(blockIdx.x) * kRowsPerBlock + static_cast<int>(threadIdx.x) / 32;
@@ -120,7 +120,11 @@ __global__ void __launch_bounds__(kThreads)
         if (lane == 0) {
             if constexpr (E == Epilogue::store) {
                 float* out = y + static_cast<std::int64_t>(t) * rows + row;
-                *out = accumulate ? *out + sum[0] : sum[0];
+                float value = accumulate ? *out + sum[0] : sum[0];
+                if (bias != nullptr) { // as launch_add_bias would add it after
+                    value += bias[row];
+                }
+                *out = value;
             } else {
                 gated[static_cast<std::int64_t>(t) * rows + row] =
                     gated_activation(E == Epilogue::gelu_gate, sum[0], sum[1], overflows);
@@ -137,6 +141,7 @@ struct Launch {
     const __half* x;
     float* y;
     bool accumulate;
+    const float* bias;
     __half* gated;
     cudaStream_t stream;
 
@@ -144,7 +149,7 @@ struct Launch {
     void run() const {
         const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
         launch_kernel("gemv_kernel", gemv_kernel<T, E>, dim3(blocks), dim3(kThreads), 0, stream, w,
-                      rows, cols, x, y, accumulate, gated,
+                      rows, cols, x, y, accumulate, bias, gated,
                       E == Epilogue::store ? nullptr : activation_overflow_counter());
     }
     // The token count a template argument: the sums stay in registers.
@@ -184,13 +189,13 @@ bool gemv_fits(const __half* w, const __half* x, int tokens, int cols) {
 }
 
 void launch_gemv(const __half* w, int rows, int cols, const __half* x, int tokens, float* y,
-                 bool accumulate, cudaStream_t stream) {
+                 bool accumulate, cudaStream_t stream, const float* bias) {
     nvtx::Range range("gemv");
     if (!gemv_fits(w, x, tokens, cols) || rows <= 0) {
         throw std::invalid_argument("gemv: 1 to 8 tokens, a width that is a multiple of 8 and "
                                     "16-byte aligned operands are needed");
     }
-    Launch<Epilogue::store>{w, rows, cols, x, y, accumulate, nullptr, stream}.tokens(tokens);
+    Launch<Epilogue::store>{w, rows, cols, x, y, accumulate, bias, nullptr, stream}.tokens(tokens);
 }
 
 void launch_gemv_gated(const __half* w_gate_up, int ffn, int cols, const __half* x, int tokens,
@@ -204,11 +209,11 @@ void launch_gemv_gated(const __half* w_gate_up, int ffn, int cols, const __half*
         throw std::invalid_argument("gated gemv: the output overlaps the input it reads");
     }
     if (gelu_tanh) {
-        Launch<Epilogue::gelu_gate>{w_gate_up, ffn, cols, x, nullptr, false, out, stream}.tokens(
-            tokens);
+        Launch<Epilogue::gelu_gate>{w_gate_up, ffn, cols, x, nullptr, false, nullptr, out, stream}
+            .tokens(tokens);
     } else {
-        Launch<Epilogue::silu_gate>{w_gate_up, ffn, cols, x, nullptr, false, out, stream}.tokens(
-            tokens);
+        Launch<Epilogue::silu_gate>{w_gate_up, ffn, cols, x, nullptr, false, nullptr, out, stream}
+            .tokens(tokens);
     }
 }
 

@@ -31,10 +31,11 @@ inline constexpr int kGemvMaxTokens = 8;
 bool gemv_fits(const __half* w, const __half* x, int tokens, int cols);
 
 // w: (rows, cols) row-major; x: (tokens, cols); y: (tokens, rows), set, or
-// added to where `accumulate`. Throws std::invalid_argument where gemv_fits
-// does not hold.
+// added to where `accumulate`; then `bias` (rows, or null) added to each
+// token's row, as launch_add_bias would add it (Qwen 2's QKV bias, one
+// kernel fewer). Throws std::invalid_argument where gemv_fits does not hold.
 void launch_gemv(const __half* w, int rows, int cols, const __half* x, int tokens, float* y,
-                 bool accumulate, cudaStream_t stream);
+                 bool accumulate, cudaStream_t stream, const float* bias = nullptr);
 
 // A gated FFN's product and activation in one kernel: w_gate_up (2 * ffn,
 // cols) holds the gate's rows then the up's (the fused gate_up layer); out

@@ -74,8 +74,8 @@ __device__ inline void slice_product(const __half* x, int tokens, int cols, int 
 template <int T, Epilogue E>
 __global__ void __launch_bounds__(kWarps * 32)
     tile_gemm_kernel(const __half* __restrict__ w, int rows, int cols, const __half* x, int tokens,
-                     float* __restrict__ y, bool accumulate, __half* __restrict__ gated,
-                     unsigned int* overflows) {
+                     float* __restrict__ y, bool accumulate, const float* __restrict__ bias,
+                     __half* __restrict__ gated, unsigned int* overflows) {
     constexpr bool kGated = E != Epilogue::store;
     constexpr int kOutputs = kGated ? kRows / 2 : kRows; // a block's output rows
     __shared__ alignas(16) float shares[kWarps][T][32][4];
@@ -163,7 +163,11 @@ __global__ void __launch_bounds__(kWarps * 32)
                 sum += shares[k][m][l][v];
             }
             float* out = y + static_cast<std::int64_t>(token) * rows + row;
-            *out = accumulate ? *out + sum : sum;
+            float value = accumulate ? *out + sum : sum;
+            if (bias != nullptr) { // as launch_add_bias would add it after
+                value += bias[row];
+            }
+            *out = value;
         }
     }
 }
@@ -177,6 +181,7 @@ struct Launch {
     int tokens;
     float* y;
     bool accumulate;
+    const float* bias;
     __half* gated;
     cudaStream_t stream;
 
@@ -185,7 +190,7 @@ struct Launch {
         constexpr int kOutputs = E == Epilogue::store ? kRows : kRows / 2;
         const unsigned blocks = static_cast<unsigned>((rows + kOutputs - 1) / kOutputs);
         launch_kernel("tile_gemm_kernel", tile_gemm_kernel<T, E>, dim3(blocks), dim3(kWarps * 32),
-                      0, stream, w, rows, cols, x, tokens, y, accumulate, gated,
+                      0, stream, w, rows, cols, x, tokens, y, accumulate, bias, gated,
                       E == Epilogue::store ? nullptr : activation_overflow_counter());
     }
     // Tiles of 16 tokens, a template argument: the sums stay in registers.
@@ -230,12 +235,12 @@ std::string requirements() {
 } // namespace
 
 void launch_tile_gemm(const __half* w, int rows, int cols, const __half* x, int tokens, float* y,
-                      bool accumulate, cudaStream_t stream) {
+                      bool accumulate, cudaStream_t stream, const float* bias) {
     nvtx::Range range("tile_gemm");
     if (!tile_gemm_fits(w, x, tokens, rows, cols)) {
         throw std::invalid_argument("tile gemm: " + requirements());
     }
-    Launch<Epilogue::store>{w, rows, cols, x, tokens, y, accumulate, nullptr, stream}.tiles();
+    Launch<Epilogue::store>{w, rows, cols, x, tokens, y, accumulate, bias, nullptr, stream}.tiles();
 }
 
 void launch_tile_gemm_gated(const __half* w_gate_up, int ffn, int cols, const __half* x, int tokens,
@@ -248,10 +253,12 @@ void launch_tile_gemm_gated(const __half* w_gate_up, int ffn, int cols, const __
         throw std::invalid_argument("gated tile gemm: the output overlaps the input it reads");
     }
     if (gelu_tanh) {
-        Launch<Epilogue::gelu_gate>{w_gate_up, ffn, cols, x, tokens, nullptr, false, out, stream}
+        Launch<Epilogue::gelu_gate>{w_gate_up, ffn,   cols,    x,   tokens,
+                                    nullptr,   false, nullptr, out, stream}
             .tiles();
     } else {
-        Launch<Epilogue::silu_gate>{w_gate_up, ffn, cols, x, tokens, nullptr, false, out, stream}
+        Launch<Epilogue::silu_gate>{w_gate_up, ffn,   cols,    x,   tokens,
+                                    nullptr,   false, nullptr, out, stream}
             .tiles();
     }
 }

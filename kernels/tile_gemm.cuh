@@ -35,10 +35,11 @@ inline constexpr long long kTileGemmMaxValues = 4ll << 20;
 bool tile_gemm_fits(const __half* w, const __half* x, int tokens, int rows, int cols);
 
 // w: (rows, cols) row-major; x: (tokens, cols); y: (tokens, rows), set, or
-// added to where `accumulate`. Throws std::invalid_argument where
-// tile_gemm_fits does not hold.
+// added to where `accumulate`; then `bias` (rows, or null) added to each
+// token's row, as launch_add_bias would add it. Throws std::invalid_argument
+// where tile_gemm_fits does not hold.
 void launch_tile_gemm(const __half* w, int rows, int cols, const __half* x, int tokens, float* y,
-                      bool accumulate, cudaStream_t stream);
+                      bool accumulate, cudaStream_t stream, const float* bias = nullptr);
 
 // A gated FFN's product and activation in one kernel, as launch_gemv_gated
 // (gemv.cuh) for up to 8 tokens: w_gate_up (2 * ffn, cols), the gate's rows

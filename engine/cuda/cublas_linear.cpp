@@ -1,6 +1,7 @@
 #include "engine/cuda/cublas_linear.h"
 
 #include "kernels/gemv.cuh"
+#include "kernels/residual_add.cuh"
 #include "kernels/swiglu.cuh"
 #include "kernels/tile_gemm.cuh"
 
@@ -57,17 +58,18 @@ HalfMatrix matrix_rows(const HalfMatrix& w, int first, int count) {
 }
 
 void linear(const CublasHandle& cublas, const __half* x, int tokens, const HalfMatrix& w, float* y,
-            bool accumulate) {
+            bool accumulate, const float* bias) {
     if (tokens <= 0) {
         return;
     }
     if (kernels::gemv_fits(w.data, x, tokens, w.cols)) {
-        kernels::launch_gemv(w.data, w.rows, w.cols, x, tokens, y, accumulate, cublas.stream());
+        kernels::launch_gemv(w.data, w.rows, w.cols, x, tokens, y, accumulate, cublas.stream(),
+                             bias);
         return;
     }
     if (cublas.tile_gemm() && kernels::tile_gemm_fits(w.data, x, tokens, w.rows, w.cols)) {
-        kernels::launch_tile_gemm(w.data, w.rows, w.cols, x, tokens, y, accumulate,
-                                  cublas.stream());
+        kernels::launch_tile_gemm(w.data, w.rows, w.cols, x, tokens, y, accumulate, cublas.stream(),
+                                  bias);
         return;
     }
     // cuBLAS is column-major. Row-major y (tokens, out) is column-major
@@ -85,6 +87,9 @@ void linear(const CublasHandle& cublas, const __half* x, int tokens, const HalfM
                                  std::to_string(w.rows) + ") = x (" + std::to_string(tokens) +
                                  ", " + std::to_string(w.cols) + ") . w^T (" +
                                  std::to_string(w.rows) + ", " + std::to_string(w.cols) + ")");
+    }
+    if (bias != nullptr) {
+        kernels::launch_add_bias(y, bias, tokens, w.rows, cublas.stream());
     }
 }
 

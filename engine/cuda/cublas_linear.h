@@ -60,13 +60,14 @@ private:
 
 // y = x · w^T: x (tokens, w.cols) fp16, y (tokens, w.rows) fp32, row-major,
 // accumulated in fp32. With `accumulate`, y += x · w^T instead (the residual
-// add done by the matrix product's epilogue). Up to 8 tokens run as a GEMV
-// of our own (kernels/gemv.cuh) where the shape fits, up to 64 on tensor
-// cores (kernels/tile_gemm.cuh) unless the handle says otherwise, more
-// through cuBLAS.
-// Runs on the handle's stream; tokens == 0 does nothing.
+// add done by the matrix product's epilogue). `bias` (w.rows fp32 on the
+// device, or null) is then added to each row: in the GEMV's and the tile
+// GEMM's epilogue, after cuBLAS by kernels::launch_add_bias (the same sums). Up to 8 tokens run as
+// a GEMV of our own (kernels/gemv.cuh) where the shape fits, up to 64 on tensor cores
+// (kernels/tile_gemm.cuh) unless the handle says otherwise, more through cuBLAS. Runs on the
+// handle's stream; tokens == 0 does nothing.
 void linear(const CublasHandle& cublas, const __half* x, int tokens, const HalfMatrix& w, float* y,
-            bool accumulate = false);
+            bool accumulate = false, const float* bias = nullptr);
 
 // A gated FFN's first half: out (tokens, ffn) = act(x . gate^T) * (x . up^T)
 // as fp16 (saturated and counted), w_gate_up's rows the gate's ffn then the

@@ -989,7 +989,6 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
     const int tokens = plan.tokens;
     const std::int64_t q_width = static_cast<std::int64_t>(c.heads) * c.head_dim;
     const std::int64_t kv_width = static_cast<std::int64_t>(c.kv_heads) * c.head_dim;
-    const std::int64_t qkv_width = q_width + 2 * kv_width;
     const float scale = c.attention_scale > 0.0f ? c.attention_scale
                                                  : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     const bool fused_rope_write = !rope_angles_.empty();
@@ -1033,21 +1032,18 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
 
     // Nine kernels a layer on 16-bit caches for Llama up to 64 tokens,
     // where the gate/up product applies the activation itself, ten past
-    // that (Qwen 2 adds its bias, Gemma 3 its post-norms; QK norms go
-    // into the RoPE kernel): each linear layer's input is written as fp16
-    // by the kernel before it, and the output projections add into the
-    // residual stream themselves where no post-norm comes between.
+    // that. Qwen 2's biases go into the products' epilogues (up to 64
+    // tokens), Qwen 3's and Gemma 3's QK norms into the RoPE kernel, and
+    // Gemma 3 adds its post-norms. Each linear layer's input is written as
+    // fp16 by the kernel before it, and the output projections add into
+    // the residual stream themselves where no post-norm comes between.
     op("attn_norm", l, [&] {
         kernels::launch_rms_norm_half(x, layer.attn_norm, x_half, tokens, c.hidden, c.rms_eps,
                                       stream);
     });
     if (fused_rope_write) { // 16-bit caches: no KIVI finalisation either
         op("qkv", l, [&] {
-            linear(cublas_, x_half, tokens, layer.wqkv, qkv);
-            if (layer.qkv_bias != nullptr) {
-                kernels::launch_add_bias(qkv, layer.qkv_bias, tokens, static_cast<int>(qkv_width),
-                                         stream);
-            }
+            linear(cublas_, x_half, tokens, layer.wqkv, qkv, /*accumulate=*/false, layer.qkv_bias);
         });
         // Qwen 3's and Gemma 3's QK norms (before RoPE, as on the CPU) in
         // the same kernel: one op, not qk_norm and rope_kv_write.
@@ -1062,17 +1058,10 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
         });
     } else {
         op("qkv", l, [&] {
-            linear(cublas_, x_half, tokens, layer.wq, q);
-            linear(cublas_, x_half, tokens, layer.wk, k);
-            linear(cublas_, x_half, tokens, layer.wv, v);
-            if (layer.qkv_bias != nullptr) {
-                kernels::launch_add_bias(q, layer.q_bias, tokens, static_cast<int>(q_width),
-                                         stream);
-                kernels::launch_add_bias(k, layer.k_bias, tokens, static_cast<int>(kv_width),
-                                         stream);
-                kernels::launch_add_bias(v, layer.v_bias, tokens, static_cast<int>(kv_width),
-                                         stream);
-            }
+            // Qwen 2's biases (null elsewhere) in the products' epilogues.
+            linear(cublas_, x_half, tokens, layer.wq, q, false, layer.q_bias);
+            linear(cublas_, x_half, tokens, layer.wk, k, false, layer.k_bias);
+            linear(cublas_, x_half, tokens, layer.wv, v, false, layer.v_bias);
         });
         if (layer.q_norm != nullptr) {
             op("qk_norm", l, [&] {

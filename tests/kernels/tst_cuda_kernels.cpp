@@ -1020,6 +1020,15 @@ void TestCudaKernels::gemv_matches_a_double_reference() {
                                 .arg(tokens)
                                 .arg(set_error)
                                 .arg(add_error)));
+        // A bias in the epilogue: the bits of the product then launch_add_bias.
+        DeviceArray<float> bias(random_floats(static_cast<std::size_t>(rows), 57));
+        DeviceArray<float> biased(start.size()), then_added(start.size());
+        kernels::launch_gemv(d_w.get(), rows, cols, d_x.get(), tokens, biased.get(), false, nullptr,
+                             bias.get());
+        kernels::launch_gemv(d_w.get(), rows, cols, d_x.get(), tokens, then_added.get(), false,
+                             nullptr);
+        kernels::launch_add_bias(then_added.get(), bias.get(), tokens, rows, nullptr);
+        QVERIFY(biased.download(start.size()) == then_added.download(start.size()));
     }
 }
 
@@ -1075,6 +1084,15 @@ void TestCudaKernels::tile_gemm_matches_a_double_reference() {
     QVERIFY2(
         set_error < 1e-5 && add_error < 1e-5,
         qPrintable(QString("relative error %1, accumulating %2").arg(set_error).arg(add_error)));
+    // A bias in the epilogue: the bits of the product then launch_add_bias.
+    DeviceArray<float> bias(random_floats(static_cast<std::size_t>(rows), 64));
+    DeviceArray<float> biased(start.size()), then_added(start.size());
+    kernels::launch_tile_gemm(d_w.get(), rows, cols, d_x.get(), tokens, biased.get(), false,
+                              nullptr, bias.get());
+    kernels::launch_tile_gemm(d_w.get(), rows, cols, d_x.get(), tokens, then_added.get(), false,
+                              nullptr);
+    kernels::launch_add_bias(then_added.get(), bias.get(), tokens, rows, nullptr);
+    QVERIFY(biased.download(start.size()) == then_added.download(start.size()));
     QVERIFY_THROWS_EXCEPTION(
         std::invalid_argument,
         kernels::launch_tile_gemm(d_w.get(), rows, 40, d_x.get(), tokens, y.get(), false, nullptr));
