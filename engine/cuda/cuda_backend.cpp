@@ -671,9 +671,9 @@ CudaBackend::StepPlan CudaBackend::plan_step(const runner::ForwardBatch& request
     for (const std::int32_t entry : batch.cache_positions) {
         max_context = std::max(max_context, entry + 1);
     }
-    // A graph's grid covers a power of two times the shortest split, so a
-    // context growing by a token does not need a new graph; splits past a
-    // token's context return at once. The split length follows from the
+    // A graph's grid covers a bucket of shortest splits (split_bucket: four
+    // an octave), so a context growing by a token does not need a new
+    // graph; splits past a token's context return at once. The split length follows from the
     // (padded) tokens and that context, so a graph's key, bucket and launch
     // context, fixes it too.
     plan.launch_context = plan.bucket

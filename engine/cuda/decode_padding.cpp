@@ -18,12 +18,15 @@ std::optional<int> decode_bucket(int tokens) {
 }
 
 int split_bucket(int max_context, int split_entries) {
-    const int splits = (max_context + split_entries - 1) / split_entries;
-    int bucket = 1;
-    while (bucket < splits) {
-        bucket *= 2;
+    const int splits = std::max((max_context + split_entries - 1) / split_entries, 1);
+    // Rounded up to a multiple of the smallest power of two `step` that 8
+    // steps reach: more than 4 steps and at most 8, so at most three
+    // significant bits, and at most a quarter over (5 steps for 4 and one).
+    int step = 1;
+    while (splits > 8 * step) {
+        step *= 2;
     }
-    return bucket;
+    return (splits + step - 1) / step * step;
 }
 
 double wave_fill(std::int64_t blocks, std::int64_t wave) {

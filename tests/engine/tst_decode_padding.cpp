@@ -71,10 +71,28 @@ void TestDecodePadding::buckets() {
     QCOMPARE(cuda::decode_bucket(512), std::optional(512));
     QCOMPARE(cuda::decode_bucket(513), std::optional<int>());
     QCOMPARE(cuda::split_bucket(1, 256), 1);
+    QCOMPARE(cuda::split_bucket(0, 256), 1);
     QCOMPARE(cuda::split_bucket(256, 256), 1);
     QCOMPARE(cuda::split_bucket(257, 256), 2);
     QCOMPARE(cuda::split_bucket(769, 256), 4);
     QCOMPARE(cuda::split_bucket(4096, 256), 16);
+    QCOMPARE(cuda::split_bucket(1025, 32), 40);  // 33 splits; not 64
+    QCOMPARE(cuda::split_bucket(2304, 256), 10); // 9 splits
+    // Every count: at least the splits needed, at most a quarter over, at
+    // most three significant bits, and never fewer for a longer context.
+    int previous = 0;
+    for (int context = 1; context <= 40000; ++context) {
+        const int splits = (context + 31) / 32;
+        const int bucket = cuda::split_bucket(context, 32);
+        QVERIFY(bucket >= splits && 4 * bucket <= 5 * splits);
+        int bits = bucket;
+        while (bits % 2 == 0) {
+            bits /= 2;
+        }
+        QVERIFY(bits < 8);
+        QVERIFY(bucket >= previous);
+        previous = bucket;
+    }
 }
 
 void TestDecodePadding::attention_splits_fill_the_waves() {
