@@ -10,6 +10,7 @@
 #include "kernels/math/activation_math.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <cuda_fp16.h>
 
 namespace kvscope::kernels {
@@ -25,9 +26,13 @@ __device__ inline __half gated_activation(bool gelu_tanh, float gate, float up,
 // they must not share memory (the launchers refuse it).
 inline bool gated_output_overlaps_input(const __half* out, int ffn, const __half* x, int cols,
                                         int tokens) {
-    const __half* out_end = out + static_cast<std::ptrdiff_t>(tokens) * ffn;
-    const __half* x_end = x + static_cast<std::ptrdiff_t>(tokens) * cols;
-    return out < x_end && x < out_end;
+    // As addresses: pointers into different buffers do not compare in C++.
+    const auto out_begin = reinterpret_cast<std::uintptr_t>(out);
+    const auto x_begin = reinterpret_cast<std::uintptr_t>(x);
+    const std::uintptr_t out_end =
+        out_begin + sizeof(__half) * static_cast<std::size_t>(tokens) * ffn;
+    const std::uintptr_t x_end = x_begin + sizeof(__half) * static_cast<std::size_t>(tokens) * cols;
+    return out_begin < x_end && x_begin < out_end;
 }
 
 // How a linear layer's kernel ends: storing its sums (fp32, set or added

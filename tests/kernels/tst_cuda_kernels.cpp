@@ -880,7 +880,13 @@ void TestCudaKernels::rope_kv_write_applies_the_qk_norms() {
         int head_dim;
         bool halves;
     };
-    for (const Case& c : {Case{16, 8, 128, true}, Case{4, 1, 256, true}, Case{9, 3, 64, false}}) {
+    struct Cache {
+        KvFormat format;
+        float eps; // a large one too: an eps dropped or misplaced must show
+    };
+    for (const auto& [c, cache] : {std::pair{Case{16, 8, 128, true}, Cache{KvFormat::bf16, 1e-6f}},
+                                   {Case{4, 1, 256, true}, Cache{KvFormat::f16, 1.0f}},
+                                   {Case{9, 3, 64, false}, Cache{KvFormat::f16, 1e-6f}}}) {
         const TestGeometry g{c.heads, c.kv_heads, c.head_dim, 16, 64};
         const TestBatches batches = make_batches({{0, 37}, {0, 5}}, g, 31);
         const runner::ForwardBatch& batch = batches.step;
@@ -890,9 +896,9 @@ void TestCudaKernels::rope_kv_write_applies_the_qk_norms() {
             random_floats(static_cast<std::size_t>(tokens * stride), 32, 3.0f);
         const std::vector<float> q_weight = random_floats(static_cast<std::size_t>(c.head_dim), 33);
         const std::vector<float> k_weight = random_floats(static_cast<std::size_t>(c.head_dim), 34);
-        const float eps = 1e-6f;
+        const float eps = cache.eps;
         cpu::KvStore store({1, c.kv_heads, c.head_dim, g.block_size, g.num_blocks},
-                           {KvFormat::bf16, KvFormat::bf16});
+                           {cache.format, cache.format});
         DeviceBatch d_batch(batch);
         const std::vector<math::RopeCosSin> angles =
             kernels::rope_table(256, c.head_dim, 1000000.0f, nullptr);
@@ -947,6 +953,12 @@ void TestCudaKernels::rope_kv_write_applies_the_qk_norms() {
         std::invalid_argument,
         kernels::launch_rope_kv_write(pool.view, weight.get(), weight.get(), nullptr, nullptr,
                                       table, 1, 4, false, nullptr, {weight.get(), nullptr, 1e-6f}));
+    // More Q and K heads than the kernel keeps norms for.
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             kernels::launch_rope_kv_write(pool.view, weight.get(), weight.get(),
+                                                           nullptr, nullptr, table, 1,
+                                                           kernels::kMaxNormedHeads, false, nullptr,
+                                                           {weight.get(), weight.get(), 1e-6f}));
 }
 
 namespace {
@@ -1117,11 +1129,10 @@ std::vector<__half> half_weights(std::size_t n, std::uint32_t seed, float spread
 // The gate/up products with the activation in their epilogue
 // (launch_gemv_gated up to 8 tokens, launch_tile_gemm_gated to 64) against
 // the same kernel's product into fp32 then launch_gated_half: the same bits
-// from the GEMV; from the tile GEMM at most one fp16 unit apart (its gates
-// sit in other columns of the tensor-core instruction, which need not sum in
-// the same order), for SwiGLU and GeGLU, rows no multiple of a block's, and
-// the same count of saturated values (weights scaled so some products pass
-// fp16's range).
+// (the tile GEMM's gates sit in other columns of the tensor-core
+// instruction, each column's sums its own), for SwiGLU and GeGLU, rows no
+// multiple of a block's, and the same count of saturated values (weights
+// scaled so some products pass fp16's range).
 void TestCudaKernels::gated_products_match_the_product_then_the_activation() {
     const int cols = 576;
     DeviceArray<unsigned int> fused_count(1), apart_count(1);
@@ -1131,7 +1142,6 @@ void TestCudaKernels::gated_products_match_the_product_then_the_activation() {
     } else {
         qDebug("no tensor cores (compute capability 8.0): the tile GEMM's rows are left out");
     }
-    int tile_units_apart = 0;
     for (const int ffn : {1536, 101}) {
         for (const float spread : {0.05f, 40.0f}) {
             DeviceArray<__half> w(
@@ -1173,10 +1183,8 @@ void TestCudaKernels::gated_products_match_the_product_then_the_activation() {
                     const std::vector<__half> got = fused.download(n);
                     const std::vector<__half> want = apart.download(n);
                     for (std::size_t i = 0; i < n; ++i) {
-                        const int units = std::abs(int(static_cast<__half_raw>(got[i]).x) -
-                                                   int(static_cast<__half_raw>(want[i]).x));
-                        tile_units_apart += units;
-                        if (units > (gemv ? 0 : 1)) {
+                        if (static_cast<__half_raw>(got[i]).x !=
+                            static_cast<__half_raw>(want[i]).x) {
                             QFAIL(qPrintable(QString("ffn %1, spread %2, %3 tokens, %4: value %5 "
                                                      "is %6, apart %7")
                                                  .arg(ffn)
@@ -1189,9 +1197,7 @@ void TestCudaKernels::gated_products_match_the_product_then_the_activation() {
                         }
                     }
                     const unsigned int saturated = apart_count.download(1)[0];
-                    if (gemv) {
-                        QCOMPARE(fused_count.download(1)[0], saturated);
-                    }
+                    QCOMPARE(fused_count.download(1)[0], saturated);
                     // Large weights do pass the range (the count is checked).
                     QVERIFY(spread < 1.0f ? saturated == 0 : saturated > 0);
                     QVERIFY(spread < 1.0f ? fused_count.download(1)[0] == 0
@@ -1200,7 +1206,6 @@ void TestCudaKernels::gated_products_match_the_product_then_the_activation() {
             }
         }
     }
-    qDebug("tile GEMM: %d fp16 units apart in all (0: the same bits)", tile_units_apart);
     DeviceArray<__half> w(half_weights(static_cast<std::size_t>(2) * 64 * 100, 5, 1.0f));
     DeviceArray<__half> out(64);
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
@@ -1215,11 +1220,18 @@ void TestCudaKernels::gated_products_match_the_product_then_the_activation() {
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
                              kernels::launch_gemv_gated(w.get(), 32, 64, shared_rows.get(), 2,
                                                         false, shared_rows.get() + 64, nullptr));
+    if (kernels::device_has_mma()) {
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                                 kernels::launch_tile_gemm_gated(w.get(), 32, 64, shared_rows.get(),
+                                                                 9, false, shared_rows.get() + 64,
+                                                                 nullptr));
+    }
 }
 
 void TestCudaKernels::overlapped_launches_keep_each_kernels_inputs_data() {
     QTest::addColumn<int>("tokens");
-    for (const int tokens : {1, 3, 8}) {
+    // Up to 8 tokens the GEMVs, past that the tile GEMMs.
+    for (const int tokens : {1, 3, 8, 16, 33}) {
         QTest::addRow("%d tokens", tokens) << tokens;
     }
 }
@@ -1236,6 +1248,10 @@ void TestCudaKernels::overlapped_launches_keep_each_kernels_inputs() {
     if (!kernels::device_overlaps_launches(0)) {
         QSKIP("this GPU (or this build's targets) cannot overlap launches: nothing to compare");
     }
+    const bool gemv = tokens <= kernels::kGemvMaxTokens;
+    if (!gemv && !kernels::device_has_mma()) {
+        QSKIP("the tile GEMMs need a GPU of compute capability 8.0 or later");
+    }
     const int hidden = 576, ffn = 1536;
     const float eps = 1e-5f;
     cudaStream_t stream = nullptr; // a stream of its own: the default one never overlaps
@@ -1247,6 +1263,23 @@ void TestCudaKernels::overlapped_launches_keep_each_kernels_inputs() {
     DeviceArray<__half> w_down(half_weights(static_cast<std::size_t>(hidden) * ffn, 67, 0.05f));
     DeviceArray<float> norm(random_floats(hidden, 62));
     const std::vector<float> x_start = random_floats(static_cast<std::size_t>(tokens) * hidden, 68);
+    // The products as the backend's linear() and gated_linear() pick them.
+    const auto product = [&](const __half* w, int rows, int cols, const __half* x, float* y,
+                             bool accumulate) {
+        if (gemv) {
+            kernels::launch_gemv(w, rows, cols, x, tokens, y, accumulate, stream);
+        } else {
+            kernels::launch_tile_gemm(w, rows, cols, x, tokens, y, accumulate, stream);
+        }
+    };
+    const auto gated_product = [&](const __half* x, __half* out) {
+        if (gemv) {
+            kernels::launch_gemv_gated(w_gate_up.get(), ffn, hidden, x, tokens, false, out, stream);
+        } else {
+            kernels::launch_tile_gemm_gated(w_gate_up.get(), ffn, hidden, x, tokens, false, out,
+                                            stream);
+        }
+    };
     const auto run_chain = [&](bool overlap) {
         const kernels::OverlappedLaunches scope(overlap);
         DeviceArray<float> residual(x_start);
@@ -1259,20 +1292,16 @@ void TestCudaKernels::overlapped_launches_keep_each_kernels_inputs() {
             if (block % 2 == 0) {
                 // The activation overwrites the input the product before it
                 // read: a write before its wait would race that read.
-                kernels::launch_gemv(w_gate_up.get(), 2 * ffn, hidden, inputs.get(), tokens,
-                                     products.get(), false, stream);
+                product(w_gate_up.get(), 2 * ffn, hidden, inputs.get(), products.get(), false);
                 kernels::launch_gated_half(products.get(), tokens, ffn, false, inputs.get(),
                                            stream);
-                kernels::launch_gemv(w_down.get(), hidden, ffn, inputs.get(), tokens,
-                                     residual.get(), true, stream);
+                product(w_down.get(), hidden, ffn, inputs.get(), residual.get(), true);
             } else {
                 // The fused product twice: the second overwrites what the
                 // down product right before it read.
                 for (int twice = 0; twice < 2; ++twice) {
-                    kernels::launch_gemv_gated(w_gate_up.get(), ffn, hidden, inputs.get(), tokens,
-                                               false, gated.get(), stream);
-                    kernels::launch_gemv(w_down.get(), hidden, ffn, gated.get(), tokens,
-                                         residual.get(), true, stream);
+                    gated_product(inputs.get(), gated.get());
+                    product(w_down.get(), hidden, ffn, gated.get(), residual.get(), true);
                 }
             }
         }
