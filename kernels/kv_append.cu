@@ -56,7 +56,13 @@ __global__ void kv_append_kernel(PagedKvView cache, const float* __restrict__ k,
 // channel's scale and minimum, then threads pack the codes byte by byte (a
 // byte holds several channels, so each is written by one thread only). KIVI
 // values: a thread per token row.
-__global__ void kivi_finalize_kernel(PagedKvView cache, const std::int32_t* __restrict__ blocks) {
+__global__ void kivi_finalize_kernel(PagedKvView cache, const std::int32_t* __restrict__ blocks,
+                                     const std::int32_t* __restrict__ device_count) {
+    // A graph's grid covers the most blocks a step may fill; this step's
+    // count is read here. Uniform over the thread block.
+    if (device_count != nullptr && static_cast<int>(blockIdx.x) >= *device_count) {
+        return;
+    }
     const std::int32_t block = blocks[blockIdx.x];
     const int head = blockIdx.y;
     const bool is_key = blockIdx.z == 0;
@@ -109,14 +115,14 @@ void launch_kv_append(const PagedKvView& cache, const float* k, const float* v,
 }
 
 void launch_kivi_finalize(const PagedKvView& cache, const std::int32_t* blocks, int count,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, const std::int32_t* device_count) {
     nvtx::Range range("kivi_finalize");
     if (count <= 0 || (!math::quantises_whole_blocks(cache.keys.format) &&
                        !math::quantises_whole_blocks(cache.values.format))) {
         return;
     }
     const dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(cache.kv_heads), 2);
-    kivi_finalize_kernel<<<grid, kFinalizeThreads, 0, stream>>>(cache, blocks);
+    kivi_finalize_kernel<<<grid, kFinalizeThreads, 0, stream>>>(cache, blocks, device_count);
     KVSCOPE_CHECK_LAUNCH("kivi_finalize_kernel");
 }
 

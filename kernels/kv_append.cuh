@@ -19,7 +19,10 @@ void launch_kv_append(const PagedKvView& cache, const float* k, const float* v,
 
 // Quantises each block in `blocks` (count) from its open copy (write_slot),
 // K per channel and V per token, in this layer. Only KIVI planes are touched.
+// With `device_count` (one int32 on the device), `count` is only the most
+// blocks there may be and the kernel reads how many there are: a decode
+// graph's step fills none or a few blocks, a different count each replay.
 void launch_kivi_finalize(const PagedKvView& cache, const std::int32_t* blocks, int count,
-                          cudaStream_t stream);
+                          cudaStream_t stream, const std::int32_t* device_count = nullptr);
 
 } // namespace kvscope::kernels

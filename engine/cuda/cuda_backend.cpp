@@ -109,6 +109,7 @@ struct StepArrays {
     std::size_t write_slot = 0; // KIVI only, like the two below
     std::size_t read_slot = 0;
     std::size_t filled_blocks = 0;
+    std::size_t filled_count = 0;      // one int32: filled_blocks' count
     std::size_t query_tile_bounds = 0; // tiled steps only, like the one below
     std::size_t untiled_tokens = 0;
 };
@@ -161,7 +162,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const model::LlamaModel> model,
     // Zeroed as the CPU's: a block never written decodes to zeros, not noise.
     KVSCOPE_CUDA_CHECK(cudaMemsetAsync(pool_.data(), 0, pool_.bytes(), stream_.get()));
     if (kv::quantises_whole_blocks(format.key) || kv::quantises_whole_blocks(format.value)) {
-        open_blocks_.emplace(options_.num_blocks);
+        // The spare block too: a decode graph's padding rows write there.
+        open_blocks_.emplace(options_.num_blocks + 1);
     }
     if (!c.rope_divisors.empty()) { // Llama 3's scaled RoPE, for the kernels that compute angles
         rope_divisors_ = DeviceBuffer<float>(c.rope_divisors.size());
@@ -617,7 +619,7 @@ struct CudaBackend::DeviceStep {
     const std::int32_t* write_slot = nullptr; // KIVI's open blocks, like the two below
     const std::int32_t* read_slot = nullptr;
     const std::int32_t* filled_blocks = nullptr;
-    int filled_count = 0;
+    const std::int32_t* filled_count = nullptr; // on the device: it varies between replays
     const kernels::DeviceSamplingParams* sampling = nullptr; // forward_sampled only
 };
 
@@ -648,12 +650,12 @@ CudaBackend::StepPlan CudaBackend::plan_step(const runner::ForwardBatch& request
     plan.requested = &requested;
     // A plain decode step runs as its bucket's captured graph: padded to the
     // bucket with rows nobody reads (decode_padding.h), recorded for a
-    // profile too (its op timing events are nodes of the graph). KIVI's
-    // per-step finalisation varies in size. A self-draft's partial pass
-    // (requested.layers) runs op by op: the graphs are captured over every
-    // layer.
-    if (graphs_.enabled(/*timed=*/op_observer_ != nullptr) && !has_kivi_plane() &&
-        requested.layers == 0 && is_plain_decode(requested)) {
+    // profile too (its op timing events are nodes of the graph), with KIVI
+    // planes too (the blocks a step fills are counted on the device). A
+    // self-draft's partial pass (requested.layers) runs op by op: the graphs
+    // are captured over every layer.
+    if (graphs_.enabled(/*timed=*/op_observer_ != nullptr) && requested.layers == 0 &&
+        is_plain_decode(requested)) {
         plan.bucket = decode_bucket(static_cast<int>(requested.token_count()));
     }
     if (plan.bucket) {
@@ -718,9 +720,10 @@ CudaBackend::StepPlan CudaBackend::plan_step(const runner::ForwardBatch& request
     at.capture_offsets = layout.add<std::int64_t>(size_of(sequences) + 1);
     at.logit_tokens = layout.add<std::int32_t>(size_of(plan.rows));
     if (has_kivi_plane()) {
-        at.write_slot = layout.add<std::int32_t>(size_of(options_.num_blocks));
-        at.read_slot = layout.add<std::int32_t>(size_of(options_.num_blocks));
+        at.write_slot = layout.add<std::int32_t>(size_of(options_.num_blocks + 1)); // and the spare
+        at.read_slot = layout.add<std::int32_t>(size_of(options_.num_blocks + 1));
         at.filled_blocks = layout.add<std::int32_t>(size_of(tokens)); // at most one per token
+        at.filled_count = layout.add<std::int32_t>(1);
     }
     // After every array a captured graph reads: the only one that grows
     // between decode steps of one batch, so the others keep the addresses the
@@ -847,7 +850,8 @@ CudaBackend::DeviceStep CudaBackend::stage_step(const StepPlan& plan,
             StagingLayout::write<std::int32_t>(staged, at.write_slot, open.write_slot);
             StagingLayout::write<std::int32_t>(staged, at.read_slot, open.read_slot);
             StagingLayout::write<std::int32_t>(staged, at.filled_blocks, open.filled_blocks);
-            step.filled_count = static_cast<int>(open.filled_blocks.size());
+            *StagingLayout::at<std::int32_t>(staged, at.filled_count) =
+                static_cast<std::int32_t>(open.filled_blocks.size());
             opened = open.opened_slots;
         }
     } // the kernels below quantise the filled blocks: their slots are free after them
@@ -882,6 +886,7 @@ CudaBackend::DeviceStep CudaBackend::stage_step(const StepPlan& plan,
         step.write_slot = StagingLayout::at<std::int32_t>(arrays, at.write_slot);
         step.read_slot = StagingLayout::at<std::int32_t>(arrays, at.read_slot);
         step.filled_blocks = StagingLayout::at<std::int32_t>(arrays, at.filled_blocks);
+        step.filled_count = StagingLayout::at<std::int32_t>(arrays, at.filled_count);
     }
     if (plan.sampled) {
         step.sampling = StagingLayout::at<kernels::DeviceSamplingParams>(arrays, plan.at_sampling);
@@ -1078,8 +1083,9 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
         });
         op("kv_write", l, [&] {
             kernels::launch_kv_append(cache, k, v, slots, tokens, stream);
-            if (step.filled_count > 0) {
-                kernels::launch_kivi_finalize(cache, step.filled_blocks, step.filled_count, stream);
+            if (step.filled_count != nullptr) { // KIVI: up to a block a token, counted there
+                kernels::launch_kivi_finalize(cache, step.filled_blocks, tokens, stream,
+                                              step.filled_count);
             }
         });
     }
@@ -1266,9 +1272,10 @@ void CudaBackend::copy_slots_unguarded(std::span<const std::int32_t> from,
     std::size_t at_read = 0;
     std::size_t at_filled = 0;
     if (has_kivi_plane()) {
-        at_before = layout.add<std::int32_t>(size_of(options_.num_blocks));
-        at_write = layout.add<std::int32_t>(size_of(options_.num_blocks));
-        at_read = layout.add<std::int32_t>(size_of(options_.num_blocks));
+        // Every block's slot, the spare's too (KiviOpenBlocks holds it).
+        at_before = layout.add<std::int32_t>(size_of(options_.num_blocks + 1));
+        at_write = layout.add<std::int32_t>(size_of(options_.num_blocks + 1));
+        at_read = layout.add<std::int32_t>(size_of(options_.num_blocks + 1));
         at_filled = layout.add<std::int32_t>(to.size());
     }
 
