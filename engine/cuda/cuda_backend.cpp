@@ -619,7 +619,8 @@ struct CudaBackend::DeviceStep {
     const std::int32_t* write_slot = nullptr; // KIVI's open blocks, like the two below
     const std::int32_t* read_slot = nullptr;
     const std::int32_t* filled_blocks = nullptr;
-    const std::int32_t* filled_count = nullptr; // on the device: it varies between replays
+    int filled_host_count = 0;                  // the blocks this step fills ...
+    const std::int32_t* filled_count = nullptr; // ... and that count on the device, for graphs
     const kernels::DeviceSamplingParams* sampling = nullptr; // forward_sampled only
 };
 
@@ -850,8 +851,8 @@ CudaBackend::DeviceStep CudaBackend::stage_step(const StepPlan& plan,
             StagingLayout::write<std::int32_t>(staged, at.write_slot, open.write_slot);
             StagingLayout::write<std::int32_t>(staged, at.read_slot, open.read_slot);
             StagingLayout::write<std::int32_t>(staged, at.filled_blocks, open.filled_blocks);
-            *StagingLayout::at<std::int32_t>(staged, at.filled_count) =
-                static_cast<std::int32_t>(open.filled_blocks.size());
+            step.filled_host_count = static_cast<int>(open.filled_blocks.size());
+            *StagingLayout::at<std::int32_t>(staged, at.filled_count) = step.filled_host_count;
             opened = open.opened_slots;
         }
     } // the kernels below quantise the filled blocks: their slots are free after them
@@ -1083,9 +1084,14 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
         });
         op("kv_write", l, [&] {
             kernels::launch_kv_append(cache, k, v, slots, tokens, stream);
-            if (step.filled_count != nullptr) { // KIVI: up to a block a token, counted there
+            if (plan.bucket && step.filled_count != nullptr) {
+                // A graph's KIVI step: up to a block a token, counted on the
+                // device (a replay fills others, or none).
                 kernels::launch_kivi_finalize(cache, step.filled_blocks, tokens, stream,
                                               step.filled_count);
+            } else if (step.filled_host_count > 0) {
+                kernels::launch_kivi_finalize(cache, step.filled_blocks, step.filled_host_count,
+                                              stream);
             }
         });
     }
@@ -1159,6 +1165,15 @@ void CudaBackend::read_back(const StepPlan& plan, const DeviceStep& step, float*
 // ---- Cache maintenance --------------------------------------------------------
 
 void CudaBackend::release_blocks(std::span<const kv::BlockId> blocks) {
+    // The KV manager's blocks only: the open-block bookkeeping also holds the
+    // padding rows' spare block, which nobody releases.
+    for (const kv::BlockId block : blocks) {
+        if (block < 0 || block >= options_.num_blocks) {
+            throw std::invalid_argument("CUDA backend: release of block " + std::to_string(block) +
+                                        ", outside the pool of " +
+                                        std::to_string(options_.num_blocks));
+        }
+    }
     if (open_blocks_) {
         open_blocks_->release(blocks);
     }

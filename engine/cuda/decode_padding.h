@@ -22,8 +22,9 @@ std::optional<int> decode_bucket(int tokens);
 // of `max_context` entries: the count it needs rounded up to one of at most
 // three significant bits (1 to 8, then 10, 12, 14, 16, 20, 24, 28, 32, 40,
 // ...), so contexts grow through few graphs (four an octave) while a
-// graph's grid, and the context its splits are planned for, overshoot the
-// real one by at most 25%. (Powers of two, until 2026-11-28, overshot by up
+// graph's split count, and with it the context its splits are planned for,
+// overshoot the real one by at most 25% (past 8 splits; below, the
+// rounding up to whole splits dominates). (Powers of two, until 2026-11-28, overshot by up
 // to 100%: a 1k prompt's first decode, at 1,025 entries, planned for 2,048.)
 int split_bucket(int max_context, int split_entries);
 

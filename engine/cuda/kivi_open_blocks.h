@@ -21,7 +21,8 @@ class KiviOpenBlocks {
 public:
     // What one step's kernels need, copied to the device with the batch.
     struct Step {
-        // (num_blocks): the open slot kv_append writes a block's rows to,
+        // (num_blocks, the constructor's; the CUDA backend's pool and its
+        // spare block): the open slot kv_append writes a block's rows to,
         // -1 for blocks without one (full blocks, free blocks).
         std::vector<std::int32_t> write_slot;
         // (num_blocks): write_slot with this step's filled blocks at -1:

@@ -128,6 +128,7 @@ private slots:
     void a_block_filled_in_one_step_is_read_quantised_and_freed();
     void freed_slots_are_reused_before_the_pool_grows();
     void misuse_is_refused();
+    void padding_rows_keep_the_spare_block_open();
 };
 
 void TestKiviOpenBlocks::random_workloads_keep_the_invariants_data() {
@@ -301,6 +302,44 @@ void TestKiviOpenBlocks::freed_slots_are_reused_before_the_pool_grows() {
     QCOMPARE(open.capacity_needed(one_more, 4), 4);
     QCOMPARE(open.begin_step(one_more, 4).capacity, 4);
     open.end_step();
+}
+
+// A decode graph's padding rows (cuda::pad_decode_batch) write entry 0 of a
+// spare block past the KV manager's pool, which the CUDA backend's
+// bookkeeping therefore covers (num_blocks + 1): the spare holds one slot for
+// good and never fills, whatever the real rows do; at block size 1 it fills
+// every step, listed once however many rows write it.
+void TestKiviOpenBlocks::padding_rows_keep_the_spare_block_open() {
+    const int num_blocks = 8;
+    const int spare = num_blocks;
+    for (const int block_size : {4, 1}) {
+        KiviOpenBlocks open(num_blocks + 1);
+        int spare_slot = -1;
+        for (int step = 0; step < 12; ++step) {
+            // Two real decodes in blocks 0 and 3, three padding rows.
+            std::vector<std::int32_t> mapping{step % block_size,
+                                              3 * block_size + step % block_size};
+            if (block_size == 1) {
+                mapping = {step % 3, 3 + step % 3};
+            }
+            mapping.insert(mapping.end(), 3, spare * block_size);
+            const KiviOpenBlocks::Step& plan = open.begin_step(mapping, block_size);
+            QCOMPARE(plan.write_slot.size(), static_cast<std::size_t>(num_blocks + 1));
+            const std::int32_t slot = plan.write_slot[static_cast<std::size_t>(spare)];
+            QVERIFY(slot >= 0);
+            const auto spare_fills =
+                std::count(plan.filled_blocks.begin(), plan.filled_blocks.end(), spare);
+            if (block_size > 1) {
+                QCOMPARE(spare_fills, 0);
+                QVERIFY(spare_slot < 0 || slot == spare_slot); // it never moves
+                spare_slot = slot;
+                QVERIFY(plan.capacity <= 3); // the two real blocks and the spare
+            } else {
+                QCOMPARE(spare_fills, 1);
+            }
+            open.end_step();
+        }
+    }
 }
 
 void TestKiviOpenBlocks::misuse_is_refused() {
