@@ -61,8 +61,10 @@ class LlamaCpp:
         self.vocab = ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(self.model))
         self.threads = threads
         self.cache_type = cache_type
-        # An untimed run first, as kvscope bench makes one per case: the first
-        # pass faults the memory-mapped weights in (this process keeps them).
+        # An untimed run first: the first pass faults the memory-mapped
+        # weights in (this process keeps them). kvscope bench warms each case
+        # with an untimed prompt and decode step besides (for its GPU
+        # backend's buffers and graphs); this side does not.
         self.run(1, 4, 1, 512, 0)
 
     def run(self, batch: int, context: int, steps: int, chunk: int, seed: int) -> dict:

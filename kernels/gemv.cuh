@@ -1,9 +1,9 @@
 // The linear layers of a step with few tokens (a decode of a small batch):
 // y (tokens, rows) = x (tokens, cols) · w^T, fp16 weights and inputs, fp32
-// sums and output, a warp per output row reading its weights once in 16-byte
-// loads. cuBLAS's matrix-product kernels take 3 to 4 us for SmolLM2's layers
-// at batch 1 whatever the size (H100, 2026-11-26); this reads the same bytes
-// in about half that. The CUDA backend's linear() picks it where it fits.
+// sums and output (or, for a gated FFN, act(gate) * up stored as fp16), a
+// warp per output row reading its weights once in 16-byte loads. cuBLAS's matrix-product kernels
+// take 3 to 4 us for SmolLM2's layers at batch 1 whatever the size (H100, 2026-11-26); this reads
+// the same bytes in about half that. The CUDA backend's linear() picks it where it fits.
 //
 // At such sizes a kernel's time is mostly its start and its first loads: each
 // lane loads the first chunks of its row's weights before it waits for the

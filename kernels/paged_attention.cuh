@@ -5,8 +5,8 @@
 // thread block reads each KV head once for all of its query heads. Split-K
 // (flash-decoding): contexts longer than a split are cut into splits attended
 // in parallel and merged. Splits are kAttentionSplit entries long unless the
-// caller asks for shorter ones (AttentionWorkspace::split), as it does when a
-// step has too few tokens to fill the GPU otherwise. Caches of 16-bit K and V
+// caller asks for others (AttentionWorkspace::split: the CUDA backend plans
+// them to fill the GPU's waves, cuda::attention_split_length). Caches of 16-bit K and V
 // take the vector path (vector_attention.cuh), which reads each row once with
 // 16-byte loads and also runs longer splits, up to kLongestVectorSplit. A
 // batch cut into query tiles (DeviceBatchView::query_tiles: prefill chunks)

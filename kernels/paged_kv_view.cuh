@@ -24,7 +24,8 @@ struct KvPlaneView {
 // head_dim) floats.
 struct OpenBlocksView {
     float* data = nullptr;
-    // (num_blocks): where a block's open copy is, -1 if none. Writes use
+    // (num_blocks + 1: the padding rows' spare block too): where a block's
+    // open copy is, -1 if none. Writes use
     // write_slot (blocks written this step, the ones they fill included);
     // reads use read_slot (the blocks still open once this step's full
     // blocks are quantised).

@@ -31,8 +31,8 @@ bool tile_attention_fits(const PagedKvView& cache, int heads);
 // allows (64 tokens for multi-head attention, 32 for groups of 2, 16 from 3).
 int tile_attention_tile_tokens(int group);
 
-// How a tiled step's splits may be cut (cuda::attention_split_length picks
-// within them, counting tiles for tokens): 64 to kLongestVectorSplit
+// How a tiled step's splits may be cut (cuda::tiled_split_length halves
+// within them, powers of two, counting tiles for tokens): 64 to kLongestVectorSplit
 // entries, as many blocks a multiprocessor as fit at once. Zero blocks
 // where the tile path does not fit.
 AttentionSplitLimits tile_attention_split_limits(const PagedKvView& cache, int heads);

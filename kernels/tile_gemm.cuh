@@ -1,6 +1,7 @@
 // The linear layers of a step of a few dozen tokens (a decode of batch 9 to
 // 64) on tensor cores: y (tokens, rows) = x (tokens, cols) · w^T, fp16
-// weights and inputs, fp32 sums and output, as gemv.cuh does for up to 8
+// weights and inputs, fp32 sums and output (or, gated, act(gate) * up as
+// fp16), as gemv.cuh does for up to 8
 // tokens and cuBLAS past 64. A block computes 8 output rows for every token,
 // its 8 warps each taking every 8th 32-wide slice of the inputs
 // (mma.sync m16n8k16: the tokens as M, 16 at a time, the 8 rows as N), then

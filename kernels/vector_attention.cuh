@@ -18,7 +18,8 @@ namespace kvscope::kernels {
 // 32, 64, 128 or 256, rows 16-byte aligned (read into registers, or through
 // a shared-memory ring: wide_row_fetch.h); or K and V both q8_0, q4_0 or fp8
 // e4m3, head_dim 64 or 128, rows whole 4-byte words (copied asynchronously
-// through the ring, decoded by the CPU's decoder).
+// through the ring, 16 bytes at a time for whole tiles, and decoded 8 values
+// at a time by math::decode_row_chunk, math::decode_row_element's bits).
 bool vector_attention_fits(const PagedKvView& cache, int heads);
 
 // Blocks of the kernel this cache and group take that fit one multiprocessor

@@ -15,12 +15,10 @@
 #include "kernels/math/paged_slots.h"
 #include "kernels/nvtx_range.h"
 #include "kernels/paged_attention.cuh"
-#include "kernels/residual_add.cuh"
 #include "kernels/rms_norm.cuh"
 #include "kernels/rope.cuh"
 #include "kernels/rope_kv_write.cuh"
 #include "kernels/sampling.cuh"
-#include "kernels/swiglu.cuh"
 #include "kernels/tile_attention.cuh"
 #include "kernels/to_half.cuh"
 
@@ -1036,13 +1034,15 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
         kernels::launch_rms_norm_add(h, post_norm, x, tokens, c.hidden, c.rms_eps, stream);
     };
 
-    // Nine kernels a layer on 16-bit caches for Llama up to 64 tokens,
-    // where the gate/up product applies the activation itself, ten past
-    // that. Qwen 2's biases go into the products' epilogues (up to 64
-    // tokens), Qwen 3's and Gemma 3's QK norms into the RoPE kernel, and
-    // Gemma 3 adds its post-norms. Each linear layer's input is written as
-    // fp16 by the kernel before it, and the output projections add into
-    // the residual stream themselves where no post-norm comes between.
+    // Nine kernels a layer on 16-bit caches for Llama where the gate/up
+    // product applies the activation itself (the GEMV up to 8 tokens, the
+    // tile GEMM up to 64 where it takes the matrix: tile_gemm_fits), ten
+    // otherwise. Qwen 2's biases go into the GEMV's and tile GEMM's
+    // epilogues (launch_add_bias after cuBLAS), Qwen 3's and Gemma 3's QK
+    // norms into the RoPE kernel, and Gemma 3 adds its post-norms. Each
+    // linear layer's input is written as fp16 by the kernel before it, and
+    // the output projections add into the residual stream themselves where
+    // no post-norm comes between.
     op("attn_norm", l, [&] {
         kernels::launch_rms_norm_half(x, layer.attn_norm, x_half, tokens, c.hidden, c.rms_eps,
                                       stream);

@@ -19,6 +19,13 @@ std::optional<int> decode_bucket(int tokens) {
 
 int split_bucket(int max_context, int split_entries) {
     const int splits = std::max((max_context + split_entries - 1) / split_entries, 1);
+    if (splits <= 8) { // short contexts: powers of two, few graphs for few entries
+        int bucket = 1;
+        while (bucket < splits) {
+            bucket *= 2;
+        }
+        return bucket;
+    }
     // Rounded up to a multiple of the smallest power of two `step` that 8
     // steps reach: more than 4 steps and at most 8, so at most three
     // significant bits, and at most a quarter over (5 steps for 4 and one).

@@ -19,12 +19,12 @@ inline constexpr int kDecodeBuckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
 std::optional<int> decode_bucket(int tokens);
 
 // The graph's count of `split_entries`-entry attention splits for a context
-// of `max_context` entries: the count it needs rounded up to one of at most
-// three significant bits (1 to 8, then 10, 12, 14, 16, 20, 24, 28, 32, 40,
+// of `max_context` entries: up to 8, the power of two at or above the count
+// (short contexts, few entries to waste); past 8, the count rounded up to
+// one of at most three significant bits (10, 12, 14, 16, 20, 24, 28, 32, 40,
 // ...), so contexts grow through few graphs (four an octave) while a
 // graph's split count, and with it the context its splits are planned for,
-// overshoot the real one by at most 25% (past 8 splits; below, the
-// rounding up to whole splits dominates). (Powers of two, until 2026-11-28, overshot by up
+// overshoots the real one by at most 25%. (Powers of two, until 2026-11-28, overshot by up
 // to 100%: a 1k prompt's first decode, at 1,025 entries, planned for 2,048.)
 int split_bucket(int max_context, int split_entries);
 

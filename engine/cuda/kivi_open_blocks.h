@@ -25,7 +25,8 @@ public:
         // spare block): the open slot kv_append writes a block's rows to,
         // -1 for blocks without one (full blocks, free blocks).
         std::vector<std::int32_t> write_slot;
-        // (num_blocks): write_slot with this step's filled blocks at -1:
+        // (num_blocks, as write_slot): write_slot with this step's filled
+        // blocks at -1:
         // attention reads them quantised, as finalize leaves them.
         std::vector<std::int32_t> read_slot;
         // Blocks whose last entry this step writes, in the order first seen:

@@ -7,7 +7,7 @@
 //  - the codes come in as two 32-bit words, not byte by byte;
 //  - a code becomes a float through the mantissa (math::byte_minus) instead
 //    of an integer-to-float conversion, which NVIDIA GPUs run at a quarter of
-//    their float rate or less (a decode spends most of its arithmetic there).
+//    their float rate or less (a code was one conversion each before).
 #pragma once
 
 #include "kernels/math/half.h"

@@ -78,13 +78,15 @@ void TestDecodePadding::buckets() {
     QCOMPARE(cuda::split_bucket(4096, 256), 16);
     QCOMPARE(cuda::split_bucket(1025, 32), 40);  // 33 splits; not 64
     QCOMPARE(cuda::split_bucket(2304, 256), 10); // 9 splits
-    // Every count: at least the splits needed, at most a quarter over, at
-    // most three significant bits, and never fewer for a longer context.
+    // Every count: at least the splits needed, not far over, at most three
+    // significant bits, and never fewer for a longer context.
     int previous = 0;
     for (int context = 1; context <= 40000; ++context) {
         const int splits = (context + 31) / 32;
         const int bucket = cuda::split_bucket(context, 32);
-        QVERIFY(bucket >= splits && 4 * bucket <= 5 * splits);
+        // Up to 8 splits a power of two (under twice the count), past that
+        // at most a quarter over.
+        QVERIFY(bucket >= splits && (splits <= 8 ? bucket < 2 * splits : 4 * bucket <= 5 * splits));
         int bits = bucket;
         while (bits % 2 == 0) {
             bits /= 2;
@@ -109,7 +111,8 @@ void TestDecodePadding::attention_splits_fill_the_waves() {
     QCOMPARE(length(32, 4096), 256);   // 96 x 16 = 1536 in 6 waves, 97%
     QCOMPARE(length(1024, 1024), 256); // a prefill chunk: 3072 x 4, 99%
     QCOMPARE(length(1, 0), 32);
-    QCOMPARE(cuda::attention_split_length(1, 3, 1024, 0, 256, 32), 256); // 2 blocks wanted
+    // A wave of 2 blocks (no multiprocessor count): 4 splits of 256 fill it.
+    QCOMPARE(cuda::attention_split_length(1, 3, 1024, 0, 256, 32), 256);
     // 32 rows a wave: 2 splits fill it exactly, the evenest being 160 + 140.
     QCOMPARE(cuda::attention_split_length(4, 8, 300, 16, 256, 32), 160);
     // The vector path: splits of 64 to 2048 entries, 528 blocks a wave (4 a

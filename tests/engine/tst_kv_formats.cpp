@@ -500,7 +500,9 @@ void TestKvFormats::kivi_open_block_is_exact_until_full() {
     QCOMPARE(store.open_block_count(), std::size_t{0});
 }
 
-// The CUDA kernels decode one value at a time (math::decode_row_element) and
+// The CUDA kernels decode one value at a time (math::decode_row_element; the
+// vector attention 8 at a time for q8_0, q4_0 and fp8, math::decode_row_chunk,
+// checked against it below) and
 // encode a row per thread (math::encode_row); the CPU codec decodes whole
 // groups and may use F16C. Both must give the same bytes and the same floats,
 // bit for bit, or the GPU would not run what these tests check. (The CPU

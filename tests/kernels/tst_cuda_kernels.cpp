@@ -1251,11 +1251,10 @@ void TestCudaKernels::overlapped_launches_keep_each_kernels_inputs_data() {
 
 // A chain of FFN blocks over a residual stream (norm, gate/up product, gated
 // activation, down product adding into the stream; every other block the
-// product and activation in one kernel, as the backend runs them up to 8
-// tokens), each kernel reading what the one before wrote: with launches
-// overlapped it gives the same bytes as kernels launched strictly in turn. A
-// kernel that read before its wait for the one before (dependent_launch.cuh)
-// would read stale inputs.
+// product and activation in one kernel, as the backend runs them up to 64
+// tokens: the GEMV to 8, the tile GEMM past that), each kernel reading what the one before wrote:
+// with launches overlapped it gives the same bytes as kernels launched strictly in turn. A kernel
+// that read before its wait for the one before (dependent_launch.cuh) would read stale inputs.
 void TestCudaKernels::overlapped_launches_keep_each_kernels_inputs() {
     QFETCH(int, tokens);
     if (!kernels::device_overlaps_launches(0)) {
