@@ -21,6 +21,14 @@ void launch_rms_norm_half(const float* x, const float* weight, __half* out, int 
 void launch_rms_norm_add(const float* h, const float* weight, float* x, int rows, int dim,
                          float eps, cudaStream_t stream);
 
+// launch_rms_norm_add(h, post_weight, x) then launch_rms_norm_half(x,
+// next_weight, out) in one kernel, the same bits (and saturated values
+// counted alike): Gemma 3's post-attention norm into the residual stream and
+// its pre-FFN norm, a kernel a layer fewer. out (rows, dim) fp16.
+void launch_rms_norm_add_then_half(const float* h, const float* post_weight, float* x,
+                                   const float* next_weight, __half* out, int rows, int dim,
+                                   float eps, cudaStream_t stream);
+
 // Each head of each token normalised in place over its head_dim values (the
 // QK norms of Qwen3 and Gemma 3): head h of token t starts at
 // x + t * token_stride + h * head_dim; weight: (head_dim).

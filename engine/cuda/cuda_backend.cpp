@@ -1103,10 +1103,24 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
                                               workspace, sums, stream);
         }
     });
-    op("attn_out", l, [&] { project_into_residual(x_half, layer.wo, layer.post_attn_norm); });
+    // Gemma 3's post-attention norm goes into the residual stream with its
+    // pre-FFN norm, in the ffn_norm op's one kernel; attn_out leaves the
+    // projection in h for it.
+    op("attn_out", l, [&] {
+        if (layer.post_attn_norm != nullptr) {
+            linear(cublas_, x_half, tokens, layer.wo, h);
+        } else {
+            project_into_residual(x_half, layer.wo, nullptr);
+        }
+    });
     op("ffn_norm", l, [&] {
-        kernels::launch_rms_norm_half(x, layer.ffn_norm, x_half, tokens, c.hidden, c.rms_eps,
-                                      stream);
+        if (layer.post_attn_norm != nullptr) {
+            kernels::launch_rms_norm_add_then_half(h, layer.post_attn_norm, x, layer.ffn_norm,
+                                                   x_half, tokens, c.hidden, c.rms_eps, stream);
+        } else {
+            kernels::launch_rms_norm_half(x, layer.ffn_norm, x_half, tokens, c.hidden, c.rms_eps,
+                                          stream);
+        }
     });
     op("gate_up", l, [&] {
         gated_linear(cublas_, x_half, tokens, layer.w_gate_up, gelu_tanh, gate_up, ffn_half);

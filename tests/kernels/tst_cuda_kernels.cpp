@@ -404,6 +404,7 @@ private slots:
     void initTestCase();
     void elementwise_ops_match_the_cpu();
     void saturated_activations_are_counted();
+    void post_norm_and_next_norm_match_the_two_kernels();
     void rms_norm_heads_matches_the_cpu();
     void rms_norm_add_matches_the_cpu();
     void geglu_half_matches_the_cpu();
@@ -568,6 +569,48 @@ void TestCudaKernels::saturated_activations_are_counted() {
     QCOMPARE(counter.download(1)[0], static_cast<unsigned int>(2 * dim));
     QCOMPARE(static_cast<float>(normed.download(dim)[0]), 65504.0f);
     QCOMPARE(static_cast<float>(gated.download(dim)[0]), 65504.0f);
+}
+
+// Gemma 3's post-attention norm into the residual stream and its pre-FFN
+// norm in one kernel (launch_rms_norm_add_then_half) against the two
+// kernels: the same residual and fp16 bits, the same saturated count, at
+// Gemma 3 270M's width and one no multiple of a block's threads, with a next
+// norm weight that saturates some values.
+void TestCudaKernels::post_norm_and_next_norm_match_the_two_kernels() {
+    for (const int dim : {640, 333}) {
+        const int rows = 7;
+        const std::size_t n = static_cast<std::size_t>(rows) * dim;
+        const std::vector<float> h = random_floats(n, 91, 3.0f);
+        const std::vector<float> x = random_floats(n, 92, 2.0f);
+        DeviceArray<float> post(random_floats(static_cast<std::size_t>(dim), 93));
+        DeviceArray<float> next(random_floats(static_cast<std::size_t>(dim), 94, 3e4f));
+        DeviceArray<float> d_h(h), x_apart(x), x_fused(x);
+        DeviceArray<__half> out_apart(n), out_fused(n);
+        DeviceArray<unsigned int> apart_count(1), fused_count(1);
+        apart_count.zero();
+        fused_count.zero();
+        {
+            const kernels::ActivationOverflowScope scope(apart_count.get());
+            kernels::launch_rms_norm_add(d_h.get(), post.get(), x_apart.get(), rows, dim, 1e-6f,
+                                         nullptr);
+            kernels::launch_rms_norm_half(x_apart.get(), next.get(), out_apart.get(), rows, dim,
+                                          1e-6f, nullptr);
+        }
+        {
+            const kernels::ActivationOverflowScope scope(fused_count.get());
+            kernels::launch_rms_norm_add_then_half(d_h.get(), post.get(), x_fused.get(), next.get(),
+                                                   out_fused.get(), rows, dim, 1e-6f, nullptr);
+        }
+        QVERIFY(x_fused.download(n) == x_apart.download(n));
+        const std::vector<__half> got = out_fused.download(n);
+        const std::vector<__half> want = out_apart.download(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            QCOMPARE(static_cast<__half_raw>(got[i]).x, static_cast<__half_raw>(want[i]).x);
+        }
+        const unsigned int saturated = apart_count.download(1)[0];
+        QVERIFY(saturated > 0); // the next weight's scale passes fp16's range
+        QCOMPARE(fused_count.download(1)[0], saturated);
+    }
 }
 
 void TestCudaKernels::rms_norm_heads_matches_the_cpu() {
