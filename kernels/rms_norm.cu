@@ -41,9 +41,11 @@ __device__ inline float block_inv_rms(const float* row, int dim, float eps) {
         inv_rms = rsqrtf(total / static_cast<float>(dim) + eps);
     }
     __syncthreads();
-    const float result = inv_rms;
-    __syncthreads(); // read by all before a second call writes the storage again
-    return result;
+    // A second call in the same kernel may follow: its warp sums are written
+    // only after this call's last barrier (thread 0 read them before it),
+    // and its inv_rms only after its own first barrier, which every thread
+    // reaches after reading this one.
+    return inv_rms;
 }
 
 // out = the normalised row (stored as Out), or with Accumulate, out += it

@@ -24,7 +24,8 @@ void launch_rms_norm_add(const float* h, const float* weight, float* x, int rows
 // launch_rms_norm_add(h, post_weight, x) then launch_rms_norm_half(x,
 // next_weight, out) in one kernel, the same bits (and saturated values
 // counted alike): Gemma 3's post-attention norm into the residual stream and
-// its pre-FFN norm, a kernel a layer fewer. out (rows, dim) fp16.
+// its pre-FFN norm, a kernel a layer fewer. out (rows, dim) fp16. h, x and
+// out must not overlap (unlike launch_rms_norm's in-place use).
 void launch_rms_norm_add_then_half(const float* h, const float* post_weight, float* x,
                                    const float* next_weight, __half* out, int rows, int dim,
                                    float eps, cudaStream_t stream);

@@ -1039,7 +1039,8 @@ void CudaBackend::enqueue_layer(int l, const StepPlan& plan, const DeviceStep& s
     // tile GEMM up to 64 where it takes the matrix: tile_gemm_fits), ten
     // otherwise. Qwen 2's biases go into the GEMV's and tile GEMM's
     // epilogues (launch_add_bias after cuBLAS), Qwen 3's and Gemma 3's QK
-    // norms into the RoPE kernel, and Gemma 3 adds its post-norms. Each
+    // norms into the RoPE kernel; Gemma 3's post-attention norm shares
+    // the pre-FFN norm's kernel and its post-FFN norm adds one. Each
     // linear layer's input is written as fp16 by the kernel before it, and
     // the output projections add into the residual stream themselves where
     // no post-norm comes between.
