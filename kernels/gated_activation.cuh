@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cuda_fp16.h>
+#include <type_traits>
 
 namespace kvscope::kernels {
 
@@ -39,5 +40,16 @@ inline bool gated_output_overlaps_input(const __half* out, int ffn, const __half
 // to), or, for a gated FFN's gate/up product, storing each gate's
 // gated_activation with its up.
 enum class Epilogue { store, silu_gate, gelu_gate };
+
+// Calls run(std::integral_constant<Epilogue, E>{}) with the gated epilogue
+// for `gelu_tanh`: the one place the flag becomes a template argument.
+template <typename Run>
+void with_gated_epilogue(bool gelu_tanh, Run&& run) {
+    if (gelu_tanh) {
+        run(std::integral_constant<Epilogue, Epilogue::gelu_gate>{});
+    } else {
+        run(std::integral_constant<Epilogue, Epilogue::silu_gate>{});
+    }
+}
 
 } // namespace kvscope::kernels

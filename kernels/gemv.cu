@@ -208,13 +208,11 @@ void launch_gemv_gated(const __half* w_gate_up, int ffn, int cols, const __half*
     if (gated_output_overlaps_input(out, ffn, x, cols, tokens)) {
         throw std::invalid_argument("gated gemv: the output overlaps the input it reads");
     }
-    if (gelu_tanh) {
-        Launch<Epilogue::gelu_gate>{w_gate_up, ffn, cols, x, nullptr, false, nullptr, out, stream}
+    with_gated_epilogue(gelu_tanh, [&](auto epilogue) {
+        Launch<decltype(epilogue)::value>{w_gate_up, ffn,     cols, x,     nullptr,
+                                          false,     nullptr, out,  stream}
             .tokens(tokens);
-    } else {
-        Launch<Epilogue::silu_gate>{w_gate_up, ffn, cols, x, nullptr, false, nullptr, out, stream}
-            .tokens(tokens);
-    }
+    });
 }
 
 } // namespace kvscope::kernels

@@ -252,15 +252,11 @@ void launch_tile_gemm_gated(const __half* w_gate_up, int ffn, int cols, const __
     if (gated_output_overlaps_input(out, ffn, x, cols, tokens)) {
         throw std::invalid_argument("gated tile gemm: the output overlaps the input it reads");
     }
-    if (gelu_tanh) {
-        Launch<Epilogue::gelu_gate>{w_gate_up, ffn,   cols,    x,   tokens,
-                                    nullptr,   false, nullptr, out, stream}
+    with_gated_epilogue(gelu_tanh, [&](auto epilogue) {
+        Launch<decltype(epilogue)::value>{w_gate_up, ffn,   cols,    x,   tokens,
+                                          nullptr,   false, nullptr, out, stream}
             .tiles();
-    } else {
-        Launch<Epilogue::silu_gate>{w_gate_up, ffn,   cols,    x,   tokens,
-                                    nullptr,   false, nullptr, out, stream}
-            .tiles();
-    }
+    });
 }
 
 } // namespace kvscope::kernels

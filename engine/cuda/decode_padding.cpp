@@ -4,7 +4,6 @@
 #include <climits>
 #include <cstdint>
 #include <stdexcept>
-#include <vector>
 
 namespace kvscope::cuda {
 
@@ -52,33 +51,31 @@ int attention_split_length(int tokens, int kv_heads, int context, int multiproce
     const std::int64_t rows =
         static_cast<std::int64_t>(std::max(tokens, 1)) * std::max(kv_heads, 1);
     const std::int64_t entries = std::max(context, 1);
-    struct Choice {
-        int length; // the shortest giving its split count: the evenest splits
-        std::int64_t splits;
-        double fill;
+    // Each length from the longest down (split counts from the fewest up):
+    // how full its waves are. No allocation: this runs every step.
+    const auto splits_of = [&](int length) {
+        return (entries + length - 1) / length;
     };
-    std::vector<Choice> choices; // fewest splits first
-    for (int length = longest; length >= shortest; length -= kStep) {
-        const std::int64_t splits = (entries + length - 1) / length;
-        if (!choices.empty() && choices.back().splits == splits) {
-            choices.back().length = length;
-        } else {
-            choices.push_back({length, splits, wave_fill(rows * splits, wave)});
-        }
-    }
-    if (choices.empty()) { // shortest > longest: nothing to choose from
-        return longest;
-    }
+    const auto fill_of = [&](int length) {
+        return wave_fill(rows * splits_of(length), wave);
+    };
     double fullest = 0.0;
-    for (const Choice& choice : choices) {
-        fullest = std::max(fullest, choice.fill);
+    for (int length = longest; length >= shortest; length -= kStep) {
+        fullest = std::max(fullest, fill_of(length));
     }
-    for (const Choice& choice : choices) {
-        if (choice.fill >= kNearlyFullest * fullest) {
-            return choice.length;
+    // The fewest splits within reach of the fullest, cut as evenly as that
+    // count allows: the shortest length giving it.
+    for (int length = longest; length >= shortest; length -= kStep) {
+        if (fill_of(length) < kNearlyFullest * fullest) {
+            continue;
         }
+        int evenest = length;
+        while (evenest - kStep >= shortest && splits_of(evenest - kStep) == splits_of(length)) {
+            evenest -= kStep;
+        }
+        return evenest;
     }
-    return choices.back().length;
+    return longest; // shortest > longest: nothing to choose from
 }
 
 bool is_plain_decode(const runner::ForwardBatch& batch) {
